@@ -1,0 +1,35 @@
+"""layerperf: a per-layer performance profiler for deep-learning inference.
+
+>>> import layerperf
+>>> prof = layerperf.profile("resnet18", runs=20)
+>>> prof.table()[0]["median_us"]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from layerperf.api import profile
+    from layerperf.data import Layer, Profile, Run, Span, load
+
+__all__ = ["Layer", "Profile", "Run", "Span", "__version__", "load", "profile"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported lazily so that `layerperf --help` and `import layerperf` stay fast.
+    if name == "profile":
+        from layerperf.api import profile
+
+        return profile
+    if name in {"Layer", "Profile", "Run", "Span", "load"}:
+        from layerperf import data
+
+        return getattr(data, name)
+    if name == "zoo":
+        import importlib
+
+        return importlib.import_module("layerperf.zoo")
+    raise AttributeError(f"module 'layerperf' has no attribute {name!r}")

@@ -1,0 +1,3 @@
+from layerperf.cli import entry
+
+entry()

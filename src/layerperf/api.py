@@ -1,0 +1,75 @@
+"""The Python API: ``layerperf.profile(model, **options) -> Profile``."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from layerperf import __version__
+from layerperf.data import Profile
+from layerperf.errors import InputError
+from layerperf.machine import fingerprint
+from layerperf.modelsrc import ModelSource, open_model
+
+
+def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None) -> dict[str, int]:
+    given = {"batch": batch, "image_size": image_size, "seq_len": seq_len}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _metadata(source: ModelSource, zoo_opts: dict[str, int], opts: Any, backend_version: str) -> dict[str, Any]:
+    return {
+        "layerperf_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "pid": os.getpid(),
+        "model": {**source.describe(), **({"zoo_options": zoo_opts} if source.zoo else {})},
+        "backend": "onnxruntime",
+        "backend_version": backend_version,
+        "provider": opts.provider,
+        "options": opts.to_json(),
+        "machine": fingerprint(),
+    }
+
+
+def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int = 100, threads: int = 0,
+            opt_level: str = "all", provider: str = "CPUExecutionProvider", shapes: Sequence[str] = (),
+            inputs: str | Path | None = None, seed: int = 0, batch: int | None = None,
+            image_size: int | None = None, seq_len: int | None = None, latency: bool = True,
+            max_events: int = 1_000_000, progress: Callable[[str, int, int], None] | None = None) -> Profile:
+    """Profile ``model`` (an .onnx path, a zoo name or a ModelProto) layer by layer on ONNX Runtime.
+
+    Per-node timings are ONNX Runtime's own, taken in situ over ``runs`` measured runs after
+    ``warmup``; whole-model latency is measured separately with the profiler off.
+    """
+    import onnxruntime as ort
+
+    from layerperf.backends import onnxruntime as backend
+    from layerperf.backends.ort_build import build_layers_and_runs, unknown_cost_ops
+
+    opts = backend.ProfileOptions(warmup=warmup, runs=runs, threads=threads, opt_level=opt_level,
+                                  provider=provider, shapes=tuple(shapes),
+                                  inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency,
+                                  max_events=max_events)
+    opts.validate()
+    zoo_opts = _zoo_options(batch, image_size, seq_len)
+    if not isinstance(model, onnx.ModelProto) and zoo_opts and Path(str(model)).suffix == ".onnx":
+        raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
+                         hint="use --shape NAME=DIMS for an .onnx file")
+    source = open_model(model, **zoo_opts)
+    feed = backend.prepare_feed(source, opts)
+    step = (lambda done: progress("profiled runs", done, runs)) if progress else None
+    m = backend.measure(source, opts, feed, step)
+    latency_ns = backend.unprofiled_latency(source, opts, feed) if latency else []
+    origin = m.runs[0][0] if m.runs else 0
+    layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin)
+    extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns}
+    unknown = unknown_cost_ops(layers)
+    if unknown:
+        extra["warnings"] = [f"FLOPs unknown for op types: {', '.join(unknown)}"]
+    return Profile(metadata=_metadata(source, zoo_opts, opts, ort.__version__), layers=layers,
+                   runs=run_list, latency_ns=latency_ns, extra=extra)

@@ -1,0 +1,66 @@
+"""The ``layerperf`` command. Thin: parses flags, calls the Python API, prints.
+
+Each subcommand is one module with ``register(subparsers)`` and ``run(args) -> int``. One wrapper
+turns layerperf errors into one line on stderr and exit code 2; tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from layerperf import __version__
+from layerperf.errors import LayerperfError
+
+# name -> module; modules import their heavy dependencies inside run(), so --help stays fast.
+COMMANDS = ("profile", "models", "events", "analyze", "diff", "memory", "bench")
+
+SUCCESS, ERROR, INTERRUPTED = 0, 2, 130
+
+
+def _modules() -> list[object]:
+    mods = []
+    for name in COMMANDS:
+        try:
+            mods.append(importlib.import_module(f"layerperf.cli.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"layerperf.cli.{name}":
+                raise
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="layerperf", description="Per-layer performance profiler for deep-learning inference.")
+    parser.add_argument("--version", action="version", version=f"layerperf {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _modules():
+        mod.register(sub)  # type: ignore[attr-defined]
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return ERROR
+    try:
+        return int(args.func(args))
+    except LayerperfError as exc:
+        if args.debug:
+            raise
+        print(f"layerperf: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("layerperf: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        return SUCCESS
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""``layerperf profile MODEL``: per-layer timings (and counters, memory) of one model."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from layerperf.cli.common import add_model_args, positive_int
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("profile", help="profile a model layer by layer",
+                       description="Profile an .onnx file or a built-in model layer by layer on ONNX Runtime.")
+    add_model_args(p)
+    p.add_argument("--warmup", type=positive_int, default=10, help="untimed runs first (default 10)")
+    p.add_argument("--runs", type=positive_int, default=100, help="measured runs (default 100)")
+    p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
+    p.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
+                   help="ONNX Runtime graph optimization level (default all)")
+    p.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
+    p.add_argument("--top", type=positive_int, default=20, help="layers in the terminal table (default 20)")
+    p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
+    p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
+    p.add_argument("--no-latency", action="store_true",
+                   help="skip the whole-model latency measurement with the profiler off")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import layerperf
+    from layerperf.cli.common import print_profile, progress_bar
+
+    with progress_bar() as progress:
+        prof = layerperf.profile(
+            args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
+            provider=args.provider, shapes=args.shape, inputs=args.inputs, seed=args.seed, batch=args.batch,
+            image_size=args.image_size, seq_len=args.seq_len, latency=not args.no_latency, progress=progress)
+    written = prof.save(args.out) if args.out else {}
+    print_profile(prof, top=args.top, fmt=args.format, written=written)
+    return 0

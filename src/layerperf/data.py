@@ -1,0 +1,147 @@
+"""The Profile: one data model between the backends that fill it and everything that reads it.
+
+Raw measurements are kept flat — static per-layer facts in :class:`Layer`, the timeline of every
+measured run as :class:`Span` records — and every derived figure (median, p90, share, FLOP/s…) is
+computed from them on demand by :mod:`layerperf.stats`, never stored twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from layerperf.tensor import TensorInfo
+
+if TYPE_CHECKING:
+    import pandas
+
+    from layerperf.stats import LayerStats
+
+FORMAT_VERSION = 1
+
+
+@dataclass(slots=True)
+class Layer:
+    """One executed unit (an ONNX Runtime node after graph optimization), in execution order."""
+
+    name: str
+    op_type: str
+    domain: str = ""
+    provider: str = ""
+    inputs: tuple[TensorInfo, ...] = ()
+    outputs: tuple[TensorInfo, ...] = ()
+    param_bytes: int = 0
+    flops: int | None = None  # None: unknown op type or shapes, never a silent 0
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    # label -> one count per measured pass (perf counters; filled by the counters feature)
+    counters: dict[str, list[float]] = field(default_factory=dict)
+    # runtime-reported memory figures for this node, e.g. ONNX Runtime's output_size, mem_arena_held
+    memory: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int | None:
+        if self.bytes_read is None or self.bytes_written is None:
+            return None
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def in_shapes(self) -> str:
+        return ";".join(t.shape_str() for t in self.inputs)
+
+    @property
+    def out_shapes(self) -> str:
+        return ";".join(t.shape_str() for t in self.outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One execution of one layer: offsets are relative to the profile's time origin."""
+
+    layer: int  # index into Profile.layers
+    start_ns: int
+    dur_ns: int
+    tid: int
+
+
+@dataclass(slots=True)
+class Run:
+    """One measured inference: its extent and the spans of the layers that ran in it."""
+
+    start_ns: int
+    dur_ns: int
+    spans: list[Span] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Profile:
+    """Everything one profiling session measured.
+
+    ``latency_ns`` holds whole-model latencies measured with the profiler off; ``extra`` holds
+    JSON-serializable sections contributed by optional features (``"counters"``, ``"memory"``,
+    ``"fidelity"``...), kept by save/load as they are.
+    """
+
+    metadata: dict[str, Any]
+    layers: list[Layer]
+    runs: list[Run]
+    latency_ns: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Profile):
+            return NotImplemented
+        return (self.metadata, self.layers, self.runs, self.latency_ns, self.extra) == (
+            other.metadata, other.layers, other.runs, other.latency_ns, other.extra)
+
+    # -- derived views -------------------------------------------------------------------------
+    @cached_property
+    def _durations(self) -> list[np.ndarray]:
+        per_layer: list[list[int]] = [[] for _ in self.layers]
+        for run in self.runs:
+            for span in run.spans:
+                per_layer[span.layer].append(span.dur_ns)
+        return [np.asarray(d, dtype=np.int64) for d in per_layer]
+
+    def durations_ns(self, layer: int) -> np.ndarray:
+        """Every measured duration of one layer, in ns, in run order."""
+        return self._durations[layer]
+
+    def stats(self) -> list[LayerStats]:
+        """Per-layer aggregates (calls, median, p90, share, FLOP/s...), in execution order."""
+        from layerperf.stats import layer_stats
+
+        return layer_stats(self)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per layer with every column of ``layers.csv`` (None where unknown)."""
+        from layerperf.stats import rows
+
+        return rows(self)
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """The rows of :meth:`table` as a pandas DataFrame (needs the ``pandas`` extra)."""
+        from layerperf.stats import to_pandas
+
+        return to_pandas(self)
+
+    @property
+    def run_durations_ns(self) -> np.ndarray:
+        return np.asarray([r.dur_ns for r in self.runs], dtype=np.int64)
+
+    def save(self, out_dir: str | Path) -> dict[str, Path]:
+        """Write ``trace.json`` and ``layers.csv`` (and the outputs of enabled features) atomically."""
+        from layerperf.writers import save
+
+        return save(self, Path(out_dir))
+
+
+def load(path: str | Path) -> Profile:
+    """Read a layerperf ``trace.json`` (or the directory holding one) back into a Profile."""
+    from layerperf.readers.layerperf import load_profile
+
+    return load_profile(Path(path))

@@ -1,0 +1,35 @@
+"""The one exception root of layerperf.
+
+Library code raises these; the CLI turns them into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class LayerperfError(Exception):
+    """A problem the user can act on: a message naming it, and optionally a hint."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class InputError(LayerperfError):
+    """Bad user input: a missing or corrupt file, a malformed flag, an unknown name."""
+
+
+class MissingDependency(LayerperfError):
+    """An optional library or system package is not installed."""
+
+    def __init__(self, what: str, install: str) -> None:
+        super().__init__(f"{what} is not installed", f"install it with: {install}")
+
+
+class CounterError(LayerperfError):
+    """A perf counter cannot be opened or read as asked."""

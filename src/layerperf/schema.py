@@ -1,0 +1,56 @@
+"""The saved-profile contract: how a Profile maps to JSON under ``otherData`` of trace.json.
+
+Versioned by ``FORMAT_VERSION``. Loading fills defaults for fields added later and rejects a
+format newer than this layerperf understands with a clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from layerperf.data import FORMAT_VERSION, Layer
+from layerperf.errors import InputError
+from layerperf.tensor import TensorInfo
+
+FORMAT_KEY = "layerperf_format"
+
+
+def tensor_to_json(t: TensorInfo) -> dict[str, Any]:
+    return {"name": t.name, "shape": None if t.shape is None else list(t.shape), "dtype": t.dtype}
+
+
+def tensor_from_json(d: dict[str, Any]) -> TensorInfo:
+    shape = d.get("shape")
+    return TensorInfo(str(d.get("name", "")), None if shape is None else tuple(shape), str(d.get("dtype", "")))
+
+
+def layer_to_json(layer: Layer) -> dict[str, Any]:
+    return {
+        "name": layer.name, "op_type": layer.op_type, "domain": layer.domain, "provider": layer.provider,
+        "inputs": [tensor_to_json(t) for t in layer.inputs],
+        "outputs": [tensor_to_json(t) for t in layer.outputs],
+        "param_bytes": layer.param_bytes, "flops": layer.flops, "bytes_read": layer.bytes_read,
+        "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory,
+    }
+
+
+def layer_from_json(d: dict[str, Any]) -> Layer:
+    return Layer(
+        name=str(d["name"]), op_type=str(d.get("op_type", "")), domain=str(d.get("domain", "")),
+        provider=str(d.get("provider", "")),
+        inputs=tuple(tensor_from_json(t) for t in d.get("inputs", ())),
+        outputs=tuple(tensor_from_json(t) for t in d.get("outputs", ())),
+        param_bytes=int(d.get("param_bytes", 0)), flops=d.get("flops"), bytes_read=d.get("bytes_read"),
+        bytes_written=d.get("bytes_written"),
+        counters={k: [float(x) for x in v] for k, v in d.get("counters", {}).items()},
+        memory={k: int(v) for k, v in d.get("memory", {}).items()},
+    )
+
+
+def check_version(other: dict[str, Any], source: str) -> None:
+    version = other.get(FORMAT_KEY)
+    if not isinstance(version, int):
+        raise InputError(f"{source} is not a layerperf trace (no otherData.{FORMAT_KEY})")
+    if version > FORMAT_VERSION:
+        raise InputError(f"{source} has layerperf format {version}; this layerperf reads up to "
+                         f"{FORMAT_VERSION}", hint="upgrade layerperf")

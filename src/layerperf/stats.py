@@ -1,0 +1,112 @@
+"""Figures derived from a Profile: per-layer aggregates and the rows of the layer table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas
+
+    from layerperf.data import Layer, Profile
+
+# The columns of layers.csv, in order; counter labels follow them.
+COLUMNS = (
+    "name", "op_type", "domain", "provider", "calls", "median_us", "mean_us", "p90_us", "min_us",
+    "max_us", "share", "cum_share", "flops", "bytes", "bytes_read", "bytes_written", "intensity",
+    "flops_per_s", "bytes_per_s", "param_bytes", "in_shapes", "out_shapes", "in_dtypes", "out_dtypes",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerStats:
+    """Aggregates of one layer's measured calls. Times in µs; share of the whole profile's time."""
+
+    calls: int
+    total_us: float
+    mean_us: float
+    median_us: float
+    p90_us: float
+    min_us: float
+    max_us: float
+    share: float
+    cum_share: float  # cumulative share when layers are ranked by total time, largest first
+
+
+def _distribution(d_ns: np.ndarray) -> tuple[float, float, float, float, float, float]:
+    if d_ns.size == 0:
+        nan = float("nan")
+        return 0.0, nan, nan, nan, nan, nan
+    us = d_ns / 1e3
+    return (float(us.sum()), float(us.mean()), float(np.median(us)), float(np.percentile(us, 90)),
+            float(us.min()), float(us.max()))
+
+
+def layer_stats(profile: Profile) -> list[LayerStats]:
+    dists = [_distribution(profile.durations_ns(i)) for i in range(len(profile.layers))]
+    totals = np.asarray([d[0] for d in dists])
+    grand = float(totals.sum()) or 1.0
+    cum = np.empty_like(totals)
+    order = np.argsort(-totals, kind="stable")
+    cum[order] = np.cumsum(totals[order]) / grand
+    return [
+        LayerStats(calls=int(profile.durations_ns(i).size), total_us=d[0], mean_us=d[1], median_us=d[2],
+                   p90_us=d[3], min_us=d[4], max_us=d[5], share=d[0] / grand, cum_share=float(cum[i]))
+        for i, d in enumerate(dists)
+    ]
+
+
+def per_second(amount: int | None, median_us: float) -> float | None:
+    """Achieved rate (FLOP/s, bytes/s) from an amount and a median time; None when unknown."""
+    if amount is None or not median_us > 0:
+        return None
+    return amount / (median_us * 1e-6)
+
+
+def _row(layer: Layer, st: LayerStats) -> dict[str, Any]:
+    byt = layer.bytes
+    return {
+        "name": layer.name, "op_type": layer.op_type, "domain": layer.domain, "provider": layer.provider,
+        "calls": st.calls, "median_us": st.median_us, "mean_us": st.mean_us, "p90_us": st.p90_us,
+        "min_us": st.min_us, "max_us": st.max_us, "share": st.share, "cum_share": st.cum_share,
+        "flops": layer.flops, "bytes": byt, "bytes_read": layer.bytes_read,
+        "bytes_written": layer.bytes_written,
+        "intensity": layer.flops / byt if layer.flops is not None and byt else None,
+        "flops_per_s": per_second(layer.flops, st.median_us),
+        "bytes_per_s": per_second(byt, st.median_us), "param_bytes": layer.param_bytes,
+        "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
+        "in_dtypes": ";".join(t.dtype for t in layer.inputs),
+        "out_dtypes": ";".join(t.dtype for t in layer.outputs),
+    }
+
+
+def counter_labels(profile: Profile) -> list[str]:
+    """Counter labels present in the profile, in first-seen order."""
+    seen: dict[str, None] = {}
+    for layer in profile.layers:
+        seen.update(dict.fromkeys(layer.counters))
+    return list(seen)
+
+
+def rows(profile: Profile) -> list[dict[str, Any]]:
+    labels = counter_labels(profile)
+    out = []
+    for layer, st in zip(profile.layers, profile.stats(), strict=True):
+        row = _row(layer, st)
+        for label in labels:
+            values = layer.counters.get(label)
+            row[label] = float(np.median(values)) if values else None
+        out.append(row)
+    return out
+
+
+def to_pandas(profile: Profile) -> pandas.DataFrame:
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        from layerperf.errors import MissingDependency
+
+        raise MissingDependency("pandas", "pip install 'layerperf[pandas]'") from exc
+    return pd.DataFrame(profile.table())

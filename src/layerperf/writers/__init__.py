@@ -1,0 +1,78 @@
+"""Writers turn a Profile into files. Each states its file name and writes; ``save`` runs them all.
+
+Files are written atomically: every writer renders to a temporary file in the target directory,
+and only when all of them succeeded are they renamed into place, so a failure leaves nothing partial.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from layerperf.errors import InputError
+
+if TYPE_CHECKING:
+    from layerperf.data import Profile
+
+WriteFn = Callable[["Profile", IO[bytes]], None]
+
+
+def writers() -> dict[str, WriteFn]:
+    """File name -> writer, for every output a profile produces."""
+    from layerperf.writers import chrome, csv
+
+    return {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
+
+
+def ensure_dir(out_dir: Path) -> Path:
+    """Create the output directory, or fail with one clear line when it cannot be written."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create output directory {out_dir}: {exc.strerror}") from exc
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise InputError(f"output directory {out_dir} is not writable")
+    return out_dir
+
+
+@contextmanager
+def atomic_files(out_dir: Path, names: list[str]) -> Iterator[list[IO[bytes]]]:
+    """Open temporaries for ``names`` in ``out_dir``; rename them all into place only on success."""
+    ensure_dir(out_dir)
+    temps: list[tuple[IO[bytes], Path]] = []
+    try:
+        for name in names:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
+            temps.append((os.fdopen(fd, "wb"), Path(tmp)))
+        yield [f for f, _ in temps]
+        for f, _ in temps:
+            f.close()
+        for (_, tmp), name in zip(temps, names, strict=True):
+            os.replace(tmp, out_dir / name)
+    except OSError as exc:
+        raise InputError(f"cannot write to {out_dir}: {exc.strerror or exc}") from exc
+    finally:
+        for f, tmp in temps:
+            f.close()
+            tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
+    """Write one file atomically with ``write(fileobj)``."""
+    with atomic_files(path.parent, [path.name]) as (f,):
+        write(f)
+    return path
+
+
+def save(profile: Profile, out_dir: Path, extra: dict[str, WriteFn] | None = None) -> dict[str, Path]:
+    """Write every output of ``profile`` into ``out_dir``; returns file name -> path."""
+    table = {**writers(), **(extra or {})}
+    names = list(table)
+    with atomic_files(out_dir, names) as files:
+        for name, f in zip(names, files, strict=True):
+            table[name](profile, f)
+    return {name: out_dir / name for name in names}

@@ -1,0 +1,101 @@
+"""trace.json: Chrome Trace Event Format (JSON object form), readable by Perfetto UI and chrome://tracing.
+
+Every layer call of every measured run is a complete event (``"ph": "X"``); runs are X events on
+the same thread one level up; counters are counter tracks (``"ph": "C"``). Everything needed to
+reload the Profile is under ``otherData`` (see :mod:`layerperf.schema`).
+"""
+
+from __future__ import annotations
+
+from typing import IO, TYPE_CHECKING, Any
+
+import orjson
+
+from layerperf.schema import FORMAT_KEY, layer_to_json
+from layerperf.stats import counter_labels
+
+if TYPE_CHECKING:
+    from layerperf.data import Layer, Profile
+
+FILENAME = "trace.json"
+
+
+def _us(ns: int) -> float:
+    # Trace Event Format times are µs; three decimals keep ns resolution for the reload.
+    return round(ns / 1e3, 3)
+
+
+def _layer_args(layer: Layer, index: int) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "layer": index, "op_type": layer.op_type, "provider": layer.provider,
+        "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
+        "flops": layer.flops if layer.flops is not None else "unknown", "bytes": layer.bytes,
+    }
+    for label, values in layer.counters.items():
+        if values:
+            args[label] = sorted(values)[len(values) // 2]
+    return args
+
+
+def _metadata_events(profile: Profile, pid: int, tids: set[int]) -> list[dict[str, Any]]:
+    meta = profile.metadata
+    title = f"layerperf: {meta.get('model', {}).get('name', 'model')} ({meta.get('backend', '')})"
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": title}}]
+    for i, tid in enumerate(sorted(tids)):
+        name = "inference" if i == 0 else f"worker {tid}"
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+    return events
+
+
+def _span_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    args = [_layer_args(layer, i) for i, layer in enumerate(profile.layers)]
+    main_tid = profile.runs[0].spans[0].tid if profile.runs and profile.runs[0].spans else 0
+    for r, run in enumerate(profile.runs):
+        events.append({"ph": "X", "cat": "run", "name": f"run {r}", "pid": pid, "tid": main_tid,
+                       "ts": _us(run.start_ns), "dur": _us(run.dur_ns), "args": {"run": r}})
+        for span in run.spans:
+            events.append({"ph": "X", "cat": "layer", "name": profile.layers[span.layer].name, "pid": pid,
+                           "tid": span.tid, "ts": _us(span.start_ns), "dur": _us(span.dur_ns),
+                           "args": {**args[span.layer], "run": r}})
+    return events
+
+
+def _counter_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
+    """One counter track per label: each layer's median count, stepped at its first measured call."""
+    events: list[dict[str, Any]] = []
+    if not profile.runs:
+        return events
+    first = {s.layer: s for s in reversed(profile.runs[0].spans)}
+    for label in counter_labels(profile):
+        for i, layer in enumerate(profile.layers):
+            values = layer.counters.get(label)
+            if values and i in first:
+                events.append({"ph": "C", "name": label, "pid": pid, "ts": _us(first[i].start_ns),
+                               "args": {label: sorted(values)[len(values) // 2]}})
+    return events
+
+
+def to_json(profile: Profile) -> dict[str, Any]:
+    pid = int(profile.metadata.get("pid", 1))
+    tids = {s.tid for run in profile.runs for s in run.spans}
+    events = _metadata_events(profile, pid, tids) + _span_events(profile, pid) + _counter_events(profile, pid)
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            FORMAT_KEY: 1,
+            "layerperf": {
+                "metadata": profile.metadata,
+                "layers": [layer_to_json(layer) for layer in profile.layers],
+                "aggregates": profile.table(),
+                "latency_ns": profile.latency_ns,
+                "extra": profile.extra,
+            },
+        },
+    }
+
+
+def write(profile: Profile, f: IO[bytes]) -> None:
+    f.write(orjson.dumps(to_json(profile), option=orjson.OPT_SERIALIZE_NUMPY))

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+
+def tiny_cnn(batch: int | str = 1) -> onnx.ModelProto:
+    """Conv -> Relu -> MaxPool -> Flatten -> Gemm, small enough to profile in milliseconds."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 16, 16])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "conv.w"),
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "conv.b"),
+        numpy_helper.from_array(rng.standard_normal((10, 8 * 8 * 8)).astype(np.float32), "fc.w"),
+        numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc.b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "conv.w", "conv.b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "tiny_cnn", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "tiny_cnn.onnx"
+    onnx.save(tiny_cnn(), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def dynamic_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "tiny_dynamic.onnx"
+    onnx.save(tiny_cnn(batch="N"), path)
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real command line in a subprocess, as a user would."""
+    return subprocess.run([sys.executable, "-m", "layerperf", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
