@@ -40,22 +40,32 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
             opt_level: str = "all", provider: str = "CPUExecutionProvider", shapes: Sequence[str] = (),
             inputs: str | Path | None = None, seed: int = 0, batch: int | None = None,
             image_size: int | None = None, seq_len: int | None = None, latency: bool = True,
-            max_events: int = 1_000_000, progress: Callable[[str, int, int], None] | None = None) -> Profile:
+            max_events: int = 1_000_000, events: Sequence[str] | None = None,
+            perf_config: str | Path | None = None, passes: int = 5, multiplex: bool = False,
+            progress: Callable[[str, int, int], None] | None = None) -> Profile:
     """Profile ``model`` (an .onnx path, a zoo name or a ModelProto) layer by layer on ONNX Runtime.
 
     Per-node timings are ONNX Runtime's own, taken in situ over ``runs`` measured runs after
     ``warmup``; whole-model latency is measured separately with the profiler off.
+
+    ``events`` (perf event strings) or ``perf_config`` (a JSON file mapping event string to label)
+    add per-node perf counters, read at node boundaries by the stepwise executor over ``passes``
+    passes; ``multiplex`` counts every event in one pass group, scaled by the time it was counted.
     """
+    from layerperf.backends.ort_counters import CounterRequest
     import onnxruntime as ort
 
     from layerperf.backends import onnxruntime as backend
-    from layerperf.backends.ort_build import build_layers_and_runs, unknown_cost_ops
+    from layerperf.backends.ort_build import build_layers_and_runs, graph_summary, unknown_cost_ops
 
     opts = backend.ProfileOptions(warmup=warmup, runs=runs, threads=threads, opt_level=opt_level,
                                   provider=provider, shapes=tuple(shapes),
                                   inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency,
                                   max_events=max_events)
     opts.validate()
+    request = CounterRequest.build(list(events or []), perf_config, passes, multiplex)
+    if request:
+        request.check()  # an unusable event fails now, not after minutes of profiling
     zoo_opts = _zoo_options(batch, image_size, seq_len)
     if not isinstance(model, onnx.ModelProto) and zoo_opts and Path(str(model)).suffix == ".onnx":
         raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
@@ -67,9 +77,24 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     latency_ns = backend.unprofiled_latency(source, opts, feed) if latency else []
     origin = m.runs[0][0] if m.runs else 0
     layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin)
-    extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns}
+    extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns, "graph": graph_summary(m.optimized)}
     unknown = unknown_cost_ops(layers)
     if unknown:
         extra["warnings"] = [f"FLOPs unknown for op types: {', '.join(unknown)}"]
+    if request:
+        extra["counters"] = _count(source, opts, feed, layers, request, progress)
     return Profile(metadata=_metadata(source, zoo_opts, opts, ort.__version__), layers=layers,
                    runs=run_list, latency_ns=latency_ns, extra=extra)
+
+
+def _count(source: ModelSource, opts: Any, feed: Any, layers: Any, request: Any,
+           progress: Callable[[str, int, int], None] | None) -> dict[str, Any]:
+    from layerperf.backends.ort_counters import apply_counts, count_layers
+
+    if progress:
+        progress("counting (stepwise)", 0, 1)
+    worker_opts = {"opt_level": opts.opt_level, "provider": opts.provider, "threads": opts.threads}
+    result = count_layers(source.path, worker_opts, feed, [layer.name for layer in layers], request)
+    if progress:
+        progress("counting (stepwise)", 1, 1)
+    return apply_counts(layers, result, request)

@@ -90,16 +90,44 @@ def counter_labels(profile: Profile) -> list[str]:
     return list(seen)
 
 
+def _counter_cells(profile: Profile, i: int, layer: Layer, labels: list[str]) -> dict[str, Any]:
+    """Median count per label, fraction counted (multiplexed runs), derived metrics, counts per FLOP."""
+    section = profile.extra.get("counters") or {}
+    fractions = section.get("fraction_counted") or {}
+    cells: dict[str, Any] = {}
+    medians: dict[str, float] = {}
+    for label in labels:
+        values = layer.counters.get(label)
+        cells[label] = medians[label] = float(np.median(values)) if values else None  # type: ignore[assignment]
+        if label in fractions:
+            cells[f"{label}_counted"] = fractions[label][i]
+        if layer.flops and label in medians and medians[label] is not None:
+            cells[f"{label}_per_flop"] = medians[label] / layer.flops
+    if section.get("events"):
+        from layerperf.counters import derived_metrics
+
+        present = {k: v for k, v in medians.items() if v is not None}
+        cells.update(derived_metrics(present, {k: v for k, v in section["events"].items() if k in present}))
+    return cells
+
+
 def rows(profile: Profile) -> list[dict[str, Any]]:
     labels = counter_labels(profile)
     out = []
-    for layer, st in zip(profile.layers, profile.stats(), strict=True):
+    for i, (layer, st) in enumerate(zip(profile.layers, profile.stats(), strict=True)):
         row = _row(layer, st)
-        for label in labels:
-            values = layer.counters.get(label)
-            row[label] = float(np.median(values)) if values else None
+        if labels:
+            row.update(_counter_cells(profile, i, layer, labels))
         out.append(row)
     return out
+
+
+def extra_columns(profile: Profile) -> list[str]:
+    """Columns beyond :data:`COLUMNS` present in the profile's rows (counters and their metrics)."""
+    seen: dict[str, None] = {}
+    for row in profile.table():
+        seen.update(dict.fromkeys(k for k in row if k not in COLUMNS))
+    return list(seen)
 
 
 def to_pandas(profile: Profile) -> pandas.DataFrame:

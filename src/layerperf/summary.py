@@ -20,6 +20,35 @@ def _p90_us(ns: Any) -> float | None:
     return float(np.percentile(arr, 90)) / 1e3 if arr.size else None
 
 
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their mean rank."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2
+    return mean_rank[inverse]
+
+
+def spearman(a: Any, b: Any) -> float | None:
+    """Spearman rank correlation (ties at mean rank); None when undefined."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.size < 2:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def fidelity(profile: Profile) -> dict[str, Any] | None:
+    """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran)."""
+    stepwise = (profile.extra.get("counters") or {}).get("stepwise_median_ns")
+    if not stepwise:
+        return None
+    insitu = [r["median_us"] * 1e3 if r["calls"] else 0.0 for r in profile.table()]
+    total = sum(insitu)
+    return {"time_ratio": sum(stepwise) / total if total else None, "rank_correlation": spearman(stepwise, insitu),
+            "stepwise_sum_us": sum(stepwise) / 1e3, "insitu_sum_us": total / 1e3}
+
+
 def summary(profile: Profile) -> dict[str, Any]:
     """Latency with the profiler off, in-situ run time, profiler overhead ratio, FLOP and byte totals."""
     rows = profile.table()
@@ -38,4 +67,5 @@ def summary(profile: Profile) -> dict[str, Any]:
         "flops": sum(f for f in flops if f is not None),
         "flops_unknown_layers": sum(f is None for f in flops),
         "bytes": sum(r["bytes"] or 0 for r in rows),
+        "fidelity": fidelity(profile),
     }

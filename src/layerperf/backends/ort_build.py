@@ -75,10 +75,22 @@ def build_layers_and_runs(runs: list[tuple[int, RunEvents]], optimized: onnx.Mod
     return layers, out_runs
 
 
+def graph_summary(model: onnx.ModelProto | None) -> dict[str, Any]:
+    """Graph inputs, outputs and initializer sizes of the executed graph (for memory analysis)."""
+    if model is None:
+        return {}
+    inits = initializer_infos(model)
+    return {
+        "inputs": [i.name for i in model.graph.input if i.name not in inits],
+        "outputs": [o.name for o in model.graph.output],
+        "initializers": {name: t.nbytes or 0 for name, t in inits.items()},
+    }
+
+
 def unknown_cost_ops(layers: list[Layer]) -> list[str]:
     """Op types whose FLOPs the cost model does not know, for the user-facing warning."""
     return sorted({f"{l.domain + '.' if l.domain else ''}{l.op_type}" for l in layers
                    if not is_known(l.op_type, l.domain)})
 
 
-__all__ = ["Cost", "build_layers_and_runs", "make_layer", "unknown_cost_ops"]
+__all__ = ["Cost", "build_layers_and_runs", "graph_summary", "make_layer", "unknown_cost_ops"]

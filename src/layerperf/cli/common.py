@@ -58,7 +58,7 @@ def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]
     import orjson
 
     from layerperf import render, units
-    from layerperf.stats import counter_labels
+    from layerperf.stats import extra_columns
     from layerperf.summary import summary
 
     summ = summary(prof)
@@ -69,7 +69,7 @@ def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]
         return
     con = render.console()
     rows = sorted(prof.table(), key=lambda r: -r["share"])[:top]
-    columns = list(render.LAYER_COLUMNS) + render.counter_columns(counter_labels(prof))
+    columns = list(render.LAYER_COLUMNS) + render.counter_columns(extra_columns(prof))
     model = prof.metadata.get("model", {}).get("name", "model")
     con.print(render.table(rows, columns, title=f"{model}: top {len(rows)} of {summ['layers']} layers by self time"))
     for line in summary_lines(prof, summ, units):
@@ -95,6 +95,12 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
         "legend: self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs; "
         "? = unknown, never 0",
     ]
+    fid = summ.get("fidelity")
+    if fid:
+        corr = fid["rank_correlation"]
+        lines.append(f"counters: stepwise executor, {prof.extra['counters']['passes']} passes per event group; "
+                     f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
+                     + (f"{corr:.3f}" if corr is not None else "n/a"))
     if summ["flops_unknown_layers"]:
         lines.append(f"[yellow]warning:[/] FLOPs unknown for {summ['flops_unknown_layers']} layers")
     lines += [f"[yellow]warning:[/] {w}" for w in prof.extra.get("warnings", [])]

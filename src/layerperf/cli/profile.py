@@ -23,6 +23,14 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the whole-model latency measurement with the profiler off")
+    c = p.add_argument_group("perf counters (per node, via the stepwise executor)")
+    c.add_argument("--events", help="comma-separated perf events: perf names (cycles,instructions,...), "
+                   "raw rNNNN, or libpfm4 strings (perf::PERF_COUNT_HW_CPU_CYCLES)")
+    c.add_argument("--perf-config", metavar="FILE", help="JSON object mapping event string to label, as in "
+                   "ONNX Runtime's per-layer perf fork")
+    c.add_argument("--passes", type=positive_int, default=5, help="stepwise passes per event group (default 5)")
+    c.add_argument("--multiplex", action="store_true", help="count all events in one pass group, scaled by "
+                   "time_enabled/time_running (fraction counted shown)")
     p.set_defaults(func=run)
 
 
@@ -34,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
         prof = layerperf.profile(
             args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
             provider=args.provider, shapes=args.shape, inputs=args.inputs, seed=args.seed, batch=args.batch,
-            image_size=args.image_size, seq_len=args.seq_len, latency=not args.no_latency, progress=progress)
+            image_size=args.image_size, seq_len=args.seq_len, latency=not args.no_latency,
+            events=[e for e in (args.events or "").split(",") if e], perf_config=args.perf_config,
+            passes=args.passes, multiplex=args.multiplex, progress=progress)
     written = prof.save(args.out) if args.out else {}
     print_profile(prof, top=args.top, fmt=args.format, written=written)
     return 0

@@ -1,4 +1,4 @@
-"""layers.csv: one row per layer with the columns of :data:`layerperf.stats.COLUMNS` and one per counter."""
+"""layers.csv: one row per layer: the columns of :data:`layerperf.stats.COLUMNS`, then counters and metrics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 import io
 from typing import IO, TYPE_CHECKING, Any
 
-from layerperf.stats import COLUMNS, counter_labels
+from layerperf.stats import COLUMNS, extra_columns
 
 if TYPE_CHECKING:
     from layerperf.data import Profile
@@ -24,7 +24,7 @@ def _cell(value: Any) -> Any:
 
 
 def write(profile: Profile, f: IO[bytes]) -> None:
-    header = list(COLUMNS) + counter_labels(profile)
+    header = list(COLUMNS) + extra_columns(profile)
     text = io.StringIO(newline="")
     out = csv.writer(text)
     out.writerow(header)

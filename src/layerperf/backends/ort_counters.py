@@ -1,0 +1,212 @@
+"""Per-node perf counters on ONNX Runtime through the stepwise executor, in a worker process.
+
+Why a worker process: every one-node session would otherwise start its own intra-op thread pool
+(hundreds of threads, each needing its own counter group read at every node boundary). A fresh
+process can set ONNX Runtime's global thread pool before its environment exists, so all node
+sessions share one pool — the threads that do the model's work — and counters open on those.
+
+Counting: events are scheduled into groups the PMU counts exactly, each over ``passes`` passes of
+the whole graph; the cost of a stepwise call itself (calibrated on an empty Identity node, read
+the same way) is subtracted. With ``multiplex`` every event is in one group over the same passes,
+scaled by time_enabled/time_running, with the fraction counted kept beside each count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layerperf.errors import CounterError, LayerperfError
+
+CALIBRATION_PASSES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class CounterRequest:
+    """What to count: event strings and the label each is reported under."""
+
+    events: tuple[str, ...]
+    labels: tuple[str, ...]
+    passes: int = 5
+    multiplex: bool = False
+
+    @classmethod
+    def build(cls, events: list[str] | None, perf_config: str | Path | None, passes: int = 5,
+              multiplex: bool = False) -> CounterRequest | None:
+        from layerperf.counters import parse_perf_config
+
+        pairs: dict[str, str] = {}
+        if perf_config:
+            pairs.update(parse_perf_config(perf_config))
+        for ev in events or []:
+            pairs.setdefault(ev, ev)
+        if not pairs:
+            return None
+        if passes < 1:
+            raise CounterError(f"--passes must be at least 1, got {passes}")
+        return cls(tuple(pairs), tuple(pairs.values()), passes, multiplex)
+
+    def check(self) -> None:
+        """Fail fast, before any profiling: resolve every event and open it once on this thread."""
+        from layerperf.counters import CounterSet, resolve, schedule
+
+        specs = [resolve(e) for e in self.events]
+        for group in ([specs] if self.multiplex else schedule(specs)):
+            with CounterSet(group, threads="self") as cs:
+                cs.enable()
+                cs.read()
+
+
+# -- parent side ------------------------------------------------------------------------------------
+
+def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndarray], order: list[str],
+                 request: CounterRequest) -> dict[str, Any]:
+    """Run the worker and return its result: counts per label per node per pass, node times, calibration."""
+    with tempfile.TemporaryDirectory(prefix="layerperf-count-") as tmp:
+        job = Path(tmp) / "job.json"
+        result = Path(tmp) / "result.json"
+        np.savez(Path(tmp) / "feed.npz", **feed)
+        job.write_text(json.dumps({"model": str(model_path), "opts": opts, "feed": str(Path(tmp) / "feed.npz"),
+                                   "order": order, "request": asdict(request)}))
+        proc = subprocess.run([sys.executable, "-m", "layerperf.backends.ort_counters", str(job), str(result)],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if not result.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise LayerperfError(f"the counting worker failed (exit {proc.returncode}): {tail[0]}")
+        out: dict[str, Any] = json.loads(result.read_text())
+    if "error" in out:
+        err = out["error"]
+        cls = CounterError if err["type"] == "CounterError" else LayerperfError
+        raise cls(err["message"], err.get("hint"))
+    return out
+
+
+def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequest) -> dict[str, Any]:
+    """Put each node's per-pass counts on its layer; return the profile's ``counters`` section."""
+    for label, per_node in result["counts"].items():
+        for layer, values in zip(layers, per_node, strict=True):
+            layer.counters[label] = values
+    call_ns = result["call_overhead_ns"]
+    section: dict[str, Any] = {
+        "events": dict(zip(request.labels, request.events, strict=True)),
+        "passes": request.passes, "multiplex": request.multiplex, "schedule": result["schedule"],
+        "calibration": result["calibration"], "call_overhead_ns": call_ns,
+        "stepwise_median_ns": [max(0.0, float(np.median(t)) - call_ns) for t in result["node_ns"]],
+    }
+    if request.multiplex:
+        section["fraction_counted"] = {label: [float(np.mean(f)) for f in per_node]
+                                       for label, per_node in result["fraction"].items()}
+    return section
+
+
+# -- worker side ------------------------------------------------------------------------------------
+
+def _optimized(model_path: str, opts: dict[str, Any]) -> Any:
+    import onnx
+    import onnxruntime as ort
+
+    from layerperf.backends.onnxruntime import OPT_LEVELS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = OPT_LEVELS[opts["opt_level"]]
+        so.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+        so.log_severity_level = 3
+        so.use_per_session_threads = False
+        ort.InferenceSession(model_path, so, providers=[opts["provider"]])
+        return onnx.load(str(Path(tmp) / "opt.onnx"))
+
+
+def _count_group(executor: Any, feed: dict[str, Any], specs: list[Any], passes: int,
+                 overhead: dict[str, float] | None) -> tuple[dict[str, list[list[float]]], list[list[float]]]:
+    """Counts [event][node][pass] (calibration subtracted) and fraction counted [node][pass]."""
+    from layerperf.counters import CounterSet
+
+    n = len(executor.steps)
+    names = [s.name for s in specs]
+    counts = {name: [[0.0] * passes for _ in range(n)] for name in names}
+    fraction = [[1.0] * passes for _ in range(n)]
+    with CounterSet(specs, threads="all") as cs:
+        cs.enable()
+        for p in range(passes):
+            marks: list[Any] = [None] * n
+
+            def before(i: int) -> None:
+                marks[i] = cs.read()
+
+            def after(i: int, p: int = p) -> None:
+                delta = cs.read() - marks[i]
+                fraction[i][p] = delta.fraction_counted
+                for name, value in delta.scaled().items():
+                    counts[name][i][p] = max(0.0, value - (overhead or {}).get(name, 0.0))
+
+            executor.run_pass(feed, before, after)
+    return counts, fraction
+
+
+def _calibrate(specs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """Median counts and ns that one stepwise call of an empty node costs, read the same way."""
+    from layerperf.backends.stepwise import StepwiseExecutor, calibration_model
+
+    executor = StepwiseExecutor(calibration_model(), ["empty"], provider=opts["provider"], global_threads=True)
+    feed = {"x": np.zeros(1, np.float32)}
+    counts, _ = _count_group(executor, feed, specs, CALIBRATION_PASSES, None)
+    times = [executor.run_pass(feed)[1][0] for _ in range(CALIBRATION_PASSES)]
+    return {k: float(np.median(v[0])) for k, v in counts.items()}, float(np.median(times))
+
+
+def work(job: dict[str, Any]) -> dict[str, Any]:
+    import onnxruntime.capi._pybind_state as ort_state
+
+    from layerperf.backends.stepwise import StepwiseExecutor
+    from layerperf.counters import resolve, schedule
+
+    opts, req = job["opts"], job["request"]
+    # Must precede the first session of this process: all node sessions then share one pool.
+    ort_state.set_global_thread_pool_sizes(int(opts["threads"]), 1)
+    with np.load(job["feed"]) as npz:
+        feed = {k: npz[k] for k in npz.files}
+    executor = StepwiseExecutor(_optimized(job["model"], opts), job["order"], provider=opts["provider"],
+                                global_threads=True)
+    times = [executor.run_pass(feed)[1] for _ in range(2)]  # builds the sessions, warms the caches
+    specs = [resolve(e) for e in req["events"]]
+    label = {s.name: lab for s, lab in zip(specs, req["labels"], strict=True)}
+    groups = [specs] if req["multiplex"] else schedule(specs)
+    counts: dict[str, Any] = {}
+    fractions: dict[str, Any] = {}
+    calibration: dict[str, float] = {}
+    call_ns = 0.0
+    for group in groups:
+        overhead, call_ns = _calibrate(group, opts)
+        calibration.update({label[k]: v for k, v in overhead.items()})
+        got, frac = _count_group(executor, feed, group, req["passes"], overhead)
+        counts.update({label[k]: v for k, v in got.items()})
+        fractions.update({label[s.name]: frac for s in group})
+    times += [executor.run_pass(feed)[1] for _ in range(req["passes"])]
+    return {"counts": counts, "fraction": fractions, "calibration": calibration, "call_overhead_ns": call_ns,
+            "node_ns": [[t[i] for t in times[2:]] for i in range(len(executor.steps))],
+            "schedule": [[s.name for s in g] for g in groups]}
+
+
+def main(argv: list[str]) -> int:
+    job_path, result_path = Path(argv[0]), Path(argv[1])
+    try:
+        out = work(json.loads(job_path.read_text()))
+    except LayerperfError as exc:
+        out = {"error": {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}}
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out))
+    tmp.replace(result_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,146 @@
+"""A stepwise executor: the ONNX Runtime-optimized graph run one node at a time.
+
+Each node gets its own InferenceSession (optimizations off: the graph is already optimized), and
+tensors are handed from node to node as OrtValues, never copied through numpy. That gives a
+boundary around every node where a caller can read counters — exact per-node attribution with
+stock ONNX Runtime. Sessions are built during the first pass, when the element types of every
+input are known from the OrtValues themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from layerperf.errors import LayerperfError
+
+# ORT's OrtValue.data_type() strings -> ONNX element types
+_ELEM = {f"tensor({name})": code for name, code in (
+    ("float", onnx.TensorProto.FLOAT), ("double", onnx.TensorProto.DOUBLE), ("float16", onnx.TensorProto.FLOAT16),
+    ("bfloat16", onnx.TensorProto.BFLOAT16), ("int8", onnx.TensorProto.INT8), ("uint8", onnx.TensorProto.UINT8),
+    ("int16", onnx.TensorProto.INT16), ("uint16", onnx.TensorProto.UINT16), ("int32", onnx.TensorProto.INT32),
+    ("uint32", onnx.TensorProto.UINT32), ("int64", onnx.TensorProto.INT64), ("uint64", onnx.TensorProto.UINT64),
+    ("bool", onnx.TensorProto.BOOL), ("string", onnx.TensorProto.STRING))}
+
+Hook = Callable[[int], None]  # called with the node's position, right before / right after it runs
+
+
+@dataclass(slots=True)
+class _Step:
+    node: onnx.NodeProto
+    inputs: list[str]  # runtime (non-initializer) inputs
+    outputs: list[str]
+    call: Callable[[dict[str, Any]], Any] | None = None
+
+
+def _fast_call(sess: ort.InferenceSession, outputs: list[str]) -> Callable[[dict[str, Any]], Any]:
+    """The session's call on C-level OrtValues.
+
+    The public ``run_with_ort_values`` re-validates every input's ownership on each call, which
+    costs ~50 µs — more than many nodes take. The binding it wraps costs ~4 µs; use it where this
+    ONNX Runtime has it, the public method otherwise.
+    """
+    inner = getattr(sess, "_sess", None)
+    if inner is not None and hasattr(inner, "run_with_ort_values") and hasattr(ort.OrtValue, "_get_c_value"):
+        run_options = ort.RunOptions()._get_c_value() if hasattr(ort.RunOptions(), "_get_c_value") else None
+        return lambda args: inner.run_with_ort_values(args, outputs, run_options)
+    public = sess.run_with_ort_values
+    return lambda args: [v._get_c_value() if hasattr(v, "_get_c_value") else v
+                         for v in public(outputs, {k: ort.OrtValue(v) for k, v in args.items()})]
+
+
+def _one_node_model(node: onnx.NodeProto, inputs: list[str], types: dict[str, int],
+                    inits: dict[str, onnx.TensorProto], model: onnx.ModelProto) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [node], node.name or node.op_type,
+        [helper.make_tensor_value_info(name, types[name], None) for name in inputs],
+        [helper.make_empty_tensor_value_info(name) for name in node.output if name],
+        [inits[name] for name in dict.fromkeys(node.input) if name in inits])
+    return helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+
+
+class StepwiseExecutor:
+    """Run ``model`` (already optimized) node by node in ``order`` (node names, execution order)."""
+
+    def __init__(self, model: onnx.ModelProto, order: Sequence[str], *, provider: str = "CPUExecutionProvider",
+                 threads: int = 0, global_threads: bool = False) -> None:
+        self.model = model
+        self.provider = provider
+        by_name = {n.name: n for n in model.graph.node}
+        missing = [name for name in order if name not in by_name]
+        if missing:
+            raise LayerperfError(f"stepwise execution: nodes {missing[:3]} are not in the optimized graph")
+        self._inits = {i.name: i for i in model.graph.initializer}
+        self.steps = [self._step(by_name[name]) for name in order]
+        self._so = ort.SessionOptions()
+        self._so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self._so.intra_op_num_threads = threads
+        self._so.log_severity_level = 3
+        # Pool workers otherwise spin-wait after each node, and that CPU time would land on the
+        # next node's counts.
+        self._so.add_session_config_entry("session.force_spinning_stop", "1")
+        if global_threads:
+            self._so.use_per_session_threads = False
+        self._last_use = self._last_uses()
+
+    def _step(self, node: onnx.NodeProto) -> _Step:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            raise LayerperfError(f"stepwise execution does not support control-flow node '{node.name}' "
+                                 f"({node.op_type})", hint="profile without --events")
+        inputs = [name for name in dict.fromkeys(node.input) if name and name not in self._inits]
+        return _Step(node, inputs, [name for name in node.output if name])
+
+    def _last_uses(self) -> dict[str, int]:
+        last: dict[str, int] = {}
+        for i, step in enumerate(self.steps):
+            for name in step.inputs:
+                last[name] = i
+        return last
+
+    def _call(self, step: _Step, values: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
+        if step.call is None:
+            types = {name: _ELEM[values[name].data_type()] for name in step.inputs}
+            one = _one_node_model(step.node, step.inputs, types, self._inits, self.model)
+            sess = ort.InferenceSession(one.SerializeToString(), self._so, providers=[self.provider])
+            step.call = _fast_call(sess, step.outputs)
+        return step.call
+
+    def run_pass(self, feed: dict[str, Any], before: Hook | None = None,
+                 after: Hook | None = None) -> tuple[dict[str, ort.OrtValue], list[int]]:  # noqa: D417
+        """One pass over every node; returns graph-output values and each node's wall time in ns."""
+        values = {k: (v if isinstance(v, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(np.asarray(v)))
+                  ._get_c_value() for k, v in feed.items()}
+        outputs = {o.name for o in self.model.graph.output}
+        times = []
+        clock = time.perf_counter_ns
+        for i, step in enumerate(self.steps):
+            call = self._call(step, values)
+            args = {name: values[name] for name in step.inputs}
+            if before:
+                before(i)
+            t0 = clock()
+            results = call(args)
+            t1 = clock()
+            if after:
+                after(i)
+            times.append(t1 - t0)
+            values.update(zip(step.outputs, results, strict=True))
+            for name in step.inputs:  # free what no later node reads
+                if self._last_use.get(name) == i and name not in outputs:
+                    values.pop(name, None)
+        return {k: ort.OrtValue(v) for k, v in values.items() if k in outputs}, times
+
+
+def calibration_model() -> onnx.ModelProto:
+    """An Identity on one float: what a stepwise call costs when the node itself does nothing."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="empty")], "empty", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
