@@ -89,8 +89,8 @@ def graph_summary(model: onnx.ModelProto | None) -> dict[str, Any]:
 
 def unknown_cost_ops(layers: list[Layer]) -> list[str]:
     """Op types whose FLOPs the cost model does not know, for the user-facing warning."""
-    return sorted({f"{l.domain + '.' if l.domain else ''}{l.op_type}" for l in layers
-                   if not is_known(l.op_type, l.domain)})
+    return sorted({f"{layer.domain + '.' if layer.domain else ''}{layer.op_type}" for layer in layers
+                   if not is_known(layer.op_type, layer.domain)})
 
 
 __all__ = ["Cost", "build_layers_and_runs", "graph_summary", "make_layer", "unknown_cost_ops"]

@@ -134,21 +134,24 @@ def _count_group(executor: Any, feed: dict[str, Any], specs: list[Any], passes: 
     names = [s.name for s in specs]
     counts = {name: [[0.0] * passes for _ in range(n)] for name in names}
     fraction = [[1.0] * passes for _ in range(n)]
+    marks: list[Any] = [None] * n
+    ends: list[Any] = [None] * n
     with CounterSet(specs, threads="all") as cs:
+        # Only raw reads at the boundaries; turning them into counts waits until the pass is over.
+        def before(i: int) -> None:
+            marks[i] = cs.read_raw()
+
+        def after(i: int) -> None:
+            ends[i] = cs.read_raw()
+
         cs.enable()
         for p in range(passes):
-            marks: list[Any] = [None] * n
-
-            def before(i: int) -> None:
-                marks[i] = cs.read()
-
-            def after(i: int, p: int = p) -> None:
-                delta = cs.read() - marks[i]
+            executor.run_pass(feed, before, after)
+            for i in range(n):
+                delta = cs.reading(ends[i]) - cs.reading(marks[i])
                 fraction[i][p] = delta.fraction_counted
                 for name, value in delta.scaled().items():
                     counts[name][i][p] = max(0.0, value - (overhead or {}).get(name, 0.0))
-
-            executor.run_pass(feed, before, after)
     return counts, fraction
 
 

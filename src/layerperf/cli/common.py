@@ -74,7 +74,7 @@ def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]
     con.print(render.table(rows, columns, title=f"{model}: top {len(rows)} of {summ['layers']} layers by self time"))
     for line in summary_lines(prof, summ, units):
         con.print(line, highlight=False)
-    for name, path in written.items():
+    for path in written.values():
         con.print(f"wrote {path}", highlight=False)
 
 

@@ -1,0 +1,110 @@
+"""A drop-in ``InferenceSession`` for users of ONNX Runtime's per-layer perf fork, on stock ONNX Runtime.
+
+The fork read a perf config named by a session config entry and wrote per-layer counters into the
+profile JSON. With this module the same two lines work unchanged::
+
+    sess_options.enable_profiling = True
+    sess_options.add_session_config_entry("session.profiler.perf_config_file_name", "perf.json")
+    sess = layerperf.onnxruntime.InferenceSession("model.onnx", sess_options)   # was onnxruntime.
+    sess.run(None, feed)
+    path = sess.end_profiling()   # node events now carry the counters in their args
+
+Timings stay ONNX Runtime's own, in situ. Counters are taken at ``end_profiling()`` by layerperf's
+stepwise executor over the last inputs the session ran (``passes`` passes; each node event gets
+the median count per label), because stock ONNX Runtime has no hook at node boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from layerperf.backends.ort_counters import CounterRequest, count_layers
+from layerperf.backends.ort_trace import is_kernel_event, node_name, split_runs
+
+PERF_CONFIG_KEY = "session.profiler.perf_config_file_name"
+_LEVEL_NAMES = {
+    ort.GraphOptimizationLevel.ORT_DISABLE_ALL: "disable", ort.GraphOptimizationLevel.ORT_ENABLE_BASIC: "basic",
+    ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED: "extended", ort.GraphOptimizationLevel.ORT_ENABLE_ALL: "all",
+}
+
+
+class InferenceSession(ort.InferenceSession):
+    """``onnxruntime.InferenceSession`` that honours the fork's perf config entry."""
+
+    def __init__(self, path_or_bytes: str | bytes | os.PathLike[str], sess_options: ort.SessionOptions | None = None,
+                 providers: list[Any] | None = None, *args: Any, passes: int = 5, **kwargs: Any) -> None:
+        self._lp_source = path_or_bytes
+        self._lp_request: CounterRequest | None = None
+        self._lp_feed: dict[str, np.ndarray] | None = None
+        if sess_options is not None and sess_options.enable_profiling:
+            config = sess_options.get_session_config_entry(PERF_CONFIG_KEY) if _has_entry(sess_options) else ""
+            if config:
+                self._lp_request = CounterRequest.build(None, config, passes)
+                if self._lp_request:
+                    self._lp_request.check()
+        self._lp_opts = {
+            "opt_level": _LEVEL_NAMES.get(sess_options.graph_optimization_level, "all") if sess_options else "all",
+            "threads": sess_options.intra_op_num_threads if sess_options else 0,
+            "provider": _first_provider(providers),
+        }
+        super().__init__(path_or_bytes, sess_options, providers, *args, **kwargs)
+
+    def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
+        if self._lp_request is not None:
+            self._lp_feed = {k: np.asarray(v) for k, v in input_feed.items()}
+        return super().run(output_names, input_feed, run_options)
+
+    def end_profiling(self) -> str:
+        """End ONNX Runtime's profiling; with a perf config, add per-node counters to the file."""
+        path = super().end_profiling()
+        if self._lp_request is not None and self._lp_feed is not None and path:
+            _add_counters(Path(path), self._lp_model_file(), self._lp_opts, self._lp_feed, self._lp_request)
+        return path
+
+    def _lp_model_file(self) -> Path:
+        if isinstance(self._lp_source, bytes):
+            fd, tmp = tempfile.mkstemp(suffix=".onnx", prefix="layerperf-session-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(self._lp_source)
+            self._lp_source = tmp
+        return Path(os.fspath(self._lp_source))
+
+
+def _has_entry(so: ort.SessionOptions) -> bool:
+    try:
+        so.get_session_config_entry(PERF_CONFIG_KEY)
+    except Exception:  # ORT raises when the key was never set
+        return False
+    return True
+
+
+def _first_provider(providers: list[Any] | None) -> str:
+    if not providers:
+        return "CPUExecutionProvider"
+    first = providers[0]
+    return first[0] if isinstance(first, tuple) else str(first)
+
+
+def _add_counters(path: Path, model: Path, opts: dict[str, Any], feed: dict[str, np.ndarray],
+                  request: CounterRequest) -> None:
+    events = json.loads(path.read_text())
+    runs = split_runs(events)
+    if not runs:
+        return
+    order = list(dict.fromkeys(n.name for n in runs[-1].nodes))
+    result = count_layers(model, opts, feed, order, request)
+    medians = {name: {label: float(np.median(per_node[i])) for label, per_node in result["counts"].items()}
+               for i, name in enumerate(order)}
+    for ev in events:
+        if is_kernel_event(ev) and node_name(ev["name"]) in medians:
+            ev.setdefault("args", {}).update(medians[node_name(ev["name"])])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(events))
+    tmp.replace(path)

@@ -1,0 +1,267 @@
+"""Per-node perf counters on ONNX Runtime, for real, with software events (no hardware PMU here)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import layerperf
+from layerperf.counters import CounterSet
+
+from conftest import run_cli
+
+N = 384  # a 384^3 MatMul: ~0.11 GFLOP, a few ms: big enough to parallelize, small enough for CI
+
+
+def matmul_chain() -> onnx.ModelProto:
+    """x -> MatMul -> Relu -> MatMul -> y: two heavy nodes around a light one."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])
+    inits = [numpy_helper.from_array(rng.standard_normal((N, N)).astype(np.float32), f"w{i}") for i in (1, 2)]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    model = helper.make_model(helper.make_graph(nodes, "chain", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return model
+
+
+@pytest.fixture(scope="module")
+def chain_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("m") / "chain.onnx"
+    onnx.save(matmul_chain(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def counted(chain_path: Path) -> layerperf.Profile:
+    return layerperf.profile(chain_path, warmup=1, runs=3, threads=1, opt_level="disable",
+                             events=["task-clock", "page-faults"], passes=4)
+
+
+def test_counts_per_node_and_pass(counted: layerperf.Profile) -> None:
+    names = [layer.name for layer in counted.layers]
+    assert names == ["mm1", "relu", "mm2"]
+    for layer in counted.layers:
+        assert set(layer.counters) == {"task-clock", "page-faults"}
+        assert len(layer.counters["task-clock"]) == 4
+    mm1, relu, _ = counted.layers
+    # task-clock is CPU ns: a heavy MatMul takes far more of it than a Relu
+    assert np.median(mm1.counters["task-clock"]) > 3 * np.median(relu.counters["task-clock"])
+    section = counted.extra["counters"]
+    assert section["events"] == {"task-clock": "task-clock", "page-faults": "page-faults"}
+    assert section["schedule"] == [["task-clock", "page-faults"]]
+
+
+def test_stepwise_fidelity_reported(counted: layerperf.Profile) -> None:
+    from layerperf.summary import summary
+
+    fid = summary(counted)["fidelity"]
+    assert fid is not None
+    assert 0.3 < fid["time_ratio"] < 3.0
+    assert fid["rank_correlation"] is not None and fid["rank_correlation"] > 0
+
+
+def test_counters_in_outputs_and_reload(counted: layerperf.Profile, tmp_path: Path) -> None:
+    counted.save(tmp_path)
+    with (tmp_path / "layers.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert "task-clock" in rows[0] and "page-faults" in rows[0]
+    assert float(rows[0]["task-clock"]) > 0
+    doc = json.loads((tmp_path / "trace.json").read_text())
+    tracks = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    assert {e["name"] for e in tracks} == {"task-clock", "page-faults"}
+    node_events = [e for e in doc["traceEvents"] if e.get("cat") == "layer"]
+    assert all("task-clock" in e["args"] for e in node_events)
+    assert layerperf.load(tmp_path) == counted
+
+
+def test_task_clock_over_nodes_matches_whole_pass(chain_path: Path) -> None:
+    # In process, per-session threads of 1: the calling thread does all the work.
+    from layerperf.backends.stepwise import StepwiseExecutor
+
+    executor = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], threads=1)
+    feed = {"x": np.ones((N, N), np.float32)}
+    executor.run_pass(feed)
+    with CounterSet(["task-clock"], threads="self") as cs:
+        cs.enable()
+        per_node: list[int] = []
+        marks: list[object] = [None]
+
+        def before(i: int) -> None:
+            marks[0] = cs.read()
+
+        def after(i: int) -> None:
+            per_node.append((cs.read() - marks[0])["task-clock"])  # type: ignore[operator]
+
+        start = cs.read()
+        executor.run_pass(feed, before, after)
+        whole = (cs.read() - start)["task-clock"]
+    assert 0.8 * whole <= sum(per_node) <= whole
+
+
+def test_fresh_memory_shows_page_faults() -> None:
+    # A node whose 64 MiB output is written into memory never touched before: on its first (cold)
+    # pass its page faults dwarf those of a node writing 4 KiB.
+    big = helper.make_node("ConstantOfShape", ["shape_big"], ["big"], name="big",
+                           value=numpy_helper.from_array(np.array([1.0], np.float32)))
+    small = helper.make_node("ConstantOfShape", ["shape_small"], ["small"], name="small",
+                             value=numpy_helper.from_array(np.array([1.0], np.float32)))
+    inits = [numpy_helper.from_array(np.array([1 << 24], np.int64), "shape_big"),
+             numpy_helper.from_array(np.array([1 << 10], np.int64), "shape_small")]
+    graph = helper.make_graph([small, big], "faults", [],
+                              [helper.make_tensor_value_info("big", TensorProto.FLOAT, [1 << 24]),
+                               helper.make_tensor_value_info("small", TensorProto.FLOAT, [1 << 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    from layerperf.backends.stepwise import StepwiseExecutor
+
+    executor = StepwiseExecutor(model, ["small", "big"], threads=1)
+    faults: dict[int, int] = {}
+    with CounterSet(["page-faults"], threads="self") as cs:
+        cs.enable()
+        marks: list[object] = [None]
+        executor.run_pass({}, lambda i: marks.__setitem__(0, cs.read()),
+                          lambda i: faults.__setitem__(i, (cs.read() - marks[0])["page-faults"]))  # type: ignore[operator]
+    assert faults[1] >= (64 << 20) // 4096 // 2  # at least half the pages of 64 MiB
+    assert faults[1] > 20 * max(faults[0], 1)
+
+
+WORKER_SCRIPT = """
+import sys, numpy as np
+import onnxruntime.capi._pybind_state as state
+state.set_global_thread_pool_sizes(2, 1)  # as the counting worker does for --threads 2
+sys.path.insert(0, sys.argv[1])
+from test_counters_profile import matmul_chain, N
+from layerperf.backends.stepwise import StepwiseExecutor
+from layerperf.counters import CounterSet
+ex = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], global_threads=True)
+feed = {"x": np.ones((N, N), np.float32)}
+ex.run_pass(feed)
+with CounterSet(["task-clock"], threads="all") as every, CounterSet(["task-clock"], threads="self") as me:
+    every.enable(); me.enable()
+    a0, m0 = every.read(), me.read()
+    for _ in range(5):
+        ex.run_pass(feed)
+    print(len(every.threads), (every.read() - a0)["task-clock"], (me.read() - m0)["task-clock"])
+"""
+
+
+def test_worker_threads_are_counted() -> None:
+    # The counting worker opens counters on every thread of its process: with a pool of 2 the
+    # MatMuls run partly on the pool's worker thread, whose CPU time must be in the sums.
+    proc = subprocess.run([sys.executable, "-c", WORKER_SCRIPT, str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    threads, every, me = (int(x) for x in proc.stdout.split())
+    assert threads >= 2
+    assert every - me > 0.05 * every, (every, me)  # the worker did a real share of the work
+
+
+def test_threads_option_reaches_counting_worker(chain_path: Path) -> None:
+    prof = layerperf.profile(chain_path, warmup=0, runs=1, threads=2, opt_level="disable",
+                             events=["task-clock"], passes=2, latency=False)
+    assert all(np.median(layer.counters["task-clock"]) > 0 for layer in prof.layers)
+    assert prof.metadata["options"]["threads"] == 2
+
+
+def test_multiplex_reports_fraction_counted(chain_path: Path) -> None:
+    prof = layerperf.profile(chain_path, warmup=0, runs=1, threads=1, opt_level="disable",
+                             events=["task-clock", "cpu-clock"], passes=2, multiplex=True, latency=False)
+    fractions = prof.extra["counters"]["fraction_counted"]
+    assert set(fractions) == {"task-clock", "cpu-clock"}
+    assert all(0.0 < f <= 1.0 for f in fractions["task-clock"])
+    row = prof.table()[0]
+    assert "task-clock_counted" in row
+
+
+def test_perf_config_labels(chain_path: Path, tmp_path: Path) -> None:
+    config = tmp_path / "perf.json"
+    config.write_text(json.dumps({"perf::PERF_COUNT_SW_TASK_CLOCK": "cpu_ns", "page-faults": "faults"}))
+    prof = layerperf.profile(chain_path, warmup=0, runs=1, threads=1, perf_config=config, passes=2,
+                             latency=False)
+    assert set(prof.layers[0].counters) == {"cpu_ns", "faults"}
+
+
+def test_no_pmu_error_is_real(chain_path: Path, tmp_path: Path) -> None:
+    probe = subprocess.run(["perf", "stat", "-e", "cycles", "true"], capture_output=True, text=True) \
+        if Path("/usr/bin/perf").exists() else None
+    try:
+        with CounterSet(["cycles"], threads="self") as cs:
+            cs.enable()
+        pytest.skip("this machine exposes a hardware PMU")
+    except layerperf.errors.CounterError:  # type: ignore[attr-defined]
+        pass
+    del probe
+    out = tmp_path / "out"
+    proc = run_cli("profile", str(chain_path), "--runs", "1", "--events", "cycles", "--out", str(out))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "cycles" in proc.stderr and "PMU" in proc.stderr
+    assert not out.exists()
+
+
+def test_unknown_event_suggests(chain_path: Path) -> None:
+    proc = run_cli("profile", str(chain_path), "--runs", "1", "--events", "page-fault")
+    assert proc.returncode == 2 and "page-faults" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_perf_config(chain_path: Path, tmp_path: Path) -> None:
+    config = tmp_path / "perf.json"
+    config.write_text("{not json")
+    proc = run_cli("profile", str(chain_path), "--runs", "1", "--perf-config", str(config))
+    assert proc.returncode == 2 and str(config) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_events_command() -> None:
+    proc = run_cli("events", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    by_name = {e["name"]: e for e in doc["events"]}
+    assert by_name["task-clock"]["ok"] is True
+    assert "cycles" in by_name
+
+
+def test_drop_in_session_writes_counters(chain_path: Path, tmp_path: Path) -> None:
+    import layerperf.onnxruntime as lort
+
+    config = tmp_path / "perf.json"
+    config.write_text(json.dumps({"task-clock": "cpu_ns"}))
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    so.add_session_config_entry("session.profiler.perf_config_file_name", str(config))
+    sess = lort.InferenceSession(str(chain_path), so, providers=["CPUExecutionProvider"])
+    out = sess.run(None, {"x": np.ones((N, N), np.float32)})
+    assert out[0].shape == (N, N)
+    events = json.loads(Path(sess.end_profiling()).read_text())
+    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    assert nodes and all(e["args"]["cpu_ns"] >= 0 for e in nodes)
+    assert max(e["args"]["cpu_ns"] for e in nodes) > 0
+
+
+def test_worker_error_is_clean(tmp_path: Path) -> None:
+    # The counting worker turns a layerperf error into a clean error in the parent.
+    script = textwrap.dedent("""
+        from pathlib import Path
+        import numpy as np
+        from layerperf.backends.ort_counters import CounterRequest, count_layers
+        req = CounterRequest(("task-clock",), ("task-clock",), 1, False)
+        try:
+            count_layers(Path("/nonexistent.onnx"), {"opt_level": "all", "provider": "CPUExecutionProvider",
+                         "threads": 1}, {}, ["a"], req)
+        except Exception as exc:
+            print(type(exc).__name__)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() in {"LayerperfError", "InputError"}, proc.stdout + proc.stderr
