@@ -8,8 +8,9 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import run_cli, tiny_cnn
 from onnx import helper
+
+from conftest import run_cli, tiny_cnn
 
 
 def assert_clean_error(proc, *words: str) -> None:  # type: ignore[no-untyped-def]

@@ -52,11 +52,11 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     add per-node perf counters, read at node boundaries by the stepwise executor over ``passes``
     passes; ``multiplex`` counts every event in one pass group, scaled by the time it was counted.
     """
-    from layerperf.backends.ort_counters import CounterRequest
     import onnxruntime as ort
 
     from layerperf.backends import onnxruntime as backend
     from layerperf.backends.ort_build import build_layers_and_runs, graph_summary, unknown_cost_ops
+    from layerperf.backends.ort_counters import CounterRequest
 
     opts = backend.ProfileOptions(warmup=warmup, runs=runs, threads=threads, opt_level=opt_level,
                                   provider=provider, shapes=tuple(shapes),
