@@ -73,7 +73,7 @@ def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndar
     with tempfile.TemporaryDirectory(prefix="layerperf-count-") as tmp:
         job = Path(tmp) / "job.json"
         result = Path(tmp) / "result.json"
-        np.savez(Path(tmp) / "feed.npz", **feed)
+        np.savez(Path(tmp) / "feed.npz", **feed)  # type: ignore[arg-type]
         job.write_text(json.dumps({"model": str(model_path), "opts": opts, "feed": str(Path(tmp) / "feed.npz"),
                                    "order": order, "request": asdict(request)}))
         proc = subprocess.run([sys.executable, "-m", "layerperf.backends.ort_counters", str(job), str(result)],

@@ -10,7 +10,7 @@ input are known from the OrtValues themselves.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ def _fast_call(sess: ort.InferenceSession, outputs: list[str]) -> Callable[[dict
                          for v in public(outputs, {k: ort.OrtValue(v) for k, v in args.items()})]
 
 
-def _one_node_model(node: onnx.NodeProto, inputs: list[str], types: dict[str, int],
+def _one_node_model(node: onnx.NodeProto, inputs: list[str], types: Mapping[str, int],
                     inits: dict[str, onnx.TensorProto], model: onnx.ModelProto) -> onnx.ModelProto:
     graph = helper.make_graph(
         [node], node.name or node.op_type,

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from layerperf import __version__
 from layerperf.errors import LayerperfError
@@ -20,8 +21,8 @@ COMMANDS = ("profile", "models", "events", "analyze", "diff", "memory", "bench")
 SUCCESS, ERROR, INTERRUPTED = 0, 2, 130
 
 
-def _modules() -> list[object]:
-    mods = []
+def _modules() -> list[Any]:
+    mods: list[Any] = []
     for name in COMMANDS:
         try:
             mods.append(importlib.import_module(f"layerperf.cli.{name}"))
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _modules():
-        mod.register(sub)  # type: ignore[attr-defined]
+        mod.register(sub)
     return parser
 
 

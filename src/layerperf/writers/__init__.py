@@ -46,8 +46,8 @@ def atomic_files(out_dir: Path, names: list[str]) -> Iterator[list[IO[bytes]]]:
     temps: list[tuple[IO[bytes], Path]] = []
     try:
         for name in names:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
-            temps.append((os.fdopen(fd, "wb"), Path(tmp)))
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
+            temps.append((os.fdopen(fd, "wb"), Path(tmp_name)))
         yield [f for f, _ in temps]
         for f, _ in temps:
             f.close()
