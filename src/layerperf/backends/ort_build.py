@@ -5,20 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import onnx
-from onnx import helper
 
 from layerperf.backends.ort_trace import NodeEvent, RunEvents, memory_figures, tensor_infos
 from layerperf.cost import Cost, is_known, node_cost
+from layerperf.cost.graph import attributes
 from layerperf.data import Layer, Run, Span
 from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
-
-
-def attributes(node: onnx.NodeProto) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for a in node.attribute:
-        value = helper.get_attribute_value(a)
-        out[a.name] = value.decode() if isinstance(value, bytes) else value
-    return out
 
 
 def _param_bytes(inputs: tuple[Any, ...], initializers: dict[str, TensorInfo]) -> int:

@@ -90,8 +90,7 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
         f"{units.duration_us(summ['profiled_median_us'])}"
         + (f"; profiler overhead x{overhead:.3f}" if overhead else ""),
         f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
-        f"{units.si(summ['flops'], 'FLOP')} ({units.si(summ['flops'] / 2, 'MAC')}), "
-        f"{units.binary(summ['bytes'])} moved",
+        f"{units.si(summ['flops'], 'FLOP')}, {units.binary(summ['bytes'])} moved",
         "legend: self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs; "
         "? = unknown, never 0",
     ]

@@ -1,0 +1,132 @@
+"""The cost model: FLOPs, bytes read and bytes written of each node of an ONNX graph.
+
+Conventions
+-----------
+FLOPs
+    One multiply-add is 2 FLOPs. ``flops`` is None when the op type is not modelled or a shape
+    it needs is not static; it is never a silent 0. Data movement ops report a real 0.
+
+    * Conv / ConvTranspose / Gemm / MatMul (and Einsum): 2 * MACs. Conv with a bias adds one
+      FLOP per output element (N*Cout*Hout*Wout); ConvTranspose likewise. MatMul follows numpy
+      broadcasting of batch dims and 1-D operands. Gemm adds M*N for C (when beta != 0), M*N
+      for alpha != 1 and M*N for beta not in (0, 1); MatMul + Add therefore costs what the Gemm
+      ONNX Runtime fuses it into costs. Published MAC counts exclude bias adds: compare
+      flops / 2 with them and expect the bias to add well under 1%.
+    * Elementwise unary and binary ops (Add, Sub, Mul, Div, Pow, Max, Min, Where, Clip, Relu,
+      Sqrt, comparisons...) cost 1 FLOP per output element, after broadcasting; so do the
+      transcendental ones (Exp, Log, Erf, Tanh, Sigmoid, Sin...): a uniform count keeps fused
+      and unfused graphs comparable, even though their hardware cost differs. Variadic
+      Sum/Max/Min cost k-1 per output element, Mean k.
+    * Ops that stand for several primitives cost the sum of them: Gelu 5 (erf form: Div, Erf,
+      Add, Mul, Mul) or 8 (tanh form), HardSwish 2, Mish 3.
+    * Softmax and LogSoftmax: 5 per element (max, subtract, exp, sum, divide).
+    * LayerNormalization, InstanceNormalization, GroupNormalization: 8 per element (mean,
+      subtract, square, variance, normalize, scale, shift, and 1 for the per-row rsqrt and
+      broadcasting, rounded up); RMS norm (SimplifiedLayerNormalization): 4; BatchNormalization
+      (inference): 2, a folded scale and shift.
+    * MaxPool / AveragePool: prod(kernel) per output element (k-1 comparisons or adds plus one
+      divide/store), pads/strides/dilations/ceil_mode honoured. GlobalAveragePool /
+      GlobalMaxPool: 1 per input element. Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/
+      LogSumExp..., ArgMax/ArgMin): 1 per input element.
+    * LSTM / GRU / RNN: gates (4/3/1) * (input MatMul + recurrent MatMul) per step, per
+      direction, per batch row, as 2*MACs, plus gate math per hidden unit per step (LSTM 13,
+      GRU 10, RNN 2; see ``ops_nn``), plus 2*gates per unit for the bias B and 6 for LSTM
+      peepholes.
+    * Data movement (Reshape, Transpose, Gather, Concat, Slice, Split, Squeeze, Unsqueeze,
+      Flatten, Identity, Cast, Shape, Expand, Pad, Tile, Constant, ConstantOfShape, Range,
+      ScatterND, Dropout, DepthToSpace, Resize/Upsample in nearest mode, NCHWc Reorder*):
+      0 FLOPs. Interpolating Resize: 2 FLOPs per tap (2 taps per resized axis for linear, 4
+      for cubic) per output element.
+    * Quantized ops (QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, MatMulNBits...)
+      count the MACs of their float counterparts; (de)quantization and requantization are not
+      counted, except QuantizeLinear/DequantizeLinear themselves (2 per element).
+    * ONNX Runtime fused ops cost what the ops they replaced cost: FusedConv = Conv +
+      activation (1 per output element) + residual add (input Z, 1); FusedGemm, FusedMatMul
+      (alpha != 1 adds 1 per output element); BiasGelu 6, FastGelu 8 (+1 with bias), QuickGelu
+      3; SkipLayerNormalization 1 (+1 with bias) + 8; Attention = QKV projection 2*B*S*Din*
+      (Dq+Dk+Dv) (+ bias adds) + QK^T 2*B*N*S*T*H + AV 2*B*N*S*T*Hv + per score 1 scale + 5
+      softmax (+1 mask); MultiHeadAttention and GroupQueryAttention the same without the
+      projection. Causal masking is not discounted.
+    * NCHWc (com.microsoft.nchwc) Conv: the Conv formula applied to the shapes in the graph.
+      ONNX Runtime pads channel counts to its block size (8 or 16, by CPU) and stores padded
+      weights [Cout', Cin'/group, kh, kw], so a layer whose channel counts are not multiples of
+      the block counts the padded work MLAS really does (channels that are already multiples,
+      as in ResNet or VGG, count exactly the plain Conv's FLOPs).
+
+Bytes
+    ``bytes_read`` is the sum of the nbytes of the inputs (weights included), each distinct
+    tensor once; ``bytes_written`` the sum over the outputs. Either is None when a shape it
+    needs is unknown. Exceptions: Shape and Size read nothing (metadata only); Gather,
+    GatherElements, GatherND, Slice and EmbedLayerNormalization read only the rows they copy
+    (an output's worth) plus their index inputs. Reshape, Squeeze, Unsqueeze, Flatten and
+    Identity are often no-copy views in ONNX Runtime; they are still counted as reading and
+    writing their tensor, so their bytes are an upper bound.
+
+Not modelled (flops=None): control flow (If, Loop, Scan: their bodies are subgraphs), random
+generators, NonMaxSuppression, RoiAlign, GridSample, string and ai.onnx.ml ops, and the rarer
+contrib ops; ``known_op_types()`` lists what is covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from layerperf.cost import ops_elementwise, ops_fused, ops_movement, ops_nn
+from layerperf.cost.core import BytesFn, Cost, FlopsFn, Node, OpKey, ShapeUnknown, total_bytes
+from layerperf.cost.graph import graph_costs, model_flops
+from layerperf.tensor import TensorInfo
+
+# (domain, op_type) -> FLOPs function. Domain "" is ai.onnx.
+_TABLE: dict[OpKey, FlopsFn] = {
+    **ops_elementwise.TABLE,
+    **ops_movement.TABLE,
+    **ops_nn.TABLE,
+    **ops_fused.TABLE,
+}
+_BYTES_READ: dict[OpKey, BytesFn] = {**ops_movement.BYTES_READ, **ops_fused.BYTES_READ}
+
+
+def _domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def known_op_types() -> set[tuple[str, str]]:
+    """Every (domain, op_type) the cost model covers; domain "" is ai.onnx."""
+    return set(_TABLE)
+
+
+def is_known(op_type: str, domain: str = "") -> bool:
+    """Whether node_cost can give FLOPs for this op type (shapes permitting)."""
+    return (_domain(domain), op_type) in _TABLE
+
+
+def node_cost(op_type: str, domain: str, attrs: dict[str, object],
+              inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo | None]) -> Cost:
+    """FLOPs and bytes of one node.
+
+    ``attrs`` holds Python values as from ``onnx.helper.get_attribute_value`` (byte strings
+    decoded to str). ``inputs``/``outputs`` follow the node's positions; None marks an omitted
+    optional tensor. An op type the model does not cover gets ``flops=None`` (never 0) and
+    still its bytes.
+    """
+    key = (_domain(domain), op_type)
+    node = Node(op_type, key[0], dict(attrs), tuple(inputs), tuple(outputs))
+    flops_fn = _TABLE.get(key)
+    flops = _guarded(flops_fn, node) if flops_fn is not None else None
+    read_fn = _BYTES_READ.get(key)
+    bytes_read = _guarded(read_fn, node) if read_fn is not None else total_bytes(node.inputs)
+    return Cost(flops, bytes_read, total_bytes(node.outputs))
+
+
+def _guarded(fn: FlopsFn | BytesFn, node: Node) -> int | None:
+    try:
+        return int(fn(node))
+    except ShapeUnknown:
+        return None
+    except (IndexError, ValueError, ZeroDivisionError):
+        # A malformed node (attribute lengths or ranks that disagree with its shapes) must not
+        # abort a whole profile: its cost is simply unknown.
+        return None
+
+
+__all__ = ["Cost", "graph_costs", "is_known", "known_op_types", "model_flops", "node_cost"]
