@@ -42,6 +42,7 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
             image_size: int | None = None, seq_len: int | None = None, latency: bool = True,
             max_events: int = 1_000_000, events: Sequence[str] | None = None,
             perf_config: str | Path | None = None, passes: int = 5, multiplex: bool = False,
+            memory: bool = False, sample_rate: int | None = None,
             progress: Callable[[str, int, int], None] | None = None) -> Profile:
     """Profile ``model`` (an .onnx path, a zoo name or a ModelProto) layer by layer on ONNX Runtime.
 
@@ -51,6 +52,9 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     ``events`` (perf event strings) or ``perf_config`` (a JSON file mapping event string to label)
     add per-node perf counters, read at node boundaries by the stepwise executor over ``passes``
     passes; ``multiplex`` counts every event in one pass group, scaled by the time it was counted.
+
+    ``memory`` adds the memory profile (``extra["memory"]``, see :mod:`layerperf.memory`), with
+    resident memory sampled every ``sample_rate`` nodes (default 1; 0: off).
     """
     import onnxruntime as ort
 
@@ -66,6 +70,9 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     request = CounterRequest.build(list(events or []), perf_config, passes, multiplex)
     if request:
         request.check()  # an unusable event fails now, not after minutes of profiling
+    from layerperf.memory import MemoryRequest
+
+    mem_request = MemoryRequest.make(memory, sample_rate)
     zoo_opts = _zoo_options(batch, image_size, seq_len)
     if not isinstance(model, onnx.ModelProto) and zoo_opts and Path(str(model)).suffix == ".onnx":
         raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
@@ -83,8 +90,11 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
         extra["warnings"] = [f"FLOPs unknown for op types: {', '.join(unknown)}"]
     if request:
         extra["counters"] = _count(source, opts, feed, layers, request, progress)
-    return Profile(metadata=_metadata(source, zoo_opts, opts, ort.__version__), layers=layers,
+    prof = Profile(metadata=_metadata(source, zoo_opts, opts, ort.__version__), layers=layers,
                    runs=run_list, latency_ns=latency_ns, extra=extra)
+    if mem_request:
+        mem_request.attach(prof, source, opts, feed)
+    return prof
 
 
 def _count(source: ModelSource, opts: Any, feed: Any, layers: Any, request: Any,

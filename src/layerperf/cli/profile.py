@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from layerperf.cli.common import add_model_args, positive_int
+from layerperf.cli.memory import add_memory_args
 
 
 def register(sub: Any) -> None:
@@ -31,6 +32,10 @@ def register(sub: Any) -> None:
     c.add_argument("--passes", type=positive_int, default=5, help="stepwise passes per event group (default 5)")
     c.add_argument("--multiplex", action="store_true", help="count all events in one pass group, scaled by "
                    "time_enabled/time_running (fraction counted shown)")
+    m = p.add_argument_group("memory")
+    m.add_argument("--memory", action="store_true", help="add the memory profile (peak live tensors, max "
+                   "allocated, memory pictures with --out); see `layerperf memory`")
+    add_memory_args(m)
     p.set_defaults(func=run)
 
 
@@ -44,7 +49,12 @@ def run(args: argparse.Namespace) -> int:
             provider=args.provider, shapes=args.shape, inputs=args.inputs, seed=args.seed, batch=args.batch,
             image_size=args.image_size, seq_len=args.seq_len, latency=not args.no_latency,
             events=[e for e in (args.events or "").split(",") if e], perf_config=args.perf_config,
-            passes=args.passes, multiplex=args.multiplex, progress=progress)
+            passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
+            progress=progress)
     written = prof.save(args.out) if args.out else {}
     print_profile(prof, top=args.top, fmt=args.format, written=written)
+    if args.memory and args.format == "table":
+        from layerperf.memory import render, report
+
+        render.print_report(report(prof))
     return 0

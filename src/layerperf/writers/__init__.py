@@ -21,11 +21,16 @@ if TYPE_CHECKING:
 WriteFn = Callable[["Profile", IO[bytes]], None]
 
 
-def writers() -> dict[str, WriteFn]:
-    """File name -> writer, for every output a profile produces."""
+def writers(profile: Profile | None = None) -> dict[str, WriteFn]:
+    """File name -> writer, for every output a profile produces (its memory pictures when it has some)."""
     from layerperf.writers import chrome, csv
 
-    return {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
+    table: dict[str, WriteFn] = {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
+    if profile is not None and "memory" in profile.extra:
+        from layerperf.writers import svg
+
+        table.update(svg.writers())
+    return table
 
 
 def ensure_dir(out_dir: Path) -> Path:
@@ -70,7 +75,7 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
 
 def save(profile: Profile, out_dir: Path, extra: dict[str, WriteFn] | None = None) -> dict[str, Path]:
     """Write every output of ``profile`` into ``out_dir``; returns file name -> path."""
-    table = {**writers(), **(extra or {})}
+    table = {**writers(profile), **(extra or {})}
     names = list(table)
     with atomic_files(out_dir, names) as files:
         for name, f in zip(names, files, strict=True):

@@ -77,10 +77,35 @@ def _counter_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
     return events
 
 
+def _memory_counter_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
+    """Memory counter tracks from ``extra["memory"]``, stepped at each layer's first measured call:
+    live tensor bytes, the arena in use, and resident memory sampled in a fresh session's first run."""
+    mem = profile.extra.get("memory")
+    if not isinstance(mem, dict) or not profile.runs:
+        return []
+    first = {s.layer: s for s in reversed(profile.runs[0].spans)}
+    events: list[dict[str, Any]] = []
+
+    def counter(name: str, layer: int, value: Any, at_end: bool = False) -> None:
+        span = first.get(layer)
+        if span is not None and value is not None:
+            ts = _us(span.start_ns + (span.dur_ns if at_end else 0))
+            events.append({"ph": "C", "name": name, "pid": pid, "ts": ts, "args": {"bytes": value}})
+
+    for k, node in enumerate(mem.get("nodes", [])):
+        counter("live tensor bytes", k, node.get("live_bytes"))
+        counter("arena in use bytes", k, (node.get("arena") or {}).get("mem_bytes_in_use"))
+    for sample in (mem.get("runtime") or {}).get("rss_samples", []):
+        if sample.get("run") == 0:
+            counter("resident bytes (first run)", int(sample["node"]), sample.get("rss_bytes"), at_end=True)
+    return events
+
+
 def to_json(profile: Profile) -> dict[str, Any]:
     pid = int(profile.metadata.get("pid", 1))
     tids = {s.tid for run in profile.runs for s in run.spans}
     events = _metadata_events(profile, pid, tids) + _span_events(profile, pid) + _counter_events(profile, pid)
+    events += _memory_counter_events(profile, pid)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",

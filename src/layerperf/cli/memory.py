@@ -1,0 +1,65 @@
+"""``layerperf memory MODEL``: peak live tensors and where, what the runtime allocated, pictures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from layerperf.cli.common import add_model_args, positive_int
+
+
+def add_memory_args(p: argparse.ArgumentParser | Any) -> None:
+    p.add_argument("--sample-rate", type=positive_int, default=None, metavar="N",
+                   help="sample resident memory every N nodes during a real run (default 1; 0: off)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("memory", help="memory profile: live tensors, peak, allocated, pictures",
+                       description="Live-tensor timeline over the execution order, its peak and the tensors "
+                       "alive there, what ONNX Runtime's arena and the process really used, and "
+                       "memory_flow.svg / memory_timeline.svg.")
+    add_model_args(p)
+    add_memory_args(p)
+    p.add_argument("--out", metavar="DIR", help="write trace.json, layers.csv and the memory pictures into DIR "
+                   "(default: ./<model>-memory)")
+    p.add_argument("--runs", type=positive_int, default=3, help="measured runs (default 3)")
+    p.add_argument("--warmup", type=positive_int, default=1, help="untimed runs first (default 1)")
+    p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
+    p.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
+                   help="ONNX Runtime graph optimization level (default all)")
+    p.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
+    p.add_argument("--top", type=positive_int, default=10, help="tensors at the peak to list (default 10)")
+    p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    import layerperf
+    from layerperf.cli.common import progress_bar
+    from layerperf.memory import report
+    from layerperf.memory.render import print_report, summary
+
+    with progress_bar() as progress:
+        prof = layerperf.profile(
+            args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
+            provider=args.provider, shapes=args.shape, inputs=args.inputs, seed=args.seed, batch=args.batch,
+            image_size=args.image_size, seq_len=args.seq_len, latency=False, memory=True,
+            sample_rate=args.sample_rate, progress=progress)
+    model = str(prof.metadata.get("model", {}).get("name", "model"))
+    written = prof.save(Path(args.out) if args.out else Path(f"{model}-memory"))
+    rep = report(prof)
+    if args.format == "json":
+        doc = {"model": model, **summary(rep, args.top), "files": {k: str(v) for k, v in written.items()}}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    print_report(rep, args.top)
+    from layerperf.render import console
+
+    con = console()
+    for path in written.values():
+        con.print(f"wrote {path}", highlight=False)
+    return 0
