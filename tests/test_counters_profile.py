@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -111,28 +112,43 @@ def test_task_clock_over_nodes_matches_whole_pass(chain_path: Path) -> None:
     assert 0.8 * whole <= sum(per_node) <= whole
 
 
+FAULTS_SCRIPT = """
+import ctypes, json, numpy as np
+from onnx import TensorProto, helper, numpy_helper
+ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE: count 4 KiB pages
+big = helper.make_node("ConstantOfShape", ["shape_big"], ["big"], name="big",
+                       value=numpy_helper.from_array(np.array([1.0], np.float32)))
+small = helper.make_node("ConstantOfShape", ["shape_small"], ["small"], name="small",
+                         value=numpy_helper.from_array(np.array([1.0], np.float32)))
+inits = [numpy_helper.from_array(np.array([1 << 24], np.int64), "shape_big"),
+         numpy_helper.from_array(np.array([1 << 10], np.int64), "shape_small")]
+graph = helper.make_graph([small, big], "faults", [],
+                          [helper.make_tensor_value_info("big", TensorProto.FLOAT, [1 << 24]),
+                           helper.make_tensor_value_info("small", TensorProto.FLOAT, [1 << 10])], inits)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+from layerperf.backends.stepwise import StepwiseExecutor
+from layerperf.counters import CounterSet
+executor = StepwiseExecutor(model, ["small", "big"], threads=1)
+faults = {}
+with CounterSet(["page-faults"], threads="self") as cs:
+    cs.enable()
+    marks = [None]
+    executor.run_pass({}, lambda i: marks.__setitem__(0, cs.read()),
+                      lambda i: faults.__setitem__(i, (cs.read() - marks[0])["page-faults"]))
+print(json.dumps(faults))
+"""
+
+
 def test_fresh_memory_shows_page_faults() -> None:
     # A node whose 64 MiB output is written into memory never touched before: on its first (cold)
-    # pass its page faults dwarf those of a node writing 4 KiB.
-    big = helper.make_node("ConstantOfShape", ["shape_big"], ["big"], name="big",
-                           value=numpy_helper.from_array(np.array([1.0], np.float32)))
-    small = helper.make_node("ConstantOfShape", ["shape_small"], ["small"], name="small",
-                             value=numpy_helper.from_array(np.array([1.0], np.float32)))
-    inits = [numpy_helper.from_array(np.array([1 << 24], np.int64), "shape_big"),
-             numpy_helper.from_array(np.array([1 << 10], np.int64), "shape_small")]
-    graph = helper.make_graph([small, big], "faults", [],
-                              [helper.make_tensor_value_info("big", TensorProto.FLOAT, [1 << 24]),
-                               helper.make_tensor_value_info("small", TensorProto.FLOAT, [1 << 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    from layerperf.backends.stepwise import StepwiseExecutor
-
-    executor = StepwiseExecutor(model, ["small", "big"], threads=1)
-    faults: dict[int, int] = {}
-    with CounterSet(["page-faults"], threads="self") as cs:
-        cs.enable()
-        marks: list[object] = [None]
-        executor.run_pass({}, lambda i: marks.__setitem__(0, cs.read()),
-                          lambda i: faults.__setitem__(i, (cs.read() - marks[0])["page-faults"]))  # type: ignore[operator]
+    # pass its page faults dwarf those of a node writing 4 KiB. In a fresh process, with large
+    # blocks always mapped anew (glibc's mmap threshold) and 4 KiB pages (THP off), so no memory
+    # an earlier test freed can be reused.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    proc = subprocess.run([sys.executable, "-c", FAULTS_SCRIPT], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    faults = {int(k): v for k, v in json.loads(proc.stdout.splitlines()[-1]).items()}
     assert faults[1] >= (64 << 20) // 4096 // 2  # at least half the pages of 64 MiB
     assert faults[1] > 20 * max(faults[0], 1)
 

@@ -4,6 +4,7 @@ resident-memory sampling, the pictures, trace.json, the command line and bad inp
 from __future__ import annotations
 
 import json
+import mmap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -146,9 +147,12 @@ def test_sample_rate_keeps_every_nth_node(tiny_model_path: Path) -> None:
 def test_rss_sampler_sees_memory_being_touched() -> None:
     with RssSampler() as sampler:
         time.sleep(0.01)
-        block = np.ones(64 * MIB // 8)  # 64 MiB written, so resident
+        # A fresh anonymous mapping, so the pages are new to the process whatever the allocator
+        # kept from earlier tests; writing every byte makes them resident.
+        block = mmap.mmap(-1, 64 * MIB)
+        np.frombuffer(block, dtype=np.uint8)[:] = 1
         time.sleep(0.02)
-        del block
+        block.close()
         time.sleep(0.01)
     assert sampler.hwm_bytes - sampler.baseline_bytes >= 60 * MIB
     times = sampler.times_ns
