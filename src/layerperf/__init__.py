@@ -13,9 +13,11 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from layerperf.api import profile
+    from layerperf.bench import BenchResult, bench_node, bench_op
     from layerperf.data import Layer, Profile, Run, Span, load
 
-__all__ = ["Layer", "Profile", "Run", "Span", "__version__", "load", "profile"]
+__all__ = ["BenchResult", "Layer", "Profile", "Run", "Span", "__version__", "bench_node", "bench_op", "load",
+           "profile"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from layerperf.api import profile
 
         return profile
+    if name in {"bench_op", "bench_node", "BenchResult"}:
+        from layerperf import bench
+
+        return getattr(bench, name)
     if name in {"Layer", "Profile", "Run", "Span", "load"}:
         from layerperf import data
 

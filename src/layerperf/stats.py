@@ -35,7 +35,8 @@ class LayerStats:
     cum_share: float  # cumulative share when layers are ranked by total time, largest first
 
 
-def _distribution(d_ns: np.ndarray) -> tuple[float, float, float, float, float, float]:
+def distribution(d_ns: np.ndarray) -> tuple[float, float, float, float, float, float]:
+    """(total, mean, median, p90, min, max) in µs of durations given in ns; NaN figures when empty."""
     if d_ns.size == 0:
         nan = float("nan")
         return 0.0, nan, nan, nan, nan, nan
@@ -45,7 +46,7 @@ def _distribution(d_ns: np.ndarray) -> tuple[float, float, float, float, float, 
 
 
 def layer_stats(profile: Profile) -> list[LayerStats]:
-    dists = [_distribution(profile.durations_ns(i)) for i in range(len(profile.layers))]
+    dists = [distribution(profile.durations_ns(i)) for i in range(len(profile.layers))]
     totals = np.asarray([d[0] for d in dists])
     grand = float(totals.sum()) or 1.0
     cum = np.empty_like(totals)

@@ -1,0 +1,197 @@
+"""``bench_op`` and ``bench_node``: measure one operator, or one node of a model, in isolation."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from layerperf.bench.build import InputLike, OneNode, build_op
+from layerperf.bench.measure import MeasureOptions, Timing, measure
+from layerperf.bench.memory import PeakMemory
+from layerperf.bench.result import BenchResult
+from layerperf.bench.runner import Kernel, prepare
+from layerperf.bench.stats import NOISY_CV, deciles_us, describe
+from layerperf.cost import Cost, node_cost
+
+# An empty run costing more than this share of the op's time is worth a warning.
+OVERHEAD_SHARE_WARN = 0.1
+# The CPU-speed yardstick's p90 beyond this multiple of its p10: the samples mix two speeds.
+YARDSTICK_SPREAD_WARN = 1.4
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSettings:
+    """How to run and time: shared by single measurements and every row of a sweep."""
+
+    threads: int = 1
+    samples: int = 30
+    min_time_ms: float = 1.0
+    opt_level: str = "basic"
+    provider: str = "CPUExecutionProvider"
+    events: tuple[str, ...] = ()
+    warmup_max_s: float = 2.0
+    overhead: bool = True  # also time an empty run (reported, never subtracted)
+    max_wait_fraction: float | None = 0.05
+
+    def measure_options(self) -> MeasureOptions:
+        return MeasureOptions(samples=self.samples, min_time_ms=self.min_time_ms, warmup_max_s=self.warmup_max_s,
+                              max_wait_fraction=self.max_wait_fraction)
+
+    def validate(self) -> None:
+        """The session settings are checked as `layerperf profile` checks them, then the timing options."""
+        from layerperf.backends.onnxruntime import ProfileOptions
+
+        ProfileOptions(threads=self.threads, opt_level=self.opt_level, provider=self.provider).validate()
+        self.measure_options().validate()
+
+    def with_threads(self, threads: int) -> BenchSettings:
+        return dataclasses.replace(self, threads=threads)
+
+
+@functools.lru_cache(maxsize=4)
+def prime_runtime(provider: str) -> None:
+    """Run one tiny session, once per process and provider, before any memory is measured.
+
+    ONNX Runtime allocates its global state (environment, kernel registry, default arenas) on its
+    first session; without this the first measurement of a process would be charged for it.
+    """
+    prepare(build_op("Identity", {"input": (1,)}), threads=1, opt_level="disable", provider=provider).call()
+
+
+def empty_run_us(settings: BenchSettings) -> float:
+    """Median time of running an Identity on one element: the floor under any op's time."""
+    one = build_op("Identity", {"input": (1,)})
+    prepared = prepare(one, threads=settings.threads, opt_level="disable", provider=settings.provider)
+    opts = dataclasses.replace(settings.measure_options(), samples=max(5, settings.samples // 3),
+                               warmup_max_s=min(settings.warmup_max_s, 0.5))
+    return describe(measure(prepared.call, opts).per_call_ns).median_us
+
+
+def _warnings(one: OneNode, kernels: tuple[Kernel, ...], timing: Timing, cost: Cost, overhead_us: float | None,
+              settings: BenchSettings, memory_source: str) -> tuple[str, ...]:
+    out = []
+    if len(kernels) != 1:
+        ops = ", ".join(k.op_type for k in kernels)
+        out.append(f"ONNX Runtime ran {len(kernels)} kernels for this op ({ops}); the time covers all "
+                   f"of them (--opt-level {settings.opt_level})")
+    if cost.flops is None:
+        out.append(f"FLOPs unknown for {one.domain + '.' if one.domain else ''}{one.op_type}")
+    st = describe(timing.per_call_ns)
+    if st.noisy:
+        out.append(f"CV {st.cv:.1%} is above {NOISY_CV:.0%}: these timings vary too much to be trusted; "
+                   "take more --samples, a longer --min-time, or a quieter machine")
+    if not timing.warmup_settled:
+        out.append(f"warm-up stopped after {timing.warmup_s:.1f} s without the timings settling")
+    if timing.used_disturbed:
+        out.append(f"the machine is busy: {len(timing.disturbed_ns)} of {len(timing.per_call_ns)} samples waited "
+                   "for a CPU while another process ran; they are included, so times are inflated")
+    if overhead_us is not None and overhead_us > OVERHEAD_SHARE_WARN * st.median_us:
+        out.append(f"an empty run takes {overhead_us:.1f} µs, {overhead_us / st.median_us:.0%} of this op's "
+                   "median: the time includes that much Python and ONNX Runtime call overhead")
+    y = deciles_us(timing.yardstick_ns) if len(timing.yardstick_ns) >= 5 else None
+    if y is not None and y[0] > 0 and y[2] > YARDSTICK_SPREAD_WARN * y[0]:
+        out.append(f"the CPU's speed changed during the samples: a fixed reference loop took {y[0]:.0f} "
+                   f"to {y[2]:.0f} µs (p10-p90); something outside this system's view (e.g. another "
+                   "tenant of a virtual machine's host) shares the core")
+    if memory_source != "VmHWM":
+        out.append("peak memory from ru_maxrss: a lower bound, 0 if the process peaked higher before")
+    return tuple(out)
+
+
+def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | None = None,
+                overhead_us: float | None = None) -> BenchResult:
+    """Time ``one`` under ``settings`` and gather its cost, counters, memory and warnings.
+
+    ``run_opt_level`` is the level the session runs at when it differs from the one reported (a node
+    taken from an optimized graph is already optimized: it runs at "disable").
+    """
+    settings.validate()
+    prime_runtime(settings.provider)
+    memory = PeakMemory()
+    memory.start()
+    prepared = prepare(one, threads=settings.threads, opt_level=run_opt_level or settings.opt_level,
+                       provider=settings.provider)
+    timing = measure(prepared.call, settings.measure_options())
+    peak = memory.stop()  # the run's own peak: counting passes come after, with buffers of their own
+    counters: dict[str, float] = {}
+    if settings.events:
+        from layerperf.bench.counting import count_per_call
+
+        counters = count_per_call(prepared.call, timing.loops, settings.samples, settings.events)
+    outputs, kernels = prepared.outputs, prepared.kernels
+    del prepared  # free the session and its buffers before the empty-run measurement
+    if settings.overhead and overhead_us is None:
+        overhead_us = empty_run_us(settings)
+    cost = node_cost(one.op_type, one.domain, one.attrs, one.inputs, outputs)
+    return BenchResult(
+        op_type=one.op_type, domain=one.domain, node_name=one.node_name, opset=one.opset, attrs=one.attrs,
+        inputs=one.inputs, outputs=outputs, weights=one.weights, threads=settings.threads,
+        opt_level=settings.opt_level, provider=settings.provider, kernels=kernels, timing=timing,
+        cost=cost, peak_rss_delta_bytes=peak, memory_source=memory.source, overhead_us=overhead_us,
+        counters=counters, source=one.source,
+        warnings=_warnings(one, kernels, timing, cost, overhead_us, settings, memory.source),
+    )
+
+
+def settings_from(threads: int = 1, samples: int = 30, min_time_ms: float = 1.0, opt_level: str = "basic",
+                  provider: str = "CPUExecutionProvider", events: Sequence[str] = (), warmup_max_s: float = 2.0,
+                  overhead: bool = True) -> BenchSettings:
+    s = BenchSettings(threads=threads, samples=samples, min_time_ms=min_time_ms, opt_level=opt_level,
+                      provider=provider, events=tuple(events), warmup_max_s=warmup_max_s, overhead=overhead)
+    s.validate()
+    if s.events:  # an unknown or unsupported event fails now, not after the timing
+        from layerperf.backends.ort_counters import CounterRequest
+
+        request = CounterRequest.build(list(s.events), None)
+        if request is not None:
+            request.check()
+    return s
+
+
+def bench_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, Any] | None = None, *,
+             domain: str = "", opset: int | None = None, threads: int = 1, samples: int = 30,
+             min_time_ms: float = 1.0, opt_level: str = "basic", weights: str | Sequence[str] = "auto",
+             outputs: int | None = None, events: Sequence[str] = (), provider: str = "CPUExecutionProvider",
+             seed: int = 0, warmup_max_s: float = 2.0, overhead: bool = True) -> BenchResult:
+    """Measure one operator in isolation on ONNX Runtime.
+
+    ``inputs`` maps the op's input names (from its ONNX schema: ``X``, ``W``, ``B`` for Conv) to dims
+    (``"1x3x224x224"``, ``"1x64:float16"``, a tuple of ints, ``(dims, dtype)``) or to a numpy array
+    for an input with fixed values (a Reshape's ``shape``). ``attrs`` values are typed by the schema
+    (``{"pads": "1,1,1,1"}`` and ``{"pads": [1, 1, 1, 1]}`` are the same). Weights become
+    initializers (``weights="auto"``; ``"inputs"`` feeds everything at run time).
+
+    >>> r = bench_op("Conv", {"X": "1x64x56x56", "W": "64x64x3x3"}, {"pads": [1, 1, 1, 1]})
+    >>> r.median_us, r.flops
+    """
+    settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead)
+    one = build_op(op_type, inputs, attrs, domain=domain, opset=opset, weights=weights, n_outputs=outputs,
+                   seed=seed)
+    return measure_one(one, settings)
+
+
+def bench_node(model: str | Path | onnx.ModelProto, node: str, *, opt_level: str = "disable", threads: int = 1,
+               samples: int = 30, min_time_ms: float = 1.0, events: Sequence[str] = (),
+               provider: str = "CPUExecutionProvider", shapes: Sequence[str] = (), seed: int = 0,
+               batch: int | None = None, image_size: int | None = None, seq_len: int | None = None,
+               warmup_max_s: float = 2.0, overhead: bool = True) -> BenchResult:
+    """Measure node ``node`` of ``model`` (a path, zoo name or ModelProto) alone.
+
+    By default the node is the model's own, as written (``opt_level="disable"``); at another level it
+    is taken from the graph ONNX Runtime executes after its optimizations (names may then be fused
+    ones, such as ``layer1.0.relu1_nchwc``, as ``layerperf profile --opt-level all`` shows). The node
+    keeps its attributes, its weights and the very inputs it receives in one run of the model; it
+    then runs alone, without further optimization.
+    """
+    from layerperf.bench.extract import extract_node
+
+    settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead)
+    zoo = {k: v for k, v in {"batch": batch, "image_size": image_size, "seq_len": seq_len}.items() if v is not None}
+    one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=provider, seed=seed, **zoo)
+    return measure_one(one, settings, run_opt_level="disable")

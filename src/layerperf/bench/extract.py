@@ -1,0 +1,159 @@
+"""One node of a real model as a one-node model, with the shapes, attributes and weights it has there.
+
+The graph is the one ONNX Runtime executes at the requested optimization level (saved through
+``optimized_model_filepath``, as ``layerperf profile`` sees it), so a node may be a fused or NCHWc
+node of a contrib domain. ONNX Runtime's saved graph carries no shapes for intermediate tensors, and
+onnx's shape inference does not know the contrib ops, so the model is run once with the node's
+inputs and outputs added as graph outputs: that gives their exact shapes, and the node's run-time
+inputs are fed the very values they had in the model (real activations, real indices and masks).
+Inputs that are initializers in the graph stay initializers, with their real values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from layerperf.backends.onnxruntime import ProfileOptions, create_session
+from layerperf.backends.onnxruntime import session_options as ort_session_options
+from layerperf.backends.ort_build import attributes
+from layerperf.bench.build import OneNode, first_line
+from layerperf.bench.runner import session_options
+from layerperf.errors import InputError
+from layerperf.inputs import InputSpec, make_feed
+from layerperf.modelsrc import ModelSource, open_model
+from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
+
+
+def _input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    inits = {i.name for i in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        specs.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
+    return specs
+
+
+def _session(model_bytes: bytes, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
+    try:
+        return ort.InferenceSession(model_bytes, so, providers=[provider])
+    except Exception as exc:  # ORT's pybind exception types: any of them means "cannot load"
+        raise InputError(f"ONNX Runtime cannot load the model: {first_line(exc)}") from None
+
+
+def executed_graph(source: ModelSource, opt_level: str, provider: str) -> onnx.ModelProto:
+    """The graph ONNX Runtime runs at ``opt_level`` (the model itself at "disable")."""
+    if opt_level == "disable":
+        return source.proto
+    with tempfile.TemporaryDirectory(prefix="layerperf-bench-") as tmp:
+        path = Path(tmp) / "optimized.onnx"
+        create_session(source, ort_session_options(ProfileOptions(opt_level=opt_level), optimized_path=path),
+                       provider)
+        return onnx.load(str(path))
+
+
+def _names_hint(names: Sequence[str], name: str) -> str:
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    if close:
+        return "did you mean " + ", ".join(close) + "?"
+    return "nodes: " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+
+
+def find_node(source: ModelSource, graph: onnx.GraphProto, name: str, opt_level: str,
+              provider: str) -> onnx.NodeProto:
+    """Node ``name`` of ``graph`` (the graph run at ``opt_level``), or an InputError that says where it is."""
+    for node in graph.node:
+        if node.name == name:
+            return node
+    names = [n.name for n in graph.node]
+    if opt_level != "disable" and any(n.name == name for n in source.proto.graph.node):
+        raise InputError(f"node '{name}' of the model is fused or renamed at --opt-level {opt_level}",
+                         hint="drop --opt-level to measure it as written, or name a node of the optimized graph "
+                              f"(`layerperf profile --opt-level {opt_level}` lists them): {_names_hint(names, name)}")
+    if opt_level == "disable":  # a name copied from an optimized profile: say which level has it
+        optimized = executed_graph(source, "all", provider).graph
+        if any(n.name == name for n in optimized.node):
+            raise InputError(f"node '{name}' is not in the model as written but in the graph ONNX Runtime runs "
+                             "after its optimizations", hint="pass --opt-level all")
+    hint = _names_hint(names, name)
+    if opt_level != "disable":  # fusions rename nodes: the original names are there at "disable"
+        hint += f"; `layerperf profile --opt-level {opt_level}` lists the names at this level"
+    raise InputError(f"no node named '{name}' in the graph at --opt-level {opt_level} ({len(names)} nodes)",
+                     hint=hint)
+
+
+def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarray],
+          provider: str) -> dict[str, np.ndarray]:
+    """The values tensors ``names`` take in one run of ``model`` (added as graph outputs, then removed)."""
+    graph = model.graph
+    n_before = len(graph.output)
+    present = {o.name for o in graph.output}
+    extra = [n for n in dict.fromkeys(names) if n not in present]
+    for name in extra:  # untyped: ONNX Runtime infers their types itself, contrib ops included
+        vi = onnx.ValueInfoProto()
+        vi.name = name
+        graph.output.append(vi)
+    try:
+        data = model.SerializeToString()
+    finally:
+        del graph.output[n_before:]
+    sess = _session(data, session_options(0, "disable"), provider)
+    try:
+        values = sess.run(list(dict.fromkeys(names)), feed)
+    except Exception as exc:  # ORT's pybind exception types
+        raise InputError(f"ONNX Runtime cannot run the model: {first_line(exc)}") from None
+    return dict(zip(dict.fromkeys(names), values, strict=True))
+
+
+def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
+    inits = {i.name: i for i in model.graph.initializer}
+    graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype),
+                                                  values[n].shape)
+                    for n in dict.fromkeys(node.input) if n and n not in inits]
+    outputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), values[n].shape)
+               for n in node.output if n]
+    kept = [inits[n] for n in dict.fromkeys(node.input) if n in inits]
+    graph = helper.make_graph([node], f"bench_{node.name}", graph_inputs, outputs, kept)
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
+                             producer_name="layerperf-bench")
+
+
+def _info(name: str, values: dict[str, np.ndarray], inits: dict[str, onnx.TensorProto]) -> TensorInfo | None:
+    if not name:
+        return None
+    if name in inits:
+        return TensorInfo(name, tuple(inits[name].dims), onnx_elem_to_dtype(inits[name].data_type))
+    return TensorInfo(name, tuple(values[name].shape), str(values[name].dtype))
+
+
+def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_level: str = "disable",
+                 shapes: Sequence[str] = (), provider: str = "CPUExecutionProvider", seed: int = 0,
+                 **zoo_options: Any) -> OneNode:
+    """Node ``node_name`` of ``model`` (as run at ``opt_level``) as a one-node model with its real data."""
+    source = open_model(model, **zoo_options)
+    feed = make_feed(source.proto, _input_specs(source.proto), shapes, None, seed)
+    graph_model = executed_graph(source, opt_level, provider)
+    node = find_node(source, graph_model.graph, node_name, opt_level, provider)
+    inits = {i.name: i for i in graph_model.graph.initializer}
+    runtime = [n for n in node.input if n and n not in inits]
+    values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider)
+    one = one_node_model(graph_model, node, values)
+    return OneNode(
+        model=one, feed={n: values[n] for n in dict.fromkeys(runtime)}, op_type=node.op_type,
+        domain=node.domain, opset=next((o.version for o in graph_model.opset_import if o.domain == node.domain), 1),
+        attrs=attributes(node), inputs=tuple(_info(n, values, inits) for n in node.input),
+        outputs=tuple(t for t in (_info(n, values, {}) for n in node.output) if t is not None),
+        weights=tuple(n for n in dict.fromkeys(node.input) if n in inits), node_name=node.name,
+        source={**source.describe(), "node": node.name, "opt_level": opt_level},
+    )

@@ -1,0 +1,101 @@
+"""Terminal output of bench results: one table row per measurement, then the details and warnings."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from layerperf import render, units
+from layerperf.bench.result import BenchResult
+from layerperf.render import Column
+
+
+def _as(key: str, header: str) -> Column:
+    """The profile table's column for ``key`` (same formatting), under bench's header."""
+    return dataclasses.replace(next(c for c in render.LAYER_COLUMNS if c.key == key), header=header)
+
+
+FIGURE_COLUMNS: tuple[Column, ...] = (
+    _as("median_us", "median"),
+    Column("min_us", "min", units.duration_us),
+    Column("mean_us", "mean", units.duration_us),
+    Column("p90_us", "p90", units.duration_us),
+    Column("stddev_us", "stddev", units.duration_us),
+    Column("cv", "CV", units.percent),
+    Column("outliers", "outliers"),
+    _as("flops", "FLOPs"),
+    _as("flops_per_s", "FLOP/s"),
+    _as("bytes", "bytes"),
+    _as("bytes_per_s", "bytes/s"),
+    Column("peak_rss_delta_bytes", "peak mem", units.binary),
+)
+
+
+def _row(r: BenchResult, swept: Sequence[str]) -> dict[str, Any]:
+    row = r.row()
+    for name in swept:
+        t = next((i for i in r.inputs if i is not None and i.name == name), None)
+        row[f"in:{name}"] = t.shape_str() if t is not None else "?"
+    return row
+
+
+def _columns(results: Sequence[BenchResult], swept: Sequence[str]) -> list[Column]:
+    cols: list[Column] = [Column(f"in:{n}", n, str, "left") for n in swept]
+    if not swept and len({r.in_shapes for r in results}) > 1:
+        cols.append(Column("in_shapes", "in_shapes", str, "left"))
+    if len(results) > 1:
+        cols.append(Column("threads", "threads"))
+    cols += FIGURE_COLUMNS
+    labels = list(dict.fromkeys(k for r in results for k in r.counters))
+    cols += render.counter_columns([f"{k}_per_call" for k in labels])
+    return cols
+
+
+def _tensor(t: Any, weights: Sequence[str]) -> str:
+    if t is None:
+        return "-"
+    return f"{t.name} {t.shape_str()} {t.dtype}" + (" (initializer)" if t.name in weights else "")
+
+
+def detail_lines(r: BenchResult) -> list[str]:
+    """What was measured and how, in a few lines."""
+    t = r.timing
+    st = r.stats
+    ins = ", ".join(_tensor(i, r.weights) for i in r.inputs)
+    outs = ", ".join(_tensor(o, ()) for o in r.outputs)
+    attrs = " ".join(f"{k}={v}" for k, v in r.attrs.items())
+    kernels = ", ".join(f"{k.op_type} ({k.provider.removesuffix('ExecutionProvider')})" for k in r.kernels)
+    disturbed = (f"; {len(t.disturbed_ns)} samples set aside: a thread waited for a CPU"
+                 if t.disturbed_ns and not t.used_disturbed else "")
+    lines = [
+        f"{r.label}: {ins} -> {outs}" + (f"; {attrs}" if attrs else ""),
+        f"ran {kernels}; opt level {r.opt_level}, threads {r.threads or 'default'}",
+        f"{st.n} samples of {t.loops} call{'s' if t.loops > 1 else ''} after {t.warmup_batches} warm-up batches "
+        f"({'settled' if t.warmup_settled else 'not settled'}, {t.warmup_s:.2f} s){disturbed}",
+        f"IQR outliers: {st.outliers_low} low, {st.outliers_high} high; Q1 {units.duration_us(st.q1_us)}, "
+        f"Q3 {units.duration_us(st.q3_us)}",
+    ]
+    if r.overhead_us is not None:
+        lines.append(f"empty run (Identity, same settings): {units.duration_us(r.overhead_us)} per call, "
+                     "included in the times above, not subtracted")
+    lines.append(f"peak memory: {units.binary(r.peak_rss_delta_bytes)} above the resident size before the run "
+                 f"({r.memory_source})")
+    if r.yardstick_us:
+        p10, med, p90 = r.yardstick_us
+        lines.append(f"CPU speed yardstick: a fixed loop took {med:.1f} µs (p10 {p10:.1f}, p90 {p90:.1f}) "
+                     "before the samples; runs at different yardsticks ran at different CPU speeds")
+    return lines
+
+
+def print_results(results: Sequence[BenchResult], swept: Sequence[str] = ()) -> None:
+    con = render.console()
+    rows = [_row(r, swept) for r in results]
+    title = results[0].label if len({r.label for r in results}) == 1 else "bench"
+    con.print(render.table(rows, _columns(results, swept), title=title))
+    for line in detail_lines(results[0]) if len(results) == 1 else []:
+        con.print(line, highlight=False, markup=False)
+    for i, r in enumerate(results):
+        prefix = f"row {i + 1}: " if len(results) > 1 else ""
+        for w in r.warnings:
+            con.print(f"[yellow]warning:[/] {prefix}{w}", highlight=False)

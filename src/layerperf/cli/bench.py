@@ -1,0 +1,175 @@
+"""``layerperf bench OPTYPE|MODEL``: one operator, or one node of a model, measured in isolation."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from layerperf.cli.common import positive_int
+
+if TYPE_CHECKING:
+    from layerperf.bench import BenchResult
+
+_OP_ONLY = ("input", "const", "attr", "sweep", "domain", "opset", "outputs")
+_NODE_ONLY = ("shape", "batch", "image_size", "seq_len")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench", help="measure one operator, or one node of a model, in isolation",
+        description="Build a one-node ONNX model of OPTYPE (or take node --node of MODEL), then time it on "
+                    "ONNX Runtime: warm-up until timings settle, then --samples samples of enough calls to "
+                    "last --min-time each. Prints min/median/mean/p90, stddev, CV, IQR outliers, FLOPs, "
+                    "bytes and the peak memory of the run.",
+        epilog="examples:\n"
+               "  layerperf bench Conv --input X=1x64x56x56 --input W=64x64x3x3 --attr pads=1,1,1,1\n"
+               "  layerperf bench MatMul --input A=128x768 --input B=768x3072 --threads 1,2\n"
+               "  layerperf bench Relu --input X=1x64x56x56 --sweep X=1x64x28x28,1x64x56x56 --format csv\n"
+               "  layerperf bench resnet18 --node layer1.0.conv1\n"
+               "  layerperf bench resnet18 --node layer1.0.relu1_nchwc --opt-level all",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="OPTYPE|MODEL",
+                   help="an operator type (Conv, MatMul...), or with --node an .onnx file or built-in model")
+    op = p.add_argument_group("operator (OPTYPE)")
+    op.add_argument("--input", "-i", action="append", default=[], metavar="NAME=DIMS[:dtype]",
+                    help="an input by its schema name, e.g. X=1x3x224x224 or X=1x64:float16 (repeatable)")
+    op.add_argument("--const", action="append", default=[], metavar="NAME=VALUES[:dtype]",
+                    help="an input with fixed values (JSON), e.g. shape=[1,-1]:int64 (repeatable)")
+    op.add_argument("--attr", "-a", action="append", default=[], metavar="KEY=VALUE",
+                    help="an attribute, e.g. pads=1,1,1,1 or auto_pad=SAME_UPPER (repeatable)")
+    op.add_argument("--domain", default="", help="operator domain, e.g. com.microsoft (default: ONNX)")
+    op.add_argument("--opset", type=positive_int, help="opset of the domain (default: newest supported)")
+    op.add_argument("--outputs", type=positive_int, help="how many outputs to produce (default: the required ones)")
+    op.add_argument("--weights", default="auto", metavar="auto|inputs|initializers|NAME,...",
+                    help="which inputs are initializers (default auto: layer parameters such as W, B)")
+    op.add_argument("--sweep", action="append", default=[], metavar="NAME=DIMS1,DIMS2,...",
+                    help="measure each shape of an input; several --sweep give every combination")
+    node = p.add_argument_group("node of a model (MODEL --node NAME)")
+    node.add_argument("--node", metavar="NAME", help="measure this node of MODEL alone")
+    node.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
+                      help="set a model input's shape (repeatable)")
+    node.add_argument("--batch", type=int, help="batch size of a built-in model")
+    node.add_argument("--image-size", type=int, help="input height and width of a built-in vision model")
+    node.add_argument("--seq-len", type=int, help="sequence length of a built-in text model")
+    run_g = p.add_argument_group("measurement")
+    run_g.add_argument("--threads", default="1", metavar="N[,N...]",
+                       help="intra-op threads (default 1; 0: runtime default); a list gives one row each")
+    run_g.add_argument("--samples", type=positive_int, default=30, help="timed samples (default 30)")
+    run_g.add_argument("--min-time", default="1ms", help="least duration of one sample (default 1ms)")
+    run_g.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS",
+                       help="longest warm-up when timings do not settle (default 2)")
+    run_g.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"],
+                       help="ONNX Runtime optimization level (default: basic for OPTYPE; for --node, disable: "
+                            "the node as written in the model; another level takes it from the optimized graph)")
+    run_g.add_argument("--events", metavar="E1,E2", help="perf events to count per call, e.g. task-clock,cycles")
+    run_g.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
+    run_g.add_argument("--seed", type=int, default=0, help="seed of the random input data (default 0)")
+    run_g.add_argument("--no-overhead", action="store_true", help="skip timing the empty run")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    p.set_defaults(func=run)
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    from layerperf.errors import InputError
+
+    wrong, why = (_OP_ONLY, "take the shapes and attributes from the model") if args.node else (
+        _NODE_ONLY, "apply to a model's node (--node)")
+    for dest in wrong:
+        if getattr(args, dest) not in (None, [], ""):
+            raise InputError(f"{_flag(dest)} does not apply here: with{'' if args.node else 'out'} --node, "
+                             f"the options {why}")
+    if args.node and args.weights != "auto":
+        raise InputError("--weights does not apply to --node: a node keeps the initializers it has in its model")
+
+
+def _op_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    from layerperf.bench.build import InputArg
+    from layerperf.bench.parse import parse_const, parse_input
+    from layerperf.errors import InputError
+
+    inputs: dict[str, Any] = {}
+    for item in args.input:
+        name, dims, dtype = parse_input(item)
+        inputs[name] = InputArg(dims, dtype)
+    for item in args.const:
+        name, arr, dtype = parse_const(item)
+        if name in inputs:
+            raise InputError(f"input {name} is given twice (--input and --const)")
+        inputs[name] = InputArg(tuple(arr.shape), dtype, arr)
+    return inputs
+
+
+def _not_an_op_hint(target: str) -> None:
+    """A model given without --node reads as an unknown operator: say what was meant."""
+    from pathlib import Path
+
+    from layerperf.errors import InputError
+
+    is_model = target.endswith(".onnx") or Path(target).exists()
+    if not is_model:
+        from layerperf import zoo
+
+        is_model = target in zoo.names()
+    if is_model:
+        raise InputError(f"{target} is a model: name the node to measure with --node NODE_NAME",
+                         hint="`layerperf profile` lists a model's node names")
+
+
+def _measure(args: argparse.Namespace, progress: Any) -> list[BenchResult]:
+    from layerperf.bench import sweep_node, sweep_op
+    from layerperf.bench.parse import parse_attr_item, parse_duration_ms, parse_sweep, parse_threads
+
+    threads = parse_threads(args.threads)
+    common: dict[str, Any] = {
+        "samples": args.samples, "min_time_ms": parse_duration_ms(args.min_time), "provider": args.provider,
+        "events": [e.strip() for e in args.events.split(",") if e.strip()] if args.events else [],
+        "warmup_max_s": args.warmup_max, "overhead": not args.no_overhead, "progress": progress,
+    }
+    if args.node:
+        zoo = {k: v for k, v in (("batch", args.batch), ("image_size", args.image_size),
+                                 ("seq_len", args.seq_len)) if v is not None}
+        return sweep_node(args.target, args.node, threads=threads, opt_level=args.opt_level or "disable",
+                          shapes=args.shape, seed=args.seed, zoo_options=zoo, **common)
+    _not_an_op_hint(args.target)
+    attrs = dict(parse_attr_item(a) for a in args.attr)
+    sweep = dict(parse_sweep(s) for s in args.sweep)
+    return sweep_op(args.target, _op_inputs(args), attrs, sweep=sweep, threads=threads, domain=args.domain,
+                    opset=args.opset, weights=args.weights, outputs=args.outputs, seed=args.seed,
+                    opt_level=args.opt_level or "basic", **common)
+
+
+def run(args: argparse.Namespace) -> int:
+    from layerperf.cli.common import progress_bar
+
+    _check_mode(args)
+    with progress_bar() as progress:
+        results = _measure(args, progress)
+    many = len(results) > 1 or bool(args.sweep) or "," in str(args.threads)
+    if args.format == "json":
+        _print_json(results, many)
+    elif args.format == "csv":
+        from layerperf.bench.sweep import csv_text
+
+        sys.stdout.write(csv_text(results))
+    else:
+        from layerperf.bench.report import print_results
+
+        print_results(results, swept=[parse_name(s) for s in args.sweep] if not args.node else [])
+    return 0
+
+
+def parse_name(item: str) -> str:
+    return item.partition("=")[0].strip()
+
+
+def _print_json(results: Sequence[BenchResult], many: bool) -> None:
+    import orjson
+
+    doc: Any = [r.to_json() for r in results] if many else results[0].to_json()
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")

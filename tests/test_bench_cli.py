@@ -1,0 +1,84 @@
+"""``layerperf bench`` on the command line: JSON/CSV/table output and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from layerperf.cli import main
+
+from conftest import run_cli
+
+FAST = ["--samples", "3", "--min-time", "50us", "--warmup-max", "0.05", "--no-overhead"]
+CONV = ["Conv", "--input", "X=1x3x16x16", "--input", "W=8x3x3x3", "--attr", "pads=1,1,1,1", "--attr", "strides=2,2"]
+
+
+def test_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *CONV, *FAST, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"median_us", "flops", "bytes", "samples", "cv", "outliers", "peak_rss_delta_bytes"} <= set(doc)
+    assert len(doc["samples"]) == 3 and doc["median_us"] > 0
+    assert doc["flops"] == 2 * 8 * 8 * 8 * 27
+    assert doc["outputs"][0]["shape"] == [1, 8, 8, 8]
+    assert doc["attrs"] == {"pads": [1, 1, 1, 1], "strides": [2, 2]}
+    assert doc["weights"] == ["W"]
+
+
+def test_sweep_csv_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "Relu", "--input", "X=1x8", "--sweep", "X=1x8,1x16,1x32", "--threads", "1,2", *FAST]
+    assert main([*args, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 6
+    assert [r["threads"] for r in rows] == ["1", "2"] * 3
+    assert main([*args, "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 6
+
+
+def test_table_shows_cv_and_details(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *CONV, *FAST, "--const", "B=[0,0,0,0,0,0,0,0]"]) == 0
+    out = capsys.readouterr().out
+    assert "CV" in out and "median" in out and "FLOPs" in out
+    assert "B 8 float32 (initializer)" in out
+    assert "IQR outliers" in out
+
+
+def test_node_of_a_zoo_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "resnet18", "--node", "conv1", "--image-size", "32", "--opt-level", "disable",
+                 *FAST, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["node"] == "conv1" and doc["inputs"][0]["shape"] == [1, 3, 32, 32]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["Convv", "--input", "X=1x3"], "unknown operator 'Convv'"),
+    (["Conv", "--input", "X=1x3x8x8"], "Conv needs input W"),
+    (["Conv", "--input", "X=1x3x8x8", "--input", "W=4x3x3x3", "--input", "Q=1"], "no input 'Q'"),
+    (["Relu", "--input", "X=1xfour"], "malformed dims of input X"),
+    (["Relu", "--input", "X=1x4:float128"], "unknown dtype 'float128'"),
+    (["Relu", "--input", "X=1x4:bool"], "Relu input X cannot be bool"),
+    (["Conv", "--input", "X=1x3x8x8", "--input", "W=4x5x3x3"], "Input channels C is not equal"),
+    (["Relu", "--input", "X=4", "--threads", "x"], "--threads"),
+    (["Relu", "--input", "X=4", "--min-time", "soon"], "--min-time"),
+    (["Relu", "--input", "X=4", "--shape", "x=1"], "--shape does not apply"),
+    (["resnet18", "--node", "conv1", "--input", "X=1"], "--input does not apply"),
+    (["resnet18"], "resnet18 is a model: name the node"),
+    (["Relu", "--input", "X=4", "--events", "no-such-event"], "no-such-event"),
+])
+def test_errors_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    assert main(["bench", *FAST, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.startswith("layerperf: error: ") and err.count("\n") == 1
+
+
+def test_real_command_line() -> None:
+    proc = run_cli("bench", "MatMul", "--input", "A=8x16", "--input", "B=16x4", *FAST, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["flops"] == 2 * 8 * 4 * 16
+    bad = run_cli("bench", "Conv", "--input", "X=1x3x8x8", "--input", "W=4x3x3x3", "--attr", "pads=1,1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
+    assert "pads has incorrect size" in bad.stderr
