@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -46,4 +49,326 @@ def load_json(path: Path) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc.msg} at {_position(raw, exc.pos)})") from None
+        at = _position(raw, _byte_pos(raw, exc.pos))
+        raise InputError(f"{path} is not valid JSON ({exc.msg} at {at})") from None
+
+
+# -- streaming a Trace Event Format file ---------------------------------------------------------
+#
+# A million-event trace is a few hundred MB of JSON; parsed whole it becomes ~15 million Python
+# objects (GBs, and seconds of page faults). So the event array is parsed a chunk at a time: a chunk
+# is cut just before an event that starts like the first one, wrapped in [ ], and parsed. Where the
+# chunk ends is never trusted but proven: the wrapped bytes parse only if the cut fell between two
+# events of the array (a cut inside a string or a nested object leaves the wrapper unbalanced),
+# so the chunks together are exactly the events array. An error before the wrapper's end is a real
+# error of the file at that spot; one at the end means the cut was wrong and an earlier one is tried.
+
+BLOCK_BYTES = 4 << 20
+_MAX_TRIES = 8  # wrong cuts tried in a block before parsing all the rest at once
+_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_WS = b" \t\r\n"
+
+
+@dataclass(eq=False)
+class EventStream:
+    """A trace's events, parsed a chunk at a time, and everything else in the document.
+
+    ``form`` is ``"array"`` (a bare JSON array of events), ``"object"`` (an object whose
+    ``traceEvents`` is the array) or ``"other"`` (any other JSON value; it has no events).
+    ``head`` is what is known of the document before its events (the whole document minus the
+    events once :meth:`chunks` is exhausted, in ``skeleton``).
+    """
+
+    source: str
+    form: str
+    head: Any
+    first: list[Any]
+    _rest: Iterator[list[Any]]
+    _tail: list[Any] = field(default_factory=list)
+
+    def chunks(self) -> Iterator[list[Any]]:
+        """The events, chunk by chunk (once). ``skeleton`` is complete when this is exhausted."""
+        yield self.first
+        self.first = []
+        yield from self._rest
+
+    @property
+    def skeleton(self) -> Any:
+        """The document without its events: ``[]`` for an array, the other keys for an object."""
+        if self.form == "object" and self._tail:
+            return {**self.head, **self._tail[0]}
+        return self.head
+
+
+def _open_stream(path: Path) -> IO[bytes]:
+    """The file as a byte stream, gunzipped on the fly when it is gzip (by magic number)."""
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a trace file")
+    try:
+        f: IO[bytes] = path.open("rb")
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    magic = f.read(2)
+    f.seek(0)
+    if magic == b"\x1f\x8b":
+        f.close()
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+    if path.suffix == ".gz":
+        f.close()
+        raise InputError(f"{path} is named .gz but is not gzip")
+    return f
+
+
+class _Reader:
+    """Blocks of a (possibly gzipped) file, keeping line numbers of what was consumed for errors."""
+
+    def __init__(self, path: Path, block: int) -> None:
+        self.path = path
+        self.block = block
+        self.f = _open_stream(path)
+        self.eof = False
+        self.offset = 0  # file offset of buf[0]
+        self.lines = 0  # newlines before buf[0]
+        self.line_start = 0  # file offset where the line holding buf[0] starts
+        self.buf = b""
+
+    def more(self) -> bool:
+        """Read one more block onto buf; False at the end of the file."""
+        if self.eof:
+            return False
+        try:
+            data = self.f.read(self.block)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            self.close()
+            raise InputError(f"{self.path} is not valid gzip ({exc})") from None
+        except OSError as exc:
+            self.close()
+            raise InputError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        if not data:
+            self.eof = True
+            self.close()
+            return False
+        self.buf = self.buf + data if self.buf else data
+        return True
+
+    def consume(self, n: int) -> None:
+        """Drop buf[:n], keeping count of its lines."""
+        dropped = self.buf[:n]
+        nl = dropped.count(b"\n")
+        if nl:
+            self.lines += nl
+            self.line_start = self.offset + dropped.rfind(b"\n") + 1
+        self.offset += n
+        self.buf = self.buf[n:]
+
+    def position(self, at: int) -> str:
+        """'line L, column C' of buf[at]."""
+        before = self.buf[:at]
+        nl = before.count(b"\n")
+        line_start = self.offset + before.rfind(b"\n") + 1 if nl else self.line_start
+        return f"line {self.lines + nl + 1}, column {self.offset + at - line_start + 1}"
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _byte_pos(data: bytes, pos: int) -> int:
+    """orjson reports positions in characters; the byte offset of that character in ``data``."""
+    if data.isascii():
+        return pos
+    return len(data.decode("utf-8", "surrogateescape")[:pos].encode("utf-8", "surrogateescape"))
+
+
+def _error(reader: _Reader, exc: orjson.JSONDecodeError, at: int) -> InputError:
+    where = reader.position(at)
+    if reader.eof and at >= len(reader.buf):
+        return InputError(f"{reader.path} is truncated ({exc.msg} at {where})")
+    return InputError(f"{reader.path} is not valid JSON ({exc.msg} at {where})")
+
+
+def _whole(reader: _Reader) -> Any:
+    """Read the rest and parse everything at once (small files, and shapes chunking can't cut)."""
+    while reader.more():
+        pass
+    raw = reader.buf
+    if not raw.strip(_WS):
+        raise InputError(f"{reader.path} is empty")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _error(reader, exc, _byte_pos(raw, exc.pos)) from None
+
+
+def _skip_ws(buf: bytes, i: int) -> int:
+    while i < len(buf) and buf[i] in _WS:
+        i += 1
+    return i
+
+
+def _whole_stream(reader: _Reader) -> EventStream:
+    doc = _whole(reader)
+    source = str(reader.path)
+    if isinstance(doc, list):
+        return EventStream(source, "array", [], doc, iter(()))
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        events = doc["traceEvents"]
+        return EventStream(source, "object", {k: v for k, v in doc.items() if k != "traceEvents"},
+                           events, iter(()))
+    return EventStream(source, "other", doc, [], iter(()))
+
+
+def open_events(path: Path, *, block: int = BLOCK_BYTES) -> EventStream:
+    """Open a Trace Event Format file (JSON array or object with ``traceEvents``; .gz or not).
+
+    The document is parsed whole when it fits one block, else its events a chunk at a time
+    (see above). Malformed, empty, truncated or non-gzip input raises InputError naming the spot.
+    """
+    reader = _Reader(path, block)
+    try:
+        reader.more()
+        if reader.eof or len(reader.buf) < block:
+            reader.more()
+        if reader.eof:
+            return _whole_stream(reader)
+        return _chunked(reader)
+    except BaseException:
+        reader.close()
+        raise
+
+
+def _chunked(reader: _Reader) -> EventStream:
+    buf = reader.buf
+    start = _skip_ws(buf, 0)
+    if buf[start:start + 1] == b"[":
+        form, head = "array", []
+        begin = start + 1
+    else:
+        m = _KEY.search(buf)
+        if buf[start:start + 1] != b"{" or m is None:
+            return _whole_stream(reader)
+        try:
+            head = orjson.loads(buf[:m.start()] + b'"traceEvents":[]}')
+        except orjson.JSONDecodeError:
+            head = None
+        if not isinstance(head, dict):  # the key was not one of the top object's: parse it all
+            return _whole_stream(reader)
+        head.pop("traceEvents", None)
+        form, begin = "object", m.end()
+    first_event = _skip_ws(buf, begin)
+    sig = _signature(buf, first_event)
+    if sig is None:
+        return _whole_stream(reader)
+    reader.consume(first_event)
+    tail: list[Any] = []
+    chunks = _chunks(reader, sig, form, tail)
+    first = next(chunks, [])
+    return EventStream(str(reader.path), form, head, first, chunks, tail)
+
+
+def _signature(buf: bytes, i: int) -> bytes | None:
+    """How the first event starts, up to its first key: ``{"ph"``, ``{\\n    "ph"``..."""
+    if buf[i:i + 1] != b"{":
+        return None
+    q = _skip_ws(buf, i + 1)
+    if buf[q:q + 1] != b'"':
+        return None
+    end = buf.find(b'"', q + 1)
+    if end < 0 or end - i > 64 or b"\\" in buf[q:end]:
+        return None
+    return buf[i:end + 1]
+
+
+def _parse(reader: _Reader, end: int) -> list[Any] | None:
+    """Events in buf[:end] (which must end with an event), or None when the cut was wrong."""
+    wrapped = b"[" + reader.buf[:end] + b"]"
+    try:
+        events: list[Any] = orjson.loads(wrapped)
+        return events
+    except orjson.JSONDecodeError as exc:
+        at = _byte_pos(wrapped, exc.pos) - 1  # the position in buf, past the "[" added
+        if at < end:
+            raise _error(reader, exc, at) from None
+        return None
+
+
+def _cut_before(buf: bytes, sig: bytes, limit: int) -> tuple[int, int] | None:
+    """The last (end of previous event, start of next) pair before ``limit``: ``}`` ws ``,`` ws sig."""
+    q = buf.rfind(sig, 1, limit)
+    while q > 0:
+        i = q - 1
+        while i > 0 and buf[i] in _WS:
+            i -= 1
+        if buf[i] == 44:  # ","
+            j = i - 1
+            while j > 0 and buf[j] in _WS:
+                j -= 1
+            if buf[j] == 125:  # "}"
+                return j + 1, q
+        q = buf.rfind(sig, 1, q)
+    return None
+
+
+def _chunks(reader: _Reader, sig: bytes, form: str, tail: list[Any]) -> Iterator[list[Any]]:
+    """Yield the events chunk by chunk; buf always starts at an event (or the array's end)."""
+    try:
+        while reader.more():
+            limit = len(reader.buf)
+            for _ in range(_MAX_TRIES):
+                cut = _cut_before(reader.buf, sig, limit)
+                if cut is None:
+                    break  # no event starts in this block: read more
+                events = _parse(reader, cut[0])
+                if events is not None:
+                    reader.consume(cut[1])
+                    yield events
+                    break
+                limit = cut[1]
+            else:  # events that can't be told apart from what they hold: take the rest whole
+                while reader.more():
+                    pass
+        yield from _last(reader, form, tail)
+    finally:
+        reader.close()
+
+
+def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Any]]:
+    """The rest of the file: the last events, the array's ``]``, and the document's tail.
+
+    Parsed as ``[`` + rest: the array's own ``]`` closes the wrapper, so either that is the whole
+    document (array form) or the parser stops right after it with content left over (the tail).
+    """
+    wrapped = b"[" + reader.buf
+    try:
+        events = orjson.loads(wrapped)
+        after = len(reader.buf)
+    except orjson.JSONDecodeError as exc:
+        at = _byte_pos(wrapped, exc.pos) - 1
+        if not exc.msg.startswith("unexpected content after"):
+            raise _error(reader, exc, at) from None
+        after = at
+        while after > 0 and reader.buf[after - 1] in _WS:
+            after -= 1
+        events = orjson.loads(b"[" + reader.buf[:after])
+    _finish(reader, after, form, tail)
+    if events:
+        yield events
+
+
+def _finish(reader: _Reader, after: int, form: str, tail: list[Any]) -> None:
+    """Check what follows the events array: nothing (array form) or the rest of the object."""
+    rest = reader.buf[after:]
+    if form == "array":
+        extra = _skip_ws(rest, 0)
+        if extra < len(rest):
+            raise InputError(f"{reader.path} is not valid JSON (trailing characters at "
+                             f"{reader.position(after + extra)})")
+        return
+    prefix = b'{"traceEvents":[]'
+    try:
+        doc = orjson.loads(prefix + rest)
+    except orjson.JSONDecodeError as exc:
+        raise _error(reader, exc, after + _byte_pos(prefix + rest, exc.pos) - len(prefix)) from None
+    doc.pop("traceEvents", None)
+    tail.append(doc)

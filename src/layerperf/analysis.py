@@ -1,0 +1,339 @@
+"""Pure functions on OpTables: filter, aggregate, order, top, and the rows a writer prints; diff.
+
+Everything is numpy over whole columns — grouping is ``np.unique`` over integer codes and
+``np.bincount``/``reduceat`` — so a million calls aggregate in a fraction of a second.
+Unknown figures stay NaN through every step and come out as None, never 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from layerperf.errors import InputError
+from layerperf.optable import STRING_COLUMNS, Labels, OpTable
+
+GROUP_KEYS: dict[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "type": ("op_type",),
+    "provider": ("provider",),
+    "shape": ("op_type", "in_shapes", "out_shapes"),
+}
+AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
+
+# Orderable columns: canonical name (the JSON key) and what else a user may call it.
+ALIASES = {
+    "time": "time_us", "self": "time_us", "self_time": "time_us", "total": "total_us",
+    "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "count": "calls",
+    "computation": "flops", "FLOPS": "flops_per_s", "flops/s": "flops_per_s", "memory": "bytes",
+    "bandwidth": "bytes_per_s", "type": "op_type",
+}
+NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "calls", "flops",
+                   "flops_per_s", "bytes", "bytes_per_s")
+
+
+# -- filter ----------------------------------------------------------------------------------------
+def filter_table(table: OpTable, *, types: Sequence[str] = (), name: str | re.Pattern[str] | None = None,
+                 min_time_s: float | None = None) -> OpTable:
+    """Rows of the given op types, whose name matches ``name`` (a regex, searched), and whose
+    (aggregated) self time is at least ``min_time_s`` seconds."""
+    keep = np.ones(len(table), dtype=bool)
+    if types:
+        keep &= table.op_type.mask(types)
+    if name is not None:
+        pattern = compile_regex(name) if isinstance(name, str) else name
+        keep &= _label_mask(table.name, lambda v: pattern.search(v) is not None)
+    if min_time_s is not None:
+        keep &= table.dur_ns >= min_time_s * 1e9
+    return table if keep.all() else table.take(np.flatnonzero(keep))
+
+
+def compile_regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise InputError(f"--name: invalid regular expression {text!r} ({exc})") from None
+
+
+def _label_mask(labels: Labels, test: Any) -> np.ndarray:
+    hit = np.fromiter((bool(test(v)) for v in labels.values), dtype=bool, count=len(labels.values))
+    return hit[labels.codes] if labels.values else np.zeros(len(labels), dtype=bool)
+
+
+# -- aggregate -------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Groups:
+    inverse: np.ndarray  # group of each row
+    count: int
+    rows: np.ndarray  # rows sorted by group
+    starts: np.ndarray  # first position in ``rows`` of each group
+    sizes: np.ndarray  # rows per group
+
+
+def _groups(table: OpTable, by: str) -> _Groups:
+    inverse = np.zeros(len(table), dtype=np.int64)
+    for column in GROUP_KEYS[by]:
+        labels = table.labels(column)
+        # re-densified after each column, so the combined key never outgrows int64
+        key = inverse * max(len(labels.values), 1) + labels.codes
+        inverse = np.unique(key, return_inverse=True)[1].reshape(-1)
+    count = int(inverse.max()) + 1 if inverse.size else 0
+    rows = np.argsort(inverse, kind="stable")
+    sizes = np.bincount(inverse, minlength=count)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if count else np.zeros(0, np.int64)
+    return _Groups(inverse, count, rows, starts, sizes)
+
+
+def _reduce(values: np.ndarray, g: _Groups, how: str) -> np.ndarray:
+    """One value per group; NaN where any value of the group is NaN (unknown stays unknown)."""
+    if not g.count:
+        return np.zeros(0)
+    if how in ("sum", "count"):
+        return np.bincount(g.inverse, weights=values, minlength=g.count)
+    if how == "mean":
+        return np.bincount(g.inverse, weights=values, minlength=g.count) / g.sizes
+    nan = np.isnan(values)
+    if nan.all():
+        return np.full(g.count, np.nan)
+    if how in ("min", "max"):
+        ufunc = np.minimum if how == "min" else np.maximum
+        out: np.ndarray = ufunc.reduceat(values[g.rows], g.starts)
+        return out
+    # median: sort by value within each group
+    order = np.lexsort((values, g.inverse))
+    v = values[order]
+    lo = v[g.starts + (g.sizes - 1) // 2]
+    hi = v[g.starts + g.sizes // 2]
+    out = (lo + hi) / 2
+    if nan.any():
+        out[np.bincount(g.inverse, weights=nan, minlength=g.count) > 0] = np.nan
+    return out
+
+
+def _group_labels(labels: Labels, g: _Groups, mixed: Any) -> Labels:
+    """Each group's value when all its rows agree; ``mixed(n)`` for a group of n different values."""
+    n_values = max(len(labels.values), 1)
+    pairs = np.unique(g.inverse.astype(np.int64) * n_values + labels.codes)
+    distinct = np.bincount(pairs // n_values, minlength=g.count)
+    first = labels.codes[g.rows[g.starts]] if g.count else np.zeros(0, dtype=np.int32)
+    values = list(labels.values)
+    codes = first.astype(np.int32).copy()
+    extra: dict[int, int] = {}
+    for group in np.flatnonzero(distinct > 1).tolist():
+        n = int(distinct[group])
+        if n not in extra:
+            extra[n] = len(values)
+            values.append(mixed(n))
+        codes[group] = extra[n]
+    return Labels(codes, tuple(values))
+
+
+def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
+    """One row per group of ``by`` (name, type, provider or shape), figures combined with ``how``.
+
+    ``how`` applies to self time, inclusive and device time, FLOPs, bytes and counters (``count``
+    sums them and is meant for ordering by calls); ``total_ns`` is always the sum and ``calls`` the
+    number of calls. String columns keep the group's value, or say how many different ones it has.
+    """
+    if by not in GROUP_KEYS:
+        raise InputError(f"unknown --aggregate-by {by!r}", hint=f"use one of: {', '.join(GROUP_KEYS)}")
+    if how not in AGGREGATES:
+        raise InputError(f"unknown --aggregate {how!r}", hint=f"use one of: {', '.join(AGGREGATES)}")
+    g = _groups(table, by)
+    labels = {
+        column: _group_labels(table.labels(column), g,
+                              (lambda n: f"({n} names)") if column == "name" else (lambda n: "*"))
+        for column in STRING_COLUMNS
+    }
+    return OpTable(
+        **labels, dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
+        incl_ns=_reduce(table.incl_ns, g, how), device_ns=_reduce(table.device_ns, g, how),
+        calls=np.bincount(g.inverse, weights=table.calls, minlength=g.count).astype(np.int64),
+        flops=_reduce(table.flops, g, how), bytes=_reduce(table.bytes, g, how),
+        counters={k: _reduce(v, g, how) for k, v in table.counters.items()},
+        meta={**table.meta, "aggregate_by": by, "aggregate": how})
+
+
+# -- columns, order, top ---------------------------------------------------------------------------
+def grand_total_ns(table: OpTable) -> float:
+    """Self time of the whole trace (as read, before filters), the base of every share."""
+    total = table.meta.get("total_ns")
+    return float(total) if total else float(np.nansum(table.total_ns))
+
+
+def _rate(amount: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(time_ns > 0, amount / (time_ns * 1e-9), np.nan)
+
+
+def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:
+    """Every numeric column by its JSON name, derived ones included (cum_share in table order)."""
+    grand = grand_total_ns(table) or 1.0
+    share = table.total_ns / grand
+    cols = {
+        "time_us": table.dur_ns / 1e3, "total_us": table.total_ns / 1e3, "share": share,
+        "cum_share": np.cumsum(share), "incl_us": table.incl_ns / 1e3, "device_us": table.device_ns / 1e3,
+        "calls": table.calls.astype(np.float64), "flops": table.flops,
+        "flops_per_s": _rate(table.flops, table.dur_ns), "bytes": table.bytes,
+        "bytes_per_s": _rate(table.bytes, table.dur_ns),
+    }
+    cols.update(table.counters)
+    return cols
+
+
+def orderable(table: OpTable) -> list[str]:
+    """Column names ``order`` accepts for this table."""
+    return [*NUMERIC_COLUMNS, *table.counters, *STRING_COLUMNS]
+
+
+def resolve_column(table: OpTable, column: str) -> tuple[str, bool | None]:
+    """(canonical column, ascending or None for the column's default) of an --order-by value."""
+    ascending: bool | None = None
+    if column[:1] in "+-" and len(column) > 1:
+        ascending = column[0] == "+"
+        column = column[1:]
+    if column in table.counters or column in NUMERIC_COLUMNS or column in STRING_COLUMNS:
+        return column, ascending
+    canonical = ALIASES.get(column) or ALIASES.get(column.lower())
+    if canonical is None:
+        raise InputError(f"unknown --order-by column {column!r}",
+                         hint=f"valid: {', '.join(orderable(table))} (prefix + for ascending)")
+    return canonical, ascending
+
+
+def order(table: OpTable, by: str = "time_us", ascending: bool | None = None) -> OpTable:
+    """Rows sorted by a column (any of :func:`orderable`, or an alias): numbers largest first and
+    names A-Z unless ``ascending`` says otherwise; unknown (NaN) values always last; ties keep order.
+    """
+    column, asc = resolve_column(table, by)
+    if ascending is None:
+        ascending = asc
+    if column in STRING_COLUMNS:
+        labels = table.labels(column)
+        rank = np.argsort(np.argsort(np.asarray(labels.values, dtype=object), kind="stable"), kind="stable")
+        key = rank[labels.codes].astype(np.float64) if labels.values else np.zeros(0)
+        ascending = True if ascending is None else ascending
+    else:
+        # the running share grows fastest by total time: ordering "by cumulative" is by total
+        key = numeric_columns(table)["total_us" if column == "cum_share" else column]
+        ascending = False if ascending is None else ascending
+    nan = np.isnan(key)
+    sort_key = np.where(nan, np.inf, key if ascending else -key)
+    return table.take(np.argsort(sort_key, kind="stable"))
+
+
+def top(table: OpTable, n: int) -> OpTable:
+    """The first ``n`` rows (all when n is 0)."""
+    return table if n <= 0 or n >= len(table) else table.take(np.arange(n))
+
+
+def _value(x: Any) -> Any:
+    if isinstance(x, float | np.floating):
+        return None if np.isnan(x) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def rows(table: OpTable) -> list[dict[str, Any]]:
+    """The table as row dicts with JSON names; None where unknown; device_us only when measured."""
+    cols = numeric_columns(table)
+    if not table.has_device:
+        del cols["device_us"]
+    strings = {c: table.labels(c).tolist() for c in STRING_COLUMNS}
+    numbers = {k: v.tolist() for k, v in cols.items()}
+    out = []
+    for i in range(len(table)):
+        row: dict[str, Any] = {"name": strings["name"][i], "op_type": strings["op_type"][i],
+                               "provider": strings["provider"][i]}
+        for key in cols:
+            row[key] = _value(numbers[key][i])
+        row["calls"] = int(table.calls[i])
+        row["in_shapes"] = strings["in_shapes"][i]
+        row["out_shapes"] = strings["out_shapes"][i]
+        out.append(row)
+    return out
+
+
+def analyze(table: OpTable, *, by: str = "name", how: str = "sum", order_by: str | None = None,
+            top_n: int = 0, types: Sequence[str] = (), name: str | None = None,
+            min_time_s: float | None = None) -> OpTable:
+    """filter -> aggregate -> min-time -> order -> top, as ``layerperf analyze`` does."""
+    table = filter_table(table, types=types, name=name)
+    table = aggregate(table, by, how)
+    if min_time_s is not None:
+        table = filter_table(table, min_time_s=min_time_s)
+    table = order(table, order_by or ("calls" if how == "count" else "time_us"))
+    return top(table, top_n)
+
+
+# -- diff ------------------------------------------------------------------------------------------
+DIFF_BY = ("name", "type")
+DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us", "delta_us", "delta_pct",
+                "speedup", "only_in")
+
+
+def per_pass(table: OpTable, by: str, how: str) -> OpTable:
+    """Each node's per-call time (``how``); by type, the sum of its nodes' per-call times."""
+    if by not in DIFF_BY:
+        raise InputError(f"unknown --by {by!r}", hint=f"use one of: {', '.join(DIFF_BY)}")
+    per_node = aggregate(table, "name", how)
+    return per_node if by == "name" else aggregate(per_node, "type", "sum")
+
+
+def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per node (or op type) time in A and in B, delta (B - A) and speedup (A / B), and totals.
+
+    A node found in one trace only is flagged ``only_in`` and counts as 0 on the other side.
+    """
+    ta, tb = per_pass(a, by, how), per_pass(b, by, how)
+    key_col = "name" if by == "name" else "op_type"
+    ka, kb = ta.labels(key_col).tolist(), tb.labels(key_col).tolist()
+    index_a = {k: i for i, k in enumerate(ka)}
+    index_b = {k: i for i, k in enumerate(kb)}
+    keys = list(dict.fromkeys([*ka, *kb]))
+    types_a, types_b = ta.op_type.tolist(), tb.op_type.tolist()
+    out = []
+    for key in keys:
+        i, j = index_a.get(key), index_b.get(key)
+        time_a = float(ta.dur_ns[i]) / 1e3 if i is not None else None
+        time_b = float(tb.dur_ns[j]) / 1e3 if j is not None else None
+        out.append(_diff_row(key, types_a[i] if i is not None else types_b[j] if j is not None else "",
+                             None if i is None else int(ta.calls[i]), None if j is None else int(tb.calls[j]),
+                             time_a, time_b))
+    total_a = sum(r["time_a_us"] or 0.0 for r in out)
+    total_b = sum(r["time_b_us"] or 0.0 for r in out)
+    totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()), total_a, total_b)
+    totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out))
+    return out, totals
+
+
+def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, time_a: float | None,
+              time_b: float | None) -> dict[str, Any]:
+    delta = (time_b or 0.0) - (time_a or 0.0)
+    return {
+        "key": key, "op_type": op_type, "calls_a": calls_a, "calls_b": calls_b, "time_a_us": time_a,
+        "time_b_us": time_b, "delta_us": delta,
+        "delta_pct": delta / time_a if time_a else None,
+        "speedup": time_a / time_b if time_a is not None and time_b else None,
+        "only_in": "A" if time_b is None else "B" if time_a is None else "",
+    }
+
+
+def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[str, Any]]:
+    """Diff rows by |delta| (default), or by another diff column, largest first."""
+    column = {"delta": "delta_us", "time_a": "time_a_us", "time_b": "time_b_us", "a": "time_a_us",
+              "b": "time_b_us"}.get(by, by)
+    if column not in DIFF_COLUMNS:
+        raise InputError(f"unknown --order-by column {by!r}",
+                         hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")
+    items = list(rows_)
+    if column in ("key", "op_type", "only_in"):
+        return sorted(items, key=lambda r: str(r[column]))
+    if column == "delta_us":
+        return sorted(items, key=lambda r: -abs(r["delta_us"]))
+    return sorted(items, key=lambda r: (r[column] is None, -(r[column] or 0.0)))

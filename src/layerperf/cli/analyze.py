@@ -1,0 +1,101 @@
+"""``layerperf analyze TRACE``: MegEngine profile_analyze's report for any supported trace."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from layerperf.cli.common import positive_int
+
+AGGREGATE_BY = ("name", "type", "provider", "shape")
+AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got '{text}'") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text}")
+    return value
+
+
+def add_trace_help(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("Formats, detected from the content (.json or .json.gz): a layerperf trace.json or "
+                "profile directory; ONNX Runtime's profile (enable_profiling); a PyTorch profiler "
+                "trace (export_chrome_trace); any Trace Event Format file.")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("analyze", help="per-op report of a trace file (layerperf, ONNX Runtime, PyTorch, any TEF)",
+                       description="Aggregate, filter and rank the ops of a trace: self time, cumulative share, "
+                                   "operator info, FLOPs, FLOPS, memory, bandwidth, shapes and counters.")
+    add_trace_help(p)
+    p.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or layerperf profile directory")
+    p.add_argument("-t", "--top", type=positive_int, default=20, help="rows to show, 0 for all (default 20)")
+    p.add_argument("--aggregate-by", choices=AGGREGATE_BY, default="name",
+                   help="group calls by node name, op type, provider, or op type and shapes (default name)")
+    p.add_argument("--aggregate", choices=AGGREGATES, default="sum",
+                   help="how a group's calls combine (default sum; count orders by calls)")
+    p.add_argument("--order-by", metavar="COLUMN",
+                   help="column to rank by, largest first (default self time; e.g. cumulative, flops, "
+                        "flops_per_s, bytes, bandwidth, calls, device, a counter; +COLUMN for ascending)")
+    p.add_argument("--min-time", type=seconds, metavar="SECONDS",
+                   help="hide rows whose aggregated self time is below this")
+    p.add_argument("--type", action="append", default=[], metavar="OPTYPE", dest="types",
+                   help="only ops of this type (repeatable)")
+    p.add_argument("--name", metavar="REGEX", help="only ops whose name matches this regular expression")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from layerperf import analysis, render
+    from layerperf.readers.detect import read_table
+    from layerperf.writers import tables
+
+    if args.name is not None:
+        analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
+    table = read_table(args.trace)
+    if args.order_by is not None:
+        analysis.resolve_column(table, args.order_by)
+    result = analysis.analyze(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by,
+                              top_n=args.top, types=args.types, name=args.name, min_time_s=args.min_time)
+    rows = analysis.rows(result)
+    columns = list(tables.ANALYZE_COLUMNS)
+    nested = bool(len(table)) and not bool((table.incl_ns == table.dur_ns).all())
+    if nested:
+        columns.insert(3, tables.INCLUSIVE)
+    if result.has_device:
+        columns.insert(3, tables.DEVICE)
+    columns += render.counter_columns(list(table.counters))
+    keys = list(rows[0]) if rows else ["name", "op_type", "provider", "calls", "time_us"]
+    tables.emit(args.format, rows, columns, keys=keys, title=_title(table, result, args),
+                notes=_notes(table, args))
+    return 0
+
+
+def _title(table: Any, result: Any, args: argparse.Namespace) -> str:
+    meta = table.meta
+    what = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
+    order = args.order_by or ("calls" if args.aggregate == "count" else "self time")
+    return (f"{meta.get('source')} ({meta.get('format')}): {len(result)} {what[args.aggregate_by]} "
+            f"by {order}, {args.aggregate} over calls")
+
+
+def _notes(table: Any, args: argparse.Namespace) -> list[str]:
+    from layerperf import units
+    from layerperf.analysis import grand_total_ns
+
+    meta = table.meta
+    runs = meta.get("runs")
+    lines = [f"{meta.get('events', 0)} events, {len(table)} op calls"
+             + (f", {runs} runs" if runs else "")
+             + f"; total self time {units.duration_us(grand_total_ns(table) / 1e3)}"]
+    if meta.get("device_unlinked"):
+        lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
+    lines.append("self time excludes nested events; cumulative = running share of total self time; "
+                 "computation in FLOPs; ? = unknown")
+    return lines

@@ -1,0 +1,51 @@
+"""``layerperf diff A B``: per node (or op type) time in two traces, delta and speedup."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from layerperf.cli.analyze import FORMATS, add_trace_help
+from layerperf.cli.common import positive_int
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("diff", help="compare two traces node by node (or op type by op type)",
+                       description="Per node matched by name (or per op type): time in A, time in B, delta "
+                                   "(B - A), speedup (A / B), totals; nodes only in A or only in B are flagged.")
+    add_trace_help(p)
+    p.add_argument("a", metavar="A", help="baseline trace (any format `layerperf analyze` reads)")
+    p.add_argument("b", metavar="B", help="trace to compare with A")
+    p.add_argument("--by", choices=("name", "type"), default="name", help="match nodes by name or op type")
+    p.add_argument("--aggregate", choices=("mean", "median", "sum", "min", "max"), default="mean",
+                   help="a node's time: its calls' mean (default), median, sum, min or max")
+    p.add_argument("--order-by", default="delta", metavar="COLUMN",
+                   help="delta (|B - A|, default), time_a, time_b, speedup, delta_pct, calls_a, calls_b, key")
+    p.add_argument("-t", "--top", type=positive_int, default=0, help="rows to show, 0 for all (default)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from layerperf import analysis, units
+    from layerperf.readers.detect import read_table
+    from layerperf.writers import tables
+
+    analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
+    a, b = read_table(args.a), read_table(args.b)
+    rows, totals = analysis.diff(a, b, by=args.by, how=args.aggregate)
+    rows = analysis.order_diff(rows, args.order_by)
+    if args.top:
+        rows = rows[:args.top]
+    keys = list(analysis.DIFF_COLUMNS)
+    what = "node" if args.by == "name" else "op type"
+    title = f"A = {a.meta.get('source')} ({a.meta.get('format')}), B = {b.meta.get('source')} " \
+            f"({b.meta.get('format')}): per-{what} {args.aggregate} time"
+    notes = [f"total: A {units.duration_us(totals['time_a_us'])}, B {units.duration_us(totals['time_b_us'])}, "
+             f"delta {tables.signed_us(totals['delta_us'])}"
+             + (f", speedup {tables.speedup(totals['speedup'])}" if totals["speedup"] else ""),
+             f"{totals['only_in_a']} only in A, {totals['only_in_b']} only in B; "
+             "delta = B - A, speedup = A / B (> 1: B is faster)"]
+    tables.emit(args.format, rows, tables.DIFF_COLUMNS, keys=keys, title=title, notes=notes,
+                doc={"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source")})
+    return 0

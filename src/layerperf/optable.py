@@ -1,0 +1,257 @@
+"""OpTable: the one columnar table every trace reader produces and every analysis consumes.
+
+One row per op call (an event) as read, or per group once aggregated. String columns are stored
+dictionary-encoded (:class:`Labels`): a million calls of a few hundred distinct ops cost a few int32
+arrays, and grouping is integer work in numpy instead of hashing a million Python strings.
+Unknown figures are NaN in the float columns, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from layerperf.data import Profile
+
+STRING_COLUMNS = ("name", "op_type", "provider", "in_shapes", "out_shapes")
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    """A string column: ``codes`` (int32, one per row) index into ``values`` (distinct strings)."""
+
+    codes: np.ndarray
+    values: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.codes.size)
+
+    def __getitem__(self, row: int) -> str:
+        return self.values[int(self.codes[row])]
+
+    def tolist(self) -> list[str]:
+        return [self.values[c] for c in self.codes.tolist()]
+
+    def take(self, rows: np.ndarray) -> Labels:
+        return Labels(self.codes[rows], self.values)
+
+    def mask(self, keep: Iterable[str]) -> np.ndarray:
+        """Rows whose value is one of ``keep``."""
+        wanted = set(keep)
+        hit = np.fromiter((v in wanted for v in self.values), dtype=bool, count=len(self.values))
+        return hit[self.codes] if self.values else np.zeros(len(self), dtype=bool)
+
+    @staticmethod
+    def of(strings: Sequence[str]) -> Labels:
+        """Encode a plain sequence of strings (small tables and tests; readers use :class:`Interner`)."""
+        table: dict[str, int] = {}
+        codes = [table.setdefault(s, len(table)) for s in strings]
+        return Labels(np.asarray(codes, dtype=np.int32), tuple(table))
+
+
+@dataclass(frozen=True, slots=True)
+class OpTable:
+    """Columns of op calls (or of aggregated groups of them). Times in ns; NaN = unknown.
+
+    ``dur_ns`` is self time: the event's duration minus the time of events nested inside it.
+    ``incl_ns`` is inclusive time (the whole duration). ``device_ns`` is time on an accelerator
+    attributed to the op (PyTorch kernels linked to the op that launched them). ``calls`` is 1 for a
+    row read from a trace and the group size after aggregation, where ``total_ns`` keeps the sum of
+    self time whatever the aggregate function was.
+    """
+
+    name: Labels
+    op_type: Labels
+    provider: Labels
+    in_shapes: Labels
+    out_shapes: Labels
+    dur_ns: np.ndarray  # float64
+    total_ns: np.ndarray  # float64
+    incl_ns: np.ndarray  # float64
+    device_ns: np.ndarray  # float64, NaN where the trace has no device time
+    calls: np.ndarray  # int64
+    flops: np.ndarray  # float64
+    bytes: np.ndarray  # float64
+    counters: dict[str, np.ndarray] = field(default_factory=dict)  # label -> float64 per row
+    meta: dict[str, Any] = field(default_factory=dict)  # what was read: format, source, events...
+
+    def __len__(self) -> int:
+        return int(self.dur_ns.size)
+
+    def take(self, rows: np.ndarray) -> OpTable:
+        """The table restricted to (and reordered by) ``rows``: indices or a boolean mask."""
+        return OpTable(
+            name=self.name.take(rows), op_type=self.op_type.take(rows), provider=self.provider.take(rows),
+            in_shapes=self.in_shapes.take(rows), out_shapes=self.out_shapes.take(rows),
+            dur_ns=self.dur_ns[rows], total_ns=self.total_ns[rows], incl_ns=self.incl_ns[rows],
+            device_ns=self.device_ns[rows], calls=self.calls[rows], flops=self.flops[rows],
+            bytes=self.bytes[rows], counters={k: v[rows] for k, v in self.counters.items()},
+            meta=self.meta)
+
+    def labels(self, column: str) -> Labels:
+        if column not in STRING_COLUMNS:
+            raise KeyError(column)
+        labels: Labels = getattr(self, column)
+        return labels
+
+    @property
+    def has_device(self) -> bool:
+        return bool(self.device_ns.size) and not bool(np.isnan(self.device_ns).all())
+
+
+class Interner:
+    """Gives each distinct value a dense int code, in first-seen order."""
+
+    __slots__ = ("table",)
+
+    def __init__(self) -> None:
+        self.table: dict[Any, int] = {}
+
+    def code(self, value: Any) -> int:
+        table = self.table
+        c = table.get(value)
+        if c is None:
+            c = table[value] = len(table)
+        return c
+
+    def codes(self, values: Iterable[Any]) -> list[int]:
+        table = self.table
+        return [table.setdefault(v, len(table)) for v in values]
+
+    def values(self) -> list[Any]:
+        return list(self.table)
+
+
+class TableBuilder:
+    """Accumulates rows chunk by chunk; ``build()`` makes the OpTable.
+
+    A row's identity — (name, op_type, provider, in_shapes, out_shapes) — is interned once per
+    distinct tuple, so per row only an int code and its numbers are kept, as numpy arrays.
+    """
+
+    def __init__(self) -> None:
+        self._ident = Interner()
+        self._parts: dict[str, list[np.ndarray]] = {k: [] for k in _NUMERIC}
+        self._counters: dict[str, list[tuple[int, np.ndarray]]] = {}
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def ident(self, name: str, op_type: str, provider: str, in_shapes: str, out_shapes: str) -> int:
+        return self._ident.code((name, op_type, provider, in_shapes, out_shapes))
+
+    def ident_codes(self, idents: Iterable[tuple[str, str, str, str, str]]) -> list[int]:
+        return self._ident.codes(idents)
+
+    def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
+               device_us: Any = None, flops: Any = None, bytes_: Any = None,
+               counters: dict[str, Any] | None = None) -> None:
+        """Append rows: identity codes (from :meth:`ident`) and their figures in µs (None/NaN unknown).
+
+        Figures may be lists or arrays; anything numpy can't read as float64 raises TypeError or
+        ValueError before anything is appended.
+        """
+        n = len(keys)
+        given = {"keys": keys, "dur_us": dur_us, "incl_us": incl_us, "device_us": device_us,
+                 "flops": flops, "bytes": bytes_}
+        arrays = {}
+        for column, values in given.items():
+            dtype = np.int32 if column == "keys" else np.float64
+            arr = np.full(n, np.nan) if values is None else np.asarray(values, dtype=dtype)
+            if arr.shape != (n,):
+                raise ValueError(f"{column}: {arr.shape[0] if arr.ndim else 0} values for {n} rows")
+            arrays[column] = arr
+        extra = {k: np.asarray(v, dtype=np.float64) for k, v in (counters or {}).items()}
+        if any(v.shape != (n,) for v in extra.values()):
+            raise ValueError("counter columns of the wrong length")
+        for column, arr in arrays.items():
+            self._parts[column].append(arr)
+        for label, arr in extra.items():
+            self._counters.setdefault(label, []).append((self._rows, arr))
+        self._rows += n
+
+    def build(self, meta: dict[str, Any] | None = None) -> OpTable:
+        idents = self._ident.values()
+        col: dict[str, np.ndarray] = {
+            k: np.concatenate(v) if v else np.zeros(0, dtype=np.int32 if k == "keys" else np.float64)
+            for k, v in self._parts.items()}
+        keys = col["keys"]
+        labels: dict[str, Labels] = {}
+        for position, string_column in enumerate(STRING_COLUMNS):
+            encode = Interner()
+            per_ident = np.asarray(encode.codes(t[position] for t in idents), dtype=np.int32)
+            codes = per_ident[keys] if idents else np.zeros(0, dtype=np.int32)
+            labels[string_column] = Labels(codes, tuple(encode.values()))
+        dur_ns: np.ndarray = np.multiply(col["dur_us"], 1e3)
+        incl_ns: np.ndarray = np.multiply(col["incl_us"], 1e3)
+        # A trace without nesting has inclusive time equal to self time.
+        incl_ns = np.where(np.isnan(incl_ns), dur_ns, incl_ns)
+        counters = {}
+        for label, parts in self._counters.items():
+            column = np.full(self._rows, np.nan)
+            for start, arr in parts:
+                column[start:start + arr.size] = arr
+            counters[label] = column
+        return OpTable(**labels, dur_ns=dur_ns, total_ns=dur_ns.copy(), incl_ns=incl_ns,
+                       device_ns=np.multiply(col["device_us"], 1e3), calls=np.ones(keys.size, dtype=np.int64),
+                       flops=col["flops"], bytes=col["bytes"], counters=counters, meta=dict(meta or {}))
+
+
+_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes")
+
+
+def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTable:
+    """One row per measured call of every layer of a layerperf Profile.
+
+    A layer's counters hold one value per measured pass; when there is one per run, each call gets
+    its run's value, otherwise every call gets the layer's median.
+    """
+    b = TableBuilder()
+    idents = [b.ident(layer.name, layer.op_type, layer.provider, layer.in_shapes, layer.out_shapes)
+              for layer in profile.layers]
+    n_layers = len(profile.layers)
+    flops = np.asarray([np.nan if la.flops is None else la.flops for la in profile.layers], dtype=np.float64)
+    nbytes = np.asarray([np.nan if la.bytes is None else la.bytes for la in profile.layers], dtype=np.float64)
+    layer_of, run_of, dur_ns = [], [], []
+    for r, run in enumerate(profile.runs):
+        for span in run.spans:
+            layer_of.append(span.layer)
+            run_of.append(r)
+            dur_ns.append(span.dur_ns)
+    li = np.asarray(layer_of, dtype=np.int64)
+    ri = np.asarray(run_of, dtype=np.int64)
+    counters = {}
+    labels = list(dict.fromkeys(k for la in profile.layers for k in la.counters))
+    for label in labels:
+        per_run = np.full((n_layers, max(len(profile.runs), 1)), np.nan)
+        for i, layer in enumerate(profile.layers):
+            values = layer.counters.get(label) or []
+            if len(values) == len(profile.runs):
+                per_run[i, :len(values)] = values
+            elif values:
+                per_run[i, :] = float(np.median(values))
+        counters[label] = per_run[li, ri] if li.size else np.zeros(0)
+    ident_arr = np.asarray(idents, dtype=np.int32)
+    b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
+             np.asarray(dur_ns, dtype=np.float64) / 1e3,
+             flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None, counters=counters)
+    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), **(meta or {})})
+
+
+def empty(meta: dict[str, Any] | None = None) -> OpTable:
+    return TableBuilder().build(meta)
+
+
+def shape_str(dims: Any) -> str:
+    """``[1, 3, 224, 224]`` -> ``1x3x224x224``; ``[]`` -> ``scalar``; anything else -> ``?``."""
+    if isinstance(dims, list | tuple):
+        if not dims:
+            return "scalar"
+        if all(isinstance(d, int | str) and not isinstance(d, bool) for d in dims):
+            return "x".join(str(d) for d in dims)
+    return "?"

@@ -1,0 +1,134 @@
+"""Read any supported trace into an OpTable, telling its producer from the document itself.
+
+- layerperf: an object with ``otherData.layerperf_format`` (a ``trace.json``, or the profile
+  directory holding one);
+- ONNX Runtime (``enable_profiling``): a JSON array whose events have ``cat`` Session or Node;
+- PyTorch (Kineto): an object with ``schemaVersion``/``deviceProperties``, or whose events have
+  ``cat`` cpu_op, kernel or cuda_runtime;
+- anything else in Trace Event Format: a JSON array of events or an object with ``traceEvents``.
+
+Any of them may be gzipped (by content, whatever the name).
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+from layerperf.errors import InputError
+from layerperf.optable import OpTable, from_profile
+from layerperf.readers.jsonfile import BLOCK_BYTES, EventStream, open_events
+
+FORMATS = ("layerperf", "ort", "kineto", "tef")
+ORT_CATS = frozenset(("Session", "Node"))
+KINETO_CATS = frozenset(("cpu_op", "kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "python_function"))
+KINETO_KEYS = ("schemaVersion", "deviceProperties")
+_SAMPLE = 1000  # events looked at to tell the producer
+
+
+def _cats(events: list[Any]) -> set[Any]:
+    return {ev.get("cat") for ev in events[:_SAMPLE] if isinstance(ev, dict) and isinstance(ev.get("cat"), str)}
+
+
+def _is_layerperf(skeleton: Any) -> bool:
+    other = skeleton.get("otherData") if isinstance(skeleton, dict) else None
+    return isinstance(other, dict) and "layerperf_format" in other
+
+
+def _looks_layerperf(events: list[Any]) -> bool:
+    """layerperf's own events, for a file too big to have read its otherData yet."""
+    return any(isinstance(ev, dict) and ev.get("cat") in ("layer", "run") and isinstance(ev.get("args"), dict)
+               and ("layer" in ev["args"] or "run" in ev["args"]) for ev in events[:_SAMPLE])
+
+
+def detect(form: str, head: Any, events: list[Any]) -> str:
+    """The producer of a document from its form, what precedes its events, and its first events."""
+    if _is_layerperf(head):
+        return "layerperf"
+    cats = _cats(events)
+    if form == "array" and cats and cats <= ORT_CATS | {"Api"}:
+        return "ort"
+    if isinstance(head, dict) and any(k in head for k in KINETO_KEYS) or cats & KINETO_CATS:
+        return "kineto"
+    return "tef"
+
+
+def resolve(path: Path) -> Path:
+    """A profile directory stands for the trace.json inside it."""
+    from layerperf.readers.layerperf import resolve_path
+
+    return resolve_path(path)
+
+
+def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> OpTable:
+    """The calls of every op in the trace at ``path``, one row each; raises InputError when unreadable."""
+    # Parsing makes millions of dicts and lists that form no cycles, and each few hundred
+    # thousand of them would start a full collection that walks them all: 3-4x the parse time.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_table(Path(path), block)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_table(path: Path, block: int) -> OpTable:
+    trace = resolve(path)
+    stream = open_events(trace, block=block)
+    if stream.form == "other":
+        raise InputError(f"{trace} is not a trace: expected a JSON array of events or an object with "
+                         f"traceEvents, got {_kind(stream.head)}",
+                         hint="supported: layerperf trace.json, ONNX Runtime profile, PyTorch profiler trace, "
+                              "Trace Event Format")
+    fmt = detect(stream.form, stream.head, stream.first)
+    meta = {"source": str(trace)}
+    if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
+        table = _layerperf(trace, stream, meta, block)
+    elif fmt == "ort":
+        from layerperf.readers import ort
+
+        table = ort.read(stream, meta)
+    elif fmt == "kineto":
+        from layerperf.readers import kineto
+
+        table = kineto.read(stream, meta)
+    else:
+        from layerperf.readers import tef
+
+        table = tef.read(stream, meta)
+    if len(table) == 0:
+        raise InputError(f"{trace} has no timed events ({table.meta.get('format')} trace with "
+                         f"{table.meta.get('events', 0)} events, none of them a timed op)")
+    table.meta["total_ns"] = float(table.total_ns.sum())
+    return table
+
+
+def _kind(doc: Any) -> str:
+    if isinstance(doc, dict):
+        keys = ", ".join(list(doc)[:5])
+        return f"an object with keys {keys}" if keys else "an empty object"
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")
+
+
+def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: int) -> OpTable:
+    """A layerperf trace goes through its Profile, the one reading of that format."""
+    from layerperf.readers.layerperf import profile_from_doc
+
+    events = [ev for chunk in stream.chunks() for ev in chunk]
+    skeleton = stream.skeleton
+    if not _is_layerperf(skeleton):  # looked like one but is not: any other TEF file
+        from layerperf.readers import tef
+
+        return tef.read(_replay(stream, events), meta)
+    try:
+        profile = profile_from_doc({**skeleton, "traceEvents": events}, str(trace))
+        del events
+        return from_profile(profile, meta)
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"{trace} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None
+
+
+def _replay(stream: EventStream, events: list[Any]) -> EventStream:
+    return EventStream(stream.source, stream.form, stream.skeleton, events, iter(()))

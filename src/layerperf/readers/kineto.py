@@ -1,0 +1,165 @@
+"""A PyTorch profiler trace (``prof.export_chrome_trace``; Kineto's JSON) as an OpTable.
+
+Rows are the CPU-side calls — ``cpu_op`` (aten operators, with ``Input Dims`` when shapes were
+recorded) and ``cuda_runtime``/``cuda_driver`` calls (kernel launches) — with self time computed from
+their nesting on each thread. GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``) is device
+time of the op that launched it, linked the way Kineto links them: the activity's ``External id``
+names the op; failing that its ``correlation`` names the runtime call that launched it, whose
+``External id`` (or else the op around it on its thread) names the op. Activity that links to no op
+becomes a row of its own, so no device time is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from layerperf.optable import Interner, OpTable, TableBuilder
+from layerperf.readers.jsonfile import EventStream
+from layerperf.readers.tef import first_arg, nested_self_times, num, parents, shapes_text, text, to_ns
+
+ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+# CPU-side events that take part in nesting without being rows of their own
+FRAME_CATS = ("user_annotation", "gpu_user_annotation", "python_function")
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_NONE = -1
+
+
+def _id(value: Any) -> int:
+    return value if type(value) is int else _NONE
+
+
+@dataclass
+class _Cpu:
+    thread: list[int] = field(default_factory=list)
+    ts_us: list[float] = field(default_factory=list)
+    dur_us: list[float] = field(default_factory=list)
+    ident: list[int] = field(default_factory=list)  # -1: a frame, not a row
+    is_op: list[bool] = field(default_factory=list)
+    flops: list[float] = field(default_factory=list)
+    external: list[int] = field(default_factory=list)
+    correlation: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Device:
+    dur_us: list[float] = field(default_factory=list)
+    ident: list[int] = field(default_factory=list)
+    external: list[int] = field(default_factory=list)
+    correlation: list[int] = field(default_factory=list)
+
+
+def _collect(events: list[Any], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device) -> int:
+    steps = 0
+    for ev in events:
+        if type(ev) is not dict or ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat")
+        ts, dur = num(ev.get("ts")), num(ev.get("dur"))
+        if not (dur >= 0 and np.isfinite(ts)):
+            continue
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = {}
+        name = text(ev.get("name"))
+        if cat in DEVICE_CATS:
+            device = args.get("device")
+            provider = f"GPU {device}" if type(device) is int else "GPU"
+            dev.ident.append(builder.ident(name, str(cat), provider, "", ""))
+            dev.dur_us.append(dur)
+            dev.external.append(_id(args.get("External id")))
+            dev.correlation.append(_id(args.get("correlation")))
+            continue
+        if cat in ROW_CATS:
+            ident = builder.ident(name, name, "CPU", shapes_text(args.get("Input Dims")), "")
+        elif cat in FRAME_CATS:
+            ident = _NONE
+            steps += name.startswith("ProfilerStep#")
+        else:
+            continue
+        pid, tid = ev.get("pid"), ev.get("tid")
+        cpu.thread.append(threads.code((pid if not isinstance(pid, list | dict) else None,
+                                        tid if not isinstance(tid, list | dict) else None)))
+        cpu.ts_us.append(ts)
+        cpu.dur_us.append(dur)
+        cpu.ident.append(ident)
+        cpu.is_op.append(cat == "cpu_op")
+        cpu.flops.append(num(first_arg(args, ("flops",))))
+        cpu.external.append(_id(args.get("External id")))
+        cpu.correlation.append(_id(args.get("correlation")))
+    return steps
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """values[i] where keys[i] == wanted, for each wanted; -1 where absent or wanted is -1."""
+    out = np.full(wanted.size, _NONE, dtype=np.int64)
+    ok = keys != _NONE
+    keys, values = keys[ok], values[ok]
+    if not keys.size or not wanted.size:
+        return out
+    order = np.argsort(keys, kind="stable")
+    keys, values = keys[order], values[order]
+    at = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
+    hit = (keys[at] == wanted) & (wanted != _NONE)
+    out[hit] = values[at[hit]]
+    return out
+
+
+def _enclosing_op(parent: np.ndarray, is_op: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """For each event index in ``start``, the nearest cpu_op among itself and its ancestors."""
+    at = start.copy()
+    for _ in range(parent.size + 1):
+        climb = (at >= 0) & ~is_op[np.maximum(at, 0)]
+        if not climb.any():
+            break
+        at[climb] = parent[at[climb]]
+    return at
+
+
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+    builder = TableBuilder()
+    threads = Interner()
+    cpu, dev = _Cpu(), _Device()
+    n_events = steps = 0
+    for chunk in stream.chunks():
+        n_events += len(chunk)
+        steps += _collect(chunk, threads, builder, cpu, dev)
+
+    thread = np.asarray(cpu.thread, dtype=np.int64)
+    start = to_ns(cpu.ts_us)
+    end = start + to_ns(cpu.dur_us)
+    parent = parents(thread, start, end)
+    self_ns = nested_self_times(parent, start, end)
+
+    is_op = np.asarray(cpu.is_op, dtype=bool)
+    index = np.arange(start.size, dtype=np.int64)
+    cpu_ext = np.asarray(cpu.external, dtype=np.int64)
+    dev_ext = np.asarray(dev.external, dtype=np.int64)
+    owner = _lookup(np.where(is_op, cpu_ext, _NONE), index, dev_ext)
+    # no op with that External id: through the runtime call with the same correlation id
+    launch = _lookup(np.where(is_op, _NONE, np.asarray(cpu.correlation, dtype=np.int64)), index,
+                     np.asarray(dev.correlation, dtype=np.int64))
+    missing = (owner < 0) & (launch >= 0)
+    if missing.any():
+        via_ext = _lookup(np.where(is_op, cpu_ext, _NONE), index, cpu_ext[launch[missing]])
+        around = _enclosing_op(parent, is_op, launch[missing])
+        owner[missing] = np.where(via_ext >= 0, via_ext, around)
+    dev_dur_ns = to_ns(dev.dur_us).astype(np.float64)
+    linked = owner >= 0
+    device_ns = np.bincount(owner[linked], weights=dev_dur_ns[linked], minlength=start.size)
+    has_device = bool(dev.dur_us)
+
+    rows = np.flatnonzero(np.asarray(cpu.ident, dtype=np.int64) >= 0)
+    idents = np.asarray(cpu.ident, dtype=np.int64)
+    flops = np.asarray(cpu.flops, dtype=np.float64)
+    builder.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
+                   device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows])
+    lone = np.flatnonzero(~linked)
+    if lone.size:
+        builder.extend(np.asarray(dev.ident, dtype=np.int64)[lone], dev_dur_ns[lone] / 1e3,
+                       device_us=dev_dur_ns[lone] / 1e3)
+    info = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
+            "device_unlinked": int(lone.size), "runs": steps or None}
+    return builder.build({**info, **(meta or {})})

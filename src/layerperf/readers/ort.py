@@ -1,0 +1,111 @@
+"""ONNX Runtime's own profiler file (``SessionOptions.enable_profiling``) as an OpTable.
+
+A JSON array of events: per run a ``model_run`` Session event, and per executed node a
+``<node>_kernel_time`` Node event whose args give ``op_name``, ``provider`` and the
+``input_type_shape``/``output_type_shape`` seen at run time. Older releases wrap each kernel in
+``<node>_fence_before``/``<node>_fence_after`` events, which time nothing and are skipped. Node
+events do not nest, so a node's self time is its duration.
+
+Bytes and FLOPs come from :mod:`layerperf.cost` on the recorded shapes. The profile has no node
+attributes, so FLOPs are given only for op types whose cost depends on shapes alone; the rest are
+unknown. ONNX Runtime leaves out inputs it pre-packed (a Gemm's weights, say), which the cost model
+sees as missing and answers unknown too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import orjson
+
+from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
+from layerperf.readers.jsonfile import EventStream
+from layerperf.readers.tef import Idents, Slices, arg_dicts, column, objects, text, thread_codes
+
+KERNEL_SUFFIX = "_kernel_time"
+# Elementwise ops cost per output element whatever their attributes; Conv and MatMul read their
+# dimensions off the shapes. (Pooling, Gemm and Gelu, say, need attributes the profile lacks.)
+_ATTRIBUTE_DEPENDENT = frozenset(("Gelu",))
+
+
+def _shape_only(op_type: str) -> bool:
+    from layerperf.cost import ops_elementwise
+
+    return op_type in ("Conv", "MatMul") or (("", op_type) in ops_elementwise.TABLE
+                                             and op_type not in _ATTRIBUTE_DEPENDENT)
+
+
+def _tensors(value: Any, prefix: str) -> tuple[str, list[Any]] | None:
+    """``[{"float": [1, 3, 8, 8]}, ...]`` -> ("1x3x8x8;...", TensorInfos); None when not that shape."""
+    from layerperf.tensor import TensorInfo, ort_type_to_dtype
+
+    if not isinstance(value, list):
+        return None
+    texts, infos = [], []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or len(item) != 1:
+            return None
+        ((dtype, dims),) = item.items()
+        ok = isinstance(dims, list) and all(type(d) is int and 0 <= d < 1 << 40 for d in dims)
+        texts.append(shape_str(dims))
+        infos.append(TensorInfo(f"{prefix}{i}", tuple(dims) if ok else None, ort_type_to_dtype(str(dtype))))
+    return ";".join(texts), infos
+
+
+class _Costs:
+    """Per distinct (node, op, provider, shapes): its row identity, FLOPs and bytes."""
+
+    def __init__(self, builder: TableBuilder) -> None:
+        self.builder = builder
+        self.figures: dict[int, tuple[float, float]] = {}
+
+    def make(self, key: tuple[Any, ...]) -> int:
+        from layerperf.cost import node_cost
+
+        name, op_type, provider, ins, outs = key
+        op, prov = text(op_type), text(provider)
+        got_in = _tensors(orjson.loads(ins) if isinstance(ins, bytes) else ins, "in")
+        got_out = _tensors(orjson.loads(outs) if isinstance(outs, bytes) else outs, "out")
+        flops = nbytes = math.nan
+        if got_in is not None and got_out is not None:
+            cost = node_cost(op, "", {}, got_in[1], got_out[1])
+            if cost.flops is not None and _shape_only(op):
+                flops = float(cost.flops)
+            if cost.bytes is not None:
+                nbytes = float(cost.bytes)
+        ident = self.builder.ident(name[: -len(KERNEL_SUFFIX)], op, prov, got_in[0] if got_in else "",
+                                   got_out[0] if got_out else "")
+        self.figures[ident] = (flops, nbytes)
+        return ident
+
+
+def _kernels(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [ev for ev, cat, name in zip(events, column(events, "cat"), column(events, "name"), strict=True)
+            if cat == "Node" and type(name) is str and name.endswith(KERNEL_SUFFIX)]
+
+
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+    builder = TableBuilder()
+    costs = _Costs(builder)
+    idents = Idents(costs.make)
+    threads = Interner()
+    slices = Slices()
+    n_events = runs = 0
+    for chunk in stream.chunks():
+        n_events += len(chunk)
+        events = objects(chunk)
+        runs += sum(1 for cat, name in zip(column(events, "cat"), column(events, "name"), strict=True)
+                    if cat == "Session" and name == "model_run")
+        nodes = _kernels(events)
+        args = arg_dicts(nodes)
+        heads = list(zip(column(nodes, "name"), column(args, "op_name"), column(args, "provider"), strict=True))
+        tails = list(zip(column(args, "input_type_shape"), column(args, "output_type_shape"), strict=True))
+        codes = idents.codes(heads, tails)
+        figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
+        slices.add(thread_codes(threads, nodes), column(nodes, "ts"), column(nodes, "dur"), codes,
+                   figures[:, 0], figures[:, 1])
+    thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
+    builder.extend(ident.astype(np.int32), dur_us, flops=flops, bytes_=nbytes)
+    return builder.build({"format": "ort", "events": n_events, "runs": runs, **(meta or {})})

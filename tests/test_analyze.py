@@ -1,0 +1,152 @@
+"""``layerperf analyze``: flags, formats and bad input, on constructed traces with known numbers."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from layerperf.cli import main
+
+from conftest import run_cli
+
+
+def _event(name: str, op: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": "op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {"op_type": op, "provider": "CPU", **args}}
+
+
+@pytest.fixture()
+def trace(tmp_path: Path) -> Path:
+    """3 runs of conv (known FLOPs/bytes), relu, two adds; a counter on conv."""
+    events = []
+    t = 0.0
+    for run in range(3):
+        for name, op, dur, extra in (("conv", "Conv", 50 + run, {"flops": 1e6, "bytes": 4096, "cycles": 1000}),
+                                     ("relu", "Relu", 10, {"bytes": 512}), ("add1", "Add", 5, {}),
+                                     ("add2", "Add", 7, {})):
+            events.append(_event(name, op, t, dur, in_shapes="1x8", **extra))
+            t += dur
+    path = tmp_path / "trace.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return path
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
+    assert main(["analyze", *argv, "--format", "json"]) == 0
+    doc: list[dict[str, Any]] = orjson.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_json_rows(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _json(capsys, str(trace))
+    assert [r["name"] for r in rows] == ["conv", "relu", "add2", "add1"]
+    conv = rows[0]
+    assert {"name", "op_type", "calls", "time_us", "flops", "bytes"} <= set(conv)
+    assert (conv["op_type"], conv["calls"], conv["time_us"]) == ("Conv", 3, 153.0)
+    assert conv["flops"] == 3e6 and conv["bytes"] == 3 * 4096
+    assert conv["flops_per_s"] == pytest.approx(3e6 / 153e-6)
+    assert rows[1]["flops"] is None  # unknown stays unknown through aggregation
+    assert rows[-1]["cum_share"] == pytest.approx(1.0)
+
+
+def test_aggregate_by_type_and_functions(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    by_type = {r["op_type"]: r for r in _json(capsys, str(trace), "--aggregate-by", "type")}
+    assert by_type["Add"]["calls"] == 6 and by_type["Add"]["time_us"] == 36.0
+    assert by_type["Add"]["name"] == "(2 names)"
+    for how, expect in (("mean", 51.0), ("median", 51.0), ("max", 52.0), ("min", 50.0), ("sum", 153.0)):
+        conv = next(r for r in _json(capsys, str(trace), "--aggregate", how) if r["name"] == "conv")
+        assert conv["time_us"] == expect, how
+    counts = _json(capsys, str(trace), "--aggregate", "count", "--aggregate-by", "type")
+    assert counts[0]["op_type"] == "Add"  # count ranks by calls
+
+
+def test_filters_order_and_top(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert [r["name"] for r in _json(capsys, str(trace), "--type", "Add", "--type", "Relu")] == ["relu", "add2", "add1"]
+    assert [r["name"] for r in _json(capsys, str(trace), "--name", "^add")] == ["add2", "add1"]
+    assert [r["name"] for r in _json(capsys, str(trace), "--min-time", "0.00002")] == ["conv", "relu", "add2"]
+    assert [r["name"] for r in _json(capsys, str(trace), "-t", "2")] == ["conv", "relu"]
+    assert [r["name"] for r in _json(capsys, str(trace), "--order-by", "bytes")][:2] == ["conv", "relu"]
+    assert [r["name"] for r in _json(capsys, str(trace), "--order-by", "+time")][0] == "add1"
+    assert _json(capsys, str(trace), "--order-by", "flops")[0]["name"] == "conv"
+
+
+def test_text_formats(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(trace), "--format", "csv"]) == 0
+    table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert table[0]["name"] == "conv" and table[1]["flops"] == ""  # unknown: empty, never 0
+    assert main(["analyze", str(trace), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "| self time |" in md and "| conv |" in md
+    assert main(["analyze", str(trace)]) == 0
+    out = capsys.readouterr().out
+    for header in ("self time", "cumulative", "computation", "FLOPS", "memory", "bandwidth", "in_shapes"):
+        assert header in out
+
+
+def test_real_ort_profile_through_cli(tiny_model_path: Path, tmp_path: Path) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(tmp_path / "onnxruntime_profile")
+    sess = ort.InferenceSession(str(tiny_model_path), opts, providers=["CPUExecutionProvider"])
+    sess.run(None, {"input": np.zeros((1, 3, 16, 16), np.float32)})
+    profile = Path(sess.end_profiling())
+    gz = tmp_path / "profile.json.gz"
+    gz.write_bytes(gzip.compress(profile.read_bytes()))
+    proc = run_cli("analyze", str(gz), "--aggregate-by", "type", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert {"Conv", "Gemm", "MaxPool"} <= {r["op_type"] for r in orjson.loads(proc.stdout)}
+
+
+BAD = {
+    "malformed.json": (b'{"traceEvents": [{"ph": "X",, "dur": 1}]}', "not valid JSON"),
+    "truncated.json": (b'[{"ph": "X", "name": "a", "ts": 1, "dur": 2},', "truncated"),
+    "empty.json": (b"", "empty"),
+    "shape.json": (b'{"layers": [1, 2]}', "not a trace"),
+    "none.json": (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
+    "fake.json.gz": (b"[]", "not gzip"),
+    "broken.json.gz": (gzip.compress(b"[1, 2, 3]")[:-8] + b"xx", "gzip"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_one_line(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    content, says = BAD[name]
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["analyze", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and says in captured.err, captured.err
+
+
+def test_bad_input_subprocess_and_where(tmp_path: Path, trace: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(b'[\n{"ph": "X", "dur": 1},\n{"ph": oops}\n]')
+    proc = run_cli("analyze", str(path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "line 3, column 8" in proc.stderr
+    proc = run_cli("analyze", str(trace), "--order-by", "nonsense")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "flops_per_s" in proc.stderr and "bandwidth" not in proc.stderr.split("valid:")[0]
+
+
+def test_counter_columns_order_and_aggregate() -> None:
+    from layerperf import analysis
+    from layerperf.optable import TableBuilder
+
+    b = TableBuilder()
+    a, c = b.ident("a", "Conv", "CPU", "", ""), b.ident("c", "Relu", "CPU", "", "")
+    b.extend([a, c, a], [5.0, 9.0, 6.0], counters={"cycles": [100.0, 10.0, 300.0]})
+    table = b.build({"format": "test"})
+    out = analysis.rows(analysis.analyze(table, order_by="cycles"))
+    assert [(r["name"], r["cycles"]) for r in out] == [("a", 400.0), ("c", 10.0)]
+    assert "cycles" in analysis.orderable(table)

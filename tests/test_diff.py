@@ -1,0 +1,69 @@
+"""``layerperf diff A B`` on two constructed traces with known per-node times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from layerperf.cli import main
+
+
+def _trace(path: Path, nodes: list[tuple[str, str, float]], runs: int = 2) -> Path:
+    events, t = [], 0.0
+    for _ in range(runs):
+        for name, op, dur in nodes:
+            events.append({"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": dur, "args": {"op_type": op}})
+            t += dur
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.fixture()
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    a = _trace(tmp_path / "a.json", [("conv", "Conv", 40), ("relu", "Relu", 10), ("old", "Add", 5)])
+    b = _trace(tmp_path / "b.json", [("conv", "Conv", 20), ("relu", "Relu", 12), ("new", "Add", 3)], runs=4)
+    return a, b
+
+
+def _diff(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["diff", *argv, "--format", "json"]) == 0
+    doc: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_diff_by_name(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _diff(capsys, str(pair[0]), str(pair[1]))
+    rows = {r["key"]: r for r in doc["rows"]}
+    conv = rows["conv"]
+    assert (conv["time_a_us"], conv["time_b_us"], conv["delta_us"], conv["speedup"]) == (40.0, 20.0, -20.0, 2.0)
+    assert (conv["calls_a"], conv["calls_b"]) == (2, 4)
+    assert rows["old"]["only_in"] == "A" and rows["old"]["time_b_us"] is None
+    assert rows["new"]["only_in"] == "B" and rows["new"]["speedup"] is None
+    assert doc["rows"][0]["key"] == "conv"  # largest |delta| first
+    totals = doc["totals"]
+    assert (totals["time_a_us"], totals["time_b_us"]) == (55.0, 35.0)
+    assert (totals["only_in_a"], totals["only_in_b"]) == (1, 1)
+
+
+def test_diff_by_type_and_formats(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rows = {r["key"]: r for r in _diff(capsys, str(pair[0]), str(pair[1]), "--by", "type")["rows"]}
+    assert rows["Add"]["time_a_us"] == 5.0 and rows["Add"]["time_b_us"] == 3.0 and rows["Add"]["only_in"] == ""
+    assert main(["diff", str(pair[0]), str(pair[1]), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("key,op_type,calls_a,calls_b,time_a_us")
+    assert main(["diff", str(pair[0]), str(pair[1])]) == 0
+    out = capsys.readouterr().out
+    assert "speedup" in out and "x2.000" in out and "1 only in A, 1 only in B" in out
+    assert main(["diff", str(pair[0]), str(pair[1]), "--format", "markdown", "--order-by", "key"]) == 0
+    assert "| conv |" in capsys.readouterr().out
+
+
+def test_diff_bad_input(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"[{")
+    assert main(["diff", str(pair[0]), str(bad)]) == 2
+    assert main(["diff", str(pair[0]), str(pair[1]), "--order-by", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "truncated" in err and "valid: delta" in err

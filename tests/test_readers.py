@@ -1,0 +1,188 @@
+"""Readers on real files from each producer, and on constructed traces where a case needs exact numbers."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import orjson
+import pytest
+
+import layerperf
+from layerperf.analysis import aggregate, rows
+from layerperf.readers.detect import read_table
+
+DATA = Path(__file__).parent / "data"
+SHIPPED_TORCH = DATA / "torch_cpu" / "trace.json.gz"  # torch 2.13.0 CPU, tiny conv net, 2 forward passes
+
+
+def _write(path: Path, doc: Any) -> Path:
+    path.write_bytes(orjson.dumps(doc))
+    return path
+
+
+def _by_name(table: Any) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in rows(aggregate(table, "name", "sum"))}
+
+
+@pytest.fixture(scope="module")
+def ort_profile(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ONNX Runtime profile of the tiny CNN: 4 runs."""
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(tmp_path_factory.mktemp("ort") / "onnxruntime_profile")
+    sess = ort.InferenceSession(str(tiny_model_path), opts, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    for _ in range(4):
+        sess.run(None, {"input": x})
+    return Path(sess.end_profiling())
+
+
+@pytest.fixture(scope="module")
+def layerperf_dir(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("lp")
+    layerperf.profile(str(tiny_model_path), runs=3, warmup=1, latency=False).save(out)
+    return out
+
+
+def test_ort_profile(ort_profile: Path) -> None:
+    doc = orjson.loads(ort_profile.read_bytes())
+    kernels = [e for e in doc if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    table = read_table(ort_profile)
+    assert table.meta["format"] == "ort"
+    assert table.meta["runs"] == 4
+    assert len(table) == len(kernels)
+    assert table.dur_ns.sum() == pytest.approx(sum(e["dur"] for e in kernels) * 1e3)
+    nodes = _by_name(table)
+    assert all(r["calls"] == 4 for r in nodes.values())
+    conv = next(r for r in nodes.values() if r["op_type"] == "Conv")
+    # 2 * N*Cout*H*W * Cin*kh*kw + one bias add per output element, from the recorded shapes
+    out_elems = 1 * 8 * 16 * 16
+    assert conv["flops"] == 4 * (2 * out_elems * 3 * 3 * 3 + out_elems)
+    assert conv["in_shapes"] == "1x3x16x16;8x3x3x3;8"
+    pool = next(r for r in nodes.values() if r["op_type"] == "MaxPool")
+    assert pool["flops"] is None  # its kernel size is an attribute the profile lacks: unknown, not 0
+    assert pool["bytes"] == 4 * 4 * (8 * 16 * 16 + 8 * 8 * 8)
+
+
+def test_ort_fences_are_skipped(tmp_path: Path) -> None:
+    def ev(name: str, ts: int, dur: int) -> dict[str, Any]:
+        return {"cat": "Node", "ph": "X", "pid": 1, "tid": 1, "name": name, "ts": ts, "dur": dur,
+                "args": {"op_name": "Relu", "provider": "CPUExecutionProvider",
+                         "input_type_shape": [{"float": [2, 3]}], "output_type_shape": [{"float": [2, 3]}]}}
+
+    doc = [{"cat": "Session", "ph": "X", "pid": 1, "tid": 1, "name": "model_run", "ts": 0, "dur": 20, "args": {}},
+           ev("relu_fence_before", 1, 0), ev("relu_kernel_time", 1, 7), ev("relu_fence_after", 8, 0)]
+    table = read_table(_write(tmp_path / "p.json", doc))
+    (row,) = rows(table)
+    assert (row["name"], row["time_us"], row["flops"], row["bytes"]) == ("relu", 7.0, 6.0, 48.0)
+
+
+def test_layerperf_trace(layerperf_dir: Path) -> None:
+    prof = layerperf.load(layerperf_dir / "trace.json")
+    table = read_table(layerperf_dir)  # the directory stands for its trace.json
+    assert table.meta["format"] == "layerperf"
+    nodes = _by_name(table)
+    assert set(nodes) == {layer.name for layer in prof.layers}
+    for i, layer in enumerate(prof.layers):
+        row = nodes[layer.name]
+        assert row["calls"] == prof.durations_ns(i).size == 3
+        assert row["time_us"] == pytest.approx(prof.durations_ns(i).sum() / 1e3)
+        assert row["flops"] == (None if layer.flops is None else 3 * layer.flops)
+
+
+def _check_torch(table: Any) -> None:
+    assert table.meta["format"] == "kineto"
+    nodes = _by_name(table)
+    conv = nodes["aten::conv2d"]
+    assert conv["in_shapes"].startswith("1x3x16x16;8x3x3x3;8")
+    assert conv["calls"] == 2
+    # conv2d only dispatches: nearly all of its time is in the ops nested inside it
+    assert conv["incl_us"] > conv["time_us"]
+    assert all(r["time_us"] <= r["incl_us"] + 1e-6 for r in nodes.values())
+    assert all(r["flops"] is None or r["flops"] > 0 for r in nodes.values())
+
+
+def test_torch_shipped_trace() -> None:
+    _check_torch(read_table(SHIPPED_TORCH))
+
+
+def test_torch_trace_made_now(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed (the shipped trace covers this reader)")
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(512, 10)).eval()
+    x = torch.randn(1, 3, 16, 16)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(2):
+            model(x)
+    path = tmp_path / "torch.json"
+    prof.export_chrome_trace(str(path))
+    _check_torch(read_table(path))
+
+
+def test_kineto_gpu_kernels_link_to_ops(tmp_path: Path) -> None:
+    # Constructed, not recorded (no GPU here): Kineto's documented shape. aten::mm launches one kernel
+    # through cudaLaunchKernel (correlation 7, External id 1 on the op); aten::relu's kernel carries only
+    # the correlation id of its launch, which sits inside the op on the CPU thread.
+    def x(cat: str, name: str, ts: float, dur: float, tid: int, **args: Any) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    events = [
+        x("cpu_op", "aten::mm", 0, 10, 1, **{"External id": 1, "Input Dims": [[4, 8], [8, 16]]}),
+        x("cuda_runtime", "cudaLaunchKernel", 2, 3, 1, correlation=7, **{"External id": 1}),
+        x("kernel", "gemm_kernel", 20, 40, 7, correlation=7, device=0, **{"External id": 1}),
+        x("cpu_op", "aten::relu", 12, 6, 1, **{"External id": 2}),
+        x("cuda_runtime", "cudaLaunchKernel", 13, 2, 1, correlation=9),
+        x("kernel", "relu_kernel", 61, 5, 7, correlation=9, device=0),
+        x("kernel", "orphan_kernel", 70, 1.5, 7, correlation=99, device=0),
+    ]
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "constructed"}], "traceEvents": events}
+    table = read_table(_write(tmp_path / "k.json", doc))
+    nodes = _by_name(table)
+    assert nodes["aten::mm"]["device_us"] == 40.0
+    assert nodes["aten::mm"]["time_us"] == 7.0  # 10 minus the 3 of the launch inside it
+    assert nodes["aten::relu"]["device_us"] == 5.0
+    assert nodes["orphan_kernel"]["device_us"] == 1.5  # linked to nothing: a row of its own
+    assert nodes["aten::mm"]["in_shapes"] == "4x8;8x16"
+
+
+def test_tef_nesting_and_begin_end(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "name": "inner", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+        {"ph": "B", "name": "be", "pid": 1, "tid": 1, "ts": 50, "args": {"op_type": "Custom"}},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 70},
+        {"ph": "X", "name": "other_thread", "pid": 1, "tid": 2, "ts": 5, "dur": 50},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+        {"ph": "C", "name": "counter", "pid": 1, "ts": 1, "args": {"v": 3}},
+    ]
+    table = read_table(_write(tmp_path / "t.json", {"traceEvents": events}))
+    nodes = _by_name(table)
+    assert nodes["outer"]["time_us"] == 100 - 30 - 20
+    assert nodes["outer"]["incl_us"] == 100
+    assert nodes["inner"]["time_us"] == 30
+    assert nodes["be"]["time_us"] == 20
+    assert nodes["be"]["op_type"] == "Custom"
+    assert nodes["other_thread"]["time_us"] == 50
+    assert nodes["inner"]["flops"] is None
+
+
+def test_chunked_reading_matches_whole(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    events = [{"ph": "X", "name": f"n{i % 13}", "cat": "op", "pid": 1, "tid": int(i % 3), "ts": float(i * 10),
+               "dur": float(rng.integers(1, 9)), "args": {"note": "},{\"ph\"" if i % 5 == 0 else [i]}}
+              for i in range(3000)]
+    plain = _write(tmp_path / "t.json", {"otherData": {"x": 1}, "traceEvents": events, "tail": [1, 2]})
+    zipped = tmp_path / "t.json.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    whole = rows(aggregate(read_table(plain), "name"))
+    for path, block in ((plain, 4096), (zipped, 1000), (plain, 64)):
+        assert rows(aggregate(read_table(path, block=block), "name")) == whole
+    assert sum(r["calls"] for r in whole) == 3000
+    assert math.isclose(sum(r["time_us"] for r in whole), sum(e["dur"] for e in events))
