@@ -186,3 +186,56 @@ def test_chunked_reading_matches_whole(tmp_path: Path) -> None:
         assert rows(aggregate(read_table(path, block=block), "name")) == whole
     assert sum(r["calls"] for r in whole) == 3000
     assert math.isclose(sum(r["time_us"] for r in whole), sum(e["dur"] for e in events))
+
+
+def _split_trace(n: int, middle_args: Any = None) -> dict[str, Any]:
+    """X events on three threads with nesting, and a B/E pair on thread 9 spanning the whole file."""
+    rng = np.random.default_rng(2)
+    events: list[dict[str, Any]] = [{"ph": "B", "name": "span", "pid": 1, "tid": 9, "ts": 0,
+                                     "args": {"op_type": "Span"}}]
+    for i in range(n):
+        events.append({"ph": "X", "name": f"n{i % 7}", "cat": "op", "pid": 1, "tid": i % 3, "ts": 100.0 * i,
+                       "dur": float(rng.integers(20, 90)), "args": {"in_shapes": [[1, i % 2 + 1]]}})
+        if i % 4 == 0:  # a child inside the event just added
+            events.append({"ph": "X", "name": "child", "pid": 1, "tid": i % 3, "ts": 100.0 * i + 1, "dur": 5.0})
+        if i == n // 2 and middle_args is not None:
+            events[-1]["args"] = middle_args
+    events.append({"ph": "E", "pid": 1, "tid": 9, "ts": 100.0 * n})
+    return {"traceEvents": events, "otherData": {"note": "tail"}}
+
+
+def test_reading_in_two_processes_matches_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf.readers import parallel
+
+    path = _write(tmp_path / "t.json", _split_trace(4000))
+    one = read_table(path, block=1 << 16)  # a block of its own: read in this process only
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    two = read_table(path)
+    assert two.meta.get("processes") == 2 and "processes" not in one.meta
+    for by in ("name", "shape"):
+        assert rows(aggregate(two, by)) == rows(aggregate(one, by))
+    nodes = _by_name(two)
+    assert nodes["span"]["time_us"] == 100.0 * 4000  # its B and E are read by different processes
+    assert nodes["child"]["calls"] == 1000
+    # and an ONNX Runtime profile, whose reader splits the same way
+    ort_two = read_table(_write(tmp_path / "ort.json", [
+        {"cat": "Node", "ph": "X", "name": f"n{i % 5}_kernel_time", "pid": 1, "tid": 1, "ts": i * 10, "dur": 3,
+         "args": {"op_name": "Relu", "provider": "CPUExecutionProvider",
+                  "input_type_shape": [{"float": [1, 8]}], "output_type_shape": [{"float": [1, 8]}]}}
+        for i in range(3000)]))
+    assert ort_two.meta["format"] == "ort" and ort_two.meta.get("processes") == 2
+    assert rows(aggregate(ort_two, "name")) == rows(aggregate(read_table(tmp_path / "ort.json", block=1 << 16),
+                                                                "name"))
+
+
+def test_a_wrong_cut_falls_back_to_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The middle of the file is inside one event's args: a long list of objects that start like the
+    # events do, so the cut lands inside it; the stretch before the cut then does not parse.
+    from layerperf.readers import parallel
+
+    nested = {"items": [{"ph": "X", "k": i} for i in range(20000)]}
+    path = _write(tmp_path / "t.json", _split_trace(400, middle_args=nested))
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    table = read_table(path)
+    assert "processes" not in table.meta
+    assert rows(aggregate(table, "name")) == rows(aggregate(read_table(path, block=1 << 16), "name"))

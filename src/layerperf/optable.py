@@ -120,6 +120,10 @@ class Interner:
 
     def codes(self, values: Iterable[Any]) -> list[int]:
         table = self.table
+        values = list(values)
+        found = list(map(table.get, values))  # at C speed when every value is known already
+        if None not in found:
+            return found  # type: ignore[return-value]
         return [table.setdefault(v, len(table)) for v in values]
 
     def values(self) -> list[Any]:
@@ -147,6 +151,10 @@ class TableBuilder:
 
     def ident_codes(self, idents: Iterable[tuple[str, str, str, str, str]]) -> list[int]:
         return self._ident.codes(idents)
+
+    def idents(self) -> list[tuple[str, str, str, str, str]]:
+        """Every row identity so far, in code order."""
+        return self._ident.values()
 
     def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
                device_us: Any = None, flops: Any = None, bytes_: Any = None,

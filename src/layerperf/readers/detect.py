@@ -13,12 +13,14 @@ Any of them may be gzipped (by content, whatever the name).
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 from typing import Any
 
 from layerperf.errors import InputError
 from layerperf.optable import OpTable, from_profile
-from layerperf.readers.jsonfile import BLOCK_BYTES, EventStream, open_events
+from layerperf.readers.events import Event
+from layerperf.readers.jsonfile import BLOCK_BYTES, EventStream, load_json, open_events
 
 FORMATS = ("layerperf", "ort", "kineto", "tef")
 ORT_CATS = frozenset(("Session", "Node"))
@@ -27,8 +29,8 @@ KINETO_KEYS = ("schemaVersion", "deviceProperties")
 _SAMPLE = 1000  # events looked at to tell the producer
 
 
-def _cats(events: list[Any]) -> set[Any]:
-    return {ev.get("cat") for ev in events[:_SAMPLE] if isinstance(ev, dict) and isinstance(ev.get("cat"), str)}
+def _cats(events: list[Event]) -> set[str]:
+    return {ev.cat for ev in events[:_SAMPLE] if isinstance(ev.cat, str)}
 
 
 def _is_layerperf(skeleton: Any) -> bool:
@@ -36,13 +38,13 @@ def _is_layerperf(skeleton: Any) -> bool:
     return isinstance(other, dict) and "layerperf_format" in other
 
 
-def _looks_layerperf(events: list[Any]) -> bool:
+def _looks_layerperf(events: list[Event]) -> bool:
     """layerperf's own events, for a file too big to have read its otherData yet."""
-    return any(isinstance(ev, dict) and ev.get("cat") in ("layer", "run") and isinstance(ev.get("args"), dict)
-               and ("layer" in ev["args"] or "run" in ev["args"]) for ev in events[:_SAMPLE])
+    return any(ev.cat in ("layer", "run") and bool(ev.args.layer or ev.args.run)
+               for ev in events[:_SAMPLE])
 
 
-def detect(form: str, head: Any, events: list[Any]) -> str:
+def detect(form: str, head: Any, events: list[Event]) -> str:
     """The producer of a document from its form, what precedes its events, and its first events."""
     if _is_layerperf(head):
         return "layerperf"
@@ -76,7 +78,11 @@ def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> OpTable:
 
 def _read_table(path: Path, block: int) -> OpTable:
     trace = resolve(path)
-    stream = open_events(trace, block=block)
+    from layerperf.readers import parallel
+
+    split = block == BLOCK_BYTES and parallel.worth_it(trace)
+    # a file to be read in parts is opened only to tell its format: from a small first block
+    stream = open_events(trace, block=parallel.PEEK_BYTES if split else block)
     if stream.form == "other":
         raise InputError(f"{trace} is not a trace: expected a JSON array of events or an object with "
                          f"traceEvents, got {_kind(stream.head)}",
@@ -86,18 +92,21 @@ def _read_table(path: Path, block: int) -> OpTable:
     meta = {"source": str(trace)}
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
-    elif fmt == "ort":
-        from layerperf.readers import ort
-
-        table = ort.read(stream, meta)
     elif fmt == "kineto":
         from layerperf.readers import kineto
 
         table = kineto.read(stream, meta)
     else:
-        from layerperf.readers import tef
+        from layerperf.readers import ort, tef
 
-        table = tef.read(stream, meta)
+        reader = ort if fmt == "ort" else tef
+        in_parts = None
+        if split:
+            stream.close()
+            in_parts = parallel.read(trace, reader, meta)
+        if in_parts is None and split:
+            stream = open_events(trace, block=block)
+        table = in_parts if in_parts is not None else reader.read(stream, meta)
     if len(table) == 0:
         raise InputError(f"{trace} has no timed events ({table.meta.get('format')} trace with "
                          f"{table.meta.get('events', 0)} events, none of them a timed op)")
@@ -107,7 +116,7 @@ def _read_table(path: Path, block: int) -> OpTable:
 
 def _kind(doc: Any) -> str:
     if isinstance(doc, dict):
-        keys = ", ".join(list(doc)[:5])
+        keys = ", ".join(json.dumps(k) for k in list(doc)[:5])  # quoted and escaped: one line whatever they hold
         return f"an object with keys {keys}" if keys else "an empty object"
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")
 
@@ -122,9 +131,9 @@ def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: in
         from layerperf.readers import tef
 
         return tef.read(_replay(stream, events), meta)
+    del events  # typed records; the Profile is read from the document itself
     try:
-        profile = profile_from_doc({**skeleton, "traceEvents": events}, str(trace))
-        del events
+        profile = profile_from_doc(load_json(trace), str(trace))
         return from_profile(profile, meta)
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{trace} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import gzip
+import mmap
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
 from layerperf.errors import InputError
+from layerperf.readers.events import Event, decode_events, events_of
 
 
 def read_bytes(path: Path) -> bytes:
@@ -82,15 +85,21 @@ class EventStream:
     source: str
     form: str
     head: Any
-    first: list[Any]
-    _rest: Iterator[list[Any]]
+    first: list[Event]
+    _rest: Iterator[list[Event]]
     _tail: list[Any] = field(default_factory=list)
 
-    def chunks(self) -> Iterator[list[Any]]:
+    def chunks(self) -> Iterator[list[Event]]:
         """The events, chunk by chunk (once). ``skeleton`` is complete when this is exhausted."""
         yield self.first
         self.first = []
         yield from self._rest
+
+    def close(self) -> None:
+        """Stop reading (closes the file)."""
+        close = getattr(self._rest, "close", None)
+        if close is not None:
+            close()
 
     @property
     def skeleton(self) -> Any:
@@ -124,10 +133,10 @@ def _open_stream(path: Path) -> IO[bytes]:
 class _Reader:
     """Blocks of a (possibly gzipped) file, keeping line numbers of what was consumed for errors."""
 
-    def __init__(self, path: Path, block: int) -> None:
+    def __init__(self, path: Path, block: int, f: IO[bytes] | None = None) -> None:
         self.path = path
         self.block = block
-        self.f = _open_stream(path)
+        self.f = _open_stream(path) if f is None else f
         self.eof = False
         self.offset = 0  # file offset of buf[0]
         self.lines = 0  # newlines before buf[0]
@@ -211,9 +220,9 @@ def _whole_stream(reader: _Reader) -> EventStream:
     doc = _whole(reader)
     source = str(reader.path)
     if isinstance(doc, list):
-        return EventStream(source, "array", [], doc, iter(()))
+        return EventStream(source, "array", [], events_of(doc), iter(()))
     if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
-        events = doc["traceEvents"]
+        events = events_of(doc["traceEvents"])
         return EventStream(source, "object", {k: v for k, v in doc.items() if k != "traceEvents"},
                            events, iter(()))
     return EventStream(source, "other", doc, [], iter(()))
@@ -238,8 +247,9 @@ def open_events(path: Path, *, block: int = BLOCK_BYTES) -> EventStream:
         raise
 
 
-def _chunked(reader: _Reader) -> EventStream:
-    buf = reader.buf
+def _events_start(buf: bytes) -> tuple[str, Any, int, bytes] | None:
+    """(form, head, offset of the first event, its signature) of a document's start; None when the
+    events can't be found there (then the document is parsed whole)."""
     start = _skip_ws(buf, 0)
     if buf[start:start + 1] == b"[":
         form, head = "array", []
@@ -247,19 +257,25 @@ def _chunked(reader: _Reader) -> EventStream:
     else:
         m = _KEY.search(buf)
         if buf[start:start + 1] != b"{" or m is None:
-            return _whole_stream(reader)
+            return None
         try:
             head = orjson.loads(buf[:m.start()] + b'"traceEvents":[]}')
         except orjson.JSONDecodeError:
             head = None
         if not isinstance(head, dict):  # the key was not one of the top object's: parse it all
-            return _whole_stream(reader)
+            return None
         head.pop("traceEvents", None)
         form, begin = "object", m.end()
     first_event = _skip_ws(buf, begin)
     sig = _signature(buf, first_event)
-    if sig is None:
+    return None if sig is None else (form, head, first_event, sig)
+
+
+def _chunked(reader: _Reader) -> EventStream:
+    found = _events_start(reader.buf)
+    if found is None:
         return _whole_stream(reader)
+    form, head, first_event, sig = found
     reader.consume(first_event)
     tail: list[Any] = []
     chunks = _chunks(reader, sig, form, tail)
@@ -280,12 +296,11 @@ def _signature(buf: bytes, i: int) -> bytes | None:
     return buf[i:end + 1]
 
 
-def _parse(reader: _Reader, end: int) -> list[Any] | None:
+def _parse(reader: _Reader, end: int) -> list[Event] | None:
     """Events in buf[:end] (which must end with an event), or None when the cut was wrong."""
     wrapped = b"[" + reader.buf[:end] + b"]"
     try:
-        events: list[Any] = orjson.loads(wrapped)
-        return events
+        return decode_events(wrapped)
     except orjson.JSONDecodeError as exc:
         at = _byte_pos(wrapped, exc.pos) - 1  # the position in buf, past the "[" added
         if at < end:
@@ -293,7 +308,7 @@ def _parse(reader: _Reader, end: int) -> list[Any] | None:
         return None
 
 
-def _cut_before(buf: bytes, sig: bytes, limit: int) -> tuple[int, int] | None:
+def _cut_before(buf: bytes | mmap.mmap, sig: bytes, limit: int) -> tuple[int, int] | None:
     """The last (end of previous event, start of next) pair before ``limit``: ``}`` ws ``,`` ws sig."""
     q = buf.rfind(sig, 1, limit)
     while q > 0:
@@ -310,7 +325,7 @@ def _cut_before(buf: bytes, sig: bytes, limit: int) -> tuple[int, int] | None:
     return None
 
 
-def _chunks(reader: _Reader, sig: bytes, form: str, tail: list[Any]) -> Iterator[list[Any]]:
+def _chunks(reader: _Reader, sig: bytes, form: str, tail: list[Any]) -> Iterator[list[Event]]:
     """Yield the events chunk by chunk; buf always starts at an event (or the array's end)."""
     try:
         while reader.more():
@@ -333,7 +348,7 @@ def _chunks(reader: _Reader, sig: bytes, form: str, tail: list[Any]) -> Iterator
         reader.close()
 
 
-def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Any]]:
+def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Event]]:
     """The rest of the file: the last events, the array's ``]``, and the document's tail.
 
     Parsed as ``[`` + rest: the array's own ``]`` closes the wrapper, so either that is the whole
@@ -341,7 +356,7 @@ def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Any]]:
     """
     wrapped = b"[" + reader.buf
     try:
-        events = orjson.loads(wrapped)
+        events = decode_events(wrapped)
         after = len(reader.buf)
     except orjson.JSONDecodeError as exc:
         at = _byte_pos(wrapped, exc.pos) - 1
@@ -350,7 +365,7 @@ def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Any]]:
         after = at
         while after > 0 and reader.buf[after - 1] in _WS:
             after -= 1
-        events = orjson.loads(b"[" + reader.buf[:after])
+        events = decode_events(b"[" + reader.buf[:after])
     _finish(reader, after, form, tail)
     if events:
         yield events
@@ -372,3 +387,64 @@ def _finish(reader: _Reader, after: int, form: str, tail: list[Any]) -> None:
         raise _error(reader, exc, after + _byte_pos(prefix + rest, exc.pos) - len(prefix)) from None
     doc.pop("traceEvents", None)
     tail.append(doc)
+
+
+def split_events(path: Path, parts: int, *, block: int = BLOCK_BYTES) -> list[Callable[[], EventStream]] | None:
+    """The events of a big trace as ``parts`` streams over consecutive stretches, to read side by side.
+
+    The stretches are cut just before an event that starts like the first one, near equal shares of
+    the file; the cut is proven when the stretch before it parses (it ends the way a stretch must:
+    with a whole event), so a stream raises InputError when a cut was wrong as well as when the file
+    is. Each stream is made by calling its function, in the process that reads it (so the copying
+    is shared out too). None when the file's events can't be found this way.
+    """
+    data = _mapped(path)
+    found = _events_start(data[:block])
+    if found is None or parts < 2:
+        return None
+    form, _, first_event, sig = found
+    cuts = [(first_event, first_event)]
+    for k in range(1, parts):
+        cut = _cut_before(data, sig, first_event + (len(data) - first_event) * k // parts)
+        if cut is None or cut[1] <= cuts[-1][1]:
+            return None
+        cuts.append(cut)
+
+    def stretch(k: int) -> EventStream:
+        begin = cuts[k][1]
+        if k + 1 < len(cuts):  # a stretch ending at a cut: closed as an array of its own
+            body, stretch_form = _Stretch(data, begin, cuts[k + 1][0], b"]"), "array"
+        else:
+            body, stretch_form = _Stretch(data, begin, len(data), b""), form
+        reader = _Reader(path, block, body)  # type: ignore[arg-type]
+        tail: list[Any] = []
+        return EventStream(str(path), stretch_form, {}, [], _chunks(reader, sig, stretch_form, tail), tail)
+
+    return [partial(stretch, k) for k in range(len(cuts))]
+
+
+def _mapped(path: Path) -> bytes | mmap.mmap:
+    """A plain file mapped into memory (read lazily, shared with forked readers); gzip decompressed."""
+    with path.open("rb") as f:
+        if f.read(2) == b"\x1f\x8b":
+            return read_bytes(path)
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class _Stretch:
+    """``data[begin:end] + suffix`` as a file that ``_Reader`` reads, without copying it up front."""
+
+    def __init__(self, data: bytes | mmap.mmap, begin: int, end: int, suffix: bytes) -> None:
+        self.data, self.pos, self.end, self.suffix = data, begin, end, suffix
+
+    def read(self, n: int) -> bytes:
+        if self.pos >= self.end:
+            out, self.suffix = self.suffix, b""
+            return out
+        stop = min(self.end, self.pos + n)
+        out = self.data[self.pos:stop]
+        self.pos = stop
+        return out
+
+    def close(self) -> None:
+        pass

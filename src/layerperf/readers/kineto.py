@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from layerperf.optable import Interner, OpTable, TableBuilder
+from layerperf.readers.events import Event, raw_value
 from layerperf.readers.jsonfile import EventStream
-from layerperf.readers.tef import first_arg, nested_self_times, num, parents, shapes_text, text, to_ns
+from layerperf.readers.tef import nested_self_times, num, parents, shapes_text, text, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 # CPU-side events that take part in nesting without being rows of their own
@@ -51,44 +52,42 @@ class _Device:
     correlation: list[int] = field(default_factory=list)
 
 
-def _collect(events: list[Any], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device) -> int:
+def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device) -> int:
     steps = 0
     for ev in events:
-        if type(ev) is not dict or ev.get("ph") != "X":
+        if ev.ph != "X":
             continue
-        cat = ev.get("cat")
-        ts, dur = num(ev.get("ts")), num(ev.get("dur"))
+        cat = ev.cat
+        ts, dur = num(ev.ts), num(ev.dur)
         if not (dur >= 0 and np.isfinite(ts)):
             continue
-        args = ev.get("args")
-        if type(args) is not dict:
-            args = {}
-        name = text(ev.get("name"))
+        args = ev.args
+        name = text(ev.name)
         if cat in DEVICE_CATS:
-            device = args.get("device")
+            device = args.device
             provider = f"GPU {device}" if type(device) is int else "GPU"
             dev.ident.append(builder.ident(name, str(cat), provider, "", ""))
             dev.dur_us.append(dur)
-            dev.external.append(_id(args.get("External id")))
-            dev.correlation.append(_id(args.get("correlation")))
+            dev.external.append(_id(args.external_id))
+            dev.correlation.append(_id(args.correlation))
             continue
         if cat in ROW_CATS:
-            ident = builder.ident(name, name, "CPU", shapes_text(args.get("Input Dims")), "")
+            ident = builder.ident(name, name, "CPU", shapes_text(raw_value(args.input_dims)), "")
         elif cat in FRAME_CATS:
             ident = _NONE
             steps += name.startswith("ProfilerStep#")
         else:
             continue
-        pid, tid = ev.get("pid"), ev.get("tid")
+        pid, tid = ev.pid, ev.tid
         cpu.thread.append(threads.code((pid if not isinstance(pid, list | dict) else None,
                                         tid if not isinstance(tid, list | dict) else None)))
         cpu.ts_us.append(ts)
         cpu.dur_us.append(dur)
         cpu.ident.append(ident)
         cpu.is_op.append(cat == "cpu_op")
-        cpu.flops.append(num(first_arg(args, ("flops",))))
-        cpu.external.append(_id(args.get("External id")))
-        cpu.correlation.append(_id(args.get("correlation")))
+        cpu.flops.append(num(args.flops))
+        cpu.external.append(_id(args.external_id))
+        cpu.correlation.append(_id(args.correlation))
     return steps
 
 

@@ -15,14 +15,16 @@ sees as missing and answers unknown too.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
-import orjson
 
 from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
+from layerperf.readers.events import Args, Event, fields
 from layerperf.readers.jsonfile import EventStream
-from layerperf.readers.tef import Idents, Slices, arg_dicts, column, objects, text, thread_codes
+from layerperf.readers.tef import Idents, Part, Slices, column, json_value, raw_key, remapped, text, thread_codes
 
 KERNEL_SUFFIX = "_kernel_time"
 # Elementwise ops cost per output element whatever their attributes; Conv and MatMul read their
@@ -66,8 +68,8 @@ class _Costs:
 
         name, op_type, provider, ins, outs = key
         op, prov = text(op_type), text(provider)
-        got_in = _tensors(orjson.loads(ins) if isinstance(ins, bytes) else ins, "in")
-        got_out = _tensors(orjson.loads(outs) if isinstance(outs, bytes) else outs, "out")
+        got_in = _tensors(json_value(ins), "in")
+        got_out = _tensors(json_value(outs), "out")
         flops = nbytes = math.nan
         if got_in is not None and got_out is not None:
             cost = node_cost(op, "", {}, got_in[1], got_out[1])
@@ -81,31 +83,49 @@ class _Costs:
         return ident
 
 
-def _kernels(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+FIELDS = ("name", "pid", "tid", "ts", "dur", "args")
+ARG_KEY = attrgetter("op_name", "provider", "input_type_shape", "output_type_shape")
+
+
+def _arg_key(args: Args) -> tuple[Any, ...]:
+    return raw_key(*ARG_KEY(args))
+
+
+def _kernels(events: list[Event]) -> list[Event]:
     return [ev for ev, cat, name in zip(events, column(events, "cat"), column(events, "name"), strict=True)
             if cat == "Node" and type(name) is str and name.endswith(KERNEL_SUFFIX)]
 
 
-def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+def part(stream: EventStream) -> Part:
+    """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table."""
     builder = TableBuilder()
     costs = _Costs(builder)
-    idents = Idents(costs.make)
+    idents = Idents(costs.make, _arg_key)
     threads = Interner()
     slices = Slices()
     n_events = runs = 0
     for chunk in stream.chunks():
         n_events += len(chunk)
-        events = objects(chunk)
-        runs += sum(1 for cat, name in zip(column(events, "cat"), column(events, "name"), strict=True)
+        runs += sum(1 for cat, name in zip(column(chunk, "cat"), column(chunk, "name"), strict=True)
                     if cat == "Session" and name == "model_run")
-        nodes = _kernels(events)
-        args = arg_dicts(nodes)
-        heads = list(zip(column(nodes, "name"), column(args, "op_name"), column(args, "provider"), strict=True))
-        tails = list(zip(column(args, "input_type_shape"), column(args, "output_type_shape"), strict=True))
-        codes = idents.codes(heads, tails)
+        nodes = _kernels(chunk)
+        name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
+        codes = idents.codes(list(zip(name)), list(args))
         figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
-        slices.add(thread_codes(threads, nodes), column(nodes, "ts"), column(nodes, "dur"), codes,
-                   figures[:, 0], figures[:, 1])
-    thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
+        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1])
+    return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs)
+
+
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
+    builder = TableBuilder()
+    threads = Interner()
+    columns = [remapped(p, builder, threads) for p in parts]
+    ident = np.concatenate([c[3] for c in columns])
+    dur_us, flops, nbytes = (np.concatenate([c[i] for c in columns]) for i in (2, 4, 5))
     builder.extend(ident.astype(np.int32), dur_us, flops=flops, bytes_=nbytes)
-    return builder.build({"format": "ort", "events": n_events, "runs": runs, **(meta or {})})
+    info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts)}
+    return builder.build({**info, **(meta or {})})
+
+
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+    return merge([part(stream)], meta)

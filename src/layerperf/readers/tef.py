@@ -9,15 +9,18 @@ package knows use: ``op_name``/``op_type``, ``provider``, ``in_shapes``/``input_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
 from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
+from layerperf.readers.events import Args, Event, fields, raw_value
 from layerperf.readers.jsonfile import EventStream
 
 # Events that describe the trace rather than time an op: metadata, counters, instants, flows, async.
@@ -65,14 +68,6 @@ def shapes_text(value: Any) -> str:
     return ";".join(parts).rstrip(";")
 
 
-def first_arg(args: dict[str, Any], keys: Iterable[str]) -> Any:
-    for key in keys:
-        value = args.get(key)
-        if value is not None:
-            return value
-    return None
-
-
 MAX_US = 4e15
 
 
@@ -98,53 +93,42 @@ class Slices:
         for column, value in zip(columns, values, strict=True):
             column.append(value[keep])
 
+    def add_columns(self, columns: tuple[np.ndarray, ...]) -> None:
+        """Append rows already filtered and converted (another part's :meth:`joined`)."""
+        for column, value in zip((self.thread, self.ts_us, self.dur_us, self.ident, self.flops, self.nbytes),
+                                 columns, strict=True):
+            column.append(value)
+
     def joined(self) -> tuple[np.ndarray, ...]:
         return tuple(np.concatenate(c) if c else np.zeros(0) for c in
                      (self.thread, self.ts_us, self.dur_us, self.ident, self.flops, self.nbytes))
 
 
 # -- columns of a chunk, read at C speed ------------------------------------------------------------
-# A Python loop over a million events doing a dozen lookups each is seconds; map(dict.get, ...) does
+# A Python loop over a million events doing a dozen lookups each is seconds; map(attrgetter) does
 # the same lookups in C, a column at a time, and a row's identity is resolved once per distinct key.
 
-EMPTY: dict[str, Any] = {}
+
+def column(items: list[Any], attr: str) -> list[Any]:
+    """The field ``attr`` of every event (or Args). An absent raw JSON field is the empty (falsy) Raw."""
+    return list(map(attrgetter(attr), items))
 
 
-def objects(events: list[Any]) -> list[dict[str, Any]]:
-    """The events that are JSON objects (all of them, in a well-formed trace)."""
-    if all(map(dict.__instancecheck__, events)):
-        return events
-    return [ev for ev in events if type(ev) is dict]
-
-
-def column(events: list[dict[str, Any]], key: str) -> list[Any]:
-    return list(map(dict.get, events, repeat(key)))
-
-
-def arg_dicts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    args = column(events, "args")
-    if all(map(dict.__instancecheck__, args)):
-        return args
-    return [a if type(a) is dict else EMPTY for a in args]
-
-
-def first_of(dicts: list[dict[str, Any]], keys: Sequence[str]) -> list[Any]:
-    """Per dict, the value of the first of ``keys`` that is present and not null."""
-    out = column(dicts, keys[0])
-    for key in keys[1:]:
-        missing = out.count(None)
-        if missing == len(out):
-            out = column(dicts, key)
-        elif missing:
-            out = [v if v is not None else d.get(key) for v, d in zip(out, dicts, strict=True)]
-    return out
+def first(*values: Any) -> Any:
+    """The first value that is present: not null, and not an empty raw field."""
+    for v in values:
+        if v is not None and not (isinstance(v, (msgspec.Raw, bytes)) and not v):
+            return v
+    return None
 
 
 def _hashable(value: Any) -> Any:
-    return value if value is None or type(value) in (str, int, float, bool) else orjson.dumps(value)
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    return bytes(value) if isinstance(value, msgspec.Raw) else orjson.dumps(value)
 
 
-def keyed(values: list[Any]) -> list[Any]:
+def keyed(values: Sequence[Any]) -> Sequence[Any]:
     """Values usable as dict keys: lists and objects by their JSON text."""
     try:
         hash(tuple(values))
@@ -153,94 +137,117 @@ def keyed(values: list[Any]) -> list[Any]:
         return list(map(_hashable, values))
 
 
-def thread_codes(threads: Interner, events: list[dict[str, Any]]) -> list[int]:
-    pairs = list(zip(keyed(column(events, "pid")), keyed(column(events, "tid")), strict=True))
-    return threads.codes(pairs)
+def thread_codes(threads: Interner, pid: Sequence[Any], tid: Sequence[Any]) -> list[int]:
+    return threads.codes(zip(keyed(pid), keyed(tid), strict=True))
 
 
 class Idents:
-    """Row identity codes of events from a hashable head (name, type...) and raw tails (shapes).
+    """Row identity codes of events from a hashable head (name...) and their arguments.
 
-    A node's shapes rarely change between calls, so each head remembers the tails it was first seen
-    with and a call with the same ones costs an equality test; other tails are keyed by their JSON
-    text. ``make(head + tails)`` resolves a combination seen for the first time.
+    A node's arguments rarely change between calls, so each head remembers the arguments it was
+    first seen with and a call with equal ones costs one comparison (of two decoded structs, in C);
+    other arguments are keyed by ``arg_key(args)`` (hashable; shapes by their JSON text).
+    ``make(head + arg_key(args))`` resolves a combination seen for the first time.
     """
 
-    def __init__(self, make: Callable[[tuple[Any, ...]], int]) -> None:
+    def __init__(self, make: Callable[[tuple[Any, ...]], int], arg_key: Callable[[Args], tuple[Any, ...]]) -> None:
         self.make = make
+        self.arg_key = arg_key
         self.heads: dict[tuple[Any, ...], int] = {}
-        self.first: list[tuple[tuple[Any, ...], int]] = []  # per head: its first tails, their code
+        self.first_args: list[Args] = []  # per head: the arguments it was first seen with
+        self.first_codes: list[int] = []  # and their code
         self.full: dict[tuple[Any, ...], int] = {}
 
-    def _head(self, head: tuple[Any, ...], tails: tuple[Any, ...]) -> int:
+    def _head(self, head: tuple[Any, ...], args: Args) -> int:
         h = self.heads.get(head)
         if h is None:
-            h = self.heads[head] = len(self.first)
-            self.first.append((tails, self._full(head, tails)))
+            h = self.heads[head] = len(self.first_args)
+            self.first_args.append(args)
+            self.first_codes.append(self._full(head, args))
         return h
 
-    def _full(self, head: tuple[Any, ...], tails: tuple[Any, ...]) -> int:
-        key = head + tuple(_hashable(t) for t in tails)
+    def _full(self, head: tuple[Any, ...], args: Args) -> int:
+        key = head + self.arg_key(args)
         code = self.full.get(key)
         if code is None:
             code = self.full[key] = self.make(key)
         return code
 
-    def codes(self, heads: list[tuple[Any, ...]], tails: list[tuple[Any, ...]]) -> list[int]:
+    def codes(self, heads: list[tuple[Any, ...]], args: list[Args]) -> list[int]:
         try:
             found = list(map(self.heads.get, heads))
         except TypeError:  # an unhashable name or type
             heads = [tuple(map(_hashable, h)) for h in heads]
             found = list(map(self.heads.get, heads))
-        hs: list[int] = [self._head(head, tail) if h is None else h
-                         for h, head, tail in zip(found, heads, tails, strict=True)] if None in found \
+        hs: list[int] = [self._head(head, a) if h is None else h
+                         for h, head, a in zip(found, heads, args, strict=True)] if None in found \
             else found  # type: ignore[assignment]
-        first = self.first
-        refs = [first[h] for h in hs]
-        if all(map(_same_tails, tails, refs)):
-            return [ref[1] for ref in refs]
-        return [ref[1] if tail == ref[0] else self._full(head, tail)
-                for head, tail, ref in zip(heads, tails, refs, strict=True)]
+        first_args, first_codes = self.first_args, self.first_codes
+        same = list(map(operator.eq, args, [first_args[h] for h in hs]))
+        codes = [first_codes[h] for h in hs]
+        if all(same):
+            return codes
+        return [code if ok else self._full(head, a)
+                for code, ok, head, a in zip(codes, same, heads, args, strict=True)]
 
 
-def _same_tails(tails: tuple[Any, ...], ref: tuple[tuple[Any, ...], int]) -> bool:
-    return tails == ref[0]
+def raw_key(*values: Any) -> tuple[Any, ...]:
+    """Argument values as a hashable key: raw JSON by its bytes."""
+    return tuple(map(_hashable, values))
 
 
-def _loads(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    if isinstance(value, msgspec.Raw):
+        return raw_value(value)
     return orjson.loads(value) if isinstance(value, bytes) else value
+
+
+# What identifies a row (name, type, provider: hashable) and its shapes (raw JSON, under any of the
+# names producers use), read with one C call per event; the first present name is picked per distinct
+# combination, not per event.
+EVENT_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
+ARG_KEY = attrgetter("op_type", "op_name", "provider", "in_shapes", "input_type_shape", "input_dims",
+                     "out_shapes", "output_type_shape", "output_dims")
+ARG_FIGURES = ("flops", "bytes")
+
+
+def _arg_key(args: Args) -> tuple[Any, ...]:
+    return raw_key(*ARG_KEY(args))
 
 
 def _generic_key(builder: TableBuilder) -> Callable[[tuple[Any, ...]], int]:
     def make(key: tuple[Any, ...]) -> int:
-        name, cat, op_type, provider, ins, outs = key
-        return builder.ident(text(name), text(op_type) or text(cat), text(provider), shapes_text(_loads(ins)),
-                             shapes_text(_loads(outs)))
+        name, cat, op_type, op_name, provider, *shapes = key
+        return builder.ident(text(name), text(first(op_type, op_name)) or text(cat), text(provider),
+                             shapes_text(json_value(first(*shapes[:3]))),
+                             shapes_text(json_value(first(*shapes[3:]))))
     return make
 
 
-IN_KEYS = ("in_shapes", "input_type_shape", "Input Dims")
-OUT_KEYS = ("out_shapes", "output_type_shape", "Output Dims")
-
-
-def collect(events: list[Any], threads: Interner, idents: Idents, out: Slices,
-            open_b: dict[Any, list[dict[str, Any]]]) -> None:
+def collect(events: list[Event], threads: Interner, idents: Idents, out: Slices,
+            open_b: dict[Any, list[Event]], loose_e: list[Event]) -> None:
     """Add the X events (and completed B/E pairs) of one chunk to ``out``."""
-    events = objects(events)
     phases = column(events, "ph")
     timed = [ev for ev, ph in zip(events, phases, strict=True) if ph == "X"]
     if len(timed) < len(events):
-        timed.extend(_pairs(events, phases, open_b))
-    args = arg_dicts(timed)
-    heads = list(zip(column(timed, "name"), column(timed, "cat"), first_of(args, ("op_type", "op_name")),
-                     column(args, "provider"), strict=True))
-    tails = list(zip(first_of(args, IN_KEYS), first_of(args, OUT_KEYS), strict=True))
-    out.add(thread_codes(threads, timed), column(timed, "ts"), column(timed, "dur"), idents.codes(heads, tails),
-            column(args, "flops"), column(args, "bytes"))
+        timed.extend(_pairs(events, phases, open_b, loose_e))
+    add_timed(timed, threads, idents, out)
 
 
-def _pairs(events: list[dict[str, Any]], phases: list[Any], open_b: dict[Any, list[dict[str, Any]]]) -> list[Any]:
-    """B/E pairs closed in this chunk as X events (the B's fields, both events' args)."""
+def add_timed(timed: list[Event], threads: Interner, idents: Idents, out: Slices) -> None:
+    name, cat, pid, tid, ts, dur, args = fields(timed, EVENT_FIELDS)
+    flops, nbytes = fields(args, ARG_FIGURES)
+    codes = idents.codes(list(zip(name, cat, strict=True)), list(args))
+    out.add(thread_codes(threads, pid, tid), ts, dur, codes, flops, nbytes)
+
+
+def _pairs(events: list[Event], phases: list[Any], open_b: dict[Any, list[Event]],
+           loose_e: list[Event]) -> list[Event]:
+    """B/E pairs closed in this chunk as X events (the B's fields, both events' args).
+
+    An E with no B open on its thread goes to ``loose_e``: in a trace read in parts, its B may be
+    in an earlier part (read whole, it is dropped).
+    """
     done = []
     for ev, ph in zip(events, phases, strict=True):
         if ph == "B":
@@ -249,18 +256,22 @@ def _pairs(events: list[dict[str, Any]], phases: list[Any], open_b: dict[Any, li
             stack = open_b.get(_thread_key(ev))
             if stack:
                 begin = stack.pop()
-                dur = num(ev.get("ts")) - num(begin.get("ts"))
-                done.append({**begin, "ph": "X", "dur": dur, "args": {**_args(begin), **_args(ev)}})
+                dur = num(ev.ts) - num(begin.ts)
+                done.append(msgspec.structs.replace(begin, ph="X", dur=dur, args=_merged(begin.args, ev.args)))
+            else:
+                loose_e.append(ev)
     return done
 
 
-def _thread_key(ev: dict[str, Any]) -> tuple[Any, Any]:
-    return _hashable(ev.get("pid")), _hashable(ev.get("tid"))
+def _thread_key(ev: Event) -> tuple[Any, Any]:
+    return _hashable(ev.pid), _hashable(ev.tid)
 
 
-def _args(ev: dict[str, Any]) -> dict[str, Any]:
-    args = ev.get("args")
-    return args if isinstance(args, dict) else {}
+def _merged(begin: Args, end: Args) -> Args:
+    """The B event's arguments, overridden by those the E event gives."""
+    given = {f: v for f in Args.__struct_fields__ if (v := getattr(end, f)) is not None and
+             not (isinstance(v, msgspec.Raw) and not v)}
+    return msgspec.structs.replace(begin, **given)
 
 
 def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -307,6 +318,10 @@ def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarra
 
 def self_times(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Duration minus the part of each direct child that lies inside it (ns in, ns out)."""
+    order = np.lexsort((start, thread))
+    t, s, e = thread[order], start[order], end[order]
+    if not np.any((t[1:] == t[:-1]) & (s[1:] < e[:-1])):  # nothing overlaps on any thread: no nesting
+        return np.clip(end - start, 0, None).astype(np.float64)
     return nested_self_times(parents(thread, start, end), start, end)
 
 
@@ -323,18 +338,62 @@ def to_ns(us: list[float] | np.ndarray) -> np.ndarray:
     return np.rint(np.asarray(us, dtype=np.float64) * 1e3).astype(np.int64)
 
 
-def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
-    """Every timed event of a Trace Event Format file, with self time."""
+@dataclass
+class Part:
+    """What one stretch of a trace's events gives, with row identities and threads local to it."""
+
+    idents: list[tuple[str, str, str, str, str]]
+    threads: list[Any]
+    columns: tuple[np.ndarray, ...]  # Slices.joined(), codes into idents and threads
+    open_b: dict[Any, list[Event]]
+    loose_e: list[Event]
+    events: int
+    runs: int = 0
+
+
+def part(stream: EventStream) -> Part:
+    """Read a stretch of events; :func:`merge` turns parts read in order into the table."""
     builder = TableBuilder()
     threads = Interner()
-    idents = Idents(_generic_key(builder))
+    idents = Idents(_generic_key(builder), _arg_key)
     slices = Slices()
-    open_b: dict[Any, list[dict[str, Any]]] = {}
+    open_b: dict[Any, list[Event]] = {}
+    loose_e: list[Event] = []
     n_events = 0
     for chunk in stream.chunks():
         n_events += len(chunk)
-        collect(chunk, threads, idents, slices, open_b)
-    return build(builder, slices, {"format": "tef", "events": n_events, **(meta or {})})
+        collect(chunk, threads, idents, slices, open_b, loose_e)
+    return Part(builder.idents(), threads.values(), slices.joined(), open_b, loose_e, n_events)
+
+
+def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.ndarray, ...]:
+    """A part's columns with its identity and thread codes turned into ``builder``'s and ``threads``'."""
+    thread, ts_us, dur_us, ident, flops, nbytes = part.columns
+    ident_map = np.asarray(builder.ident_codes(part.idents), dtype=np.int64)
+    thread_map = np.asarray(threads.codes(part.threads), dtype=np.int64)
+    return (thread_map[thread.astype(np.int64)] if thread.size else thread, ts_us, dur_us,
+            ident_map[ident.astype(np.int64)] if ident.size else ident, flops, nbytes)
+
+
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
+    """The table of parts read in file order; B/E pairs that span two parts are joined here."""
+    builder = TableBuilder()
+    threads = Interner()
+    idents = Idents(_generic_key(builder), _arg_key)
+    slices = Slices()
+    carry: dict[Any, list[Event]] = {}
+    for p in parts:
+        slices.add_columns(remapped(p, builder, threads))
+        if p.loose_e and carry:
+            add_timed(_pairs(p.loose_e, ["E"] * len(p.loose_e), carry, []), threads, idents, slices)
+        for key, stack in p.open_b.items():
+            carry.setdefault(key, []).extend(stack)
+    return build(builder, slices, {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})})
+
+
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+    """Every timed event of a Trace Event Format file, with self time."""
+    return merge([part(stream)], meta)
 
 
 def build(builder: TableBuilder, slices: Slices, meta: dict[str, Any]) -> OpTable:

@@ -1,0 +1,96 @@
+"""Reading a big trace in two processes, one stretch of its events each.
+
+Decoding events and reading their fields is Python work that holds the interpreter lock, so a second
+core helps only in a second process. The file is cut in two at an event boundary
+(:func:`layerperf.readers.jsonfile.split_events`); a forked child reads the second stretch while
+this process reads the first; the child sends back its part — numbers as numpy arrays, identities as
+tuples — and the parts merge in file order (:func:`layerperf.readers.tef.merge`). Anything
+unexpected, a wrong cut or a damaged file included, returns None and the caller reads the file
+the ordinary way, which also gives the error message with its true position.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from layerperf.errors import InputError
+from layerperf.optable import OpTable
+from layerperf.readers.jsonfile import split_events
+
+MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
+PEEK_BYTES = 1 << 20  # what is read of such a file to tell its format
+
+
+def worth_it(path: Path) -> bool:
+    """Linux with a spare core, no other threads in this process (forking them is unsafe), a big file."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False
+    return (sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
+            and size >= MIN_BYTES)
+
+
+def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> OpTable | None:
+    """The table of ``path`` read in two processes by ``reader`` (a module with part and merge)."""
+    try:
+        streams = split_events(path, 2)
+    except InputError:
+        return None
+    if streams is None:
+        return None
+    first, second = streams
+    child = _fork(lambda: reader.part(second()))
+    if child is None:
+        return None
+    try:
+        mine = reader.part(first())
+    except InputError:
+        mine = None
+    theirs = child()
+    if mine is None or theirs is None:
+        return None
+    table: OpTable = reader.merge([mine, theirs], meta)
+    table.meta["processes"] = 2
+    return table
+
+
+def _fork(work: Callable[[], Any]) -> Callable[[], Any] | None:
+    """Run ``work`` in a forked child; the returned function waits for its result (None on failure)."""
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:  # the child: never returns into the caller's code
+        status = 1
+        try:
+            os.close(r)
+            payload = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(w, "wb") as out:
+                out.write(payload)
+            status = 0
+        except BaseException:  # noqa: BLE001 - the parent reads the file again and reports
+            pass
+        finally:
+            os._exit(status)
+    os.close(w)
+
+    def result() -> Any:
+        with os.fdopen(r, "rb") as f:
+            payload = f.read()
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0 or not payload:
+            return None
+        return pickle.loads(payload)
+
+    return result
