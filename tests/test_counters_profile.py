@@ -264,6 +264,18 @@ def test_drop_in_session_writes_counters(chain_path: Path, tmp_path: Path) -> No
     nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
     assert nodes and all(e["args"]["cpu_ns"] >= 0 for e in nodes)
     assert max(e["args"]["cpu_ns"] for e in nodes) > 0
+    # layerperf analyze reads the counters back, per node
+    proc = run_cli("analyze", str(_latest_profile(tmp_path)), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    written = {e["name"][: -len("_kernel_time")]: e["args"]["cpu_ns"] for e in nodes}
+    assert set(rows) == set(written)
+    for name, value in written.items():
+        assert rows[name]["cpu_ns"] == pytest.approx(value * rows[name]["calls"])  # summed over calls
+
+
+def _latest_profile(folder: Path) -> Path:
+    return max(folder.glob("prof*.json"), key=lambda p: p.stat().st_mtime)
 
 
 def test_worker_error_is_clean(tmp_path: Path) -> None:

@@ -104,7 +104,9 @@ def _add_counters(path: Path, model: Path, opts: dict[str, Any], feed: dict[str,
                for i, name in enumerate(order)}
     for ev in events:
         if is_kernel_event(ev) and node_name(ev["name"]) in medians:
-            ev.setdefault("args", {}).update(medians[node_name(ev["name"])])
+            counts = medians[node_name(ev["name"])]
+            # as the per-layer perf fork wrote them (label: count), and together for layerperf analyze
+            ev.setdefault("args", {}).update({**counts, "layerperf_counters": counts})
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(events))
     tmp.replace(path)

@@ -40,6 +40,7 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     device: Any = None  # PyTorch GPU activity
     external_id: Any = msgspec.field(default=None, name="External id")
     correlation: Any = None
+    layerperf_counters: msgspec.Raw = NO_RAW  # {label: count}: layerperf.onnxruntime's per-node counters
     layer: msgspec.Raw = NO_RAW  # layerperf's own layer/run events
     run: msgspec.Raw = NO_RAW
 

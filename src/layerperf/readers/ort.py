@@ -62,11 +62,12 @@ class _Costs:
     def __init__(self, builder: TableBuilder) -> None:
         self.builder = builder
         self.figures: dict[int, tuple[float, float]] = {}
+        self.counters: dict[int, dict[str, float]] = {}
 
     def make(self, key: tuple[Any, ...]) -> int:
         from layerperf.cost import node_cost
 
-        name, op_type, provider, ins, outs = key
+        name, op_type, provider, ins, outs, counts = key
         op, prov = text(op_type), text(provider)
         got_in = _tensors(json_value(ins), "in")
         got_out = _tensors(json_value(outs), "out")
@@ -80,11 +81,15 @@ class _Costs:
         ident = self.builder.ident(name[: -len(KERNEL_SUFFIX)], op, prov, got_in[0] if got_in else "",
                                    got_out[0] if got_out else "")
         self.figures[ident] = (flops, nbytes)
+        counters = json_value(counts)
+        if isinstance(counters, dict):
+            self.counters[ident] = {str(k): float(v) for k, v in counters.items()
+                                    if type(v) in (int, float) and math.isfinite(v)}
         return ident
 
 
 FIELDS = ("name", "pid", "tid", "ts", "dur", "args")
-ARG_KEY = attrgetter("op_name", "provider", "input_type_shape", "output_type_shape")
+ARG_KEY = attrgetter("op_name", "provider", "input_type_shape", "output_type_shape", "layerperf_counters")
 
 
 def _arg_key(args: Args) -> tuple[Any, ...]:
@@ -113,7 +118,7 @@ def part(stream: EventStream) -> Part:
         codes = idents.codes(list(zip(name)), list(args))
         figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
         slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1])
-    return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs)
+    return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, costs.counters)
 
 
 def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
@@ -122,9 +127,27 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
     columns = [remapped(p, builder, threads) for p in parts]
     ident = np.concatenate([c[3] for c in columns])
     dur_us, flops, nbytes = (np.concatenate([c[i] for c in columns]) for i in (2, 4, 5))
-    builder.extend(ident.astype(np.int32), dur_us, flops=flops, bytes_=nbytes)
+    builder.extend(ident.astype(np.int32), dur_us, flops=flops, bytes_=nbytes,
+                   counters=_counter_columns(parts, builder, ident))
     info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts)}
     return builder.build({**info, **(meta or {})})
+
+
+def _counter_columns(parts: Sequence[Part], builder: TableBuilder, ident: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row, the counts layerperf's drop-in session wrote for its node (NaN: not counted)."""
+    per_ident: dict[int, dict[str, float]] = {}
+    for p in parts:
+        codes = builder.ident_codes(p.idents)
+        for local, counts in p.ident_counters.items():
+            per_ident[codes[local]] = counts
+    labels = list(dict.fromkeys(label for counts in per_ident.values() for label in counts))
+    columns = {}
+    for label in labels:
+        values = np.full(len(builder.idents()), np.nan)
+        for code, counts in per_ident.items():
+            values[code] = counts.get(label, np.nan)
+        columns[label] = values[ident.astype(np.int64)]
+    return columns
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:

@@ -349,6 +349,7 @@ class Part:
     loose_e: list[Event]
     events: int
     runs: int = 0
+    ident_counters: dict[int, dict[str, float]] = field(default_factory=dict)  # per identity code
 
 
 def part(stream: EventStream) -> Part:
