@@ -1,10 +1,10 @@
 """Whole-model latency with and without layerperf's in-situ profiling, side by side in one run.
 
 Two sessions of the same model and options live side by side: one plain, one with the profiling
-layerperf uses (ONNX Runtime's own profiler). Runs alternate between them in blocks so that drift
+layerperf uses (ONNX Runtime's own profiler). Runs alternate between them one by one so that drift
 and noise on a shared machine hit both alike; the figure is the ratio of medians.
 
-    python benchmarks/overhead.py [--models resnet50,bert-base] [--runs 40] [--threads 0]
+    python benchmarks/overhead.py [--models resnet50,bert-base] [--runs 100] [--threads 0]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def timed(sess, feed, n: int) -> list[int]:  # type: ignore[no-untyped-def]
     return out
 
 
-def compare(model: str, runs: int, threads: int, block: int = 5) -> tuple[float, float, float]:
+def compare(model: str, runs: int, threads: int, block: int = 1) -> tuple[float, float, float]:
     source = open_model(model)
     opts = backend.ProfileOptions(runs=runs, threads=threads)
     feed = backend.prepare_feed(source, opts)
@@ -53,7 +53,7 @@ def compare(model: str, runs: int, threads: int, block: int = 5) -> tuple[float,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet50,bert-base")
-    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
     print(f"{'model':12s} {'plain ms':>10s} {'profiled ms':>12s} {'ratio':>7s}  (median of {args.runs} runs each,"
