@@ -197,9 +197,12 @@ def raw_key(*values: Any) -> tuple[Any, ...]:
 
 
 def json_value(value: Any) -> Any:
+    """The JSON value of a raw field (a Raw, or its bytes in a key); None for an absent one."""
     if isinstance(value, msgspec.Raw):
         return raw_value(value)
-    return orjson.loads(value) if isinstance(value, bytes) else value
+    if isinstance(value, bytes):
+        return orjson.loads(value) if value else None
+    return value
 
 
 # What identifies a row (name, type, provider: hashable) and its shapes (raw JSON, under any of the
