@@ -93,6 +93,9 @@ def test_layerperf_trace(layerperf_dir: Path) -> None:
         assert row["calls"] == prof.durations_ns(i).size == 3
         assert row["time_us"] == pytest.approx(prof.durations_ns(i).sum() / 1e3)
         assert row["flops"] == (None if layer.flops is None else 3 * layer.flops)
+    # read in small blocks, its otherData (written after the events) is met only at the end
+    small = read_table(layerperf_dir / "trace.json", block=512)
+    assert small.meta["format"] == "layerperf" and _by_name(small) == nodes
 
 
 def _check_torch(table: Any) -> None:

@@ -65,8 +65,8 @@ def resolve(path: Path) -> Path:
 
 def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> OpTable:
     """The calls of every op in the trace at ``path``, one row each; raises InputError when unreadable."""
-    # Parsing makes millions of dicts and lists that form no cycles, and each few hundred
-    # thousand of them would start a full collection that walks them all: 3-4x the parse time.
+    # Reading makes millions of objects that form no cycles (records, lists, strings), and each few
+    # hundred thousand container allocations would start a collection that walks them all.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -104,8 +104,8 @@ def _read_table(path: Path, block: int) -> OpTable:
         if split:
             stream.close()
             in_parts = parallel.read(trace, reader, meta)
-        if in_parts is None and split:
-            stream = open_events(trace, block=block)
+            if in_parts is None:  # read it the ordinary way (which also reports any error rightly)
+                stream = open_events(trace, block=block)
         table = in_parts if in_parts is not None else reader.read(stream, meta)
     if len(table) == 0:
         raise InputError(f"{trace} has no timed events ({table.meta.get('format')} trace with "
@@ -125,13 +125,14 @@ def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: in
     """A layerperf trace goes through its Profile, the one reading of that format."""
     from layerperf.readers.layerperf import profile_from_doc
 
-    events = [ev for chunk in stream.chunks() for ev in chunk]
-    skeleton = stream.skeleton
-    if not _is_layerperf(skeleton):  # looked like one but is not: any other TEF file
-        from layerperf.readers import tef
+    if not _is_layerperf(stream.head):  # its otherData comes after the events: read to the end to see it
+        events = [ev for chunk in stream.chunks() for ev in chunk]
+        if not _is_layerperf(stream.skeleton):  # looked like one but is not: any other TEF file
+            from layerperf.readers import tef
 
-        return tef.read(_replay(stream, events), meta)
-    del events  # typed records; the Profile is read from the document itself
+            return tef.read(_replay(stream, events), meta)
+        del events
+    stream.close()  # the Profile is read from the document itself, the one reading of that format
     try:
         profile = profile_from_doc(load_json(trace), str(trace))
         return from_profile(profile, meta)
