@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from layerperf.cli import main
 
 from conftest import run_cli
 
-FAST = ["--samples", "3", "--min-time", "50us", "--warmup-max", "0.05", "--no-overhead"]
+FAST = ["--samples", "3", "--min-time", "50us", "--warmup-max", "0.05", "--no-overhead", "--speed-wait", "0"]
 CONV = ["Conv", "--input", "X=1x3x16x16", "--input", "W=8x3x3x3", "--attr", "pads=1,1,1,1", "--attr", "strides=2,2"]
 
 
@@ -25,6 +26,17 @@ def test_json_object(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["outputs"][0]["shape"] == [1, 8, 8, 8]
     assert doc["attrs"] == {"pads": [1, 1, 1, 1], "strides": [2, 2]}
     assert doc["weights"] == ["W"]
+    assert doc["slowed"] == 0 and doc["speed_reference_us"] is None  # --speed-wait 0: no waiting
+
+
+def test_speed_wait_reports_its_reference(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path))  # no remembered speed: this run's own is the reference
+    assert main(["bench", *CONV, *FAST[:-2], "--speed-wait", "0.5", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["speed_reference_us"] > 0 and doc["slowed"] >= 0
+    assert (tmp_path / "bench-speed.json").exists()  # remembered for the next run
+    assert main(["bench", *CONV, *FAST[:-2], "--speed-wait", "-1"]) == 2
 
 
 def test_sweep_csv_and_json(capsys: pytest.CaptureFixture[str]) -> None:

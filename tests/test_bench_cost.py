@@ -16,7 +16,7 @@ import pytest
 import layerperf
 from layerperf.bench import BenchResult
 
-FAST: dict[str, Any] = {"samples": 3, "min_time_ms": 0.05, "warmup_max_s": 0.05, "overhead": False}
+FAST: dict[str, Any] = {"samples": 3, "min_time_ms": 0.05, "warmup_max_s": 0.05, "overhead": False, "speed_wait_s": 0}
 F32 = 4
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import mmap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,3 +180,60 @@ def test_one_yardstick_reading_per_sample_taken() -> None:
 
     t = measure(call, MeasureOptions(samples=4), clock=op.clock, waited=lambda: waited["ns"])
     assert len(t.yardstick_ns) == len(t.per_call_ns) + len(t.disturbed_ns)
+
+
+class FakeRuler:
+    """A yardstick reading that follows a script (ns), taking that long on the fake clock."""
+
+    def __init__(self, op: FakeOp, script: list[float], then: float) -> None:
+        self.op, self.script, self.then = op, list(script), then
+
+    def __call__(self, clock: object) -> float:
+        y = self.script.pop(0) if self.script else self.then
+        self.op.now += int(y)
+        return y
+
+
+def test_samples_wait_for_the_cpus_full_speed() -> None:
+    op = FakeOp(steady_ns=1_000_000.0)
+    ruler = FakeRuler(op, [10_000.0] * 10 + [25_000.0] * 5, then=11_000.0)  # a first look, 5 slowed, then fast
+    t = measure(op, MeasureOptions(samples=6, speed_wait_s=1.0), clock=op.clock, ruler=ruler)
+    assert t.slowed == 5 and not t.slowed_used
+    assert len(t.per_call_ns) == 6 and t.yardstick_ns == (11_000.0,) * 6
+    assert t.speed_reference_ns == 10_000.0
+
+
+def test_a_remembered_full_speed_is_waited_for_then_flagged() -> None:
+    # The whole run is slowed against the speed this machine showed before: after the wait, the
+    # samples are taken anyway and the timing says so.
+    op = FakeOp(steady_ns=1_000_000.0)
+    ruler = FakeRuler(op, [], then=25_000.0)
+    t = measure(op, MeasureOptions(samples=4, speed_wait_s=0.0001, speed_reference_ns=10_000.0), clock=op.clock,
+                ruler=ruler)
+    assert t.slowed == 3  # readings end 25, 50, 75 µs into the 100 µs wait; the one ending at 100 µs is taken
+    assert t.slowed_used and len(t.per_call_ns) == 4 and t.speed_reference_ns == 10_000.0
+
+
+def test_no_speed_wait_takes_samples_at_any_speed() -> None:
+    op = FakeOp(steady_ns=1_000_000.0)
+    ruler = FakeRuler(op, [10_000.0, 30_000.0, 10_000.0, 30_000.0], then=30_000.0)
+    t = measure(op, MeasureOptions(samples=4, speed_reference_ns=10_000.0), clock=op.clock, ruler=ruler)
+    assert t.slowed == 0 and not t.slowed_used and t.speed_reference_ns is None
+    assert t.yardstick_ns == (10_000.0, 30_000.0, 10_000.0, 30_000.0)
+
+
+def test_full_speed_is_remembered_per_machine_and_only_lowered(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf.bench import speed
+
+    monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path))
+    assert speed.reference_ns() is None
+    speed.remember(20_000.0)
+    speed.remember(30_000.0)  # a slower run does not raise it
+    assert speed.reference_ns() == 20_000.0
+    speed.remember(15_000.0)
+    assert speed.reference_ns() == 15_000.0
+    speed.path().write_text("{not json")
+    assert speed.reference_ns() is None
+    speed.remember(18_000.0)  # a damaged cache is replaced
+    assert speed.reference_ns() == 18_000.0

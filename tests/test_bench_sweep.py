@@ -11,7 +11,7 @@ import pytest
 from layerperf.bench.sweep import combinations, csv_text, sweep_op
 from layerperf.errors import InputError
 
-FAST: dict[str, Any] = {"samples": 3, "min_time_ms": 0.05, "warmup_max_s": 0.05, "overhead": False}
+FAST: dict[str, Any] = {"samples": 3, "min_time_ms": 0.05, "warmup_max_s": 0.05, "overhead": False, "speed_wait_s": 0}
 
 
 def test_combinations_are_the_product_threads_fastest() -> None:

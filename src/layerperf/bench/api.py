@@ -38,10 +38,14 @@ class BenchSettings:
     warmup_max_s: float = 2.0
     overhead: bool = True  # also time an empty run (reported, never subtracted)
     max_wait_fraction: float | None = 0.05
+    speed_wait_s: float = 2.0  # wait this long, in all, for the CPU's full speed (0: take samples at any speed)
 
     def measure_options(self) -> MeasureOptions:
+        from layerperf.bench import speed
+
         return MeasureOptions(samples=self.samples, min_time_ms=self.min_time_ms, warmup_max_s=self.warmup_max_s,
-                              max_wait_fraction=self.max_wait_fraction)
+                              max_wait_fraction=self.max_wait_fraction, speed_wait_s=self.speed_wait_s,
+                              speed_reference_ns=speed.reference_ns() if self.speed_wait_s > 0 else None)
 
     def validate(self) -> None:
         """The session settings are checked as `layerperf profile` checks them, then the timing options."""
@@ -88,6 +92,10 @@ def _warnings(one: OneNode, kernels: tuple[Kernel, ...], timing: Timing, cost: C
                    "take more --samples, a longer --min-time, or a quieter machine")
     if not timing.warmup_settled:
         out.append(f"warm-up stopped after {timing.warmup_s:.1f} s without the timings settling")
+    if timing.slowed_used:
+        ref = f" ({timing.speed_reference_ns / 1e3:.1f} µs at full speed)" if timing.speed_reference_ns else ""
+        out.append(f"the CPU ran slowed{ref} for longer than the {settings.speed_wait_s:g} s this run waited "
+                   "for its full speed: some samples were taken slowed; compare with care (--speed-wait)")
     if timing.used_disturbed:
         out.append(f"the machine is busy: {len(timing.disturbed_ns)} of {len(timing.per_call_ns)} samples waited "
                    "for a CPU while another process ran; they are included, so times are inflated")
@@ -118,7 +126,11 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
     prepared = prepare(one, threads=settings.threads, opt_level=run_opt_level or settings.opt_level,
                        provider=settings.provider)
     timing = measure(prepared.call, settings.measure_options())
-    peak = memory.stop()  # the run's own peak: counting passes come after, with buffers of their own
+    peak = memory.stop()
+    if timing.yardstick_ns and not timing.slowed_used:
+        from layerperf.bench import speed
+
+        speed.remember(deciles_us(timing.yardstick_ns)[0] * 1e3)  # type: ignore[index]  # the run's own peak: counting passes come after, with buffers of their own
     counters: dict[str, float] = {}
     if settings.events:
         from layerperf.bench.counting import count_per_call
@@ -141,9 +153,10 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
 
 def settings_from(threads: int = 1, samples: int = 30, min_time_ms: float = 1.0, opt_level: str = "basic",
                   provider: str = "CPUExecutionProvider", events: Sequence[str] = (), warmup_max_s: float = 2.0,
-                  overhead: bool = True) -> BenchSettings:
+                  overhead: bool = True, speed_wait_s: float = 2.0) -> BenchSettings:
     s = BenchSettings(threads=threads, samples=samples, min_time_ms=min_time_ms, opt_level=opt_level,
-                      provider=provider, events=tuple(events), warmup_max_s=warmup_max_s, overhead=overhead)
+                      provider=provider, events=tuple(events), warmup_max_s=warmup_max_s, overhead=overhead,
+                      speed_wait_s=speed_wait_s)
     s.validate()
     if s.events:  # an unknown or unsupported event fails now, not after the timing
         from layerperf.backends.ort_counters import CounterRequest
@@ -158,7 +171,7 @@ def bench_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, 
              domain: str = "", opset: int | None = None, threads: int = 1, samples: int = 30,
              min_time_ms: float = 1.0, opt_level: str = "basic", weights: str | Sequence[str] = "auto",
              outputs: int | None = None, events: Sequence[str] = (), provider: str = "CPUExecutionProvider",
-             seed: int = 0, warmup_max_s: float = 2.0, overhead: bool = True) -> BenchResult:
+             seed: int = 0, warmup_max_s: float = 2.0, overhead: bool = True, speed_wait_s: float = 2.0) -> BenchResult:
     """Measure one operator in isolation on ONNX Runtime.
 
     ``inputs`` maps the op's input names (from its ONNX schema: ``X``, ``W``, ``B`` for Conv) to dims
@@ -170,7 +183,8 @@ def bench_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, 
     >>> r = bench_op("Conv", {"X": "1x64x56x56", "W": "64x64x3x3"}, {"pads": [1, 1, 1, 1]})
     >>> r.median_us, r.flops
     """
-    settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead)
+    settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead,
+                             speed_wait_s)
     one = build_op(op_type, inputs, attrs, domain=domain, opset=opset, weights=weights, n_outputs=outputs,
                    seed=seed)
     return measure_one(one, settings)
@@ -180,7 +194,7 @@ def bench_node(model: str | Path | onnx.ModelProto, node: str, *, opt_level: str
                samples: int = 30, min_time_ms: float = 1.0, events: Sequence[str] = (),
                provider: str = "CPUExecutionProvider", shapes: Sequence[str] = (), seed: int = 0,
                batch: int | None = None, image_size: int | None = None, seq_len: int | None = None,
-               warmup_max_s: float = 2.0, overhead: bool = True) -> BenchResult:
+               warmup_max_s: float = 2.0, overhead: bool = True, speed_wait_s: float = 2.0) -> BenchResult:
     """Measure node ``node`` of ``model`` (a path, zoo name or ModelProto) alone.
 
     By default the node is the model's own, as written (``opt_level="disable"``); at another level it
@@ -191,7 +205,8 @@ def bench_node(model: str | Path | onnx.ModelProto, node: str, *, opt_level: str
     """
     from layerperf.bench.extract import extract_node
 
-    settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead)
+    settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead,
+                             speed_wait_s)
     zoo = {k: v for k, v in {"batch": batch, "image_size": image_size, "seq_len": seq_len}.items() if v is not None}
     one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=provider, seed=seed, **zoo)
     return measure_one(one, settings, run_opt_level="disable")

@@ -14,7 +14,11 @@ Some slow-downs are invisible from inside: on a virtual machine the host may run
 the same physical core, and the CPU then runs at a fraction of its speed without any waiting being
 recorded. So before each sample a fixed pure-Python loop is timed as a yardstick of the CPU's speed
 at that moment; its figures are reported (never used to adjust a timing) so that runs taken at
-different speeds can be told apart.
+different speeds can be told apart. Given the full-speed yardstick (``speed_reference_ns``, the best
+this machine has shown: :mod:`layerperf.bench.speed`) and time to wait (``speed_wait_s``), a sample
+is not taken while the yardstick is more than ``SLOW_FACTOR`` times slower: the loop waits for the
+speed to come back, counting the skipped slots, and once the wait is used up it takes the samples
+anyway and says so (``Timing.slowed_used``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class MeasureOptions:
     settle_tolerance: float = 0.05  # windows' medians within this fraction: settled
     max_wait_fraction: float | None = 0.05  # None: keep every sample, check nothing
     max_samples_factor: int = 4  # take at most samples * factor samples looking for clean ones
+    speed_wait_s: float = 0.0  # how long to wait, in all, for the CPU's full speed; 0: do not wait
+    speed_reference_ns: float | None = None  # the full-speed yardstick; None: the fastest seen in this run
 
     def validate(self) -> None:
         from layerperf.errors import InputError
@@ -51,6 +57,8 @@ class MeasureOptions:
             raise InputError(f"--min-time must be positive, got {self.min_time_ms} ms")
         if self.warmup_max_s < 0:
             raise InputError(f"the warm-up limit must be 0 s or more, got {self.warmup_max_s}")
+        if not self.speed_wait_s >= 0:
+            raise InputError(f"--speed-wait must be 0 s or more, got {self.speed_wait_s}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,9 @@ class Timing:
     used_disturbed: bool = False  # too few clean samples: per_call_ns includes disturbed ones
     wait_checked: bool = True  # False where schedstat is unavailable or the check is off
     yardstick_ns: tuple[float, ...] = ()  # the reference loop's time before each sample taken
+    slowed: int = 0  # sample slots skipped while the CPU ran slowed (waiting for its full speed)
+    slowed_used: bool = False  # the wait ran out: samples were taken with the CPU slowed
+    speed_reference_ns: float | None = None  # the full-speed yardstick the samples were held to
 
 
 def run_queue_wait_ns() -> int | None:
@@ -85,6 +96,7 @@ def run_queue_wait_ns() -> int | None:
 
 
 YARDSTICK_ITERATIONS = 500
+SLOW_FACTOR = 1.3  # a yardstick this much slower than full speed: the CPU is slowed
 
 
 def yardstick_ns(clock: Clock = time.perf_counter_ns) -> float:
@@ -149,15 +161,31 @@ class _Samples:
     disturbed: list[float] = field(default_factory=list)
     order: list[tuple[bool, float]] = field(default_factory=list)  # (disturbed, value) as taken
     yardstick: list[float] = field(default_factory=list)
+    slowed: int = 0
+    slowed_used: bool = False
+    reference: float = math.inf
 
 
 def _take(call: Callable[[], None], loops: int, opts: MeasureOptions, clock: Clock,
-          waited: Callable[[], int | None]) -> tuple[_Samples, bool]:
+          waited: Callable[[], int | None], ruler: Callable[[Clock], float]) -> tuple[_Samples, bool]:
     s = _Samples()
     check = opts.max_wait_fraction is not None and waited() is not None
     budget = opts.samples * max(1, opts.max_samples_factor)
+    reference = opts.speed_reference_ns or math.inf
+    if opts.speed_wait_s > 0:  # a first look at this run's own speed
+        reference = min(reference, *(ruler(clock) for _ in range(10)))
+    wait_until = clock() + opts.speed_wait_s * 1e9
     while len(s.clean) < opts.samples and len(s.order) < budget:
-        s.yardstick.append(yardstick_ns(clock))
+        y = ruler(clock)
+        reference = min(reference, y)
+        s.reference = reference
+        if opts.speed_wait_s > 0 and y > SLOW_FACTOR * reference:
+            if clock() < wait_until:
+                s.slowed += 1
+                time.sleep(0.001)
+                continue
+            s.slowed_used = True
+        s.yardstick.append(y)
         w0 = waited() if check else 0
         per_call = _batch(call, loops, clock)
         w1 = waited() if check else 0
@@ -168,7 +196,8 @@ def _take(call: Callable[[], None], loops: int, opts: MeasureOptions, clock: Clo
 
 
 def measure(call: Callable[[], None], opts: MeasureOptions, *, clock: Clock = time.perf_counter_ns,
-            waited: Callable[[], int | None] = run_queue_wait_ns) -> Timing:
+            waited: Callable[[], int | None] = run_queue_wait_ns,
+            ruler: Callable[[Clock], float] = yardstick_ns) -> Timing:
     """Warm up, size the samples, take them. The garbage collector is paused while timing."""
     gc_was_on = gc.isenabled()
     gc.disable()  # a collection inside a sample would be charged to the op
@@ -177,7 +206,7 @@ def measure(call: Callable[[], None], opts: MeasureOptions, *, clock: Clock = ti
         batches, ok, warm_s = warm_up(call, loops, opts, clock)
         # Cold first calls made the estimate pessimistic: size the samples from the settled timings.
         loops = loops_for(statistics.median(batches[-opts.settle_window:]), opts.min_time_ms)
-        s, checked = _take(call, loops, opts, clock, waited)
+        s, checked = _take(call, loops, opts, clock, waited, ruler)
     finally:
         if gc_was_on:
             gc.enable()
@@ -185,4 +214,6 @@ def measure(call: Callable[[], None], opts: MeasureOptions, *, clock: Clock = ti
     used = [v for _, v in s.order] if use_all else s.clean
     return Timing(per_call_ns=tuple(used), disturbed_ns=tuple(s.disturbed), loops=loops,
                   warmup_batches=len(batches), warmup_settled=ok, warmup_s=warm_s, used_disturbed=use_all,
-                  wait_checked=checked, yardstick_ns=tuple(s.yardstick))
+                  wait_checked=checked, yardstick_ns=tuple(s.yardstick), slowed=s.slowed,
+                  slowed_used=s.slowed_used,
+                  speed_reference_ns=s.reference if opts.speed_wait_s > 0 and s.reference < math.inf else None)

@@ -100,6 +100,7 @@ class BenchResult:
             "intensity": self.cost.flops / byt if self.cost.flops is not None and byt else None,
             "peak_rss_delta_bytes": self.peak_rss_delta_bytes, "overhead_us": self.overhead_us,
             "yardstick_us": self.yardstick_us[1] if self.yardstick_us else None,
+            "slowed": self.timing.slowed,
             **{f"{name}_per_call": value for name, value in self.counters.items()},
             **counter_metrics(self.counters),
         }
@@ -124,6 +125,8 @@ class BenchResult:
             "kernels": [{"name": k.name, "op_type": k.op_type, "provider": k.provider} for k in self.kernels],
             "warmup": {"batches": t.warmup_batches, "settled": t.warmup_settled, "seconds": t.warmup_s},
             "wait_checked": t.wait_checked, "used_disturbed": t.used_disturbed,
+            "speed_reference_us": t.speed_reference_ns / 1e3 if t.speed_reference_ns else None,
+            "slowed_used": t.slowed_used,
             "counters": dict(self.counters), "memory_source": self.memory_source,
             "source": dict(self.source), "warnings": list(self.warnings),
         }

@@ -60,6 +60,9 @@ def register(sub: Any) -> None:
     run_g.add_argument("--min-time", default="1ms", help="least duration of one sample (default 1ms)")
     run_g.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS",
                        help="longest warm-up when timings do not settle (default 2)")
+    run_g.add_argument("--speed-wait", type=float, default=2.0, metavar="SECONDS",
+                       help="wait up to this long, in all, for the CPU's full speed before taking samples "
+                            "(default 2; 0: take them at any speed)")
     run_g.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"],
                        help="ONNX Runtime optimization level (default: basic for OPTYPE; for --node, disable: "
                             "the node as written in the model; another level takes it from the optimized graph)")
@@ -130,6 +133,7 @@ def _measure(args: argparse.Namespace, progress: Any) -> list[BenchResult]:
         "samples": args.samples, "min_time_ms": parse_duration_ms(args.min_time), "provider": args.provider,
         "events": [e.strip() for e in args.events.split(",") if e.strip()] if args.events else [],
         "warmup_max_s": args.warmup_max, "overhead": not args.no_overhead, "progress": progress,
+        "speed_wait_s": args.speed_wait,
     }
     if args.node:
         zoo = {k: v for k, v in (("batch", args.batch), ("image_size", args.image_size),

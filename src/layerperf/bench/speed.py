@@ -1,0 +1,63 @@
+"""The CPU's full speed on this machine, remembered between runs of ``layerperf bench``.
+
+On a virtual machine the host can slow a core down for seconds at a time (another tenant on the
+same physical core), and nothing inside the machine shows it as waiting. The yardstick — a fixed
+pure-Python loop timed before each sample (:func:`layerperf.bench.measure.yardstick_ns`) — does:
+it takes about twice as long. Two runs of the same op, one at full speed and one slowed, then
+disagree by tens of percent. So each run remembers the fastest yardstick it saw (its 10th
+percentile, robust to a stray reading) in ``$LAYERPERF_CACHE/bench-speed.json``, keyed by the
+machine, and later runs take their samples at that speed, waiting for it a bounded time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from layerperf.machine import fingerprint
+
+
+def path() -> Path:
+    root = os.environ.get("LAYERPERF_CACHE") or os.path.join("~", ".cache", "layerperf")
+    return Path(root).expanduser() / "bench-speed.json"
+
+
+def _key() -> str:
+    m = fingerprint()
+    return f"{m['cpu']}|{m['cores']}|{m['kernel']}|{m['python']}"
+
+
+def _read() -> dict[str, float]:
+    try:
+        data = json.loads(path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(v, int | float) and v > 0} \
+        if isinstance(data, dict) else {}
+
+
+def reference_ns() -> float | None:
+    """The full-speed yardstick remembered for this machine, if any."""
+    return _read().get(_key())
+
+
+def remember(yardstick_p10_ns: float) -> None:
+    """Keep ``yardstick_p10_ns`` when it is faster than what is remembered (best effort: a cache)."""
+    if not yardstick_p10_ns > 0:
+        return
+    data = _read()
+    key = _key()
+    if key in data and data[key] <= yardstick_p10_ns:
+        return
+    data[key] = yardstick_p10_ns
+    target = path()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".bench-speed.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, target)
+    except OSError:
+        pass
