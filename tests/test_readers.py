@@ -242,3 +242,17 @@ def test_a_wrong_cut_falls_back_to_one_process(tmp_path: Path, monkeypatch: pyte
     table = read_table(path)
     assert "processes" not in table.meta
     assert rows(aggregate(table, "name")) == rows(aggregate(read_table(path, block=1 << 16), "name"))
+
+
+def test_error_position_far_into_a_file_read_in_blocks(tmp_path: Path) -> None:
+    from layerperf.errors import InputError
+
+    lines = [b'{"traceEvents": ['] + [b'{"ph": "X", "name": "n", "pid": 1, "tid": 1, "ts": %d, "dur": 1},' % i
+                                      for i in range(500)]
+    lines[300] = b'{"ph": "X", "name": "n", "pid": 1, "tid": 1, "ts": 300, "dur": 1 oops},'
+    lines.append(b'{"ph": "X", "name": "n", "pid": 1, "tid": 1, "ts": 9999, "dur": 1}]}')
+    path = tmp_path / "t.json"
+    path.write_bytes(b"\n".join(lines))
+    for block in (64, 4096, 1 << 20):
+        with pytest.raises(InputError, match=r"line 301, column 6[0-9]\b"):
+            read_table(path, block=block)

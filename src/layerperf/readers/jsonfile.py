@@ -131,16 +131,15 @@ def _open_stream(path: Path) -> IO[bytes]:
 
 
 class _Reader:
-    """Blocks of a (possibly gzipped) file, keeping line numbers of what was consumed for errors."""
+    """Blocks of a (possibly gzipped) file; where an error is, is worked out only when there is one."""
 
     def __init__(self, path: Path, block: int, f: IO[bytes] | None = None) -> None:
         self.path = path
         self.block = block
+        self.own_file = f is None  # False: a stretch of a file, whose offsets are the stretch's own
         self.f = _open_stream(path) if f is None else f
         self.eof = False
         self.offset = 0  # file offset of buf[0]
-        self.lines = 0  # newlines before buf[0]
-        self.line_start = 0  # file offset where the line holding buf[0] starts
         self.buf = b""
 
     def more(self) -> bool:
@@ -163,24 +162,40 @@ class _Reader:
         return True
 
     def consume(self, n: int) -> None:
-        """Drop buf[:n], keeping count of its lines."""
-        dropped = self.buf[:n]
-        nl = dropped.count(b"\n")
-        if nl:
-            self.lines += nl
-            self.line_start = self.offset + dropped.rfind(b"\n") + 1
+        """Drop buf[:n]."""
         self.offset += n
         self.buf = self.buf[n:]
 
     def position(self, at: int) -> str:
-        """'line L, column C' of buf[at]."""
+        """'line L, column C' of buf[at]: the lines before buf are counted now, reading the file again."""
+        lines, line_start = _lines_before(self.path, self.offset) if self.own_file and self.offset else (0, 0)
         before = self.buf[:at]
         nl = before.count(b"\n")
-        line_start = self.offset + before.rfind(b"\n") + 1 if nl else self.line_start
-        return f"line {self.lines + nl + 1}, column {self.offset + at - line_start + 1}"
+        if nl:
+            line_start = self.offset + before.rfind(b"\n") + 1
+        return f"line {lines + nl + 1}, column {self.offset + at - line_start + 1}"
 
     def close(self) -> None:
         self.f.close()
+
+
+def _lines_before(path: Path, offset: int, block: int = BLOCK_BYTES) -> tuple[int, int]:
+    """(newlines before ``offset`` of the file, offset where the line holding ``offset`` starts)."""
+    lines = line_start = done = 0
+    try:
+        with _open_stream(path) as f:
+            while done < offset:
+                data = f.read(min(block, offset - done))
+                if not data:
+                    break
+                nl = data.count(b"\n")
+                if nl:
+                    lines += nl
+                    line_start = done + data.rfind(b"\n") + 1
+                done += len(data)
+    except (OSError, EOFError, zlib.error, InputError):
+        pass
+    return lines, line_start
 
 
 def _byte_pos(data: bytes, pos: int) -> int:
@@ -298,7 +313,7 @@ def _signature(buf: bytes, i: int) -> bytes | None:
 
 def _parse(reader: _Reader, end: int) -> list[Event] | None:
     """Events in buf[:end] (which must end with an event), or None when the cut was wrong."""
-    wrapped = b"[" + reader.buf[:end] + b"]"
+    wrapped = b"".join((b"[", memoryview(reader.buf)[:end], b"]"))  # one copy, not two
     try:
         return decode_events(wrapped)
     except orjson.JSONDecodeError as exc:
