@@ -54,7 +54,8 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> OpTable | None
         mine = reader.part(first())
     except InputError:
         mine = None
-    theirs = child()
+    finally:
+        theirs = child()  # always reaped, whatever happened here
     if mine is None or theirs is None:
         return None
     table: OpTable = reader.merge([mine, theirs], meta)
