@@ -108,6 +108,11 @@ def _check_torch(table: Any) -> None:
     assert conv["incl_us"] > conv["time_us"]
     assert all(r["time_us"] <= r["incl_us"] + 1e-6 for r in nodes.values())
     assert all(r["flops"] is None or r["flops"] > 0 for r in nodes.values())
+    # Linear(512, 10) on one row runs as aten::addmm: FLOPs from its Input Dims, a Gemm with bias
+    addmm = nodes["aten::addmm"]
+    assert addmm["flops"] == addmm["calls"] * (2 * 512 * 10 + 10)
+    assert addmm["flops_per_s"] == pytest.approx(addmm["flops"] / (addmm["time_us"] * 1e-6))
+    assert nodes["aten::linear"]["flops"] is None  # its work is the addmm inside it: not counted twice
 
 
 def test_torch_shipped_trace() -> None:

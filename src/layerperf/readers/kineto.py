@@ -11,6 +11,9 @@ becomes a row of its own, so no device time is dropped.
 
 from __future__ import annotations
 
+import functools
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,37 @@ ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 FRAME_CATS = ("user_annotation", "gpu_user_annotation", "python_function")
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _NONE = -1
+
+
+# Matrix products whose FLOPs follow from their input dims alone, as ONNX ops of the cost model: the
+# operator itself does the work (its self time is the work's time), so FLOP/s is meaningful. Other ops
+# (a convolution's dispatcher, whose work is in a backend-specific child) keep the trace's own "flops"
+# or stay unknown.
+_MATMULS = {"aten::mm": "MatMul", "aten::bmm": "MatMul", "aten::addmm": "Gemm"}
+
+
+@functools.lru_cache(maxsize=4096)
+def matmul_flops(name: str, input_dims: bytes) -> float:
+    """FLOPs of an aten matrix product from its recorded ``Input Dims`` (JSON); NaN when unknown."""
+    from layerperf.cost import node_cost
+    from layerperf.tensor import TensorInfo
+
+    try:
+        dims = [tuple(int(d) for d in shape) for shape in json.loads(input_dims)]
+    except (ValueError, TypeError):
+        return math.nan
+    if name == "aten::addmm":  # bias, a, b
+        if len(dims) < 3 or len(dims[1]) != 2 or len(dims[2]) != 2:
+            return math.nan
+        ins = [dims[1], dims[2], dims[0]]
+        out: tuple[int, ...] = (dims[1][0], dims[2][1])
+    else:  # a, b: 2-D (mm) or 3-D (bmm)
+        if len(dims) < 2 or len(dims[0]) != len(dims[1]) or len(dims[0]) not in (2, 3):
+            return math.nan
+        ins, out = [dims[0], dims[1]], dims[0][:-1] + dims[1][-1:]
+    cost = node_cost(_MATMULS[name], "", {}, [TensorInfo(f"in{i}", d, "float32") for i, d in enumerate(ins)],
+                     [TensorInfo("out", out, "float32")])
+    return math.nan if cost.flops is None else float(cost.flops)
 
 
 def _id(value: Any) -> int:
@@ -85,7 +119,10 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
         cpu.dur_us.append(dur)
         cpu.ident.append(ident)
         cpu.is_op.append(cat == "cpu_op")
-        cpu.flops.append(num(args.flops))
+        flops = num(args.flops)
+        if flops != flops and name in _MATMULS and args.input_dims:  # NaN: the trace has no flops
+            flops = matmul_flops(name, bytes(args.input_dims))
+        cpu.flops.append(flops)
         cpu.external.append(_id(args.external_id))
         cpu.correlation.append(_id(args.correlation))
     return steps
