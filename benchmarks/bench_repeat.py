@@ -33,7 +33,8 @@ OP = ["Conv", "--input", "X=1x64x56x56", "--input", "W=64x64x3x3", "--input", "B
 
 def run_cli(args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "layerperf", "bench", *OP, "--threads", str(args.threads), "--samples",
-           str(args.samples), "--min-time", args.min_time, "--format", "json", "--no-overhead"]
+           str(args.samples), "--min-time", args.min_time, "--speed-wait", str(args.speed_wait), "--format", "json",
+           "--no-overhead"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.exit(f"layerperf bench failed: {proc.stderr.strip()}")
@@ -46,7 +47,8 @@ def run_api(args: argparse.Namespace) -> dict[str, Any]:
 
     r = layerperf.bench_op("Conv", {"X": "1x64x56x56", "W": "64x64x3x3", "B": "64"}, {"pads": [1, 1, 1, 1]},
                            threads=args.threads, samples=args.samples,
-                           min_time_ms=parse_duration_ms(args.min_time), overhead=False)
+                           min_time_ms=parse_duration_ms(args.min_time), overhead=False,
+                           speed_wait_s=args.speed_wait)
     return r.to_json()
 
 
@@ -68,6 +70,8 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1, bench's default)")
     p.add_argument("--samples", type=int, default=30, help="samples per run (default 30, bench's default)")
     p.add_argument("--min-time", default="1ms", help="least duration of a sample (default 1ms)")
+    p.add_argument("--speed-wait", type=float, default=2.0,
+                   help="seconds each run may wait for the CPU's full speed (default 2, bench's default)")
     p.add_argument("--tolerance", type=float, default=0.05, help="largest allowed difference (default 0.05)")
     args = p.parse_args()
     run = run_cli if args.mode == "cli" else run_api
