@@ -66,7 +66,7 @@ def load_json(path: Path) -> Any:
 # so the chunks together are exactly the events array. An error before the wrapper's end is a real
 # error of the file at that spot; one at the end means the cut was wrong and an earlier one is tried.
 
-BLOCK_BYTES = 4 << 20
+BLOCK_BYTES = 256 << 10  # small enough for one chunk's records to stay in cache; 4 MiB blocks were ~25% slower
 _MAX_TRIES = 8  # wrong cuts tried in a block before parsing all the rest at once
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
