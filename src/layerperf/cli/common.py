@@ -35,6 +35,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=int, help="sequence length of a built-in text model")
 
 
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``layerperf.profile`` keywords of the flags :func:`add_model_args` adds (MODEL aside)."""
+    return {"shapes": args.shape, "inputs": args.inputs, "seed": args.seed, "batch": args.batch,
+            "image_size": args.image_size, "seq_len": args.seq_len}
+
+
 @contextlib.contextmanager
 def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
     """A rich progress bar on stderr when it is a terminal; None (no progress) otherwise."""

@@ -39,15 +39,14 @@ def run(args: argparse.Namespace) -> int:
     import orjson
 
     import layerperf
-    from layerperf.cli.common import progress_bar
+    from layerperf.cli.common import model_options, progress_bar
     from layerperf.memory import report
     from layerperf.memory.render import print_report, summary
 
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
-            provider=args.provider, shapes=args.shape, inputs=args.inputs, seed=args.seed, batch=args.batch,
-            image_size=args.image_size, seq_len=args.seq_len, latency=False, memory=True,
+            provider=args.provider, **model_options(args), latency=False, memory=True,
             sample_rate=args.sample_rate, progress=progress)
     model = str(prof.metadata.get("model", {}).get("name", "model"))
     written = prof.save(Path(args.out) if args.out else Path(f"{model}-memory"))

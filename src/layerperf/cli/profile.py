@@ -41,13 +41,12 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import layerperf
-    from layerperf.cli.common import print_profile, progress_bar
+    from layerperf.cli.common import model_options, print_profile, progress_bar
 
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
-            provider=args.provider, shapes=args.shape, inputs=args.inputs, seed=args.seed, batch=args.batch,
-            image_size=args.image_size, seq_len=args.seq_len, latency=not args.no_latency,
+            provider=args.provider, **model_options(args), latency=not args.no_latency,
             events=[e for e in (args.events or "").split(",") if e], perf_config=args.perf_config,
             passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
             progress=progress)

@@ -39,22 +39,10 @@ class NodeMemory:
 
 
 @dataclass(frozen=True, slots=True)
-class PlacedBlock:
+class PlacedBlock(timeline.Block):
     """A buffer of the timeline with the offset the simulated allocator gives it."""
 
-    tensors: tuple[str, ...]
-    nbytes: int
-    first: int
-    last: int
-    kind: str
     offset: int
-
-    @property
-    def name(self) -> str:
-        return self.tensors[0]
-
-    def live_at(self, index: int) -> bool:
-        return self.first <= index <= self.last
 
 
 @dataclass(frozen=True, slots=True)
