@@ -261,3 +261,11 @@ def test_error_position_far_into_a_file_read_in_blocks(tmp_path: Path) -> None:
     for block in (64, 4096, 1 << 20):
         with pytest.raises(InputError, match=r"line 301, column 6[0-9]\b"):
             read_table(path, block=block)
+
+
+def test_events_like_layerperfs_without_its_metadata_read_as_tef(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "layer", "name": "a", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 4,
+               "args": {"layer": 0, "op_type": "Relu"}} for i in range(3)]
+    table = read_table(_write(tmp_path / "t.json", {"traceEvents": events, "otherData": {"tool": "other"}}))
+    assert table.meta["format"] == "tef"
+    assert _by_name(table)["a"]["calls"] == 3 and _by_name(table)["a"]["op_type"] == "Relu"

@@ -122,23 +122,19 @@ def _kind(doc: Any) -> str:
 
 
 def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: int) -> OpTable:
-    """A layerperf trace goes through its Profile, the one reading of that format."""
+    """A layerperf trace goes through its Profile, the one reading of that format: the document is read
+    once, whole (its otherData, written after the events, says whether it is one)."""
     from layerperf.readers.layerperf import profile_from_doc
 
-    if not _is_layerperf(stream.head):  # its otherData comes after the events: read to the end to see it
-        events = [ev for chunk in stream.chunks() for ev in chunk]
-        if not _is_layerperf(stream.skeleton):  # looked like one but is not: any other TEF file
-            from layerperf.readers import tef
+    stream.close()
+    doc = load_json(trace)
+    if not _is_layerperf(doc):  # looked like one but is not: any other TEF file
+        from layerperf.readers import tef
 
-            return tef.read(_replay(stream, events), meta)
-        del events
-    stream.close()  # the Profile is read from the document itself, the one reading of that format
+        del doc
+        return tef.read(open_events(trace, block=block), meta)
     try:
-        profile = profile_from_doc(load_json(trace), str(trace))
+        profile = profile_from_doc(doc, str(trace))
         return from_profile(profile, meta)
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{trace} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None
-
-
-def _replay(stream: EventStream, events: list[Any]) -> EventStream:
-    return EventStream(stream.source, stream.form, stream.skeleton, events, iter(()))

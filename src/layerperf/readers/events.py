@@ -46,7 +46,6 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
 
 
 NO_ARGS = Args()
-RAW_FIELDS = frozenset(f for f in Args.__struct_fields__ if isinstance(getattr(NO_ARGS, f), msgspec.Raw))
 
 
 class Event(msgspec.Struct, omit_defaults=True, gc=False):

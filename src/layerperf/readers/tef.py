@@ -23,9 +23,6 @@ from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
 from layerperf.readers.events import Args, Event, fields, raw_value
 from layerperf.readers.jsonfile import EventStream
 
-# Events that describe the trace rather than time an op: metadata, counters, instants, flows, async.
-ROW_PHASES = ("X", "B", "E")
-
 
 def floats(values: list[Any]) -> np.ndarray:
     """float64 array of JSON values: numbers and numeric strings; anything else is NaN."""
