@@ -58,8 +58,9 @@ def apart(x: float, y: float) -> float:
 
 
 def describe(doc: dict[str, Any]) -> str:
-    return (f"median {doc['median_us'] / 1e3:6.3f} ms  CV {100 * doc['cv']:4.1f}%  outliers {doc['outliers']:2d}  "
-            f"set aside {doc['disturbed']:2d}  yardstick {doc['yardstick_us']:5.1f} µs"
+    used = f"{doc['n_samples']}" + ("" if doc["n_samples"] >= doc["requested_samples"] else "!")
+    return (f"median {doc['median_us'] / 1e3:6.3f} ms  CV {100 * doc['cv']:4.1f}%  used {used:>3s}  "
+            f"aside {doc['disturbed']:2d}+{doc['slowed']:3d}  yardstick p10 {doc['yardstick_p10_us']:5.1f} µs"
             f"{'  SLOWED' if doc.get('slowed_used') else ''}")
 
 

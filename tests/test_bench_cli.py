@@ -34,7 +34,10 @@ def test_speed_wait_reports_its_reference(capsys: pytest.CaptureFixture[str], tm
     monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path))  # no remembered speed: this run's own is the reference
     assert main(["bench", *CONV, *FAST[:-2], "--speed-wait", "0.5", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["speed_reference_us"] > 0 and doc["slowed"] >= 0
+    assert doc["speed_reference_us"] > 0 and doc["yardstick_p10_us"] >= doc["speed_reference_us"]
+    assert len(doc["slowed_samples"]) == doc["slowed"] and doc["requested_samples"] == 3
+    assert len(doc["samples"]) == doc["n_samples"]
+    assert doc["n_samples"] == 3 or doc["slowed_used"] or doc["used_disturbed"]  # as many clean as asked, or flagged
     assert (tmp_path / "bench-speed.json").exists()  # remembered for the next run
     assert main(["bench", *CONV, *FAST[:-2], "--speed-wait", "-1"]) == 2
 

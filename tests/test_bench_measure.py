@@ -169,7 +169,7 @@ def test_peak_memory_sees_a_transient_allocation() -> None:
         assert peak >= 0  # ru_maxrss: a lower bound only
 
 
-def test_one_yardstick_reading_per_sample_taken() -> None:
+def test_yardstick_read_between_all_samples_taken() -> None:
     op = FakeOp(steady_ns=1_000_000.0)
     waited = {"ns": 0}
 
@@ -179,7 +179,8 @@ def test_one_yardstick_reading_per_sample_taken() -> None:
             waited["ns"] += 600_000
 
     t = measure(call, MeasureOptions(samples=4), clock=op.clock, waited=lambda: waited["ns"])
-    assert len(t.yardstick_ns) == len(t.per_call_ns) + len(t.disturbed_ns)
+    assert len(t.disturbed_ns) > 0
+    assert len(t.yardstick_ns) == len(t.per_call_ns) + len(t.disturbed_ns) + 1  # before each, and after the last
 
 
 class FakeRuler:
@@ -194,32 +195,69 @@ class FakeRuler:
         return y
 
 
-def test_samples_wait_for_the_cpus_full_speed() -> None:
+FAST, SLOW = 10_000.0, 25_000.0  # yardstick readings: full speed, and 2.5x slower
+FIRST_LOOK = [FAST] * 10  # the readings measure() takes before the first sample when checking speed
+
+
+def test_a_slow_reading_sets_aside_the_samples_around_it() -> None:
+    # readings r0, r1, r2 ... with r2 slow: samples 0-3 had r2 within a slot of them (sample i lies
+    # between r_i and r_i+1); sample 4 onwards are clean.
     op = FakeOp(steady_ns=1_000_000.0)
-    ruler = FakeRuler(op, [10_000.0] * 10 + [25_000.0] * 5, then=11_000.0)  # a first look, 5 slowed, then fast
+    ruler = FakeRuler(op, FIRST_LOOK + [11_000.0, 11_000.0, SLOW], then=11_000.0)
     t = measure(op, MeasureOptions(samples=6, speed_wait_s=1.0), clock=op.clock, ruler=ruler)
-    assert t.slowed == 5 and not t.slowed_used
-    assert len(t.per_call_ns) == 6 and t.yardstick_ns == (11_000.0,) * 6
-    assert t.speed_reference_ns == 10_000.0
+    assert t.slowed == 4 and not t.slowed_used
+    assert len(t.per_call_ns) == 6 and t.requested == 6
+    assert len(t.yardstick_ns) == 12  # 11 samples: the 11th proves the 10th clean
+    assert t.yardstick_ns[2] == SLOW and t.speed_reference_ns == FAST
 
 
-def test_a_remembered_full_speed_is_waited_for_then_flagged() -> None:
-    # The whole run is slowed against the speed this machine showed before: after the wait, the
-    # samples are taken anyway and the timing says so.
+def test_a_faster_reading_lowers_the_reference_and_judges_earlier_samples_again() -> None:
+    # No remembered speed and a slowed start: the first samples look fine against the first look,
+    # until the CPU speeds up and shows what full speed is.
     op = FakeOp(steady_ns=1_000_000.0)
-    ruler = FakeRuler(op, [], then=25_000.0)
-    t = measure(op, MeasureOptions(samples=4, speed_wait_s=0.0001, speed_reference_ns=10_000.0), clock=op.clock,
+    ruler = FakeRuler(op, [SLOW] * 10 + [SLOW] * 3, then=FAST)  # r0-r2 slow, r3 on fast
+    t = measure(op, MeasureOptions(samples=4, speed_wait_s=1.0), clock=op.clock, ruler=ruler)
+    assert t.speed_reference_ns == FAST
+    assert t.slowed == 4 and len(t.per_call_ns) == 4 and not t.slowed_used  # samples 0-3 slowed, 4-7 used
+
+
+@pytest.mark.parametrize(("fast_readings", "used", "flagged"), [(5, 3, False), (4, 12, True)])
+def test_too_few_clean_samples(fast_readings: int, used: int, flagged: bool) -> None:
+    # Slowed from reading r5 (r4) on: samples 0-2 (0-1) are clean. Three clean samples are used
+    # alone; two are too few to stand on, and every sample taken is used, flagged.
+    op = FakeOp(steady_ns=1_000_000.0)
+    ruler = FakeRuler(op, FIRST_LOOK + [11_000.0] * fast_readings, then=SLOW)
+    t = measure(op, MeasureOptions(samples=6, speed_wait_s=0.0001, max_samples_factor=2), clock=op.clock,
                 ruler=ruler)
-    assert t.slowed == 3  # readings end 25, 50, 75 µs into the 100 µs wait; the one ending at 100 µs is taken
-    assert t.slowed_used and len(t.per_call_ns) == 4 and t.speed_reference_ns == 10_000.0
+    assert len(t.per_call_ns) == used and t.requested == 6 and t.slowed_used == flagged
+    assert t.slowed == 12 - (fast_readings - 2)  # the budget, 6 samples x 2, less the clean ones
+
+
+def test_a_run_slowed_throughout_uses_every_sample_and_flags_it() -> None:
+    # Slowed against the speed this machine showed before, past the wait: every sample, flagged.
+    op = FakeOp(steady_ns=1_000_000.0)
+    ruler = FakeRuler(op, [], then=SLOW)
+    t = measure(op, MeasureOptions(samples=4, speed_wait_s=0.0001, speed_reference_ns=FAST), clock=op.clock,
+                ruler=ruler)
+    assert t.slowed_used and len(t.per_call_ns) == 16 and t.slowed == 16  # the budget: 4 samples x 4
+    assert t.speed_reference_ns == FAST
+
+
+def test_the_speed_wait_extends_the_budget_in_time() -> None:
+    op = FakeOp(steady_ns=1_000_000.0)
+    ruler = FakeRuler(op, [], then=SLOW)
+    t = measure(op, MeasureOptions(samples=4, speed_wait_s=0.05, speed_reference_ns=FAST), clock=op.clock,
+                ruler=ruler)
+    # 1 ms samples and 25 µs readings: ~48 fit in the 50 ms wait, well past the 16 of the budget
+    assert 40 <= len(t.per_call_ns) <= 50 and t.slowed_used
 
 
 def test_no_speed_wait_takes_samples_at_any_speed() -> None:
     op = FakeOp(steady_ns=1_000_000.0)
-    ruler = FakeRuler(op, [10_000.0, 30_000.0, 10_000.0, 30_000.0], then=30_000.0)
-    t = measure(op, MeasureOptions(samples=4, speed_reference_ns=10_000.0), clock=op.clock, ruler=ruler)
+    ruler = FakeRuler(op, [FAST, 30_000.0, FAST, 30_000.0], then=30_000.0)
+    t = measure(op, MeasureOptions(samples=4, speed_reference_ns=FAST), clock=op.clock, ruler=ruler)
     assert t.slowed == 0 and not t.slowed_used and t.speed_reference_ns is None
-    assert t.yardstick_ns == (10_000.0, 30_000.0, 10_000.0, 30_000.0)
+    assert len(t.per_call_ns) == 4 and t.yardstick_ns == (FAST, 30_000.0, FAST, 30_000.0, 30_000.0)
 
 
 def test_full_speed_is_remembered_per_machine_and_only_lowered(tmp_path: Path,
@@ -237,3 +275,27 @@ def test_full_speed_is_remembered_per_machine_and_only_lowered(tmp_path: Path,
     assert speed.reference_ns() is None
     speed.remember(18_000.0)  # a damaged cache is replaced
     assert speed.reference_ns() == 18_000.0
+
+
+def test_warnings_name_set_aside_and_fallback_samples() -> None:
+    from layerperf.bench.api import BenchSettings, _warnings
+    from layerperf.bench.build import build_op
+    from layerperf.bench.measure import Timing
+    from layerperf.bench.runner import Kernel
+    from layerperf.cost import Cost
+
+    one = build_op("Relu", {"X": "1x8"})
+    kernel = (Kernel("Relu", "Relu", "CPUExecutionProvider"),)
+    base = {"disturbed_ns": (), "loops": 1, "warmup_batches": 10, "warmup_settled": True, "warmup_s": 0.1,
+            "speed_reference_ns": FAST, "requested": 6, "yardstick_ns": (FAST,) * 8}
+
+    def says(**kw: object) -> str:
+        timing = Timing(**{**base, **kw})  # type: ignore[arg-type]
+        said = _warnings(one, kernel, timing, Cost(8, 32, 32), None, BenchSettings(speed_wait_s=2.0), "VmHWM")
+        return " | ".join(said)
+
+    clean = (1000.0,) * 6
+    assert says(per_call_ns=clean, slowed_ns=(2000.0,)) == ""  # set aside and replaced: nothing to warn of
+    assert "only 3 of the 6 samples" in says(per_call_ns=clean[:3], slowed_ns=(2000.0,) * 9)
+    msg = says(per_call_ns=clean[:2] + (2000.0,) * 4, slowed_ns=(2000.0,) * 4, slowed_used=True)
+    assert "4 of the 6 samples used were taken slowed" in msg and "--speed-wait" in msg

@@ -38,7 +38,7 @@ class BenchSettings:
     warmup_max_s: float = 2.0
     overhead: bool = True  # also time an empty run (reported, never subtracted)
     max_wait_fraction: float | None = 0.05
-    speed_wait_s: float = 2.0  # wait this long, in all, for the CPU's full speed (0: take samples at any speed)
+    speed_wait_s: float = 2.0  # sample this much longer for full-speed samples (0: do not check the speed)
 
     def measure_options(self) -> MeasureOptions:
         from layerperf.bench import speed
@@ -94,15 +94,21 @@ def _warnings(one: OneNode, kernels: tuple[Kernel, ...], timing: Timing, cost: C
         out.append(f"warm-up stopped after {timing.warmup_s:.1f} s without the timings settling")
     if timing.slowed_used:
         ref = f" ({timing.speed_reference_ns / 1e3:.1f} µs at full speed)" if timing.speed_reference_ns else ""
-        out.append(f"the CPU ran slowed{ref} for longer than the {settings.speed_wait_s:g} s this run waited "
-                   "for its full speed: some samples were taken slowed; compare with care (--speed-wait)")
+        out.append(f"the CPU ran slowed{ref} through most of this run, beyond the {settings.speed_wait_s:g} s "
+                   f"it waited for its full speed: {timing.slowed} of the {len(timing.per_call_ns)} samples used "
+                   "were taken slowed; compare with care (--speed-wait)")
     if timing.used_disturbed:
         out.append(f"the machine is busy: {len(timing.disturbed_ns)} of {len(timing.per_call_ns)} samples waited "
                    "for a CPU while another process ran; they are included, so times are inflated")
+    if timing.requested and len(timing.per_call_ns) < timing.requested:
+        out.append(f"only {len(timing.per_call_ns)} of the {timing.requested} samples asked for came undisturbed "
+                   f"and at full speed ({len(timing.disturbed_ns)} disturbed, {timing.slowed} slowed set aside): "
+                   "the figures stand on those")
     if overhead_us is not None and overhead_us > OVERHEAD_SHARE_WARN * st.median_us:
         out.append(f"an empty run takes {overhead_us:.1f} µs, {overhead_us / st.median_us:.0%} of this op's "
                    "median: the time includes that much Python and ONNX Runtime call overhead")
-    y = deciles_us(timing.yardstick_ns) if len(timing.yardstick_ns) >= 5 else None
+    # Unchecked speed (--speed-wait 0): say when the samples ran at more than one.
+    y = deciles_us(timing.yardstick_ns) if len(timing.yardstick_ns) >= 5 and not timing.speed_reference_ns else None
     if y is not None and y[0] > 0 and y[2] > YARDSTICK_SPREAD_WARN * y[0]:
         out.append(f"the CPU's speed changed during the samples: a fixed reference loop took {y[0]:.0f} "
                    f"to {y[2]:.0f} µs (p10-p90); something outside this system's view (e.g. another "

@@ -6,19 +6,22 @@ the time per call. The loop knows nothing about ONNX Runtime: it times a ``call(
 On a shared machine another process can take the CPU in the middle of a sample. Such a sample
 measures the other process, not the op, so each sample also reads how long this process's threads
 waited in the kernel's run queue (``/proc/self/task/*/schedstat``); a sample whose threads waited
-more than ``max_wait_fraction`` of its duration is *disturbed*, set aside and replaced. Nothing is
-dropped silently: disturbed samples are kept in :class:`Timing` and counted in every report, and
-when too few clean samples come within the budget every sample taken is used, with a warning.
+more than ``max_wait_fraction`` of its duration is *disturbed*, set aside and replaced.
 
 Some slow-downs are invisible from inside: on a virtual machine the host may run another tenant on
 the same physical core, and the CPU then runs at a fraction of its speed without any waiting being
-recorded. So before each sample a fixed pure-Python loop is timed as a yardstick of the CPU's speed
-at that moment; its figures are reported (never used to adjust a timing) so that runs taken at
-different speeds can be told apart. Given the full-speed yardstick (``speed_reference_ns``, the best
-this machine has shown: :mod:`layerperf.bench.speed`) and time to wait (``speed_wait_s``), a sample
-is not taken while the yardstick is more than ``SLOW_FACTOR`` times slower: the loop waits for the
-speed to come back, counting the skipped slots, and once the wait is used up it takes the samples
-anyway and says so (``Timing.slowed_used``).
+recorded. So between every two samples a fixed pure-Python loop is timed as a yardstick of the
+CPU's speed. Given time to spend on it (``speed_wait_s``), a sample is *slowed* when a reading
+around it — just before, just after, or one slot further either way, since slow-downs come in
+bursts of a few milliseconds — is more than ``SLOW_FACTOR`` times the full-speed yardstick (the
+best this machine has shown, :mod:`layerperf.bench.speed`, or faster in this run); slowed samples
+are set aside and replaced too, for up to ``speed_wait_s`` beyond the usual budget. Readings are
+never used to adjust a timing.
+
+Nothing is dropped silently: set-aside samples are kept in :class:`Timing` and counted in every
+report. When fewer clean samples than asked come within the budget, the figures stand on those
+that came (a median of a few full-speed samples says more than one of many slowed ones), and
+with fewer than ``MIN_SAMPLES`` of them on every sample taken, flagged.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from dataclasses import dataclass, field
 
 Clock = Callable[[], int]
 
+MIN_SAMPLES = 3  # the fewest samples a figure stands on
+
 
 @dataclass(frozen=True, slots=True)
 class MeasureOptions:
@@ -45,14 +50,14 @@ class MeasureOptions:
     settle_tolerance: float = 0.05  # windows' medians within this fraction: settled
     max_wait_fraction: float | None = 0.05  # None: keep every sample, check nothing
     max_samples_factor: int = 4  # take at most samples * factor samples looking for clean ones
-    speed_wait_s: float = 0.0  # how long to wait, in all, for the CPU's full speed; 0: do not wait
+    speed_wait_s: float = 0.0  # > 0: set slowed samples aside, sampling this much longer for clean ones
     speed_reference_ns: float | None = None  # the full-speed yardstick; None: the fastest seen in this run
 
     def validate(self) -> None:
         from layerperf.errors import InputError
 
-        if self.samples < 3:
-            raise InputError(f"--samples must be at least 3, got {self.samples}")
+        if self.samples < MIN_SAMPLES:
+            raise InputError(f"--samples must be at least {MIN_SAMPLES}, got {self.samples}")
         if not self.min_time_ms > 0:
             raise InputError(f"--min-time must be positive, got {self.min_time_ms} ms")
         if self.warmup_max_s < 0:
@@ -73,10 +78,15 @@ class Timing:
     warmup_s: float
     used_disturbed: bool = False  # too few clean samples: per_call_ns includes disturbed ones
     wait_checked: bool = True  # False where schedstat is unavailable or the check is off
-    yardstick_ns: tuple[float, ...] = ()  # the reference loop's time before each sample taken
-    slowed: int = 0  # sample slots skipped while the CPU ran slowed (waiting for its full speed)
-    slowed_used: bool = False  # the wait ran out: samples were taken with the CPU slowed
+    yardstick_ns: tuple[float, ...] = ()  # the reference loop's time before each sample taken, and after the last
+    slowed_ns: tuple[float, ...] = ()  # samples set aside because the CPU ran slowed around them
+    slowed_used: bool = False  # too few full-speed samples: per_call_ns includes slowed ones
     speed_reference_ns: float | None = None  # the full-speed yardstick the samples were held to
+    requested: int = 0  # samples asked for; per_call_ns has fewer when only that many came clean
+
+    @property
+    def slowed(self) -> int:
+        return len(self.slowed_ns)
 
 
 def run_queue_wait_ns() -> int | None:
@@ -155,43 +165,64 @@ def warm_up(call: Callable[[], None], loops: int, opts: MeasureOptions,
             return batches, False, (clock() - start) / 1e9
 
 
+GUARD = 1  # readings this many slots from a slowed one set a sample aside too: slow-downs come in bursts
+
+
 @dataclass(slots=True)
 class _Samples:
-    clean: list[float] = field(default_factory=list)
-    disturbed: list[float] = field(default_factory=list)
-    order: list[tuple[bool, float]] = field(default_factory=list)  # (disturbed, value) as taken
-    yardstick: list[float] = field(default_factory=list)
-    slowed: int = 0
-    slowed_used: bool = False
-    reference: float = math.inf
+    """Samples in the order taken, between yardstick readings: reading ``i`` came just before sample ``i``."""
+
+    checking: bool = False  # set samples aside when the CPU ran slowed
+    reference: float = math.inf  # the full-speed yardstick
+    values: list[float] = field(default_factory=list)
+    disturbed: list[bool] = field(default_factory=list)
+    readings: list[float] = field(default_factory=list)
+    slow: list[bool] = field(default_factory=list)  # per reading, against the reference
+    decided: int = 0  # samples whose readings (up to GUARD slots after them when checking) are all in
+    good: int = 0  # decided samples neither disturbed nor slowed
+
+    def read(self, y: float) -> None:
+        """Add a reading; the fastest yet (when checking) becomes the reference and every sample is judged again."""
+        self.readings.append(y)
+        if self.checking and y < self.reference:
+            self.reference = y
+            self.slow = [r > SLOW_FACTOR * y for r in self.readings]
+            self.decided = self.good = 0
+        else:
+            self.slow.append(y > SLOW_FACTOR * self.reference)
+        lag = GUARD if self.checking else 0  # a slowed sample is known only once the next readings are in
+        ready = max(0, min(len(self.values), len(self.readings) - 1 - lag))
+        self.good += sum(self.clean(i) for i in range(self.decided, ready))
+        self.decided = ready
+
+    def add(self, value: float, disturbed: bool, after: float) -> None:
+        self.values.append(value)
+        self.disturbed.append(disturbed)
+        self.read(after)
+
+    def slowed(self, i: int) -> bool:
+        """Whether the CPU ran slowed around sample ``i``: a slow reading from GUARD slots before to after it."""
+        return any(self.slow[max(0, i - GUARD):i + 2 + GUARD])
+
+    def clean(self, i: int) -> bool:
+        return not self.disturbed[i] and not self.slowed(i)
 
 
 def _take(call: Callable[[], None], loops: int, opts: MeasureOptions, clock: Clock,
           waited: Callable[[], int | None], ruler: Callable[[Clock], float]) -> tuple[_Samples, bool]:
-    s = _Samples()
     check = opts.max_wait_fraction is not None and waited() is not None
     budget = opts.samples * max(1, opts.max_samples_factor)
-    reference = opts.speed_reference_ns or math.inf
-    if opts.speed_wait_s > 0:  # a first look at this run's own speed
-        reference = min(reference, *(ruler(clock) for _ in range(10)))
-    wait_until = clock() + opts.speed_wait_s * 1e9
-    while len(s.clean) < opts.samples and len(s.order) < budget:
-        y = ruler(clock)
-        reference = min(reference, y)
-        s.reference = reference
-        if opts.speed_wait_s > 0 and y > SLOW_FACTOR * reference:
-            if clock() < wait_until:
-                s.slowed += 1
-                time.sleep(0.001)
-                continue
-            s.slowed_used = True
-        s.yardstick.append(y)
+    s = _Samples(checking=opts.speed_wait_s > 0)
+    if s.checking:  # the remembered full speed, or a first look at this run's own
+        s.reference = min(opts.speed_reference_ns or math.inf, *(ruler(clock) for _ in range(10)))
+    s.read(ruler(clock))
+    deadline = clock() + opts.speed_wait_s * 1e9
+    while s.good < opts.samples and (len(s.values) < budget or clock() < deadline):
         w0 = waited() if check else 0
         per_call = _batch(call, loops, clock)
         w1 = waited() if check else 0
         bad = check and ((w1 or 0) - (w0 or 0)) > (opts.max_wait_fraction or 0) * per_call * loops
-        (s.disturbed if bad else s.clean).append(per_call)
-        s.order.append((bad, per_call))
+        s.add(per_call, bad, ruler(clock))
     return s, check
 
 
@@ -210,10 +241,19 @@ def measure(call: Callable[[], None], opts: MeasureOptions, *, clock: Clock = ti
     finally:
         if gc_was_on:
             gc.enable()
-    use_all = len(s.clean) < opts.samples
-    used = [v for _, v in s.order] if use_all else s.clean
-    return Timing(per_call_ns=tuple(used), disturbed_ns=tuple(s.disturbed), loops=loops,
-                  warmup_batches=len(batches), warmup_settled=ok, warmup_s=warm_s, used_disturbed=use_all,
-                  wait_checked=checked, yardstick_ns=tuple(s.yardstick), slowed=s.slowed,
-                  slowed_used=s.slowed_used,
-                  speed_reference_ns=s.reference if opts.speed_wait_s > 0 and s.reference < math.inf else None)
+    n = len(s.values)
+    clean = [i for i in range(n) if s.clean(i)]
+    slowed = [i for i in range(n) if not s.disturbed[i] and s.slowed(i)]
+    disturbed = [i for i in range(n) if s.disturbed[i]]
+    if len(clean) >= MIN_SAMPLES:
+        used = clean[:opts.samples]
+        fallback = False
+    else:  # too few clean samples to stand on: every sample taken, flagged
+        used = list(range(n))
+        fallback = True
+    return Timing(per_call_ns=tuple(s.values[i] for i in used), disturbed_ns=tuple(s.values[i] for i in disturbed),
+                  loops=loops, warmup_batches=len(batches), warmup_settled=ok, warmup_s=warm_s,
+                  used_disturbed=fallback and bool(disturbed), wait_checked=checked, yardstick_ns=tuple(s.readings),
+                  slowed_ns=tuple(s.values[i] for i in slowed), slowed_used=fallback and bool(slowed),
+                  speed_reference_ns=s.reference if s.checking and s.reference < math.inf else None,
+                  requested=opts.samples)

@@ -66,8 +66,9 @@ def detail_lines(r: BenchResult) -> list[str]:
     outs = ", ".join(_tensor(o, ()) for o in r.outputs)
     attrs = " ".join(f"{k}={v}" for k, v in r.attrs.items())
     kernels = ", ".join(f"{k.op_type} ({k.provider.removesuffix('ExecutionProvider')})" for k in r.kernels)
-    disturbed = (f"; {len(t.disturbed_ns)} samples set aside: a thread waited for a CPU"
-                 if t.disturbed_ns and not t.used_disturbed else "")
+    aside = [f"{len(t.disturbed_ns)} disturbed (a thread waited for a CPU)" if t.disturbed_ns and not t.used_disturbed
+             else "", f"{t.slowed} slowed (the CPU ran slowed)" if t.slowed and not t.slowed_used else ""]
+    disturbed = f"; set aside: {', '.join(a for a in aside if a)}" if any(aside) else ""
     lines = [
         f"{r.label}: {ins} -> {outs}" + (f"; {attrs}" if attrs else ""),
         f"ran {kernels}; opt level {r.opt_level}, threads {r.threads or 'default'}",
@@ -84,7 +85,7 @@ def detail_lines(r: BenchResult) -> list[str]:
     if r.yardstick_us:
         p10, med, p90 = r.yardstick_us
         lines.append(f"CPU speed yardstick: a fixed loop took {med:.1f} µs (p10 {p10:.1f}, p90 {p90:.1f}) "
-                     "before the samples; runs at different yardsticks ran at different CPU speeds")
+                     "between the samples; runs at different yardsticks ran at different CPU speeds")
     return lines
 
 

@@ -67,7 +67,7 @@ class BenchResult:
 
     @property
     def yardstick_us(self) -> tuple[float, float, float] | None:
-        """(p10, median, p90) in µs of the CPU-speed yardstick timed before each sample."""
+        """(p10, median, p90) in µs of the CPU-speed yardstick timed between the samples."""
         return deciles_us(self.timing.yardstick_ns)
 
     @property
@@ -115,6 +115,7 @@ class BenchResult:
             **self.row(),
             "samples": self.samples_us,
             "disturbed_samples": [v / 1e3 for v in t.disturbed_ns],
+            "slowed_samples": [v / 1e3 for v in t.slowed_ns],
             "q1_us": st.q1_us, "q3_us": st.q3_us,
             "yardstick_p10_us": self.yardstick_us[0] if self.yardstick_us else None,
             "yardstick_p90_us": self.yardstick_us[2] if self.yardstick_us else None,
@@ -126,7 +127,7 @@ class BenchResult:
             "warmup": {"batches": t.warmup_batches, "settled": t.warmup_settled, "seconds": t.warmup_s},
             "wait_checked": t.wait_checked, "used_disturbed": t.used_disturbed,
             "speed_reference_us": t.speed_reference_ns / 1e3 if t.speed_reference_ns else None,
-            "slowed_used": t.slowed_used,
+            "slowed_used": t.slowed_used, "requested_samples": t.requested,
             "counters": dict(self.counters), "memory_source": self.memory_source,
             "source": dict(self.source), "warnings": list(self.warnings),
         }

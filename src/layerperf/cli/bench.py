@@ -61,8 +61,8 @@ def register(sub: Any) -> None:
     run_g.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS",
                        help="longest warm-up when timings do not settle (default 2)")
     run_g.add_argument("--speed-wait", type=float, default=2.0, metavar="SECONDS",
-                       help="wait up to this long, in all, for the CPU's full speed before taking samples "
-                            "(default 2; 0: take them at any speed)")
+                       help="set aside samples taken while the CPU ran slowed, and sample up to this much "
+                            "longer for full-speed ones (default 2; 0: keep samples at any speed)")
     run_g.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"],
                        help="ONNX Runtime optimization level (default: basic for OPTYPE; for --node, disable: "
                             "the node as written in the model; another level takes it from the optimized graph)")
