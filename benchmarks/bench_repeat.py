@@ -25,6 +25,8 @@ import subprocess
 import sys
 from typing import Any
 
+from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S
+
 # ResNet's 3x3 64->64 conv at 56x56: 231 MFLOP, a few ms on one core, well above the 1 ms floor.
 # Yardstick medians closer than this: both runs of a pair saw the same CPU speed.
 SAME_SPEED = 0.10
@@ -69,10 +71,12 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=5, help="back-to-back pairs of runs (default 5)")
     p.add_argument("--mode", choices=["cli", "api"], default="cli", help="run the command or call bench_op")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1, bench's default)")
-    p.add_argument("--samples", type=int, default=30, help="samples per run (default 30, bench's default)")
+    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                   help=f"samples per run (default {DEFAULT_SAMPLES}, bench's default)")
     p.add_argument("--min-time", default="1ms", help="least duration of a sample (default 1ms)")
-    p.add_argument("--speed-wait", type=float, default=2.0,
-                   help="seconds each run may wait for the CPU's full speed (default 2, bench's default)")
+    p.add_argument("--speed-wait", type=float, default=DEFAULT_SPEED_WAIT_S,
+                   help=f"seconds each run may sample longer for full-speed samples (default "
+                        f"{DEFAULT_SPEED_WAIT_S:g}, bench's default)")
     p.add_argument("--tolerance", type=float, default=0.05, help="largest allowed difference (default 0.05)")
     args = p.parse_args()
     run = run_cli if args.mode == "cli" else run_api

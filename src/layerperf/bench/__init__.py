@@ -11,8 +11,21 @@ Modules: ``build`` (the one-node model, checked by the op schema and shape infer
 
 from __future__ import annotations
 
-from layerperf.bench.api import BenchSettings, bench_node, bench_op
-from layerperf.bench.result import BenchResult
-from layerperf.bench.sweep import sweep_node, sweep_op
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from layerperf.bench.api import BenchSettings, bench_node, bench_op
+    from layerperf.bench.result import BenchResult
+    from layerperf.bench.sweep import sweep_node, sweep_op
 
 __all__ = ["BenchResult", "BenchSettings", "bench_node", "bench_op", "sweep_node", "sweep_op"]
+_HOME = {"BenchSettings": "api", "bench_node": "api", "bench_op": "api", "BenchResult": "result",
+         "sweep_node": "sweep", "sweep_op": "sweep"}
+
+
+def __getattr__(name: str) -> Any:
+    """The API loads on first use: the CLI reads bench's defaults from `measure` without onnx."""
+    if name in _HOME:
+        return getattr(importlib.import_module(f"layerperf.bench.{_HOME[name]}"), name)
+    raise AttributeError(f"module 'layerperf.bench' has no attribute {name!r}")

@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 
 from layerperf.bench.build import InputLike, OneNode, build_op
-from layerperf.bench.measure import MeasureOptions, Timing, measure
+from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MeasureOptions, Timing, measure
 from layerperf.bench.memory import PeakMemory
 from layerperf.bench.result import BenchResult
 from layerperf.bench.runner import Kernel, prepare
@@ -30,7 +30,7 @@ class BenchSettings:
     """How to run and time: shared by single measurements and every row of a sweep."""
 
     threads: int = 1
-    samples: int = 30
+    samples: int = DEFAULT_SAMPLES
     min_time_ms: float = 1.0
     opt_level: str = "basic"
     provider: str = "CPUExecutionProvider"
@@ -38,7 +38,7 @@ class BenchSettings:
     warmup_max_s: float = 2.0
     overhead: bool = True  # also time an empty run (reported, never subtracted)
     max_wait_fraction: float | None = 0.05
-    speed_wait_s: float = 2.0  # sample this much longer for full-speed samples (0: do not check the speed)
+    speed_wait_s: float = DEFAULT_SPEED_WAIT_S  # sample this much longer for full-speed samples (0: no speed check)
 
     def measure_options(self) -> MeasureOptions:
         from layerperf.bench import speed
@@ -157,9 +157,9 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
     )
 
 
-def settings_from(threads: int = 1, samples: int = 30, min_time_ms: float = 1.0, opt_level: str = "basic",
+def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms: float = 1.0, opt_level: str = "basic",
                   provider: str = "CPUExecutionProvider", events: Sequence[str] = (), warmup_max_s: float = 2.0,
-                  overhead: bool = True, speed_wait_s: float = 2.0) -> BenchSettings:
+                  overhead: bool = True, speed_wait_s: float = DEFAULT_SPEED_WAIT_S) -> BenchSettings:
     s = BenchSettings(threads=threads, samples=samples, min_time_ms=min_time_ms, opt_level=opt_level,
                       provider=provider, events=tuple(events), warmup_max_s=warmup_max_s, overhead=overhead,
                       speed_wait_s=speed_wait_s)
@@ -174,10 +174,11 @@ def settings_from(threads: int = 1, samples: int = 30, min_time_ms: float = 1.0,
 
 
 def bench_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, Any] | None = None, *,
-             domain: str = "", opset: int | None = None, threads: int = 1, samples: int = 30,
+             domain: str = "", opset: int | None = None, threads: int = 1, samples: int = DEFAULT_SAMPLES,
              min_time_ms: float = 1.0, opt_level: str = "basic", weights: str | Sequence[str] = "auto",
              outputs: int | None = None, events: Sequence[str] = (), provider: str = "CPUExecutionProvider",
-             seed: int = 0, warmup_max_s: float = 2.0, overhead: bool = True, speed_wait_s: float = 2.0) -> BenchResult:
+             seed: int = 0, warmup_max_s: float = 2.0, overhead: bool = True,
+             speed_wait_s: float = DEFAULT_SPEED_WAIT_S) -> BenchResult:
     """Measure one operator in isolation on ONNX Runtime.
 
     ``inputs`` maps the op's input names (from its ONNX schema: ``X``, ``W``, ``B`` for Conv) to dims
@@ -197,10 +198,11 @@ def bench_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, 
 
 
 def bench_node(model: str | Path | onnx.ModelProto, node: str, *, opt_level: str = "disable", threads: int = 1,
-               samples: int = 30, min_time_ms: float = 1.0, events: Sequence[str] = (),
+               samples: int = DEFAULT_SAMPLES, min_time_ms: float = 1.0, events: Sequence[str] = (),
                provider: str = "CPUExecutionProvider", shapes: Sequence[str] = (), seed: int = 0,
                batch: int | None = None, image_size: int | None = None, seq_len: int | None = None,
-               warmup_max_s: float = 2.0, overhead: bool = True, speed_wait_s: float = 2.0) -> BenchResult:
+               warmup_max_s: float = 2.0, overhead: bool = True,
+               speed_wait_s: float = DEFAULT_SPEED_WAIT_S) -> BenchResult:
     """Measure node ``node`` of ``model`` (a path, zoo name or ModelProto) alone.
 
     By default the node is the model's own, as written (``opt_level="disable"``); at another level it

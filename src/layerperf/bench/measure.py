@@ -37,13 +37,17 @@ from dataclasses import dataclass, field
 Clock = Callable[[], int]
 
 MIN_SAMPLES = 3  # the fewest samples a figure stands on
+# `layerperf bench`'s defaults. 100 samples of >= 1 ms span a third of a second or more: a median over
+# a few samples of a tenth of a second follows the host's short swings (benchmarks/bench_repeat.py).
+DEFAULT_SAMPLES = 100
+DEFAULT_SPEED_WAIT_S = 5.0  # the host's slow stretches seen here last up to a few seconds
 
 
 @dataclass(frozen=True, slots=True)
 class MeasureOptions:
     """How long and how carefully to measure."""
 
-    samples: int = 30
+    samples: int = DEFAULT_SAMPLES
     min_time_ms: float = 1.0  # each sample runs enough calls to last at least this long
     warmup_max_s: float = 2.0  # warm-up stops here even if timings have not settled
     settle_window: int = 5  # warm-up batches per window compared

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S
 from layerperf.cli.common import positive_int
 
 if TYPE_CHECKING:
@@ -56,13 +57,15 @@ def register(sub: Any) -> None:
     run_g = p.add_argument_group("measurement")
     run_g.add_argument("--threads", default="1", metavar="N[,N...]",
                        help="intra-op threads (default 1; 0: runtime default); a list gives one row each")
-    run_g.add_argument("--samples", type=positive_int, default=30, help="timed samples (default 30)")
+    run_g.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
+                       help=f"timed samples (default {DEFAULT_SAMPLES})")
     run_g.add_argument("--min-time", default="1ms", help="least duration of one sample (default 1ms)")
     run_g.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS",
                        help="longest warm-up when timings do not settle (default 2)")
-    run_g.add_argument("--speed-wait", type=float, default=2.0, metavar="SECONDS",
+    run_g.add_argument("--speed-wait", type=float, default=DEFAULT_SPEED_WAIT_S, metavar="SECONDS",
                        help="set aside samples taken while the CPU ran slowed, and sample up to this much "
-                            "longer for full-speed ones (default 2; 0: keep samples at any speed)")
+                            f"longer for full-speed ones (default {DEFAULT_SPEED_WAIT_S:g}; 0: keep samples "
+                            "at any speed)")
     run_g.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"],
                        help="ONNX Runtime optimization level (default: basic for OPTYPE; for --node, disable: "
                             "the node as written in the model; another level takes it from the optimized graph)")
