@@ -2,11 +2,11 @@
 
 On a virtual machine the host can slow a core down for seconds at a time (another tenant on the
 same physical core), and nothing inside the machine shows it as waiting. The yardstick — a fixed
-pure-Python loop timed before each sample (:func:`layerperf.bench.measure.yardstick_ns`) — does:
+pure-Python loop timed between the samples (:func:`layerperf.bench.measure.yardstick_ns`) — does:
 it takes about twice as long. Two runs of the same op, one at full speed and one slowed, then
 disagree by tens of percent. So each run remembers the fastest yardstick it saw (its 10th
 percentile, robust to a stray reading) in ``$LAYERPERF_CACHE/bench-speed.json``, keyed by the
-machine, and later runs take their samples at that speed, waiting for it a bounded time.
+machine, and later runs set aside the samples taken slower than that speed allows.
 """
 
 from __future__ import annotations
