@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,12 @@ def test_speed_wait_reports_its_reference(capsys: pytest.CaptureFixture[str], tm
     assert len(doc["samples"]) == doc["n_samples"]
     assert doc["n_samples"] == 3 or doc["slowed_used"] or doc["used_disturbed"]  # as many clean as asked, or flagged
     assert (tmp_path / "bench-speed.json").exists()  # remembered for the next run
+    assert main(["bench", *CONV, *FAST[:-2], "--speed-wait", "0.5"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the table's lines, unwrapped
+    assert re.search(r"between the samples; full speed [\d.]+ µs, samples beside a reading above [\d.]+ µs set aside",
+                     out), out
+    assert main(["bench", *CONV, *FAST]) == 0  # --speed-wait 0: readings reported, nothing held to them
+    assert "between the samples; runs at different yardsticks" in " ".join(capsys.readouterr().out.split())
     assert main(["bench", *CONV, *FAST[:-2], "--speed-wait", "-1"]) == 2
 
 

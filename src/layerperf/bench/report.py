@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from layerperf import render, units
+from layerperf.bench.measure import SLOW_FACTOR
 from layerperf.bench.result import BenchResult
 from layerperf.render import Column
 
@@ -84,8 +85,11 @@ def detail_lines(r: BenchResult) -> list[str]:
                  f"({r.memory_source})")
     if r.yardstick_us:
         p10, med, p90 = r.yardstick_us
+        held = (f"; full speed {t.speed_reference_ns / 1e3:.1f} µs, samples beside a reading above "
+                f"{SLOW_FACTOR * t.speed_reference_ns / 1e3:.1f} µs set aside" if t.speed_reference_ns
+                else "; runs at different yardsticks ran at different CPU speeds")
         lines.append(f"CPU speed yardstick: a fixed loop took {med:.1f} µs (p10 {p10:.1f}, p90 {p90:.1f}) "
-                     "between the samples; runs at different yardsticks ran at different CPU speeds")
+                     f"between the samples{held}")
     return lines
 
 
