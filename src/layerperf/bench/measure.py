@@ -26,8 +26,6 @@ with fewer than ``MIN_SAMPLES`` of them on every sample taken, flagged.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import gc
 import math
 import os
@@ -127,35 +125,18 @@ def yardstick_ns(clock: Clock = time.perf_counter_ns) -> float:
     return best
 
 
-def current_cpu() -> int | None:
-    """The CPU the calling thread runs on (glibc's sched_getcpu), or None where it cannot be told."""
-    try:
-        cpu = int(_libc().sched_getcpu())
-    except (OSError, AttributeError):
-        return None
-    return cpu if cpu >= 0 else None
-
-
-@functools.lru_cache(maxsize=1)
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def cores_ruler(cpus: Sequence[int]) -> Callable[[Clock], float]:
     """A yardstick read on each of ``cpus`` in turn, the calling thread pinned to it; the slowest counts.
 
     An op on several threads is as slow as its slowest core, and the host slows cores one by one.
-    The reading ends on the CPU the thread started on and the thread's mask is restored, so the op's
-    threads find the cores as they left them (a caller left on a worker's core would share it).
+    The thread's own CPU mask is restored after every reading.
     """
     mask = set(cpus)
 
     def read(clock: Clock = time.perf_counter_ns) -> float:
-        here = current_cpu()
-        order = [c for c in cpus if c != here] + ([here] if here in mask else [])
         worst = 0.0
         try:
-            for cpu in order:
+            for cpu in cpus:
                 os.sched_setaffinity(0, {cpu})
                 worst = max(worst, yardstick_ns(clock))
         finally:
