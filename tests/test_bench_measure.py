@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import mmap
-import os
 from pathlib import Path
 
 import numpy as np
@@ -300,28 +299,3 @@ def test_warnings_name_set_aside_and_fallback_samples() -> None:
     assert "only 3 of the 6 samples" in says(per_call_ns=clean[:3], slowed_ns=(2000.0,) * 9)
     msg = says(per_call_ns=clean[:2] + (2000.0,) * 4, slowed_ns=(2000.0,) * 4, slowed_used=True)
     assert "4 of the 6 samples used were taken slowed" in msg and "--speed-wait" in msg
-
-
-def test_one_thread_reads_its_own_core() -> None:
-    from layerperf.bench.measure import ruler_for, yardstick_ns
-
-    assert ruler_for(1) is yardstick_ns
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing else to watch")
-def test_several_threads_read_every_core_and_restore_the_mask(monkeypatch: pytest.MonkeyPatch) -> None:
-    from layerperf.bench.measure import ruler_for
-
-    mask = os.sched_getaffinity(0)
-    pinned: list[set[int]] = []
-    real = os.sched_setaffinity
-
-    def record(pid: int, cpus: set[int]) -> None:
-        pinned.append(set(cpus))
-        real(pid, cpus)
-
-    monkeypatch.setattr(os, "sched_setaffinity", record)
-    reading = ruler_for(2)()
-    assert reading > 0
-    assert pinned == [{c} for c in sorted(mask)] + [mask]  # each CPU alone, then the mask as it was
-    assert os.sched_getaffinity(0) == mask

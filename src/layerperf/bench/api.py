@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 
 from layerperf.bench.build import InputLike, OneNode, build_op
-from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MeasureOptions, Timing, measure, ruler_for
+from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MeasureOptions, Timing, measure
 from layerperf.bench.memory import PeakMemory
 from layerperf.bench.result import BenchResult
 from layerperf.bench.runner import Kernel, prepare
@@ -75,7 +75,7 @@ def empty_run_us(settings: BenchSettings) -> float:
     opts = dataclasses.replace(settings.measure_options(), samples=max(5, settings.samples // 3),
                                warmup_max_s=min(settings.warmup_max_s, 0.5),
                                speed_wait_s=min(settings.speed_wait_s, 0.5))  # a side figure: waits less
-    return describe(measure(prepared.call, opts, ruler=ruler_for(settings.threads)).per_call_ns).median_us
+    return describe(measure(prepared.call, opts).per_call_ns).median_us
 
 
 def _warnings(one: OneNode, kernels: tuple[Kernel, ...], timing: Timing, cost: Cost, overhead_us: float | None,
@@ -132,7 +132,7 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
     memory.start()
     prepared = prepare(one, threads=settings.threads, opt_level=run_opt_level or settings.opt_level,
                        provider=settings.provider)
-    timing = measure(prepared.call, settings.measure_options(), ruler=ruler_for(settings.threads))
+    timing = measure(prepared.call, settings.measure_options())
     peak = memory.stop()
     if timing.yardstick_ns and not timing.slowed_used:
         from layerperf.bench import speed

@@ -31,7 +31,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Clock = Callable[[], int]
@@ -123,39 +123,6 @@ def yardstick_ns(clock: Clock = time.perf_counter_ns) -> float:
             x += i
         best = min(best, clock() - t0)
     return best
-
-
-def cores_ruler(cpus: Sequence[int]) -> Callable[[Clock], float]:
-    """A yardstick read on each of ``cpus`` in turn, the calling thread pinned to it; the slowest counts.
-
-    An op on several threads is as slow as its slowest core, and the host slows cores one by one.
-    The thread's own CPU mask is restored after every reading.
-    """
-    mask = set(cpus)
-
-    def read(clock: Clock = time.perf_counter_ns) -> float:
-        worst = 0.0
-        try:
-            for cpu in cpus:
-                os.sched_setaffinity(0, {cpu})
-                worst = max(worst, yardstick_ns(clock))
-        finally:
-            os.sched_setaffinity(0, mask)
-        return worst
-
-    return read
-
-
-def ruler_for(threads: int) -> Callable[[Clock], float]:
-    """The yardstick for an op on ``threads`` intra-op threads (0: the runtime's default, one per core).
-
-    One thread runs on the caller's core: the plain yardstick watches it. More may run on any CPU this
-    process may use, so each of them is read (a reading then costs one yardstick per CPU).
-    """
-    if threads == 1 or not hasattr(os, "sched_getaffinity"):
-        return yardstick_ns
-    cpus = sorted(os.sched_getaffinity(0))
-    return cores_ruler(cpus) if len(cpus) > 1 else yardstick_ns
 
 
 def loops_for(per_call_ns: float, min_time_ms: float) -> int:
