@@ -5,11 +5,17 @@ BIN    := $(VENV)/bin
 MODEL  ?= resnet50
 OUT    ?= out/$(MODEL)
 
-.PHONY: demo test setup system-deps lint typecheck bench clean
+# Installs come from requirements/lock.txt (exact versions, tested); `make lock` regenerates it from
+# pyproject.toml's ranges. test-latest and test-oldest run the suite on the newest releases and on the
+# lowest ones pyproject.toml admits (requirements/oldest.txt), each in a venv of its own.
+LOCK   := requirements/lock.txt
+PIP     = $(1)/bin/python -m pip install -q --disable-pip-version-check
+
+.PHONY: demo test setup system-deps lint typecheck bench clean lock test-latest test-oldest
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
 
 # libpfm4 resolves libpfm4 event strings (perf::..., PMU names); loaded with ctypes when used.
 system-deps:
@@ -19,7 +25,8 @@ system-deps:
 	       || echo "note: libpfm4 not installed (apt-get install libpfm4); libpfm4 event strings will be unavailable"; }
 
 setup: $(BIN)/python system-deps
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
+	$(call PIP,$(VENV)) -c $(LOCK) --no-build-isolation -e '.[test]'
 
 demo: setup
 	$(BIN)/layerperf profile $(MODEL) --out $(OUT)
@@ -36,5 +43,31 @@ test: setup lint typecheck
 bench: setup
 	$(BIN)/python benchmarks/overhead.py
 
+# A fresh venv with the newest releases pyproject.toml admits, frozen into the lock.
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	$(call PIP,.venv-lock) --upgrade pip setuptools wheel
+	$(call PIP,.venv-lock) '.[test,pandas]'
+	{ echo "# Exact versions \`make setup\` installs (a constraints file). Made by \`make lock\` with"; \
+	  echo "# $$(.venv-lock/bin/python -V) on $$(date -u +%Y-%m-%d); regenerate on purpose, then run make test."; \
+	  .venv-lock/bin/python -m pip freeze --all --exclude layerperf; } > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
+	rm -rf .venv-lock
+
+test-latest: system-deps
+	[ -x .venv-latest/bin/python ] || $(PYTHON) -m venv .venv-latest
+	$(call PIP,.venv-latest) --upgrade pip setuptools wheel
+	$(call PIP,.venv-latest) --upgrade --upgrade-strategy eager -e '.[test]'
+	.venv-latest/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(onnx|onnxruntime|numpy|protobuf) '
+	.venv-latest/bin/python -m pytest -q
+
+test-oldest: system-deps
+	[ -x .venv-oldest/bin/python ] || $(PYTHON) -m venv .venv-oldest
+	$(call PIP,.venv-oldest) -c $(LOCK) pip setuptools wheel
+	$(call PIP,.venv-oldest) -c requirements/oldest.txt --no-build-isolation -e '.[test]'
+	.venv-oldest/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(onnx|onnxruntime|numpy|protobuf) '
+	.venv-oldest/bin/python -m pytest -q
+
 clean:
-	rm -rf $(VENV) out build *.egg-info
+	rm -rf $(VENV) .venv-latest .venv-oldest .venv-lock out build *.egg-info

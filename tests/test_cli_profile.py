@@ -138,7 +138,8 @@ def test_model_ort_cannot_load(out_dir: Path, tmp_path: Path) -> None:
     y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
     node = helper.make_node("NoSuchOp", ["x"], ["y"], domain="custom.layerperf")
     model = helper.make_model(helper.make_graph([node], "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.layerperf", 1)])
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.layerperf", 1)],
+                              ir_version=9)
     path = tmp_path / "custom.onnx"
     onnx.save(model, path)
     assert_clean_error(bad(out_dir, str(path)), str(path))

@@ -449,7 +449,7 @@ def _run_ort(node: onnx.NodeProto, float_inputs: dict[str, tuple[int, ...]],
            for n, a in feeds.items()]
     graph = helper.make_graph([node], "one", ins, [helper.make_tensor_value_info(node.output[0], 1, None)])
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    model = helper.make_model(graph, opset_imports=opsets)
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return tuple(sess.run(None, feeds)[0].shape)
 
@@ -487,7 +487,7 @@ def _cnn(odd_channels: int = 48) -> onnx.ModelProto:
     ]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def _transformer_block(b: int = 2, s: int = 16, hidden: int = 32, heads: int = 4) -> onnx.ModelProto:
@@ -538,7 +538,7 @@ def _transformer_block(b: int = 2, s: int = 16, hidden: int = 32, heads: int = 4
     ]
     graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, hidden])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, hidden])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def _lstm() -> onnx.ModelProto:
@@ -553,7 +553,7 @@ def _lstm() -> onnx.ModelProto:
              helper.make_node("ReduceMean", ["Y2"], ["y"], axes=[0, 1], keepdims=0)]
     graph = helper.make_graph(nodes, "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, batch, inp])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, hid])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def _assert_fully_costed(model: onnx.ModelProto) -> int:
@@ -627,7 +627,7 @@ def test_graph_costs_infers_shapes_through_contrib_ops() -> None:
     graph = helper.make_graph(nodes, "nchwc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     opsets = [helper.make_opsetid(d, v) for d, v in [("", 17), ("com.microsoft", 1), ("com.microsoft.nchwc", 1)]]
-    model = helper.make_model(graph, opset_imports=opsets)
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
     costs = {n.output[0]: c for n, c in graph_costs(model)}
     conv_out = 16 * 8 * 8  # stride 2 on 16x16
     assert costs["cb"].flops == 2 * conv_out * 8 * 9 + conv_out + conv_out  # MACs, bias, Relu

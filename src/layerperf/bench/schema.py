@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,11 +91,35 @@ def _ort_schemas() -> dict[tuple[str, str], list[Any]]:
 
 @functools.lru_cache(maxsize=4)
 def max_opset(domain: str = "") -> int:
-    """The newest opset of ``domain`` that both onnx and ONNX Runtime know."""
+    """The newest opset of ``domain`` that both onnx and ONNX Runtime know and ONNX Runtime loads."""
     ort_max = max((s.since_version for (d, _), ss in _ort_schemas().items() if d == domain for s in ss), default=1)
     if domain == "":
-        return min(onnx.defs.onnx_opset_version(), ort_max)
+        return _loadable_opset(min(onnx.defs.onnx_opset_version(), ort_max))
     return ort_max
+
+
+_OFFICIAL_OPSET = re.compile(r"official support for domain ai\.onnx is till opset (\d+)")
+
+
+def _loadable_opset(opset: int) -> int:
+    # ONNX Runtime carries the schemas of an opset still under development in onnx (their since_version
+    # says 27 while 1.31 loads models up to 26 only), and refuses models stamped with it. A one-node
+    # model tells which opset it really loads; the refusal names the newest official one.
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = min(model.ir_version, onnx.helper.find_min_ir_version_for([model.opset_import[0]]))
+    try:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT's own pybind types
+        found = _OFFICIAL_OPSET.search(str(exc))
+        if found and int(found.group(1)) < opset:
+            return int(found.group(1))
+    return opset
 
 
 def _unknown(op_type: str, domain: str) -> InputError:
