@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnxruntime as ort
 
 from layerperf.backends.onnxruntime import ProfileOptions
@@ -70,6 +71,16 @@ def _kernels(trace_path: str) -> tuple[Kernel, ...]:
     return tuple(Kernel(n.name, n.op_type, n.provider) for n in nodes)
 
 
+def _buffer(t: TensorInfo) -> ort.OrtValue | None:
+    try:
+        dtype = np.dtype(t.dtype)
+    except TypeError:
+        return None
+    if dtype.kind not in "biufc" or t.shape is None or not t.is_static:
+        return None
+    return ort.OrtValue.ortvalue_from_shape_and_type([int(d) for d in t.shape], dtype)
+
+
 def prepare(one: OneNode, *, threads: int, opt_level: str, provider: str) -> Prepared:
     """Create the session, bind the tensors and run once; ONNX Runtime's refusals become InputError."""
     with tempfile.TemporaryDirectory(prefix="layerperf-bench-") as tmp:
@@ -100,12 +111,17 @@ def prepare(one: OneNode, *, threads: int, opt_level: str, provider: str) -> Pre
     if not kernels:
         raise InputError(f"ONNX Runtime computed {_what(one)} away before running it (its inputs are constants)",
                          hint="give the data input with --input, or lower --opt-level")
-    produced = binding.get_outputs()
+    outputs = tuple(TensorInfo(name, tuple(v.shape()), ort_type_to_numpy(v.data_type()))
+                    for name, v in zip(out_names, binding.get_outputs(), strict=True))
+    # Buffers of our own, not the first run's: before 1.29, ONNX Runtime freed the OrtValues that
+    # get_outputs() returned when their binding was cleared, and rebinding them crashed the process.
+    produced = [_buffer(t) for t in outputs]
     binding.clear_binding_outputs()
     for name, value in zip(out_names, produced, strict=True):
-        binding.bind_ortvalue_output(name, value)  # later runs write into the same buffers
-    outputs = tuple(TensorInfo(name, tuple(v.shape()), ort_type_to_numpy(v.data_type()))
-                    for name, v in zip(out_names, produced, strict=True))
+        if value is None:  # strings and other non-numeric outputs: allocated by each run
+            binding.bind_output(name, "cpu")
+        else:
+            binding.bind_ortvalue_output(name, value)  # later runs write into the same buffers
     run = sess.run_with_iobinding
 
     def call() -> None:
