@@ -204,7 +204,7 @@ def test_a_slow_reading_sets_aside_the_samples_around_it() -> None:
     # between r_i and r_i+1); sample 4 onwards are clean.
     op = FakeOp(steady_ns=1_000_000.0)
     ruler = FakeRuler(op, FIRST_LOOK + [11_000.0, 11_000.0, SLOW], then=11_000.0)
-    t = measure(op, MeasureOptions(samples=6, speed_wait_s=1.0), clock=op.clock, ruler=ruler)
+    t = measure(op, MeasureOptions(samples=6, speed_wait_s=1.0), clock=op.clock, ruler=ruler, waited=lambda: 0)
     assert t.slowed == 4 and not t.slowed_used
     assert len(t.per_call_ns) == 6 and t.requested == 6
     assert len(t.yardstick_ns) == 12  # 11 samples: the 11th proves the 10th clean
@@ -216,7 +216,7 @@ def test_a_faster_reading_lowers_the_reference_and_judges_earlier_samples_again(
     # until the CPU speeds up and shows what full speed is.
     op = FakeOp(steady_ns=1_000_000.0)
     ruler = FakeRuler(op, [SLOW] * 10 + [SLOW] * 3, then=FAST)  # r0-r2 slow, r3 on fast
-    t = measure(op, MeasureOptions(samples=4, speed_wait_s=1.0), clock=op.clock, ruler=ruler)
+    t = measure(op, MeasureOptions(samples=4, speed_wait_s=1.0), clock=op.clock, ruler=ruler, waited=lambda: 0)
     assert t.speed_reference_ns == FAST
     assert t.slowed == 4 and len(t.per_call_ns) == 4 and not t.slowed_used  # samples 0-3 slowed, 4-7 used
 
@@ -228,7 +228,7 @@ def test_too_few_clean_samples(fast_readings: int, used: int, flagged: bool) -> 
     op = FakeOp(steady_ns=1_000_000.0)
     ruler = FakeRuler(op, FIRST_LOOK + [11_000.0] * fast_readings, then=SLOW)
     t = measure(op, MeasureOptions(samples=6, speed_wait_s=0.0001, max_samples_factor=2), clock=op.clock,
-                ruler=ruler)
+                ruler=ruler, waited=lambda: 0)
     assert len(t.per_call_ns) == used and t.requested == 6 and t.slowed_used == flagged
     assert t.slowed == 12 - (fast_readings - 2)  # the budget, 6 samples x 2, less the clean ones
 
@@ -238,7 +238,7 @@ def test_a_run_slowed_throughout_uses_every_sample_and_flags_it() -> None:
     op = FakeOp(steady_ns=1_000_000.0)
     ruler = FakeRuler(op, [], then=SLOW)
     t = measure(op, MeasureOptions(samples=4, speed_wait_s=0.0001, speed_reference_ns=FAST), clock=op.clock,
-                ruler=ruler)
+                ruler=ruler, waited=lambda: 0)
     assert t.slowed_used and len(t.per_call_ns) == 16 and t.slowed == 16  # the budget: 4 samples x 4
     assert t.speed_reference_ns == FAST
 
@@ -247,7 +247,7 @@ def test_the_speed_wait_extends_the_budget_in_time() -> None:
     op = FakeOp(steady_ns=1_000_000.0)
     ruler = FakeRuler(op, [], then=SLOW)
     t = measure(op, MeasureOptions(samples=4, speed_wait_s=0.05, speed_reference_ns=FAST), clock=op.clock,
-                ruler=ruler)
+                ruler=ruler, waited=lambda: 0)
     # 1 ms samples and 25 µs readings: ~48 fit in the 50 ms wait, well past the 16 of the budget
     assert 40 <= len(t.per_call_ns) <= 50 and t.slowed_used
 
@@ -255,7 +255,7 @@ def test_the_speed_wait_extends_the_budget_in_time() -> None:
 def test_no_speed_wait_takes_samples_at_any_speed() -> None:
     op = FakeOp(steady_ns=1_000_000.0)
     ruler = FakeRuler(op, [FAST, 30_000.0, FAST, 30_000.0], then=30_000.0)
-    t = measure(op, MeasureOptions(samples=4, speed_reference_ns=FAST), clock=op.clock, ruler=ruler)
+    t = measure(op, MeasureOptions(samples=4, speed_reference_ns=FAST), clock=op.clock, ruler=ruler, waited=lambda: 0)
     assert t.slowed == 0 and not t.slowed_used and t.speed_reference_ns is None
     assert len(t.per_call_ns) == 4 and t.yardstick_ns == (FAST, 30_000.0, FAST, 30_000.0, 30_000.0)
 
