@@ -274,7 +274,7 @@ def analyze(table: OpTable, *, by: str = "name", how: str = "sum", order_by: str
 # -- diff ------------------------------------------------------------------------------------------
 DIFF_BY = ("name", "type")
 DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us", "delta_us", "delta_pct",
-                "speedup", "only_in")
+                "speedup", "only_in", "key_b", "match")
 
 
 def per_pass(table: OpTable, by: str, how: str) -> OpTable:
@@ -285,35 +285,55 @@ def per_pass(table: OpTable, by: str, how: str) -> OpTable:
     return per_node if by == "name" else aggregate(per_node, "type", "sum")
 
 
-def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
+         match: str = "normalized") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per node (or op type) time in A and in B, delta (B - A) and speedup (A / B), and totals.
 
-    A node found in one trace only is flagged ``only_in`` and counts as 0 on the other side.
+    Nodes are paired by name; with ``match="normalized"`` (the default) also across the renamings of
+    graph optimizations and quantization (:mod:`layerperf.matching`), and a row says which rule paired
+    it (``match``) and the node's name in B (``key_b``). A node found in one trace only is flagged
+    ``only_in`` and counts as 0 on the other side.
     """
+    from layerperf import matching
+
     ta, tb = per_pass(a, by, how), per_pass(b, by, how)
+    if by == "name":
+        pairing = matching.pair_nodes(_match_nodes(ta), _match_nodes(tb), match)
+    else:  # op types are compared as they are
+        pairing = matching.pair_nodes(_match_nodes(ta, "op_type"), _match_nodes(tb, "op_type"), "exact")
     key_col = "name" if by == "name" else "op_type"
     ka, kb = ta.labels(key_col).tolist(), tb.labels(key_col).tolist()
-    index_a = {k: i for i, k in enumerate(ka)}
-    index_b = {k: i for i, k in enumerate(kb)}
-    keys = list(dict.fromkeys([*ka, *kb]))
     types_a, types_b = ta.op_type.tolist(), tb.op_type.tolist()
+    partner = {i: (j, rule) for i, j, rule in pairing.pairs}
     out = []
-    for key in keys:
-        i, j = index_a.get(key), index_b.get(key)
-        time_a = float(ta.dur_ns[i]) / 1e3 if i is not None else None
-        time_b = float(tb.dur_ns[j]) / 1e3 if j is not None else None
-        out.append(_diff_row(key, types_a[i] if i is not None else types_b[j] if j is not None else "",
-                             None if i is None else int(ta.calls[i]), None if j is None else int(tb.calls[j]),
-                             time_a, time_b))
+    for i in range(len(ta)):
+        j, rule = partner.get(i, (None, ""))
+        out.append(_diff_row(ka[i], types_a[i], int(ta.calls[i]), None if j is None else int(tb.calls[j]),
+                             float(ta.dur_ns[i]) / 1e3, None if j is None else float(tb.dur_ns[j]) / 1e3,
+                             key_b=None if j is None else kb[j], match=rule))
+    for j in pairing.only_b:
+        out.append(_diff_row(kb[j], types_b[j], None, int(tb.calls[j]), None, float(tb.dur_ns[j]) / 1e3,
+                             key_b=kb[j]))
     total_a = sum(r["time_a_us"] or 0.0 for r in out)
     total_b = sum(r["time_b_us"] or 0.0 for r in out)
     totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()), total_a, total_b)
-    totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out))
+    totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out),
+                  matched=len(pairing.pairs), matched_by=pairing.counts(), nodes_a=len(ta), nodes_b=len(tb),
+                  match=match if by == "name" else "exact")
     return out, totals
 
 
+def _match_nodes(table: OpTable, key_col: str = "name") -> list[Any]:
+    """The rows of a per-node table as :class:`layerperf.matching.Node` (output tensors when the trace has them)."""
+    from layerperf.matching import Node
+
+    outputs = table.meta.get("outputs") or {}
+    keys, types = table.labels(key_col).tolist(), table.op_type.tolist()
+    return [Node(k, t, tuple(outputs.get(k, ()))) for k, t in zip(keys, types, strict=True)]
+
+
 def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, time_a: float | None,
-              time_b: float | None) -> dict[str, Any]:
+              time_b: float | None, *, key_b: str | None = None, match: str = "") -> dict[str, Any]:
     delta = (time_b or 0.0) - (time_a or 0.0)
     return {
         "key": key, "op_type": op_type, "calls_a": calls_a, "calls_b": calls_b, "time_a_us": time_a,
@@ -321,6 +341,7 @@ def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, 
         "delta_pct": delta / time_a if time_a else None,
         "speedup": time_a / time_b if time_a is not None and time_b else None,
         "only_in": "A" if time_b is None else "B" if time_a is None else "",
+        "key_b": key_b, "match": match,
     }
 
 
@@ -332,8 +353,8 @@ def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[
         raise InputError(f"unknown --order-by column {by!r}",
                          hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")
     items = list(rows_)
-    if column in ("key", "op_type", "only_in"):
-        return sorted(items, key=lambda r: str(r[column]))
+    if column in ("key", "op_type", "only_in", "key_b", "match"):
+        return sorted(items, key=lambda r: str(r[column] or ""))
     if column == "delta_us":
         return sorted(items, key=lambda r: -abs(r["delta_us"]))
     return sorted(items, key=lambda r: (r[column] is None, -(r[column] or 0.0)))

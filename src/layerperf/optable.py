@@ -248,7 +248,10 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
     b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
              np.asarray(dur_ns, dtype=np.float64) / 1e3,
              flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None, counters=counters)
-    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), **(meta or {})})
+    # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
+    outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
+    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                    **(meta or {})})
 
 
 def empty(meta: dict[str, Any] | None = None) -> OpTable:

@@ -46,6 +46,9 @@ DIFF_COLUMNS: tuple[Column, ...] = (
     Column("speedup", "speedup", speedup),
     Column("only_in", "only in", str, "left"),
 )
+# shown when some pair's names differ
+DIFF_NAME_B = Column("key_b", "name in B", str, "left")
+DIFF_MATCH = Column("match", "matched by", str, "left")
 
 
 def to_csv(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> str:
