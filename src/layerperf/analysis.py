@@ -274,7 +274,7 @@ def analyze(table: OpTable, *, by: str = "name", how: str = "sum", order_by: str
 # -- diff ------------------------------------------------------------------------------------------
 DIFF_BY = ("name", "type")
 DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us", "delta_us", "delta_pct",
-                "speedup", "only_in", "key_b", "match")
+                "speedup", "only_in", "key_b", "op_type_b", "match")
 
 
 def per_pass(table: OpTable, by: str, how: str) -> OpTable:
@@ -310,10 +310,11 @@ def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
         j, rule = partner.get(i, (None, ""))
         out.append(_diff_row(ka[i], types_a[i], int(ta.calls[i]), None if j is None else int(tb.calls[j]),
                              float(ta.dur_ns[i]) / 1e3, None if j is None else float(tb.dur_ns[j]) / 1e3,
-                             key_b=None if j is None else kb[j], match=rule))
+                             key_b=None if j is None else kb[j], op_type_b=None if j is None else types_b[j],
+                             match=rule))
     for j in pairing.only_b:
         out.append(_diff_row(kb[j], types_b[j], None, int(tb.calls[j]), None, float(tb.dur_ns[j]) / 1e3,
-                             key_b=kb[j]))
+                             key_b=kb[j], op_type_b=types_b[j]))
     total_a = sum(r["time_a_us"] or 0.0 for r in out)
     total_b = sum(r["time_b_us"] or 0.0 for r in out)
     totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()), total_a, total_b)
@@ -333,7 +334,8 @@ def _match_nodes(table: OpTable, key_col: str = "name") -> list[Any]:
 
 
 def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, time_a: float | None,
-              time_b: float | None, *, key_b: str | None = None, match: str = "") -> dict[str, Any]:
+              time_b: float | None, *, key_b: str | None = None, op_type_b: str | None = None,
+              match: str = "") -> dict[str, Any]:
     delta = (time_b or 0.0) - (time_a or 0.0)
     return {
         "key": key, "op_type": op_type, "calls_a": calls_a, "calls_b": calls_b, "time_a_us": time_a,
@@ -341,7 +343,7 @@ def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, 
         "delta_pct": delta / time_a if time_a else None,
         "speedup": time_a / time_b if time_a is not None and time_b else None,
         "only_in": "A" if time_b is None else "B" if time_a is None else "",
-        "key_b": key_b, "match": match,
+        "key_b": key_b, "op_type_b": op_type_b, "match": match,
     }
 
 
@@ -353,7 +355,7 @@ def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[
         raise InputError(f"unknown --order-by column {by!r}",
                          hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")
     items = list(rows_)
-    if column in ("key", "op_type", "only_in", "key_b", "match"):
+    if column in ("key", "op_type", "only_in", "key_b", "op_type_b", "match"):
         return sorted(items, key=lambda r: str(r[column] or ""))
     if column == "delta_us":
         return sorted(items, key=lambda r: -abs(r["delta_us"]))

@@ -17,6 +17,8 @@ Rules, each applied to the nodes the earlier ones left unpaired (in execution or
 4. ``scope``: the same module scope (a ``/``-path name without its last two parts — module and op —
    or a dotted name without its last part) and the same op family. This is how a fused Conv+Relu
    named after its Relu finds the quantized Conv named after the Conv.
+5. ``order``: an op family with as many nodes left on each side, all of one side renamed (their names
+   carry a suffix above: a node named after a graph output, say ``out_nchwc``): paired in execution order.
 
 What no rule pairs is reported as only in one trace: quantize/dequantize and layout nodes, and nodes
 fused away (an Add done inside a convolution).
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 MODES = ("normalized", "exact")
-RULES = ("exact", "name", "output", "scope")
+RULES = ("exact", "name", "output", "scope", "order")
 
 _SUFFIX = re.compile(r"(?:_token_\d+|_nchwc|_quant|_quantized|/duplicated|_output_\d+)$")
 _FAMILY = re.compile(r"^(?:QLinear|Fused|Nhwc|DynamicQuantize|Q(?=Gemm))*(.*?)(?:IntegerToFloat|Integer|NBits)?$")
@@ -121,13 +123,13 @@ class _Pairer:
         self.left_b = list(range(len(b)))
         self.pairs: list[tuple[int, int, str]] = []
 
-    def apply(self, rule: str, key: Key, *, unique: bool = False) -> None:
+    def apply(self, rule: str, key: Key, *, unique: bool = False, renamed: bool = False) -> None:
         ga, gb = _groups(self.a, self.left_a, key), _groups(self.b, self.left_b, key)
         used_a: set[int] = set()
         used_b: set[int] = set()
         for k, ia in ga.items():
             jb = gb.get(k)
-            if not jb or unique and (len(ia) > 1 or len(jb) > 1):
+            if not jb or unique and (len(ia) > 1 or len(jb) > 1) or renamed and not self._renamed(ia, jb):
                 continue
             free_a = [i for i in ia if i not in used_a]
             free_b = [j for j in jb if j not in used_b]
@@ -137,6 +139,13 @@ class _Pairer:
                 self.pairs.append((i, j, rule))
         self.left_a = [i for i in self.left_a if i not in used_a]
         self.left_b = [j for j in self.left_b if j not in used_b]
+
+    def _renamed(self, ia: list[int], jb: list[int]) -> bool:
+        """As many on each side, and every node of one side renamed by a transformation."""
+        def all_renamed(nodes: Sequence[Node], idx: list[int]) -> bool:
+            return all(normalize_name(nodes[i].name) != nodes[i].name for i in idx)
+
+        return len(ia) == len(jb) and (all_renamed(self.a, ia) or all_renamed(self.b, jb))
 
 
 def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -> Pairing:
@@ -152,5 +161,6 @@ def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -
         p.apply("name", _name_key)
         p.apply("output", _output_key, unique=True)
         p.apply("scope", _scope_key)
+        p.apply("order", lambda n: (op_family(n.op_type),), renamed=True)
     pairs = tuple(sorted(p.pairs))
     return Pairing(pairs, tuple(p.left_a), tuple(p.left_b))

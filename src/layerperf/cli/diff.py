@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     shown = rows
     if any(r["key_b"] not in (None, r["key"]) for r in rows):
         columns[1:1] = [tables.DIFF_NAME_B, tables.DIFF_MATCH]
-        shown = [{**r, "key_b": r["key_b"] or ""} for r in rows]  # no node in B: blank, not "?"
+        columns.insert(4, tables.DIFF_TYPE_B)
+        # no node in B: blank, not "?" (unknown)
+        shown = [{**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]
     what = "node" if args.by == "name" else "op type"
     title = f"A = {a.meta.get('source')} ({a.meta.get('format')}), B = {b.meta.get('source')} " \
             f"({b.meta.get('format')}): per-{what} {args.aggregate} time"

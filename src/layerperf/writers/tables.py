@@ -49,6 +49,7 @@ DIFF_COLUMNS: tuple[Column, ...] = (
 # shown when some pair's names differ
 DIFF_NAME_B = Column("key_b", "name in B", str, "left")
 DIFF_MATCH = Column("match", "matched by", str, "left")
+DIFF_TYPE_B = Column("op_type_b", "type in B", str, "left")
 
 
 def to_csv(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> str:
