@@ -15,25 +15,21 @@ from typing import Any
 import numpy as np
 
 from layerperf.errors import InputError
-from layerperf.optable import STRING_COLUMNS, Labels, OpTable
+from layerperf.optable import GROUPINGS, STRING_COLUMNS, Labels, OpTable, group_codes
 
-GROUP_KEYS: dict[str, tuple[str, ...]] = {
-    "name": ("name",),
-    "type": ("op_type",),
-    "provider": ("provider",),
-    "shape": ("op_type", "in_shapes", "out_shapes"),
-}
+GROUP_KEYS = GROUPINGS
 AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
 
 # Orderable columns: canonical name (the JSON key) and what else a user may call it.
 ALIASES = {
     "time": "time_us", "self": "time_us", "self_time": "time_us", "total": "total_us",
-    "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "count": "calls",
+    "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "device_self": "device_us",
+    "device_incl": "device_incl_us", "device_inclusive": "device_incl_us", "count": "calls",
     "computation": "flops", "FLOPS": "flops_per_s", "flops/s": "flops_per_s", "memory": "bytes",
     "bandwidth": "bytes_per_s", "type": "op_type",
 }
-NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "calls", "flops",
-                   "flops_per_s", "bytes", "bytes_per_s")
+NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "device_incl_us", "calls",
+                   "flops", "flops_per_s", "bytes", "bytes_per_s")
 
 
 # -- filter ----------------------------------------------------------------------------------------
@@ -75,12 +71,7 @@ class _Groups:
 
 
 def _groups(table: OpTable, by: str) -> _Groups:
-    inverse = np.zeros(len(table), dtype=np.int64)
-    for column in GROUP_KEYS[by]:
-        labels = table.labels(column)
-        # re-densified after each column, so the combined key never outgrows int64
-        key = inverse * max(len(labels.values), 1) + labels.codes
-        inverse = np.unique(key, return_inverse=True)[1].reshape(-1)
+    inverse = group_codes(table, by)
     count = int(inverse.max()) + 1 if inverse.size else 0
     rows = np.argsort(inverse, kind="stable")
     sizes = np.bincount(inverse, minlength=count)
@@ -137,7 +128,9 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
 
     ``how`` applies to self time, inclusive and device time, FLOPs, bytes and counters (``count``
     sums them and is meant for ordering by calls); ``total_ns`` is always the sum and ``calls`` the
-    number of calls. String columns keep the group's value, or say how many different ones it has.
+    number of calls. A sum of inclusive figures (time, device time) counts a call nested in another
+    call of its group once, so it never exceeds the time the group was busy. String columns keep the
+    group's value, or say how many different ones it has.
     """
     if by not in GROUP_KEYS:
         raise InputError(f"unknown --aggregate-by {by!r}", hint=f"use one of: {', '.join(GROUP_KEYS)}")
@@ -150,12 +143,23 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
         for column in STRING_COLUMNS
     }
     return OpTable(
-        **labels, dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
-        incl_ns=_reduce(table.incl_ns, g, how), device_ns=_reduce(table.device_ns, g, how),
+        name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
+        in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
+        dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
+        incl_ns=_reduce(_once(table, by, table.incl_ns, how), g, how), device_ns=_reduce(table.device_ns, g, how),
+        device_incl_ns=_reduce(_once(table, by, table.device_incl, how), g, how),
         calls=np.bincount(g.inverse, weights=table.calls, minlength=g.count).astype(np.int64),
         flops=_reduce(table.flops, g, how), bytes=_reduce(table.bytes, g, how),
         counters={k: _reduce(v, g, how) for k, v in table.counters.items()},
         meta={**table.meta, "aggregate_by": by, "aggregate": how})
+
+
+def _once(table: OpTable, by: str, values: np.ndarray, how: str) -> np.ndarray:
+    """Inclusive ``values`` with calls nested in a call of their own group zeroed, when they are summed."""
+    outer = table.outer.get(by)
+    if outer is None or how not in ("sum", "count"):
+        return values
+    return np.where(outer, values, 0.0)
 
 
 # -- columns, order, top ---------------------------------------------------------------------------
@@ -170,16 +174,31 @@ def _rate(amount: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
         return np.where(time_ns > 0, amount / (time_ns * 1e-9), np.nan)
 
 
+def on_device(table: OpTable) -> np.ndarray:
+    """Rows whose work ran on a device: some device time was launched under them."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(table.device_incl > 0)
+
+
+def rate_time_ns(table: OpTable) -> np.ndarray:
+    """The time FLOP/s and bandwidth are over: the device time of the kernels launched under an op
+    (inclusive: a convolution's work is in its children's kernels) where there is some, else its
+    self time (the CPU doing the work itself)."""
+    return np.where(on_device(table), table.device_incl, table.dur_ns)
+
+
 def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:
     """Every numeric column by its JSON name, derived ones included (cum_share in table order)."""
     grand = grand_total_ns(table) or 1.0
     share = table.total_ns / grand
+    rate_ns = rate_time_ns(table)
     cols = {
         "time_us": table.dur_ns / 1e3, "total_us": table.total_ns / 1e3, "share": share,
         "cum_share": np.cumsum(share), "incl_us": table.incl_ns / 1e3, "device_us": table.device_ns / 1e3,
+        "device_incl_us": table.device_incl / 1e3,
         "calls": table.calls.astype(np.float64), "flops": table.flops,
-        "flops_per_s": _rate(table.flops, table.dur_ns), "bytes": table.bytes,
-        "bytes_per_s": _rate(table.bytes, table.dur_ns),
+        "flops_per_s": _rate(table.flops, rate_ns), "bytes": table.bytes,
+        "bytes_per_s": _rate(table.bytes, rate_ns),
     }
     cols.update(table.counters)
     return cols
@@ -240,10 +259,12 @@ def _value(x: Any) -> Any:
 
 
 def rows(table: OpTable) -> list[dict[str, Any]]:
-    """The table as row dicts with JSON names; None where unknown; device_us only when measured."""
+    """The table as row dicts with JSON names; None where unknown; device time only when measured,
+    and then ``rate_time`` says what FLOP/s and bandwidth are over: "device" or "cpu" (self time)."""
     cols = numeric_columns(table)
     if not table.has_device:
-        del cols["device_us"]
+        del cols["device_us"], cols["device_incl_us"]
+    device_rows = on_device(table).tolist() if table.has_device else None
     strings = {c: table.labels(c).tolist() for c in STRING_COLUMNS}
     numbers = {k: v.tolist() for k, v in cols.items()}
     out = []
@@ -255,6 +276,8 @@ def rows(table: OpTable) -> list[dict[str, Any]]:
         row["calls"] = int(table.calls[i])
         row["in_shapes"] = strings["in_shapes"][i]
         row["out_shapes"] = strings["out_shapes"][i]
+        if device_rows is not None:
+            row["rate_time"] = "device" if device_rows[i] else "cpu"
         out.append(row)
     return out
 
