@@ -116,6 +116,8 @@ def _kernels(table: Any, args: argparse.Namespace) -> int:
     from layerperf.errors import InputError
     from layerperf.writers import tables
 
+    if args.types or args.min_time is not None:
+        raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
     kernel_table = kernels.of(table)
     if kernel_table is None:
         raise InputError(f"{table.meta.get('source')} has no GPU kernels to aggregate "
