@@ -144,6 +144,12 @@ def test_kernel_view(ref: Ref, capsys: pytest.CaptureFixture[str]) -> None:
         assert row["launched_by"] == ", ".join(f"{op} ({n})" for op, n in launchers.most_common())
     totals = [r["total_us"] for r in _analyze(capsys, "--aggregate-by", "kernel")]
     assert totals == sorted(totals, reverse=True)
+    calls = [r["calls"] for r in _analyze(capsys, "--aggregate-by", "kernel", "--order-by", "calls")]
+    assert calls == sorted(calls, reverse=True)
+    gemms = _analyze(capsys, "--aggregate-by", "kernel", "--name", "gemm")
+    assert {r["name"] for r in gemms} == {n for n in groups if "gemm" in n} != set()
+    assert main(["analyze", str(TRACE), "--aggregate-by", "kernel", "--order-by", "flops"]) == 2
+    assert "unknown --order-by column 'flops'" in capsys.readouterr().err
 
 
 def test_kernel_view_needs_kernels(capsys: pytest.CaptureFixture[str]) -> None:
