@@ -150,3 +150,19 @@ def test_counter_columns_order_and_aggregate() -> None:
     out = analysis.rows(analysis.analyze(table, order_by="cycles"))
     assert [(r["name"], r["cycles"]) for r in out] == [("a", 400.0), ("c", 10.0)]
     assert "cycles" in analysis.orderable(table)
+
+
+def test_summed_inclusive_time_counts_nested_calls_of_a_group_once(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # a block (100 µs) holding a Loop (60) holding another Loop (20); a lone Loop (30) after it
+    events = [_event("block", "Block", 0, 100), _event("outer", "Loop", 10, 60), _event("inner", "Loop", 20, 20),
+              _event("later", "Loop", 200, 30)]
+    path = tmp_path / "nested.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    loop = next(r for r in _json(capsys, str(path), "--aggregate-by", "type") if r["op_type"] == "Loop")
+    assert loop["incl_us"] == 60 + 30  # the inner Loop's 20 µs are inside the outer one's 60
+    assert loop["time_us"] == (60 - 20) + 20 + 30
+    (cpu,) = _json(capsys, str(path), "--aggregate-by", "provider")
+    assert cpu["incl_us"] == 100 + 30 and cpu["time_us"] == 130  # never more than the thread was busy
+    by_name = {r["name"]: r["incl_us"] for r in _json(capsys, str(path))}
+    assert by_name == {"block": 100, "outer": 60, "inner": 20, "later": 30}  # one call each: as they are

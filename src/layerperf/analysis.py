@@ -15,25 +15,21 @@ from typing import Any
 import numpy as np
 
 from layerperf.errors import InputError
-from layerperf.optable import STRING_COLUMNS, Labels, OpTable
+from layerperf.optable import GROUPINGS, STRING_COLUMNS, Labels, OpTable, group_codes
 
-GROUP_KEYS: dict[str, tuple[str, ...]] = {
-    "name": ("name",),
-    "type": ("op_type",),
-    "provider": ("provider",),
-    "shape": ("op_type", "in_shapes", "out_shapes"),
-}
+GROUP_KEYS = GROUPINGS
 AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
 
 # Orderable columns: canonical name (the JSON key) and what else a user may call it.
 ALIASES = {
     "time": "time_us", "self": "time_us", "self_time": "time_us", "total": "total_us",
-    "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "count": "calls",
+    "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "device_self": "device_us",
+    "device_incl": "device_incl_us", "device_inclusive": "device_incl_us", "count": "calls",
     "computation": "flops", "FLOPS": "flops_per_s", "flops/s": "flops_per_s", "memory": "bytes",
     "bandwidth": "bytes_per_s", "type": "op_type",
 }
-NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "calls", "flops",
-                   "flops_per_s", "bytes", "bytes_per_s")
+NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "device_incl_us", "calls",
+                   "flops", "flops_per_s", "bytes", "bytes_per_s")
 
 
 # -- filter ----------------------------------------------------------------------------------------
@@ -75,12 +71,7 @@ class _Groups:
 
 
 def _groups(table: OpTable, by: str) -> _Groups:
-    inverse = np.zeros(len(table), dtype=np.int64)
-    for column in GROUP_KEYS[by]:
-        labels = table.labels(column)
-        # re-densified after each column, so the combined key never outgrows int64
-        key = inverse * max(len(labels.values), 1) + labels.codes
-        inverse = np.unique(key, return_inverse=True)[1].reshape(-1)
+    inverse = group_codes(table, by)
     count = int(inverse.max()) + 1 if inverse.size else 0
     rows = np.argsort(inverse, kind="stable")
     sizes = np.bincount(inverse, minlength=count)
@@ -137,7 +128,9 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
 
     ``how`` applies to self time, inclusive and device time, FLOPs, bytes and counters (``count``
     sums them and is meant for ordering by calls); ``total_ns`` is always the sum and ``calls`` the
-    number of calls. String columns keep the group's value, or say how many different ones it has.
+    number of calls. A sum of inclusive figures (time, device time) counts a call nested in another
+    call of its group once, so it never exceeds the time the group was busy. String columns keep the
+    group's value, or say how many different ones it has.
     """
     if by not in GROUP_KEYS:
         raise InputError(f"unknown --aggregate-by {by!r}", hint=f"use one of: {', '.join(GROUP_KEYS)}")
@@ -150,12 +143,23 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
         for column in STRING_COLUMNS
     }
     return OpTable(
-        **labels, dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
-        incl_ns=_reduce(table.incl_ns, g, how), device_ns=_reduce(table.device_ns, g, how),
+        name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
+        in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
+        dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
+        incl_ns=_reduce(_once(table, by, table.incl_ns, how), g, how), device_ns=_reduce(table.device_ns, g, how),
+        device_incl_ns=_reduce(_once(table, by, table.device_incl, how), g, how),
         calls=np.bincount(g.inverse, weights=table.calls, minlength=g.count).astype(np.int64),
         flops=_reduce(table.flops, g, how), bytes=_reduce(table.bytes, g, how),
         counters={k: _reduce(v, g, how) for k, v in table.counters.items()},
         meta={**table.meta, "aggregate_by": by, "aggregate": how})
+
+
+def _once(table: OpTable, by: str, values: np.ndarray, how: str) -> np.ndarray:
+    """Inclusive ``values`` with calls nested in a call of their own group zeroed, when they are summed."""
+    outer = table.outer.get(by)
+    if outer is None or how not in ("sum", "count"):
+        return values
+    return np.where(outer, values, 0.0)
 
 
 # -- columns, order, top ---------------------------------------------------------------------------
@@ -170,16 +174,31 @@ def _rate(amount: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
         return np.where(time_ns > 0, amount / (time_ns * 1e-9), np.nan)
 
 
+def on_device(table: OpTable) -> np.ndarray:
+    """Rows whose work ran on a device: some device time was launched under them."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(table.device_incl > 0)
+
+
+def rate_time_ns(table: OpTable) -> np.ndarray:
+    """The time FLOP/s and bandwidth are over: the device time of the kernels launched under an op
+    (inclusive: a convolution's work is in its children's kernels) where there is some, else its
+    self time (the CPU doing the work itself)."""
+    return np.where(on_device(table), table.device_incl, table.dur_ns)
+
+
 def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:
     """Every numeric column by its JSON name, derived ones included (cum_share in table order)."""
     grand = grand_total_ns(table) or 1.0
     share = table.total_ns / grand
+    rate_ns = rate_time_ns(table)
     cols = {
         "time_us": table.dur_ns / 1e3, "total_us": table.total_ns / 1e3, "share": share,
         "cum_share": np.cumsum(share), "incl_us": table.incl_ns / 1e3, "device_us": table.device_ns / 1e3,
+        "device_incl_us": table.device_incl / 1e3,
         "calls": table.calls.astype(np.float64), "flops": table.flops,
-        "flops_per_s": _rate(table.flops, table.dur_ns), "bytes": table.bytes,
-        "bytes_per_s": _rate(table.bytes, table.dur_ns),
+        "flops_per_s": _rate(table.flops, rate_ns), "bytes": table.bytes,
+        "bytes_per_s": _rate(table.bytes, rate_ns),
     }
     cols.update(table.counters)
     return cols
@@ -240,10 +259,12 @@ def _value(x: Any) -> Any:
 
 
 def rows(table: OpTable) -> list[dict[str, Any]]:
-    """The table as row dicts with JSON names; None where unknown; device_us only when measured."""
+    """The table as row dicts with JSON names; None where unknown; device time only when measured,
+    and then ``rate_time`` says what FLOP/s and bandwidth are over: "device" or "cpu" (self time)."""
     cols = numeric_columns(table)
     if not table.has_device:
-        del cols["device_us"]
+        del cols["device_us"], cols["device_incl_us"]
+    device_rows = on_device(table).tolist() if table.has_device else None
     strings = {c: table.labels(c).tolist() for c in STRING_COLUMNS}
     numbers = {k: v.tolist() for k, v in cols.items()}
     out = []
@@ -255,6 +276,8 @@ def rows(table: OpTable) -> list[dict[str, Any]]:
         row["calls"] = int(table.calls[i])
         row["in_shapes"] = strings["in_shapes"][i]
         row["out_shapes"] = strings["out_shapes"][i]
+        if device_rows is not None:
+            row["rate_time"] = "device" if device_rows[i] else "cpu"
         out.append(row)
     return out
 
@@ -274,7 +297,7 @@ def analyze(table: OpTable, *, by: str = "name", how: str = "sum", order_by: str
 # -- diff ------------------------------------------------------------------------------------------
 DIFF_BY = ("name", "type")
 DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us", "delta_us", "delta_pct",
-                "speedup", "only_in")
+                "speedup", "only_in", "key_b", "op_type_b", "match")
 
 
 def per_pass(table: OpTable, by: str, how: str) -> OpTable:
@@ -285,35 +308,57 @@ def per_pass(table: OpTable, by: str, how: str) -> OpTable:
     return per_node if by == "name" else aggregate(per_node, "type", "sum")
 
 
-def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
+         match: str = "normalized") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per node (or op type) time in A and in B, delta (B - A) and speedup (A / B), and totals.
 
-    A node found in one trace only is flagged ``only_in`` and counts as 0 on the other side.
+    Nodes are paired by name; with ``match="normalized"`` (the default) also across the renamings of
+    graph optimizations and quantization (:mod:`layerperf.matching`), and a row says which rule paired
+    it (``match``) and the node's name in B (``key_b``). A node found in one trace only is flagged
+    ``only_in`` and counts as 0 on the other side.
     """
+    from layerperf import matching
+
     ta, tb = per_pass(a, by, how), per_pass(b, by, how)
+    if by == "name":
+        pairing = matching.pair_nodes(_match_nodes(ta), _match_nodes(tb), match)
+    else:  # op types are compared as they are
+        pairing = matching.pair_nodes(_match_nodes(ta, "op_type"), _match_nodes(tb, "op_type"), "exact")
     key_col = "name" if by == "name" else "op_type"
     ka, kb = ta.labels(key_col).tolist(), tb.labels(key_col).tolist()
-    index_a = {k: i for i, k in enumerate(ka)}
-    index_b = {k: i for i, k in enumerate(kb)}
-    keys = list(dict.fromkeys([*ka, *kb]))
     types_a, types_b = ta.op_type.tolist(), tb.op_type.tolist()
+    partner = {i: (j, rule) for i, j, rule in pairing.pairs}
     out = []
-    for key in keys:
-        i, j = index_a.get(key), index_b.get(key)
-        time_a = float(ta.dur_ns[i]) / 1e3 if i is not None else None
-        time_b = float(tb.dur_ns[j]) / 1e3 if j is not None else None
-        out.append(_diff_row(key, types_a[i] if i is not None else types_b[j] if j is not None else "",
-                             None if i is None else int(ta.calls[i]), None if j is None else int(tb.calls[j]),
-                             time_a, time_b))
+    for i in range(len(ta)):
+        j, rule = partner.get(i, (None, ""))
+        out.append(_diff_row(ka[i], types_a[i], int(ta.calls[i]), None if j is None else int(tb.calls[j]),
+                             float(ta.dur_ns[i]) / 1e3, None if j is None else float(tb.dur_ns[j]) / 1e3,
+                             key_b=None if j is None else kb[j], op_type_b=None if j is None else types_b[j],
+                             match=rule))
+    for j in pairing.only_b:
+        out.append(_diff_row(kb[j], types_b[j], None, int(tb.calls[j]), None, float(tb.dur_ns[j]) / 1e3,
+                             key_b=kb[j], op_type_b=types_b[j]))
     total_a = sum(r["time_a_us"] or 0.0 for r in out)
     total_b = sum(r["time_b_us"] or 0.0 for r in out)
     totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()), total_a, total_b)
-    totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out))
+    totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out),
+                  matched=len(pairing.pairs), matched_by=pairing.counts(), nodes_a=len(ta), nodes_b=len(tb),
+                  match=match if by == "name" else "exact")
     return out, totals
 
 
+def _match_nodes(table: OpTable, key_col: str = "name") -> list[Any]:
+    """The rows of a per-node table as :class:`layerperf.matching.Node` (output tensors when the trace has them)."""
+    from layerperf.matching import Node
+
+    outputs = table.meta.get("outputs") or {}
+    keys, types = table.labels(key_col).tolist(), table.op_type.tolist()
+    return [Node(k, t, tuple(outputs.get(k, ()))) for k, t in zip(keys, types, strict=True)]
+
+
 def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, time_a: float | None,
-              time_b: float | None) -> dict[str, Any]:
+              time_b: float | None, *, key_b: str | None = None, op_type_b: str | None = None,
+              match: str = "") -> dict[str, Any]:
     delta = (time_b or 0.0) - (time_a or 0.0)
     return {
         "key": key, "op_type": op_type, "calls_a": calls_a, "calls_b": calls_b, "time_a_us": time_a,
@@ -321,6 +366,7 @@ def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, 
         "delta_pct": delta / time_a if time_a else None,
         "speedup": time_a / time_b if time_a is not None and time_b else None,
         "only_in": "A" if time_b is None else "B" if time_a is None else "",
+        "key_b": key_b, "op_type_b": op_type_b, "match": match,
     }
 
 
@@ -332,8 +378,8 @@ def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[
         raise InputError(f"unknown --order-by column {by!r}",
                          hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")
     items = list(rows_)
-    if column in ("key", "op_type", "only_in"):
-        return sorted(items, key=lambda r: str(r[column]))
+    if column in ("key", "op_type", "only_in", "key_b", "op_type_b", "match"):
+        return sorted(items, key=lambda r: str(r[column] or ""))
     if column == "delta_us":
         return sorted(items, key=lambda r: -abs(r["delta_us"]))
     return sorted(items, key=lambda r: (r[column] is None, -(r[column] or 0.0)))

@@ -83,7 +83,7 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     m = backend.measure(source, opts, feed, step)
     latency_ns = backend.unprofiled_latency(source, opts, feed) if latency else []
     origin = m.runs[0][0] if m.runs else 0
-    layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin)
+    layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto)
     extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns, "graph": graph_summary(m.optimized)}
     unknown = unknown_cost_ops(layers)
     if unknown:

@@ -9,7 +9,7 @@ Unknown figures are NaN in the float columns, never 0.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from layerperf.data import Profile
 
 STRING_COLUMNS = ("name", "op_type", "provider", "in_shapes", "out_shapes")
+# how analysis groups rows, by the string columns each grouping compares
+GROUPINGS: dict[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "type": ("op_type",),
+    "provider": ("provider",),
+    "shape": ("op_type", "in_shapes", "out_shapes"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +66,14 @@ class OpTable:
 
     ``dur_ns`` is self time: the event's duration minus the time of events nested inside it.
     ``incl_ns`` is inclusive time (the whole duration). ``device_ns`` is time on an accelerator
-    attributed to the op (PyTorch kernels linked to the op that launched them). ``calls`` is 1 for a
-    row read from a trace and the group size after aggregation, where ``total_ns`` keeps the sum of
-    self time whatever the aggregate function was.
+    attributed to the op (PyTorch kernels linked to the op that launched them), ``device_incl_ns``
+    the same for kernels launched anywhere under the op (itself and the calls nested in it). ``calls``
+    is 1 for a row read from a trace and the group size after aggregation, where ``total_ns`` keeps
+    the sum of self time whatever the aggregate function was.
+
+    ``outer`` (nested traces only) says, per grouping of :data:`GROUPINGS`, whether a row lies inside
+    no other row of its own group, so that summing inclusive figures over a group counts nested
+    calls once (an ``aten::clamp`` inside an ``aten::clamp``; every CPU op of a provider).
     """
 
     name: Labels
@@ -78,6 +90,18 @@ class OpTable:
     bytes: np.ndarray  # float64
     counters: dict[str, np.ndarray] = field(default_factory=dict)  # label -> float64 per row
     meta: dict[str, Any] = field(default_factory=dict)  # what was read: format, source, events...
+    device_incl_ns: np.ndarray | None = None  # float64; None: as device_ns (nothing nests)
+    outer: dict[str, np.ndarray] = field(default_factory=dict)  # grouping -> bool per row; absent: all outer
+
+    def __post_init__(self) -> None:
+        if self.device_incl_ns is None:  # frozen: set once, here
+            object.__setattr__(self, "device_incl_ns", self.device_ns.copy())
+
+    @property
+    def device_incl(self) -> np.ndarray:
+        """``device_incl_ns``, never None."""
+        assert self.device_incl_ns is not None
+        return self.device_incl_ns
 
     def __len__(self) -> int:
         return int(self.dur_ns.size)
@@ -90,7 +114,7 @@ class OpTable:
             dur_ns=self.dur_ns[rows], total_ns=self.total_ns[rows], incl_ns=self.incl_ns[rows],
             device_ns=self.device_ns[rows], calls=self.calls[rows], flops=self.flops[rows],
             bytes=self.bytes[rows], counters={k: v[rows] for k, v in self.counters.items()},
-            meta=self.meta)
+            meta=self.meta, device_incl_ns=self.device_incl[rows], outer={k: v[rows] for k, v in self.outer.items()})
 
     def labels(self, column: str) -> Labels:
         if column not in STRING_COLUMNS:
@@ -158,7 +182,7 @@ class TableBuilder:
 
     def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
                device_us: Any = None, flops: Any = None, bytes_: Any = None,
-               counters: dict[str, Any] | None = None) -> None:
+               counters: dict[str, Any] | None = None, device_incl_us: Any = None) -> None:
         """Append rows: identity codes (from :meth:`ident`) and their figures in µs (None/NaN unknown).
 
         Figures may be lists or arrays; anything numpy can't read as float64 raises TypeError or
@@ -166,7 +190,8 @@ class TableBuilder:
         """
         n = len(keys)
         given = {"keys": keys, "dur_us": dur_us, "incl_us": incl_us, "device_us": device_us,
-                 "flops": flops, "bytes": bytes_}
+                 "flops": flops, "bytes": bytes_,
+                 "device_incl_us": device_us if device_incl_us is None else device_incl_us}
         arrays = {}
         for column, values in given.items():
             dtype = np.int32 if column == "keys" else np.float64
@@ -205,12 +230,43 @@ class TableBuilder:
             for start, arr in parts:
                 column[start:start + arr.size] = arr
             counters[label] = column
-        return OpTable(**labels, dur_ns=dur_ns, total_ns=dur_ns.copy(), incl_ns=incl_ns,
+        return OpTable(name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
+                       in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
+                       dur_ns=dur_ns, total_ns=dur_ns.copy(), incl_ns=incl_ns,
                        device_ns=np.multiply(col["device_us"], 1e3), calls=np.ones(keys.size, dtype=np.int64),
-                       flops=col["flops"], bytes=col["bytes"], counters=counters, meta=dict(meta or {}))
+                       flops=col["flops"], bytes=col["bytes"], counters=counters, meta=dict(meta or {}),
+                       device_incl_ns=np.multiply(col["device_incl_us"], 1e3))
 
 
-_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes")
+_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "device_incl_us")
+
+
+def group_codes(table: OpTable, grouping: str) -> np.ndarray:
+    """One int64 code per row, equal for rows of one group of ``grouping`` (see :data:`GROUPINGS`)."""
+    key = np.zeros(len(table), dtype=np.int64)
+    for column in GROUPINGS[grouping]:
+        labels = table.labels(column)
+        # re-densified after each column, so the combined key never outgrows int64
+        key = key * max(len(labels.values), 1) + labels.codes
+        key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return key
+
+
+def with_outer(table: OpTable, parent: np.ndarray) -> OpTable:
+    """``table`` with its ``outer`` flags, given each row's enclosing row (``parent``, -1 for none):
+    per grouping, a row is outer when no row around it belongs to its group."""
+    if not (parent >= 0).any():
+        return table
+    outer = {}
+    for grouping in GROUPINGS:
+        code = group_codes(table, grouping)
+        inner = np.zeros(len(table), dtype=bool)
+        at = parent.copy()
+        while (live := at >= 0).any():
+            inner[live] |= code[at[live]] == code[live]
+            at[live] = parent[at[live]]
+        outer[grouping] = ~inner
+    return replace(table, outer=outer)
 
 
 def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTable:
@@ -248,7 +304,10 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
     b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
              np.asarray(dur_ns, dtype=np.float64) / 1e3,
              flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None, counters=counters)
-    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), **(meta or {})})
+    # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
+    outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
+    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                    **(meta or {})})
 
 
 def empty(meta: dict[str, Any] | None = None) -> OpTable:

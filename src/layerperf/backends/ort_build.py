@@ -6,6 +6,7 @@ from typing import Any
 
 import onnx
 
+from layerperf.backends.ort_names import nodes_by_name
 from layerperf.backends.ort_trace import NodeEvent, RunEvents, memory_figures, tensor_infos
 from layerperf.cost import Cost, is_known, node_cost
 from layerperf.cost.graph import attributes
@@ -44,9 +45,15 @@ def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: d
 
 
 def build_layers_and_runs(runs: list[tuple[int, RunEvents]], optimized: onnx.ModelProto | None,
-                          origin_ns: int) -> tuple[list[Layer], list[Run]]:
-    """Layers in first-seen execution order; runs as spans relative to ``origin_ns``."""
-    graph_nodes = {n.name: n for n in optimized.graph.node} if optimized is not None else {}
+                          origin_ns: int, model: onnx.ModelProto | None = None) -> tuple[list[Layer], list[Run]]:
+    """Layers in first-seen execution order; runs as spans relative to ``origin_ns``.
+
+    ``model`` (the model as given to ONNX Runtime) lets unnamed nodes of the optimized graph be found
+    under the names the profiler gives them.
+    """
+    observed = [(ev.name, ev.op_type or None) for ev in runs[0][1].nodes] if runs else None
+    graph_nodes = nodes_by_name(optimized.graph, model.graph if model is not None else None, observed) \
+        if optimized is not None else {}
     initializers = initializer_infos(optimized)
     index: dict[str, int] = {}
     layers: list[Layer] = []

@@ -177,8 +177,10 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     ort_state.set_global_thread_pool_sizes(int(opts["threads"]), 1)
     with np.load(job["feed"]) as npz:
         feed = {k: npz[k] for k in npz.files}
+    import onnx
+
     executor = StepwiseExecutor(_optimized(job["model"], opts), job["order"], provider=opts["provider"],
-                                global_threads=True)
+                                global_threads=True, original=onnx.load(job["model"], load_external_data=False))
     times = [executor.run_pass(feed)[1] for _ in range(2)]  # builds the sessions, warms the caches
     specs = [resolve(e) for e in req["events"]]
     label = {s.name: lab for s, lab in zip(specs, req["labels"], strict=True)}

@@ -19,6 +19,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from layerperf.backends.ort_names import nodes_by_name
 from layerperf.errors import LayerperfError
 
 # ORT's OrtValue.data_type() strings -> ONNX element types
@@ -70,10 +71,13 @@ class StepwiseExecutor:
     """Run ``model`` (already optimized) node by node in ``order`` (node names, execution order)."""
 
     def __init__(self, model: onnx.ModelProto, order: Sequence[str], *, provider: str = "CPUExecutionProvider",
-                 threads: int = 0, global_threads: bool = False) -> None:
+                 threads: int = 0, global_threads: bool = False, original: onnx.ModelProto | None = None) -> None:
         self.model = model
         self.provider = provider
-        by_name = {n.name: n for n in model.graph.node}
+        # names as the profiler gives them, unnamed nodes included: ``order`` is the profiler's own
+        # execution order when it covers every node, else ``original`` (the model before optimization) tells
+        by_name = nodes_by_name(model.graph, original.graph if original is not None else None,
+                                [(name, None) for name in order])
         missing = [name for name in order if name not in by_name]
         if missing:
             raise LayerperfError(f"stepwise execution: nodes {missing[:3]} are not in the optimized graph")

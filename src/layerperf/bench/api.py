@@ -203,19 +203,22 @@ def bench_node(model: str | Path | onnx.ModelProto, node: str, *, opt_level: str
                provider: str = "CPUExecutionProvider", shapes: Sequence[str] = (), seed: int = 0,
                batch: int | None = None, image_size: int | None = None, seq_len: int | None = None,
                warmup_max_s: float = 2.0, overhead: bool = True,
-               speed_wait_s: float = DEFAULT_SPEED_WAIT_S) -> BenchResult:
+               speed_wait_s: float = DEFAULT_SPEED_WAIT_S, inputs: str | Path | None = None) -> BenchResult:
     """Measure node ``node`` of ``model`` (a path, zoo name or ModelProto) alone.
 
     By default the node is the model's own, as written (``opt_level="disable"``); at another level it
     is taken from the graph ONNX Runtime executes after its optimizations (names may then be fused
     ones, such as ``layer1.0.relu1_nchwc``, as ``layerperf profile --opt-level all`` shows). The node
     keeps its attributes, its weights and the very inputs it receives in one run of the model; it
-    then runs alone, without further optimization.
+    then runs alone, without further optimization. ``inputs`` (an .npz of arrays by input name) feeds
+    that run; inputs it lacks get seeded random data. ``node`` is a name as ``layerperf profile`` shows
+    it, unnamed nodes included (``<op_type>_<index>``, ONNX Runtime's profiler's name for them).
     """
     from layerperf.bench.extract import extract_node
 
     settings = settings_from(threads, samples, min_time_ms, opt_level, provider, events, warmup_max_s, overhead,
                              speed_wait_s)
     zoo = {k: v for k, v in {"batch": batch, "image_size": image_size, "seq_len": seq_len}.items() if v is not None}
-    one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=provider, seed=seed, **zoo)
+    one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=provider, seed=seed,
+                       inputs=inputs, **zoo)
     return measure_one(one, settings, run_opt_level="disable")

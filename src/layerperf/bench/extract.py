@@ -12,6 +12,7 @@ Inputs that are initializers in the graph stay initializers, with their real val
 from __future__ import annotations
 
 import difflib
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,8 @@ from onnx import helper
 from layerperf.backends.onnxruntime import ProfileOptions, create_session
 from layerperf.backends.onnxruntime import session_options as ort_session_options
 from layerperf.backends.ort_build import attributes
+from layerperf.backends.ort_names import Observed, has_unnamed, nodes_by_name
+from layerperf.backends.ort_trace import split_runs
 from layerperf.bench.build import OneNode, first_line
 from layerperf.bench.runner import session_options
 from layerperf.errors import InputError
@@ -63,6 +66,29 @@ def executed_graph(source: ModelSource, opt_level: str, provider: str) -> onnx.M
         return onnx.load(str(path))
 
 
+def observed_graph(source: ModelSource, opt_level: str, provider: str,
+                   feed: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, Observed | None]:
+    """The graph run at ``opt_level`` and, when it has unnamed nodes, the profiler's node events of one
+    run of it (their names are the ones ``layerperf profile`` shows)."""
+    if opt_level == "disable":
+        return source.proto, None
+    with tempfile.TemporaryDirectory(prefix="layerperf-bench-") as tmp:
+        path = Path(tmp) / "optimized.onnx"
+        create_session(source, ort_session_options(ProfileOptions(opt_level=opt_level), optimized_path=path),
+                       provider)
+        graph_model = onnx.load(str(path), load_external_data=False)
+        if not has_unnamed(graph_model.graph):
+            return graph_model, None
+        so = ort_session_options(ProfileOptions(opt_level=opt_level), profile_prefix=Path(tmp) / "names")
+        sess = create_session(source, so, provider)
+        try:
+            sess.run(None, feed)
+        except Exception as exc:  # ORT's pybind exception types
+            raise InputError(f"ONNX Runtime cannot run the model: {first_line(exc)}") from None
+        runs = split_runs(json.loads(Path(sess.end_profiling()).read_text()))
+    return graph_model, [(n.name, n.op_type or None) for n in runs[0].nodes] if runs else None
+
+
 def _names_hint(names: Sequence[str], name: str) -> str:
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     if close:
@@ -71,19 +97,24 @@ def _names_hint(names: Sequence[str], name: str) -> str:
 
 
 def find_node(source: ModelSource, graph: onnx.GraphProto, name: str, opt_level: str,
-              provider: str) -> onnx.NodeProto:
-    """Node ``name`` of ``graph`` (the graph run at ``opt_level``), or an InputError that says where it is."""
-    for node in graph.node:
-        if node.name == name:
-            return node
-    names = [n.name for n in graph.node]
-    if opt_level != "disable" and any(n.name == name for n in source.proto.graph.node):
+              provider: str, observed: Observed | None = None) -> onnx.NodeProto:
+    """Node ``name`` of ``graph`` (the graph run at ``opt_level``), or an InputError that says where it is.
+
+    Names are those ``layerperf profile`` shows: a node's own, or for an unnamed node the one ONNX
+    Runtime's profiler gives it (``<op_type>_<index>``, see :mod:`layerperf.backends.ort_names`).
+    """
+    model_graph = source.proto.graph
+    nodes = nodes_by_name(graph, model_graph, observed)
+    if name in nodes:
+        return nodes[name]
+    names = list(nodes)
+    if opt_level != "disable" and name in nodes_by_name(model_graph):
         raise InputError(f"node '{name}' of the model is fused or renamed at --opt-level {opt_level}",
                          hint="drop --opt-level to measure it as written, or name a node of the optimized graph "
                               f"(`layerperf profile --opt-level {opt_level}` lists them): {_names_hint(names, name)}")
     if opt_level == "disable":  # a name copied from an optimized profile: say which level has it
         optimized = executed_graph(source, "all", provider).graph
-        if any(n.name == name for n in optimized.node):
+        if name in nodes_by_name(optimized, model_graph):
             raise InputError(f"node '{name}' is not in the model as written but in the graph ONNX Runtime runs "
                              "after its optimizations", hint="pass --opt-level all")
     hint = _names_hint(names, name)
@@ -116,7 +147,8 @@ def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarr
     return dict(zip(dict.fromkeys(names), values, strict=True))
 
 
-def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
+def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, values: dict[str, np.ndarray],
+                   name: str | None = None) -> onnx.ModelProto:
     inits = {i.name: i for i in model.graph.initializer}
     graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype),
                                                   values[n].shape)
@@ -124,7 +156,7 @@ def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, values: dict[st
     outputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), values[n].shape)
                for n in node.output if n]
     kept = [inits[n] for n in dict.fromkeys(node.input) if n in inits]
-    graph = helper.make_graph([node], f"bench_{node.name}", graph_inputs, outputs, kept)
+    graph = helper.make_graph([node], f"bench_{name or node.name}", graph_inputs, outputs, kept)
     return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
                              producer_name="layerperf-bench")
 
@@ -139,21 +171,25 @@ def _info(name: str, values: dict[str, np.ndarray], inits: dict[str, onnx.Tensor
 
 def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_level: str = "disable",
                  shapes: Sequence[str] = (), provider: str = "CPUExecutionProvider", seed: int = 0,
-                 **zoo_options: Any) -> OneNode:
-    """Node ``node_name`` of ``model`` (as run at ``opt_level``) as a one-node model with its real data."""
+                 inputs: str | Path | None = None, **zoo_options: Any) -> OneNode:
+    """Node ``node_name`` of ``model`` (as run at ``opt_level``) as a one-node model with its real data.
+
+    The model runs once on ``inputs`` (an .npz of arrays by input name), seeded random data for the
+    inputs it lacks, to record the values the node receives.
+    """
     source = open_model(model, **zoo_options)
-    feed = make_feed(source.proto, _input_specs(source.proto), shapes, None, seed)
-    graph_model = executed_graph(source, opt_level, provider)
-    node = find_node(source, graph_model.graph, node_name, opt_level, provider)
+    feed = make_feed(source.proto, _input_specs(source.proto), shapes, inputs, seed)
+    graph_model, observed = observed_graph(source, opt_level, provider, feed)
+    node = find_node(source, graph_model.graph, node_name, opt_level, provider, observed)
     inits = {i.name: i for i in graph_model.graph.initializer}
     runtime = [n for n in node.input if n and n not in inits]
     values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider)
-    one = one_node_model(graph_model, node, values)
+    one = one_node_model(graph_model, node, values, node_name)
     return OneNode(
         model=one, feed={n: values[n] for n in dict.fromkeys(runtime)}, op_type=node.op_type,
         domain=node.domain, opset=next((o.version for o in graph_model.opset_import if o.domain == node.domain), 1),
         attrs=attributes(node), inputs=tuple(_info(n, values, inits) for n in node.input),
         outputs=tuple(t for t in (_info(n, values, {}) for n in node.output) if t is not None),
-        weights=tuple(n for n in dict.fromkeys(node.input) if n in inits), node_name=node.name,
-        source={**source.describe(), "node": node.name, "opt_level": opt_level},
+        weights=tuple(n for n in dict.fromkeys(node.input) if n in inits), node_name=node_name,
+        source={**source.describe(), "node": node_name, "opt_level": opt_level},
     )

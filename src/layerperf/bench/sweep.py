@@ -95,13 +95,13 @@ def _measure_all(models: Sequence[Any], threads: Sequence[int], base: BenchSetti
 def sweep_node(model: str | Path | onnx.ModelProto, node: str, *, threads: Sequence[int] = (1,),
                opt_level: str = "disable", shapes: Sequence[str] = (), seed: int = 0,
                zoo_options: Mapping[str, int] | None = None, progress: Progress | None = None,
-               **settings: Any) -> list[BenchResult]:
+               inputs: str | Path | None = None, **settings: Any) -> list[BenchResult]:
     """``bench_node`` once per thread count; the node is extracted once."""
     from layerperf.bench.extract import extract_node
 
     base = settings_from(opt_level=opt_level, **settings)
     one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=base.provider, seed=seed,
-                       **dict(zoo_options or {}))
+                       inputs=inputs, **dict(zoo_options or {}))
     return _measure_all([one] * len(threads), list(threads), base, run_opt_level="disable", progress=progress)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from layerperf.cli.common import positive_int
 
-AGGREGATE_BY = ("name", "type", "provider", "shape")
+AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
 AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
 FORMATS = ("table", "csv", "json", "markdown")
 
@@ -36,7 +36,8 @@ def register(sub: Any) -> None:
     p.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or layerperf profile directory")
     p.add_argument("-t", "--top", type=positive_int, default=20, help="rows to show, 0 for all (default 20)")
     p.add_argument("--aggregate-by", choices=AGGREGATE_BY, default="name",
-                   help="group calls by node name, op type, provider, or op type and shapes (default name)")
+                   help="group calls by node name, op type, provider, or op type and shapes (default name); "
+                        "kernel: the GPU kernels of a PyTorch trace by name, with the ops that launched them")
     p.add_argument("--aggregate", choices=AGGREGATES, default="sum",
                    help="how a group's calls combine (default sum; count orders by calls)")
     p.add_argument("--order-by", metavar="COLUMN",
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.name is not None:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
     table = read_table(args.trace)
+    if args.aggregate_by == "kernel":
+        return _kernels(table, args)
     if args.order_by is not None:
         analysis.resolve_column(table, args.order_by)
     result = analysis.analyze(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by,
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if nested:
         columns.insert(3, tables.INCLUSIVE)
     if result.has_device:
-        columns.insert(3, tables.DEVICE)
+        columns[3:3] = [tables.DEVICE, tables.DEVICE_INCL]
+        columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, tables.RATE_TIME)
     columns += render.counter_columns(list(table.counters))
     keys = list(rows[0]) if rows else ["name", "op_type", "provider", "calls", "time_us"]
     tables.emit(args.format, rows, columns, keys=keys, title=_title(table, result, args),
@@ -96,6 +100,35 @@ def _notes(table: Any, args: argparse.Namespace) -> list[str]:
              + f"; total self time {units.duration_us(grand_total_ns(table) / 1e3)}"]
     if meta.get("device_unlinked"):
         lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
+    if table.has_device:
+        lines.append("device self = kernels, copies and sets the op launched itself; device incl = also those of "
+                     "the ops nested in it; FLOPS and bandwidth are over device incl where an op has some "
+                     "(FLOPS over: device), else over its CPU self time (cpu)")
+    if table.outer:
+        lines.append("summed inclusive figures count a call nested in a call of its own group once")
     lines.append("self time excludes nested events; cumulative = running share of total self time; "
                  "computation in FLOPs; ? = unknown")
     return lines
+
+
+def _kernels(table: Any, args: argparse.Namespace) -> int:
+    from layerperf import kernels, units
+    from layerperf.errors import InputError
+    from layerperf.writers import tables
+
+    if args.types or args.min_time is not None:
+        raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
+    kernel_table = kernels.of(table)
+    if kernel_table is None:
+        raise InputError(f"{table.meta.get('source')} has no GPU kernels to aggregate "
+                         f"({table.meta.get('format')} trace)", hint="--aggregate-by kernel reads PyTorch GPU traces")
+    rows = kernels.order(kernels.aggregate(kernel_table, name=args.name), args.order_by)
+    shown = rows[:args.top] if args.top else rows
+    total_us = float(kernel_table.dur_ns.sum()) / 1e3
+    title = (f"{table.meta.get('source')} ({table.meta.get('format')}): {len(shown)} of {len(rows)} kernels "
+             f"by {args.order_by or 'device time'}")
+    notes = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
+             "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
+    tables.emit(args.format, shown, tables.KERNEL_COLUMNS, keys=list(kernels.KERNEL_COLUMNS), title=title,
+                notes=notes)
+    return 0

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from layerperf.bench import BenchResult
 
 _OP_ONLY = ("input", "const", "attr", "sweep", "domain", "opset", "outputs")
-_NODE_ONLY = ("shape", "batch", "image_size", "seq_len")
+_NODE_ONLY = ("shape", "inputs", "batch", "image_size", "seq_len")
 
 
 def register(sub: Any) -> None:
@@ -48,9 +48,13 @@ def register(sub: Any) -> None:
     op.add_argument("--sweep", action="append", default=[], metavar="NAME=DIMS1,DIMS2,...",
                     help="measure each shape of an input; several --sweep give every combination")
     node = p.add_argument_group("node of a model (MODEL --node NAME)")
-    node.add_argument("--node", metavar="NAME", help="measure this node of MODEL alone")
+    node.add_argument("--node", metavar="NAME", help="measure this node of MODEL alone (a name as `layerperf "
+                      "profile` shows it; an unnamed node is <op_type>_<index>, as ONNX Runtime's profiler names it)")
     node.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
                       help="set a model input's shape (repeatable)")
+    node.add_argument("--inputs", metavar="FILE.npz",
+                      help="the model's input arrays by input name, for the run that records the node's inputs "
+                           "(the rest: seeded random data)")
     node.add_argument("--batch", type=int, help="batch size of a built-in model")
     node.add_argument("--image-size", type=int, help="input height and width of a built-in vision model")
     node.add_argument("--seq-len", type=int, help="sequence length of a built-in text model")
@@ -142,7 +146,7 @@ def _measure(args: argparse.Namespace, progress: Any) -> list[BenchResult]:
         zoo = {k: v for k, v in (("batch", args.batch), ("image_size", args.image_size),
                                  ("seq_len", args.seq_len)) if v is not None}
         return sweep_node(args.target, args.node, threads=threads, opt_level=args.opt_level or "disable",
-                          shapes=args.shape, seed=args.seed, zoo_options=zoo, **common)
+                          shapes=args.shape, seed=args.seed, zoo_options=zoo, inputs=args.inputs, **common)
     _not_an_op_hint(args.target)
     attrs = dict(parse_attr_item(a) for a in args.attr)
     sweep = dict(parse_sweep(s) for s in args.sweep)

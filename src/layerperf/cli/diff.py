@@ -17,6 +17,10 @@ def register(sub: Any) -> None:
     p.add_argument("a", metavar="A", help="baseline trace (any format `layerperf analyze` reads)")
     p.add_argument("b", metavar="B", help="trace to compare with A")
     p.add_argument("--by", choices=("name", "type"), default="name", help="match nodes by name or op type")
+    p.add_argument("--match", choices=("normalized", "exact"), default="normalized",
+                   help="pair nodes across the renamings of graph optimizations and quantization (normalized, "
+                        "default: suffixes such as _nchwc, _quant, _token_N stripped, fused nodes paired), or "
+                        "by identical names only (exact)")
     p.add_argument("--aggregate", choices=("mean", "median", "sum", "min", "max"), default="mean",
                    help="a node's time: its calls' mean (default), median, sum, min or max")
     p.add_argument("--order-by", default="delta", metavar="COLUMN",
@@ -33,11 +37,18 @@ def run(args: argparse.Namespace) -> int:
 
     analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
     a, b = read_table(args.a), read_table(args.b)
-    rows, totals = analysis.diff(a, b, by=args.by, how=args.aggregate)
+    rows, totals = analysis.diff(a, b, by=args.by, how=args.aggregate, match=args.match)
     rows = analysis.order_diff(rows, args.order_by)
     if args.top:
         rows = rows[:args.top]
     keys = list(analysis.DIFF_COLUMNS)
+    columns = list(tables.DIFF_COLUMNS)
+    shown = rows
+    if any(r["key_b"] not in (None, r["key"]) for r in rows):
+        columns[1:1] = [tables.DIFF_NAME_B, tables.DIFF_MATCH]
+        columns.insert(4, tables.DIFF_TYPE_B)
+        # no node in B: blank, not "?" (unknown)
+        shown = [{**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]
     what = "node" if args.by == "name" else "op type"
     title = f"A = {a.meta.get('source')} ({a.meta.get('format')}), B = {b.meta.get('source')} " \
             f"({b.meta.get('format')}): per-{what} {args.aggregate} time"
@@ -46,6 +57,14 @@ def run(args: argparse.Namespace) -> int:
              + (f", speedup {tables.speedup(totals['speedup'])}" if totals["speedup"] else ""),
              f"{totals['only_in_a']} only in A, {totals['only_in_b']} only in B; "
              "delta = B - A, speedup = A / B (> 1: B is faster)"]
-    tables.emit(args.format, rows, tables.DIFF_COLUMNS, keys=keys, title=title, notes=notes,
+    if args.by == "name":
+        notes.insert(1, _matched_line(totals))
+    tables.emit(args.format, shown, columns, keys=keys, title=title, notes=notes,
                 doc={"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source")})
     return 0
+
+
+def _matched_line(totals: dict[str, Any]) -> str:
+    rules = ", ".join(f"{n} by {rule}" for rule, n in totals["matched_by"].items() if n)
+    return (f"matched {totals['matched']} of {totals['nodes_a']} nodes in A and {totals['nodes_b']} in B"
+            + (f" ({rules})" if rules else "") + f"; --match {totals['match']}")

@@ -39,6 +39,7 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     bytes: Any = None
     device: Any = None  # PyTorch GPU activity
     external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_v1: Any = msgspec.field(default=None, name="external id")  # Kineto of PyTorch 1.8/1.9
     correlation: Any = None
     layerperf_counters: msgspec.Raw = NO_RAW  # {label: count}: layerperf.onnxruntime's per-node counters
     layer: msgspec.Raw = NO_RAW  # layerperf's own layer/run events

@@ -5,8 +5,14 @@ recorded) and ``cuda_runtime``/``cuda_driver`` calls (kernel launches) — with 
 their nesting on each thread. GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``) is device
 time of the op that launched it, linked the way Kineto links them: the activity's ``External id``
 names the op; failing that its ``correlation`` names the runtime call that launched it, whose
-``External id`` (or else the op around it on its thread) names the op. Activity that links to no op
-becomes a row of its own, so no device time is dropped.
+``External id`` (or else the op around it on its thread) names the op. That is the op's self device
+time; its inclusive device time adds the activity of every op nested in it (an ``aten::conv2d``
+launches nothing itself, its ``aten::cudnn_convolution`` does). Activity that links to no op becomes
+a row of its own, so no device time is dropped; every activity is also kept, with the op that
+launched it, for the per-kernel view (:mod:`layerperf.kernels`).
+
+Traces of PyTorch 1.8/1.9 name the categories ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``,
+``Memset`` and the argument ``external id``; they read the same way.
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.optable import Interner, OpTable, TableBuilder
+from layerperf.kernels import KernelTable
+from layerperf.optable import Interner, Labels, OpTable, TableBuilder, with_outer
 from layerperf.readers.events import Event, raw_value
 from layerperf.readers.jsonfile import EventStream
 from layerperf.readers.tef import nested_self_times, num, parents, shapes_text, text, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
+           "Memset": "gpu_memset", "Python": "python_function"}
 # CPU-side events that take part in nesting without being rows of their own
 FRAME_CATS = ("user_annotation", "gpu_user_annotation", "python_function")
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -66,6 +75,11 @@ def _id(value: Any) -> int:
     return value if type(value) is int else _NONE
 
 
+def _external(args: Any) -> int:
+    ext = _id(args.external_id)
+    return ext if ext != _NONE else _id(args.external_id_v1)
+
+
 @dataclass
 class _Cpu:
     thread: list[int] = field(default_factory=list)
@@ -82,6 +96,9 @@ class _Cpu:
 class _Device:
     dur_us: list[float] = field(default_factory=list)
     ident: list[int] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    kind: list[str] = field(default_factory=list)
+    device: list[str] = field(default_factory=list)
     external: list[int] = field(default_factory=list)
     correlation: list[int] = field(default_factory=list)
 
@@ -97,14 +114,20 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
             continue
         args = ev.args
         name = text(ev.name)
+        cat = V1_CATS.get(cat, cat)
         if cat in DEVICE_CATS:
             device = args.device
             provider = f"GPU {device}" if type(device) is int else "GPU"
             dev.ident.append(builder.ident(name, str(cat), provider, "", ""))
             dev.dur_us.append(dur)
-            dev.external.append(_id(args.external_id))
+            dev.name.append(name)
+            dev.kind.append(str(cat))
+            dev.device.append(provider)
+            dev.external.append(_external(args))
             dev.correlation.append(_id(args.correlation))
             continue
+        if cat == "cpu_op" and name.startswith("ProfilerStep#"):
+            cat = "user_annotation"  # PyTorch 1.8/1.9 recorded the step as an operator
         if cat in ROW_CATS:
             ident = builder.ident(name, name, "CPU", shapes_text(raw_value(args.input_dims)), "")
         elif cat in FRAME_CATS:
@@ -123,7 +146,7 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
         if flops != flops and name in _MATMULS and args.input_dims:  # NaN: the trace has no flops
             flops = matmul_flops(name, bytes(args.input_dims))
         cpu.flops.append(flops)
-        cpu.external.append(_id(args.external_id))
+        cpu.external.append(_external(args))
         cpu.correlation.append(_id(args.correlation))
     return steps
 
@@ -154,6 +177,49 @@ def _enclosing_op(parent: np.ndarray, is_op: np.ndarray, start: np.ndarray) -> n
     return at
 
 
+def _link(cpu: _Cpu, dev: _Device, parent: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+    """For each device activity, the index of the CPU op whose device time it is (-1: none)."""
+    index = np.arange(len(cpu.ts_us), dtype=np.int64)
+    cpu_ext = np.asarray(cpu.external, dtype=np.int64)
+    dev_ext = np.asarray(dev.external, dtype=np.int64)
+    owner = _lookup(np.where(is_op, cpu_ext, _NONE), index, dev_ext)
+    # no op with that External id: through the runtime call with the same correlation id
+    launch = _lookup(np.where(is_op, _NONE, np.asarray(cpu.correlation, dtype=np.int64)), index,
+                     np.asarray(dev.correlation, dtype=np.int64))
+    missing = (owner < 0) & (launch >= 0)
+    if missing.any():
+        via_ext = _lookup(np.where(is_op, cpu_ext, _NONE), index, cpu_ext[launch[missing]])
+        around = _enclosing_op(parent, is_op, launch[missing])
+        owner[missing] = np.where(via_ext >= 0, via_ext, around)
+    return owner
+
+
+def _inclusive(parent: np.ndarray, owner: np.ndarray, dur_ns: np.ndarray) -> np.ndarray:
+    """Per CPU event, the device time of the activities owned by it or by any event nested in it."""
+    out = np.zeros(parent.size, dtype=np.float64)
+    at = owner.copy()
+    while (live := at >= 0).any():
+        np.add.at(out, at[live], dur_ns[live])
+        at[live] = parent[at[live]]
+    return out
+
+
+def _row_parents(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each row (an event index), the row index of the nearest enclosing row, frames skipped."""
+    row_of = np.full(parent.size, _NONE, dtype=np.int64)
+    row_of[rows] = np.arange(rows.size)
+    at = parent[rows]
+    while (frame := (at >= 0) & (row_of[np.maximum(at, 0)] < 0)).any():
+        at[frame] = parent[at[frame]]
+    return np.where(at >= 0, row_of[np.maximum(at, 0)], _NONE)
+
+
+def _kernel_table(dev: _Device, owner: np.ndarray, cpu: _Cpu, names: list[str], dur_ns: np.ndarray) -> KernelTable:
+    idents = np.asarray(cpu.ident, dtype=np.int64)
+    launcher = [names[idents[o]] if o >= 0 and idents[o] >= 0 else "" for o in owner.tolist()]
+    return KernelTable(Labels.of(dev.name), Labels.of(dev.kind), Labels.of(dev.device), Labels.of(launcher), dur_ns)
+
+
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
     builder = TableBuilder()
     threads = Interner()
@@ -170,32 +236,27 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
     self_ns = nested_self_times(parent, start, end)
 
     is_op = np.asarray(cpu.is_op, dtype=bool)
-    index = np.arange(start.size, dtype=np.int64)
-    cpu_ext = np.asarray(cpu.external, dtype=np.int64)
-    dev_ext = np.asarray(dev.external, dtype=np.int64)
-    owner = _lookup(np.where(is_op, cpu_ext, _NONE), index, dev_ext)
-    # no op with that External id: through the runtime call with the same correlation id
-    launch = _lookup(np.where(is_op, _NONE, np.asarray(cpu.correlation, dtype=np.int64)), index,
-                     np.asarray(dev.correlation, dtype=np.int64))
-    missing = (owner < 0) & (launch >= 0)
-    if missing.any():
-        via_ext = _lookup(np.where(is_op, cpu_ext, _NONE), index, cpu_ext[launch[missing]])
-        around = _enclosing_op(parent, is_op, launch[missing])
-        owner[missing] = np.where(via_ext >= 0, via_ext, around)
+    owner = _link(cpu, dev, parent, is_op)
     dev_dur_ns = to_ns(dev.dur_us).astype(np.float64)
     linked = owner >= 0
     device_ns = np.bincount(owner[linked], weights=dev_dur_ns[linked], minlength=start.size)
+    device_incl_ns = _inclusive(parent, owner, dev_dur_ns)
     has_device = bool(dev.dur_us)
 
-    rows = np.flatnonzero(np.asarray(cpu.ident, dtype=np.int64) >= 0)
     idents = np.asarray(cpu.ident, dtype=np.int64)
+    rows = np.flatnonzero(idents >= 0)
     flops = np.asarray(cpu.flops, dtype=np.float64)
     builder.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
-                   device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows])
+                   device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows],
+                   device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None)
     lone = np.flatnonzero(~linked)
     if lone.size:
         builder.extend(np.asarray(dev.ident, dtype=np.int64)[lone], dev_dur_ns[lone] / 1e3,
                        device_us=dev_dur_ns[lone] / 1e3)
-    info = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
-            "device_unlinked": int(lone.size), "runs": steps or None}
-    return builder.build({**info, **(meta or {})})
+    row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])
+    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
+                            "device_unlinked": int(lone.size), "runs": steps or None}
+    if has_device:
+        names = [ident[0] for ident in builder.idents()]
+        info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns)
+    return with_outer(builder.build({**info, **(meta or {})}), row_parent)

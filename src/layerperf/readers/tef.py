@@ -19,7 +19,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
+from layerperf.optable import Interner, OpTable, TableBuilder, shape_str, with_outer
 from layerperf.readers.events import Args, Event, fields, raw_value
 from layerperf.readers.jsonfile import EventStream
 
@@ -318,17 +318,20 @@ def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarra
     return parent
 
 
-def self_times(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Duration minus the part of each direct child that lies inside it (ns in, ns out)."""
+def self_times_and_parents(thread: np.ndarray, start: np.ndarray,
+                           end: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Duration minus the part of each direct child that lies inside it (ns in, ns out), and each
+    event's parent (:func:`parents`) when anything nests (else None)."""
     order = np.lexsort((start, thread))
     t, s, e = thread[order], start[order], end[order]
     if not np.any((t[1:] == t[:-1]) & (s[1:] < e[:-1])):  # nothing overlaps on any thread: no nesting
-        return np.clip(end - start, 0, None).astype(np.float64)
-    return nested_self_times(parents(thread, start, end), start, end)
+        return np.clip(end - start, 0, None).astype(np.float64), None
+    parent = parents(thread, start, end)
+    return nested_self_times(parent, start, end), parent
 
 
 def nested_self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """:func:`self_times` given each event's parent (from :func:`parents`)."""
+    """The self times of :func:`self_times_and_parents`, given each event's parent (from :func:`parents`)."""
     child = np.flatnonzero(parent >= 0)
     p = parent[child]
     overlap = np.clip(np.minimum(end[child], end[p]) - start[child], 0, None)
@@ -403,7 +406,8 @@ def build(builder: TableBuilder, slices: Slices, meta: dict[str, Any]) -> OpTabl
     thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
     start = to_ns(ts_us)
     end = start + to_ns(dur_us)
-    self_ns = self_times(thread.astype(np.int64), start, end)
+    self_ns, parent = self_times_and_parents(thread.astype(np.int64), start, end)
     builder.extend(ident.astype(np.int32), self_ns / 1e3, incl_us=(end - start) / 1e3, flops=flops,
                    bytes_=nbytes)
-    return builder.build(meta)
+    table = builder.build(meta)
+    return table if parent is None else with_outer(table, parent)  # rows are the events, in order

@@ -32,7 +32,20 @@ def speedup(v: Any) -> str:
 # analyze: the layer table's columns (MegEngine profile_analyze's order), self time being the aggregate
 ANALYZE_COLUMNS: tuple[Column, ...] = (Column("time_us", "self time", units.duration_us), *LAYER_COLUMNS[1:])
 INCLUSIVE = Column("incl_us", "inclusive", units.duration_us)
-DEVICE = Column("device_us", "device time", units.duration_us)
+DEVICE = Column("device_us", "device self", units.duration_us)  # kernels the op launched itself
+DEVICE_INCL = Column("device_incl_us", "device incl", units.duration_us)  # ... or any op nested in it
+RATE_TIME = Column("rate_time", "FLOPS over", str, "left")  # "device" or "cpu" (self time)
+KERNEL_COLUMNS: tuple[Column, ...] = (
+    Column("total_us", "device time", units.duration_us),
+    Column("share", "share", units.percent),
+    Column("name", "kernel", str, "left"),
+    Column("kind", "kind", str, "left"),
+    Column("device", "device", str, "left"),
+    Column("calls", "calls"),
+    Column("mean_us", "mean", units.duration_us),
+    Column("launcher_share", "of launchers' device time", units.percent),
+    Column("launched_by", "launched by (calls)", str, "left"),
+)
 
 DIFF_COLUMNS: tuple[Column, ...] = (
     Column("key", "name", str, "left"),
@@ -46,6 +59,10 @@ DIFF_COLUMNS: tuple[Column, ...] = (
     Column("speedup", "speedup", speedup),
     Column("only_in", "only in", str, "left"),
 )
+# shown when some pair's names differ
+DIFF_NAME_B = Column("key_b", "name in B", str, "left")
+DIFF_MATCH = Column("match", "matched by", str, "left")
+DIFF_TYPE_B = Column("op_type_b", "type in B", str, "left")
 
 
 def to_csv(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> str:
