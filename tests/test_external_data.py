@@ -149,6 +149,15 @@ def test_in_memory_proto(ext_path: Path, elsewhere: Path) -> None:
         layerperf.profile(onnx.load(ext_path, load_external_data=False), runs=1, warmup=0)
 
 
+def test_in_memory_proto_over_2gb(monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf import modelsrc
+
+    # protobuf cannot serialize a message over 2 GB: say so instead of failing inside it
+    monkeypatch.setattr(modelsrc, "MAX_PROTO_BYTES", tiny_cnn().ByteSize() - 1)
+    with pytest.raises(InputError, match="over 2 GB"):
+        open_model(tiny_cnn())
+
+
 # -- data outside the model's directory, or damaged: one line, exit 2 -------------------------------
 
 def _model_with_location(folder: Path, location: str, length: int = 16 * 4) -> Path:
