@@ -10,8 +10,11 @@ and the onnx checker require too; a model that breaks this is refused before any
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +165,56 @@ def loaded(tensor: TensorProto, model_dir: Path) -> TensorProto:
 
 
 def use_folder(options: Any, model_dir: Path | None) -> None:
-    """Let a session built from bytes find external data in ``model_dir``."""
+    """Let a session built from bytes find external data in ``model_dir`` (where :func:`folder_key_works`)."""
     if model_dir is not None:
         options.add_session_config_entry(FOLDER_KEY, str(model_dir))
+
+
+@functools.cache
+def folder_key_works() -> bool:
+    """Whether this ONNX Runtime honours :data:`FOLDER_KEY`; older releases (1.18 does not) look for
+    the external data of a model given as bytes in the working directory whatever it says."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    with tempfile.TemporaryDirectory(prefix="layerperf-ext-") as tmp:
+        w = numpy_helper.from_array(np.ones(1, np.float32), "w")
+        w.raw_data = b""
+        w.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "w.bin"), ("offset", "0"), ("length", "4")):
+            entry = w.external_data.add()
+            entry.key, entry.value = key, value
+        (Path(tmp) / "w.bin").write_bytes(np.ones(1, np.float32).tobytes())
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+        graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "probe", [], [y], [w])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        use_folder(so, Path(tmp))
+        try:
+            ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        except Exception:  # ORT's pybind exception types: the data was not found
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def session_model(model: onnx.ModelProto, model_dir: Path | None, options: Any) -> Iterator[str | bytes]:
+    """What to hand ``InferenceSession`` for ``model``, whose external data is in ``model_dir``.
+
+    Its bytes, with ``model_dir`` named in ``options``; where this ONNX Runtime ignores that, a file
+    in a temporary directory beside links to the data files (these older releases follow links).
+    """
+    if model_dir is None or folder_key_works() or not external_tensors(model):
+        use_folder(options, model_dir)
+        yield model.SerializeToString()
+        return
+    with tempfile.TemporaryDirectory(prefix="layerperf-ext-") as tmp:
+        for f in data_files(model, model_dir, str(model_dir)):
+            link = Path(tmp) / f.location
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(f.path.absolute())
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(model.SerializeToString())
+        yield str(path)

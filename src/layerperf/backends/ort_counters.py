@@ -195,6 +195,9 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     with np.load(job["feed"]) as npz:
         feed = {k: npz[k] for k in npz.files}
     data_dir = Path(job["data_dir"])
+    # Node sessions are built from bytes: ONNX Runtime releases that ignore the folder key look for
+    # their external data in the working directory, which is this worker's own to choose.
+    os.chdir(data_dir)
     executor = StepwiseExecutor(_optimized(job["model"], opts, data_dir), job["order"], provider=opts["provider"],
                                 global_threads=True, data_dir=data_dir)
     times = [executor.run_pass(feed)[1] for _ in range(2)]  # builds the sessions, warms the caches

@@ -47,9 +47,9 @@ def _input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     return specs
 
 
-def _session(model_bytes: bytes, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
+def _session(model: str | bytes, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
     try:
-        return ort.InferenceSession(model_bytes, so, providers=[provider])
+        return ort.InferenceSession(model, so, providers=[provider])
     except Exception as exc:  # ORT's pybind exception types: any of them means "cannot load"
         raise InputError(f"ONNX Runtime cannot load the model: {first_line(exc)}") from None
 
@@ -114,13 +114,12 @@ def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarr
         vi = onnx.ValueInfoProto()
         vi.name = name
         graph.output.append(vi)
+    so = session_options(0, "disable")
     try:
-        data = model.SerializeToString()
+        with extdata.session_model(model, data_dir, so) as what:
+            sess = _session(what, so, provider)
     finally:
         del graph.output[n_before:]
-    so = session_options(0, "disable")
-    extdata.use_folder(so, data_dir)
-    sess = _session(data, so, provider)
     try:
         values = sess.run(list(dict.fromkeys(names)), feed)
     except Exception as exc:  # ORT's pybind exception types
