@@ -1,4 +1,9 @@
-"""Where a model comes from: an .onnx path or a built-in zoo name, validated before any run."""
+"""Where a model comes from: an .onnx path or a built-in zoo name, validated before any run.
+
+A model whose weights live in external data files is read without them: only the .onnx is parsed,
+its data files are checked (inside the model's directory, long enough) and hashed, and ONNX
+Runtime loads the weights itself from the model's path.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,11 @@ from typing import Any
 import onnx
 from google.protobuf.message import DecodeError
 
+from layerperf import atomic, extdata
 from layerperf.errors import InputError
+
+# protobuf's limit on one serialized message: 2 GiB less one byte
+MAX_PROTO_BYTES = (1 << 31) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,17 +29,19 @@ class ModelSource:
     proto: onnx.ModelProto
     sha256: str
     zoo: bool
+    data_files: tuple[extdata.DataFile, ...] = ()
+
+    @property
+    def data_dir(self) -> Path | None:
+        """Where the model's external data lives (its own directory), or None when it has none."""
+        return self.path.parent if self.data_files else None
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "path": str(self.path), "sha256": self.sha256, "zoo": self.zoo}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        """Name, path, SHA-256 of the .onnx file and, with external data, each data file's own."""
+        d: dict[str, Any] = {"name": self.name, "path": str(self.path), "sha256": self.sha256, "zoo": self.zoo}
+        if self.data_files:
+            d["external_data"] = extdata.describe(self.data_files)
+        return d
 
 
 def _parse(path: Path) -> onnx.ModelProto:
@@ -51,8 +62,11 @@ def _parse(path: Path) -> onnx.ModelProto:
 
 
 def check(model: onnx.ModelProto, path: Path) -> None:
+    # By path where the model has external data: the checker then looks for the data beside the
+    # model, not in the working directory (and reads none of it).
+    by_path = model.ByteSize() > 1_900_000_000 or bool(extdata.external_tensors(model))
     try:
-        onnx.checker.check_model(str(path) if model.ByteSize() > 1_900_000_000 else model, full_check=True)
+        onnx.checker.check_model(str(path) if by_path else model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{path} fails the ONNX checker: {first}") from None
@@ -68,24 +82,32 @@ def open_model(spec: str | Path | onnx.ModelProto, **zoo_options: Any) -> ModelS
             raise InputError(f"no such model file: {path}")
         if path.is_dir():
             raise InputError(f"{path} is a directory, not an ONNX model")
+        # absolute, not resolved: ONNX Runtime looks for external data beside the path it is given
+        path = path.absolute()
         model = _parse(path)
+        files = extdata.data_files(model, path.parent, str(path))
         check(model, path)
-        return ModelSource(path.stem, path.resolve(), model, _sha256(path), zoo=False)
+        return ModelSource(path.stem, path, model, extdata.sha256(path), zoo=False, data_files=files)
     from layerperf import zoo
 
     zoo_path = zoo.path(str(spec), **zoo_options)  # raises InputError for an unknown name
-    return ModelSource(str(spec), zoo_path, _parse(zoo_path), _sha256(zoo_path), zoo=True)
+    return ModelSource(str(spec), zoo_path, _parse(zoo_path), extdata.sha256(zoo_path), zoo=True)
 
 
 def _from_proto(model: onnx.ModelProto) -> ModelSource:
     import tempfile
 
+    external = extdata.external_tensors(model)
+    if external:  # its locations are relative to a directory the proto does not know
+        raise InputError(f"the in-memory model's tensor '{external[0].name}' is in external data that was "
+                         "not loaded", hint="pass the model's path, or load it with onnx.load(path)")
+    if model.ByteSize() > MAX_PROTO_BYTES:
+        raise InputError("the in-memory model is over 2 GB, more than one protobuf message can hold",
+                         hint="save it with onnx.save(model, path, save_as_external_data=True) and pass the path")
     data = model.SerializeToString()
     digest = hashlib.sha256(data).hexdigest()
     path = Path(tempfile.gettempdir()) / f"layerperf-{digest[:16]}.onnx"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        atomic.write_bytes(path, data)
     check(model, path)
     return ModelSource(model.graph.name or "model", path, model, digest, zoo=False)

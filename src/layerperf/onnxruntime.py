@@ -12,6 +12,10 @@ profile JSON. With this module the same two lines work unchanged::
 Timings stay ONNX Runtime's own, in situ. Counters are taken at ``end_profiling()`` by layerperf's
 stepwise executor over the last inputs the session ran (``passes`` passes; each node event gets
 the median count per label), because stock ONNX Runtime has no hook at node boundaries.
+
+A model with external data works as with ONNX Runtime: its data is looked for beside the model's
+path, or for a model given as bytes in the folder that
+``session.model_external_initializers_file_folder_path`` names (the working directory without it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from layerperf import atomic, extdata
 from layerperf.backends.ort_counters import CounterRequest, count_layers
 from layerperf.backends.ort_trace import is_kernel_event, node_name, split_runs
 
@@ -40,11 +45,13 @@ class InferenceSession(ort.InferenceSession):
 
     def __init__(self, path_or_bytes: str | bytes | os.PathLike[str], sess_options: ort.SessionOptions | None = None,
                  providers: list[Any] | None = None, *args: Any, passes: int = 5, **kwargs: Any) -> None:
-        self._lp_source = path_or_bytes
+        # absolute now: the counting worker runs later, perhaps after the caller changed directory
+        self._lp_source = path_or_bytes if isinstance(path_or_bytes, bytes) else os.path.abspath(path_or_bytes)
+        self._lp_data_dir = _data_dir(path_or_bytes, sess_options)
         self._lp_request: CounterRequest | None = None
         self._lp_feed: dict[str, np.ndarray] | None = None
         if sess_options is not None and sess_options.enable_profiling:
-            config = sess_options.get_session_config_entry(PERF_CONFIG_KEY) if _has_entry(sess_options) else ""
+            config = _entry(sess_options, PERF_CONFIG_KEY)
             if config:
                 self._lp_request = CounterRequest.build(None, config, passes)
                 if self._lp_request:
@@ -65,7 +72,8 @@ class InferenceSession(ort.InferenceSession):
         """End ONNX Runtime's profiling; with a perf config, add per-node counters to the file."""
         path = super().end_profiling()
         if self._lp_request is not None and self._lp_feed is not None and path:
-            _add_counters(Path(path), self._lp_model_file(), self._lp_opts, self._lp_feed, self._lp_request)
+            _add_counters(Path(path), self._lp_model_file(), self._lp_data_dir, self._lp_opts, self._lp_feed,
+                          self._lp_request)
         return path
 
     def _lp_model_file(self) -> Path:
@@ -77,12 +85,19 @@ class InferenceSession(ort.InferenceSession):
         return Path(os.fspath(self._lp_source))
 
 
-def _has_entry(so: ort.SessionOptions) -> bool:
+def _entry(so: ort.SessionOptions, key: str) -> str:
     try:
-        so.get_session_config_entry(PERF_CONFIG_KEY)
+        return str(so.get_session_config_entry(key))
     except Exception:  # ORT raises when the key was never set
-        return False
-    return True
+        return ""
+
+
+def _data_dir(path_or_bytes: str | bytes | os.PathLike[str], so: ort.SessionOptions | None) -> Path:
+    """Where ONNX Runtime looks for this model's external data."""
+    folder = _entry(so, extdata.FOLDER_KEY) if so is not None else ""
+    if isinstance(path_or_bytes, bytes):
+        return Path(os.path.abspath(folder or os.getcwd()))
+    return Path(os.path.abspath(path_or_bytes)).parent
 
 
 def _first_provider(providers: list[Any] | None) -> str:
@@ -92,14 +107,14 @@ def _first_provider(providers: list[Any] | None) -> str:
     return first[0] if isinstance(first, tuple) else str(first)
 
 
-def _add_counters(path: Path, model: Path, opts: dict[str, Any], feed: dict[str, np.ndarray],
+def _add_counters(path: Path, model: Path, data_dir: Path, opts: dict[str, Any], feed: dict[str, np.ndarray],
                   request: CounterRequest) -> None:
     events = json.loads(path.read_text())
     runs = split_runs(events)
     if not runs:
         return
     order = list(dict.fromkeys(n.name for n in runs[-1].nodes))
-    result = count_layers(model, opts, feed, order, request)
+    result = count_layers(model, opts, feed, order, request, data_dir)
     medians = {name: {label: float(np.median(per_node[i])) for label, per_node in result["counts"].items()}
                for i, name in enumerate(order)}
     for ev in events:
@@ -107,6 +122,4 @@ def _add_counters(path: Path, model: Path, opts: dict[str, Any], feed: dict[str,
             counts = medians[node_name(ev["name"])]
             # as the per-layer perf fork wrote them (label: count), and together for layerperf analyze
             ev.setdefault("args", {}).update({**counts, "layerperf_counters": counts})
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(events))
-    tmp.replace(path)
+    atomic.write_bytes(path, json.dumps(events).encode())

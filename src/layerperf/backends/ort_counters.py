@@ -68,14 +68,19 @@ class CounterRequest:
 # -- parent side ------------------------------------------------------------------------------------
 
 def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndarray], order: list[str],
-                 request: CounterRequest) -> dict[str, Any]:
-    """Run the worker and return its result: counts per label per node per pass, node times, calibration."""
+                 request: CounterRequest, data_dir: Path | None = None) -> dict[str, Any]:
+    """Run the worker and return its result: counts per label per node per pass, node times, calibration.
+
+    ``data_dir`` is where the model's external data lives (default: beside ``model_path``).
+    """
     with tempfile.TemporaryDirectory(prefix="layerperf-count-") as tmp:
         job = Path(tmp) / "job.json"
         result = Path(tmp) / "result.json"
         np.savez(Path(tmp) / "feed.npz", **feed)  # type: ignore[arg-type]
-        job.write_text(json.dumps({"model": str(model_path), "opts": opts, "feed": str(Path(tmp) / "feed.npz"),
-                                   "order": order, "request": asdict(request)}))
+        model = Path(model_path).absolute()  # the worker may not share the caller's working directory
+        job.write_text(json.dumps({"model": str(model), "data_dir": str(Path(data_dir or model.parent).absolute()),
+                                   "opts": opts, "feed": str(Path(tmp) / "feed.npz"), "order": order,
+                                   "request": asdict(request)}))
         proc = subprocess.run([sys.executable, "-m", "layerperf.backends.ort_counters", str(job), str(result)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if not result.exists():
@@ -109,10 +114,16 @@ def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequ
 
 # -- worker side ------------------------------------------------------------------------------------
 
-def _optimized(model_path: str, opts: dict[str, Any]) -> Any:
+def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path) -> Any:
+    """The optimized graph, its external weights left where they are.
+
+    ONNX Runtime saves the optimized model with the original's external data locations, relative to
+    the original's directory: the node sessions find them there (``data_dir``), never in Python.
+    """
     import onnx
     import onnxruntime as ort
 
+    from layerperf import extdata
     from layerperf.backends.onnxruntime import OPT_LEVELS
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,8 +132,14 @@ def _optimized(model_path: str, opts: dict[str, Any]) -> Any:
         so.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
         so.log_severity_level = 3
         so.use_per_session_threads = False
-        ort.InferenceSession(model_path, so, providers=[opts["provider"]])
-        return onnx.load(str(Path(tmp) / "opt.onnx"))
+        model_or_bytes: str | bytes = model_path
+        if Path(model_path).parent != data_dir:  # a model given as bytes, saved apart from its data
+            model_or_bytes = Path(model_path).read_bytes()
+            extdata.use_folder(so, data_dir)
+        ort.InferenceSession(model_or_bytes, so, providers=[opts["provider"]])
+        model = onnx.load(str(Path(tmp) / "opt.onnx"), load_external_data=False)
+    extdata.data_files(model, data_dir, model_path)  # every location still inside data_dir, and there
+    return model
 
 
 def _count_group(executor: Any, feed: dict[str, Any], specs: list[Any], passes: int,
@@ -167,6 +184,7 @@ def _calibrate(specs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, float]
 
 
 def work(job: dict[str, Any]) -> dict[str, Any]:
+    import onnx
     import onnxruntime.capi._pybind_state as ort_state
 
     from layerperf.backends.stepwise import StepwiseExecutor
@@ -177,10 +195,13 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     ort_state.set_global_thread_pool_sizes(int(opts["threads"]), 1)
     with np.load(job["feed"]) as npz:
         feed = {k: npz[k] for k in npz.files}
-    import onnx
-
-    executor = StepwiseExecutor(_optimized(job["model"], opts), job["order"], provider=opts["provider"],
-                                global_threads=True, original=onnx.load(job["model"], load_external_data=False))
+    data_dir = Path(job["data_dir"])
+    # Node sessions are built from bytes: ONNX Runtime releases that ignore the folder key look for
+    # their external data in the working directory, which is this worker's own to choose.
+    os.chdir(data_dir)
+    executor = StepwiseExecutor(_optimized(job["model"], opts, data_dir), job["order"], provider=opts["provider"],
+                                global_threads=True, data_dir=data_dir,
+                                original=onnx.load(job["model"], load_external_data=False))
     times = [executor.run_pass(feed)[1] for _ in range(2)]  # builds the sessions, warms the caches
     specs = [resolve(e) for e in req["events"]]
     label = {s.name: lab for s, lab in zip(specs, req["labels"], strict=True)}

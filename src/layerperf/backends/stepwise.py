@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from layerperf import extdata
 from layerperf.backends.ort_names import nodes_by_name
 from layerperf.errors import LayerperfError
 
@@ -68,10 +70,14 @@ def _one_node_model(node: onnx.NodeProto, inputs: list[str], types: Mapping[str,
 
 
 class StepwiseExecutor:
-    """Run ``model`` (already optimized) node by node in ``order`` (node names, execution order)."""
+    """Run ``model`` (already optimized) node by node in ``order`` (node names, execution order).
+
+    Weights in external data stay there: ``data_dir`` is the directory their locations are relative to.
+    """
 
     def __init__(self, model: onnx.ModelProto, order: Sequence[str], *, provider: str = "CPUExecutionProvider",
-                 threads: int = 0, global_threads: bool = False, original: onnx.ModelProto | None = None) -> None:
+                 threads: int = 0, global_threads: bool = False, data_dir: Path | None = None,
+                 original: onnx.ModelProto | None = None) -> None:
         self.model = model
         self.provider = provider
         # names as the profiler gives them, unnamed nodes included: ``order`` is the profiler's own
@@ -92,6 +98,7 @@ class StepwiseExecutor:
         self._so.add_session_config_entry("session.force_spinning_stop", "1")
         if global_threads:
             self._so.use_per_session_threads = False
+        extdata.use_folder(self._so, data_dir)
         self._last_use = self._last_uses()
 
     def _step(self, node: onnx.NodeProto) -> _Step:

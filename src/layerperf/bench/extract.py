@@ -6,7 +6,8 @@ node of a contrib domain. ONNX Runtime's saved graph carries no shapes for inter
 onnx's shape inference does not know the contrib ops, so the model is run once with the node's
 inputs and outputs added as graph outputs: that gives their exact shapes, and the node's run-time
 inputs are fed the very values they had in the model (real activations, real indices and masks).
-Inputs that are initializers in the graph stay initializers, with their real values.
+Inputs that are initializers in the graph stay initializers, with their real values. Weights in
+external data stay in their files for the probing run; only the node's own are read in.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from layerperf import extdata
 from layerperf.backends.onnxruntime import ProfileOptions, create_session
 from layerperf.backends.onnxruntime import session_options as ort_session_options
 from layerperf.backends.ort_build import attributes
@@ -48,22 +50,29 @@ def _input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     return specs
 
 
-def _session(model_bytes: bytes, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
+def _session(model: str | bytes, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
     try:
-        return ort.InferenceSession(model_bytes, so, providers=[provider])
+        return ort.InferenceSession(model, so, providers=[provider])
     except Exception as exc:  # ORT's pybind exception types: any of them means "cannot load"
         raise InputError(f"ONNX Runtime cannot load the model: {first_line(exc)}") from None
 
 
 def executed_graph(source: ModelSource, opt_level: str, provider: str) -> onnx.ModelProto:
-    """The graph ONNX Runtime runs at ``opt_level`` (the model itself at "disable")."""
+    """The graph ONNX Runtime runs at ``opt_level`` (the model itself at "disable").
+
+    External data stays unread: ONNX Runtime saves the optimized graph with the model's own data
+    locations, which are relative to the model's directory as in the model itself.
+    """
     if opt_level == "disable":
         return source.proto
     with tempfile.TemporaryDirectory(prefix="layerperf-bench-") as tmp:
         path = Path(tmp) / "optimized.onnx"
         create_session(source, ort_session_options(ProfileOptions(opt_level=opt_level), optimized_path=path),
                        provider)
-        return onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+    if source.data_dir is not None:
+        extdata.data_files(model, source.data_dir, str(source.path))
+    return model
 
 
 def observed_graph(source: ModelSource, opt_level: str, provider: str,
@@ -125,8 +134,9 @@ def find_node(source: ModelSource, graph: onnx.GraphProto, name: str, opt_level:
 
 
 def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarray],
-          provider: str) -> dict[str, np.ndarray]:
-    """The values tensors ``names`` take in one run of ``model`` (added as graph outputs, then removed)."""
+          provider: str, data_dir: Path | None = None) -> dict[str, np.ndarray]:
+    """The values tensors ``names`` take in one run of ``model`` (added as graph outputs, then removed);
+    ``data_dir`` is where its external data lives."""
     graph = model.graph
     n_before = len(graph.output)
     present = {o.name for o in graph.output}
@@ -135,11 +145,12 @@ def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarr
         vi = onnx.ValueInfoProto()
         vi.name = name
         graph.output.append(vi)
+    so = session_options(0, "disable")
     try:
-        data = model.SerializeToString()
+        with extdata.session_model(model, data_dir, so) as what:
+            sess = _session(what, so, provider)
     finally:
         del graph.output[n_before:]
-    sess = _session(data, session_options(0, "disable"), provider)
     try:
         values = sess.run(list(dict.fromkeys(names)), feed)
     except Exception as exc:  # ORT's pybind exception types
@@ -148,14 +159,16 @@ def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarr
 
 
 def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, values: dict[str, np.ndarray],
-                   name: str | None = None) -> onnx.ModelProto:
+                   name: str | None = None, data_dir: Path | None = None) -> onnx.ModelProto:
+    """``node`` alone, its weights read in from external data in ``data_dir`` where they are there."""
     inits = {i.name: i for i in model.graph.initializer}
     graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype),
                                                   values[n].shape)
                     for n in dict.fromkeys(node.input) if n and n not in inits]
     outputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype), values[n].shape)
                for n in node.output if n]
-    kept = [inits[n] for n in dict.fromkeys(node.input) if n in inits]
+    kept = [extdata.loaded(inits[n], data_dir) if data_dir else inits[n]
+            for n in dict.fromkeys(node.input) if n in inits]
     graph = helper.make_graph([node], f"bench_{name or node.name}", graph_inputs, outputs, kept)
     return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
                              producer_name="layerperf-bench")
@@ -183,8 +196,8 @@ def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_lev
     node = find_node(source, graph_model.graph, node_name, opt_level, provider, observed)
     inits = {i.name: i for i in graph_model.graph.initializer}
     runtime = [n for n in node.input if n and n not in inits]
-    values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider)
-    one = one_node_model(graph_model, node, values, node_name)
+    values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider, source.data_dir)
+    one = one_node_model(graph_model, node, values, node_name, source.data_dir)
     return OneNode(
         model=one, feed={n: values[n] for n in dict.fromkeys(runtime)}, op_type=node.op_type,
         domain=node.domain, opset=next((o.version for o in graph_model.opset_import if o.domain == node.domain), 1),

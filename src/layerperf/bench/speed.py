@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from layerperf import atomic
 from layerperf.machine import fingerprint
 
 
@@ -55,9 +55,6 @@ def remember(yardstick_p10_ns: float) -> None:
     target = path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".bench-speed.")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, target)
+        atomic.write_bytes(target, json.dumps(data).encode())
     except OSError:
         pass

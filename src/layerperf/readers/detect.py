@@ -76,8 +76,23 @@ def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> OpTable:
             gc.enable()
 
 
+def _is_onnx_model(path: Path) -> bool:
+    """An .onnx file, or one that starts as a serialized ModelProto does (its ir_version field, tag
+    0x08), which no JSON or gzip file does."""
+    if path.suffix.lower() == ".onnx":
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(1) == b"\x08"
+    except OSError:
+        return False  # reading it properly says what is wrong
+
+
 def _read_table(path: Path, block: int) -> OpTable:
     trace = resolve(path)
+    if trace.is_file() and _is_onnx_model(trace):
+        raise InputError(f"{trace} is an ONNX model, not a trace",
+                         hint=f"profile it with: layerperf profile {trace}")
     from layerperf.readers import parallel
 
     split = block == BLOCK_BYTES and parallel.worth_it(trace)

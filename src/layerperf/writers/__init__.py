@@ -1,18 +1,19 @@
 """Writers turn a Profile into files. Each states its file name and writes; ``save`` runs them all.
 
-Files are written atomically: every writer renders to a temporary file in the target directory,
-and only when all of them succeeded are they renamed into place, so a failure leaves nothing partial.
+Files are written atomically (:mod:`layerperf.atomic`): every writer renders to a temporary file in
+the target directory, and only when all of them succeeded are they renamed into place, so a failure
+leaves nothing partial. They get a plain ``open()``'s mode, 0666 less the umask.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from layerperf import atomic
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
@@ -48,22 +49,11 @@ def ensure_dir(out_dir: Path) -> Path:
 def atomic_files(out_dir: Path, names: list[str]) -> Iterator[list[IO[bytes]]]:
     """Open temporaries for ``names`` in ``out_dir``; rename them all into place only on success."""
     ensure_dir(out_dir)
-    temps: list[tuple[IO[bytes], Path]] = []
     try:
-        for name in names:
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
-            temps.append((os.fdopen(fd, "wb"), Path(tmp_name)))
-        yield [f for f, _ in temps]
-        for f, _ in temps:
-            f.close()
-        for (_, tmp), name in zip(temps, names, strict=True):
-            os.replace(tmp, out_dir / name)
+        with atomic.files(out_dir, names) as temps:
+            yield temps
     except OSError as exc:
         raise InputError(f"cannot write to {out_dir}: {exc.strerror or exc}") from exc
-    finally:
-        for f, tmp in temps:
-            f.close()
-            tmp.unlink(missing_ok=True)
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:

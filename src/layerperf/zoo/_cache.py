@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from pathlib import Path
+
+from layerperf import atomic
 
 # Bump whenever a builder changes what it emits, so stale cached files are never reused.
 BUILDER_VERSION = 1
@@ -31,16 +31,4 @@ def write_atomic(target: Path, data: bytes) -> None:
     never a half-written model.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Not tempfile.mkstemp: its files are 0600, and a cached model should get the umask's usual mode.
-    tmp = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic.write_bytes(target, data, fsync=True)
