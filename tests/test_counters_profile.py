@@ -22,14 +22,16 @@ from layerperf.counters import CounterSet
 from conftest import run_cli
 
 N = 384  # a 384^3 MatMul: ~0.11 GFLOP, a few ms: big enough to parallelize, small enough for CI
+X_SHAPE = (N, 4 * N)  # mm1 does 4x mm2's work: the nodes' ranks stand clear of a noisy host's jitter
 
 
 def matmul_chain() -> onnx.ModelProto:
-    """x -> MatMul -> Relu -> MatMul -> y: two heavy nodes around a light one."""
+    """x -> MatMul -> Relu -> MatMul -> y: two heavy nodes of unequal work around a light one."""
     rng = np.random.default_rng(0)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(X_SHAPE))
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])
-    inits = [numpy_helper.from_array(rng.standard_normal((N, N)).astype(np.float32), f"w{i}") for i in (1, 2)]
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), f"w{i}")
+             for i, shape in ((1, (4 * N, N)), (2, (N, N)))]
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
              helper.make_node("Relu", ["a"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
@@ -93,7 +95,7 @@ def test_task_clock_over_nodes_matches_whole_pass(chain_path: Path) -> None:
     from layerperf.backends.stepwise import StepwiseExecutor
 
     executor = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], threads=1)
-    feed = {"x": np.ones((N, N), np.float32)}
+    feed = {"x": np.ones(X_SHAPE, np.float32)}
     executor.run_pass(feed)
     with CounterSet(["task-clock"], threads="self") as cs:
         cs.enable()
@@ -158,11 +160,11 @@ import sys, numpy as np
 import onnxruntime.capi._pybind_state as state
 state.set_global_thread_pool_sizes(2, 1)  # as the counting worker does for --threads 2
 sys.path.insert(0, sys.argv[1])
-from test_counters_profile import matmul_chain, N
+from test_counters_profile import matmul_chain, X_SHAPE
 from layerperf.backends.stepwise import StepwiseExecutor
 from layerperf.counters import CounterSet
 ex = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], global_threads=True)
-feed = {"x": np.ones((N, N), np.float32)}
+feed = {"x": np.ones(X_SHAPE, np.float32)}
 ex.run_pass(feed)
 with CounterSet(["task-clock"], threads="all") as every, CounterSet(["task-clock"], threads="self") as me:
     every.enable(); me.enable()
@@ -258,7 +260,7 @@ def test_drop_in_session_writes_counters(chain_path: Path, tmp_path: Path) -> No
     so.profile_file_prefix = str(tmp_path / "prof")
     so.add_session_config_entry("session.profiler.perf_config_file_name", str(config))
     sess = lort.InferenceSession(str(chain_path), so, providers=["CPUExecutionProvider"])
-    out = sess.run(None, {"x": np.ones((N, N), np.float32)})
+    out = sess.run(None, {"x": np.ones(X_SHAPE, np.float32)})
     assert out[0].shape == (N, N)
     events = json.loads(Path(sess.end_profiling()).read_text())
     nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
