@@ -98,8 +98,8 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
         f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
         f"{units.si(summ['flops'], 'FLOP')} + {units.si(summ['int_ops'])} int ops, "
         f"{units.binary(summ['bytes'])} moved",
-        "legend: self time = median per call; computation in FLOPs (floating point), int ops (integer), "
-        "one multiply-add = 2; ? = unknown, never 0",
+        "legend: self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
+        "point; int ops count integer work likewise); ? = unknown, never 0",
     ]
     if summ.get("padded_layers"):
         lines.append(f"{summ['padded_layers']} layers ran on channels padded to ONNX Runtime's NCHWc block, "
