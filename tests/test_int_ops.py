@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import orjson
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -95,8 +96,8 @@ def _const(name: str, value: Any, dtype: Any) -> onnx.TensorProto:
 
 
 def _quantized_model() -> onnx.ModelProto:
-    """QuantizeLinear -> QLinearConv -> Flatten -> QLinearMatMul -> DequantizeLinear, and a
-    MatMulInteger beside it, every node named."""
+    """QuantizeLinear -> QLinearConv -> QLinearAdd -> Flatten -> QLinearMatMul -> DequantizeLinear,
+    and a MatMulInteger beside it, every node named."""
     rng = np.random.default_rng(0)
     inits = [
         _const("xs", 0.05, np.float32), _const("xz", 128, np.uint8),
@@ -110,7 +111,9 @@ def _quantized_model() -> onnx.ModelProto:
         helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="quant"),
         helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["cq"],
                          name="qconv", pads=[1, 1, 1, 1]),
-        helper.make_node("Flatten", ["cq"], ["fq"], name="flatten"),
+        helper.make_node("QLinearAdd", ["cq", "ys", "yz", "cq", "ys", "yz", "ys", "yz"], ["aq"], name="qadd",
+                         domain="com.microsoft"),
+        helper.make_node("Flatten", ["aq"], ["fq"], name="flatten"),
         helper.make_node("QLinearMatMul", ["fq", "ys", "yz", "m", "ms", "mz", "zs", "zz"], ["mq"], name="qmatmul"),
         helper.make_node("DequantizeLinear", ["mq", "zs", "zz"], ["y"], name="dequant"),
         helper.make_node("MatMulInteger", ["fq", "m", "yz", "mz"], ["acc"], name="matmul_integer"),
@@ -119,7 +122,8 @@ def _quantized_model() -> onnx.ModelProto:
         nodes, "quantized", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10]),
          helper.make_tensor_value_info("acc", TensorProto.INT32, [1, 10])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
 
 
 def _dims(layer: Layer) -> list[tuple[int, ...]]:
@@ -154,6 +158,30 @@ def test_profile_counts_integer_and_float_work_apart(quantized: tuple[Profile, P
         layer = by_type[op]
         assert layer.int_ops == 0 and layer.flops == 2 * math.prod(_dims(layer)[0])
     assert by_type["Flatten"].flops == by_type["Flatten"].int_ops == 0
+    add = by_type["QLinearAdd"]
+    assert (add.int_ops, add.flops) == (out, 2 * out)  # the add on integers, then requantized
+
+
+def test_ort_profile_file_gives_int_ops(tmp_path: Path) -> None:
+    """ONNX Runtime's own profile: integer and float work of the ops its recorded shapes tell."""
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(tmp_path / "ort")
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(_quantized_model().SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.zeros((1, 8, 6, 6), np.float32)})
+    path = Path(sess.end_profiling())
+    recorded = {e["args"]["op_name"]: e["args"] for e in orjson.loads(path.read_bytes())
+                if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")}
+    table = {r["op_type"]: r for r in rows(aggregate(read_table(path), "type", "sum"))}
+
+    def numel(op: str, key: str) -> int:
+        return math.prod(next(iter(recorded[op][key][0].values())))
+
+    assert (table["QLinearAdd"]["int_ops"], table["QLinearAdd"]["flops"]) == \
+        (numel("QLinearAdd", "output_type_shape"), 2 * numel("QLinearAdd", "output_type_shape"))
+    for op in ("QuantizeLinear", "DequantizeLinear"):
+        assert (table[op]["int_ops"], table[op]["flops"]) == (0, 2 * numel(op, "input_type_shape"))
 
 
 def test_int_ops_in_every_output(quantized: tuple[Profile, Path]) -> None:

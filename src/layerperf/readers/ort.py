@@ -36,12 +36,14 @@ _ATTRIBUTE_DEPENDENT = frozenset(("Gelu",))
 
 # Quantization ops work per element whatever their attributes (axis, saturate).
 _QUANTIZATION = frozenset(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"))
+# ONNX Runtime's quantized elementwise ops (com.microsoft): every input is recorded, none pre-packed.
+_CONTRIB = frozenset(("QLinearAdd", "QLinearMul"))
 
 
 def _shape_only(op_type: str) -> bool:
     from layerperf.cost import ops_elementwise
 
-    return op_type in ("Conv", "MatMul") or op_type in _QUANTIZATION or (
+    return op_type in ("Conv", "MatMul") or op_type in _QUANTIZATION or op_type in _CONTRIB or (
         ("", op_type) in ops_elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
 
 
@@ -80,7 +82,7 @@ class _Costs:
         got_out = _tensors(json_value(outs), "out")
         flops = nbytes = int_ops = math.nan
         if got_in is not None and got_out is not None:
-            cost = node_cost(op, "", {}, got_in[1], got_out[1])
+            cost = node_cost(op, "com.microsoft" if op in _CONTRIB else "", {}, got_in[1], got_out[1])
             if cost.flops is not None and _shape_only(op):
                 flops = float(cost.flops)
             if cost.int_ops is not None and _shape_only(op):
