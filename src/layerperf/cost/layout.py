@@ -140,7 +140,7 @@ def _link(model: onnx.ModelProto, blocked: set[str], shapes: Mapping[str, Tensor
             groups.union(tied)
         elif node.domain == NCHWC and node.op_type in _KEEP_CHANNELS:
             groups.union([node.input[0], node.output[0]])
-        elif node.domain != NCHWC and ins and node.op_type != "Concat" and node.output:
+        elif node.domain != NCHWC and ins and node.op_type not in ("Concat", "Shape") and node.output:
             groups.union([*ins, node.output[0]])
 
 
