@@ -26,10 +26,11 @@ ALIASES = {
     "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "device_self": "device_us",
     "device_incl": "device_incl_us", "device_inclusive": "device_incl_us", "count": "calls",
     "computation": "flops", "FLOPS": "flops_per_s", "flops/s": "flops_per_s", "memory": "bytes",
-    "bandwidth": "bytes_per_s", "type": "op_type",
+    "bandwidth": "bytes_per_s", "type": "op_type", "int ops": "int_ops", "OP/s": "int_ops_per_s",
+    "ops/s": "int_ops_per_s",
 }
 NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "device_incl_us", "calls",
-                   "flops", "flops_per_s", "bytes", "bytes_per_s")
+                   "flops", "flops_per_s", "bytes", "bytes_per_s", "int_ops", "int_ops_per_s")
 
 
 # -- filter ----------------------------------------------------------------------------------------
@@ -126,8 +127,8 @@ def _group_labels(labels: Labels, g: _Groups, mixed: Any) -> Labels:
 def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
     """One row per group of ``by`` (name, type, provider or shape), figures combined with ``how``.
 
-    ``how`` applies to self time, inclusive and device time, FLOPs, bytes and counters (``count``
-    sums them and is meant for ordering by calls); ``total_ns`` is always the sum and ``calls`` the
+    ``how`` applies to self time, inclusive and device time, FLOPs, bytes, integer operations and
+    counters (``count`` sums them and is meant for ordering by calls); ``total_ns`` is always the sum and ``calls`` the
     number of calls. A sum of inclusive figures (time, device time) counts a call nested in another
     call of its group once, so it never exceeds the time the group was busy. String columns keep the
     group's value, or say how many different ones it has.
@@ -149,7 +150,7 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
         incl_ns=_reduce(_once(table, by, table.incl_ns, how), g, how), device_ns=_reduce(table.device_ns, g, how),
         device_incl_ns=_reduce(_once(table, by, table.device_incl, how), g, how),
         calls=np.bincount(g.inverse, weights=table.calls, minlength=g.count).astype(np.int64),
-        flops=_reduce(table.flops, g, how), bytes=_reduce(table.bytes, g, how),
+        flops=_reduce(table.flops, g, how), bytes=_reduce(table.bytes, g, how), int_ops=_reduce(table.int_ops, g, how),
         counters={k: _reduce(v, g, how) for k, v in table.counters.items()},
         meta={**table.meta, "aggregate_by": by, "aggregate": how})
 
@@ -199,6 +200,7 @@ def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:
         "calls": table.calls.astype(np.float64), "flops": table.flops,
         "flops_per_s": _rate(table.flops, rate_ns), "bytes": table.bytes,
         "bytes_per_s": _rate(table.bytes, rate_ns),
+        "int_ops": table.int_ops, "int_ops_per_s": _rate(table.int_ops, rate_ns),
     }
     cols.update(table.counters)
     return cols

@@ -59,7 +59,7 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     import onnxruntime as ort
 
     from layerperf.backends import onnxruntime as backend
-    from layerperf.backends.ort_build import build_layers_and_runs, graph_summary, unknown_cost_ops
+    from layerperf.backends.ort_build import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
     from layerperf.backends.ort_counters import CounterRequest
 
     opts = backend.ProfileOptions(warmup=warmup, runs=runs, threads=threads, opt_level=opt_level,
@@ -83,11 +83,12 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     m = backend.measure(source, opts, feed, step)
     latency_ns = backend.unprofiled_latency(source, opts, feed) if latency else []
     origin = m.runs[0][0] if m.runs else 0
-    layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto)
+    channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
+    layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
     extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns, "graph": graph_summary(m.optimized)}
-    unknown = unknown_cost_ops(layers)
-    if unknown:
-        extra["warnings"] = [f"FLOPs unknown for op types: {', '.join(unknown)}"]
+    warnings = _cost_warnings(unknown_cost_ops(layers), len(channels.unresolved))
+    if warnings:
+        extra["warnings"] = warnings
     if request:
         extra["counters"] = _count(source, opts, feed, layers, request, progress)
     prof = Profile(metadata=_metadata(source, zoo_opts, opts, ort.__version__), layers=layers,
@@ -95,6 +96,26 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     if mem_request:
         mem_request.attach(prof, source, opts, feed)
     return prof
+
+
+def _original_shapes(source: ModelSource, feed: dict[str, Any], optimized: onnx.ModelProto | None) -> Any:
+    """The original model's tensors at the fed shapes, only when a blocked layout needs them."""
+    from layerperf.cost.graph import tensor_infos
+    from layerperf.cost.layout import has_blocked
+    from layerperf.tensor import TensorInfo
+
+    if not has_blocked(optimized):
+        return None
+    given = {k: TensorInfo(k, tuple(v.shape), str(v.dtype)) for k, v in feed.items()}
+    return tensor_infos(source.proto, given)
+
+
+def _cost_warnings(unknown_ops: list[str], unresolved: int) -> list[str]:
+    out = [f"FLOPs unknown for op types: {', '.join(unknown_ops)}"] if unknown_ops else []
+    if unresolved:
+        out.append(f"{unresolved} tensors in ONNX Runtime's NCHWc layout have no known real channel count: "
+                   "their layers count the stored (possibly padded) channels")
+    return out
 
 
 def _count(source: ModelSource, opts: Any, feed: Any, layers: Any, request: Any,

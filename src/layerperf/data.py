@@ -35,13 +35,17 @@ class Layer:
     inputs: tuple[TensorInfo, ...] = ()
     outputs: tuple[TensorInfo, ...] = ()
     param_bytes: int = 0
-    flops: int | None = None  # None: unknown op type or shapes, never a silent 0
+    flops: int | None = None  # floating-point work; None: unknown op type or shapes, never a silent 0
     bytes_read: int | None = None
     bytes_written: int | None = None
     # label -> one count per measured pass (perf counters; filled by the counters feature)
     counters: dict[str, list[float]] = field(default_factory=dict)
     # runtime-reported memory figures for this node, e.g. ONNX Runtime's output_size, mem_arena_held
     memory: dict[str, int] = field(default_factory=dict)
+    int_ops: int | None = None  # integer work (quantized kernels, integer tensors); None: unknown
+    # FLOPs of the work on the stored shapes where a layout padded them (NCHWc channels); None when
+    # nothing is padded, the work then being ``flops``
+    padded_flops: int | None = None
 
     @property
     def bytes(self) -> int | None:
@@ -51,11 +55,31 @@ class Layer:
 
     @property
     def in_shapes(self) -> str:
+        """The input shapes as the runtime stored and ran them: ``1x24x16x16;24x32x3x3``."""
         return ";".join(t.shape_str() for t in self.inputs)
 
     @property
     def out_shapes(self) -> str:
         return ";".join(t.shape_str() for t in self.outputs)
+
+    @property
+    def real_in_shapes(self) -> str:
+        """The model's input shapes: where a layout padded a tensor, its real dims (``1x20x16x16``)."""
+        return ";".join(t.real_shape_str() for t in self.inputs)
+
+    @property
+    def real_out_shapes(self) -> str:
+        return ";".join(t.real_shape_str() for t in self.outputs)
+
+    @property
+    def padded(self) -> bool:
+        """Whether any of its tensors is stored padded (NCHWc channels)."""
+        return any(t.padded for t in (*self.inputs, *self.outputs))
+
+    @property
+    def flops_as_stored(self) -> int | None:
+        """FLOPs of the work on the stored shapes, padding included: ``padded_flops`` or ``flops``."""
+        return self.flops if self.padded_flops is None else self.padded_flops
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,7 @@ class OpTable:
     calls: np.ndarray  # int64
     flops: np.ndarray  # float64
     bytes: np.ndarray  # float64
+    int_ops: np.ndarray  # float64: integer operations (quantized kernels, integer tensors)
     counters: dict[str, np.ndarray] = field(default_factory=dict)  # label -> float64 per row
     meta: dict[str, Any] = field(default_factory=dict)  # what was read: format, source, events...
     device_incl_ns: np.ndarray | None = None  # float64; None: as device_ns (nothing nests)
@@ -113,7 +114,7 @@ class OpTable:
             in_shapes=self.in_shapes.take(rows), out_shapes=self.out_shapes.take(rows),
             dur_ns=self.dur_ns[rows], total_ns=self.total_ns[rows], incl_ns=self.incl_ns[rows],
             device_ns=self.device_ns[rows], calls=self.calls[rows], flops=self.flops[rows],
-            bytes=self.bytes[rows], counters={k: v[rows] for k, v in self.counters.items()},
+            bytes=self.bytes[rows], int_ops=self.int_ops[rows], counters={k: v[rows] for k, v in self.counters.items()},
             meta=self.meta, device_incl_ns=self.device_incl[rows], outer={k: v[rows] for k, v in self.outer.items()})
 
     def labels(self, column: str) -> Labels:
@@ -181,7 +182,7 @@ class TableBuilder:
         return self._ident.values()
 
     def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
-               device_us: Any = None, flops: Any = None, bytes_: Any = None,
+               device_us: Any = None, flops: Any = None, bytes_: Any = None, int_ops: Any = None,
                counters: dict[str, Any] | None = None, device_incl_us: Any = None) -> None:
         """Append rows: identity codes (from :meth:`ident`) and their figures in µs (None/NaN unknown).
 
@@ -190,7 +191,7 @@ class TableBuilder:
         """
         n = len(keys)
         given = {"keys": keys, "dur_us": dur_us, "incl_us": incl_us, "device_us": device_us,
-                 "flops": flops, "bytes": bytes_,
+                 "flops": flops, "bytes": bytes_, "int_ops": int_ops,
                  "device_incl_us": device_us if device_incl_us is None else device_incl_us}
         arrays = {}
         for column, values in given.items():
@@ -234,11 +235,12 @@ class TableBuilder:
                        in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
                        dur_ns=dur_ns, total_ns=dur_ns.copy(), incl_ns=incl_ns,
                        device_ns=np.multiply(col["device_us"], 1e3), calls=np.ones(keys.size, dtype=np.int64),
-                       flops=col["flops"], bytes=col["bytes"], counters=counters, meta=dict(meta or {}),
+                       flops=col["flops"], bytes=col["bytes"], int_ops=col["int_ops"], counters=counters,
+                       meta=dict(meta or {}),
                        device_incl_ns=np.multiply(col["device_incl_us"], 1e3))
 
 
-_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "device_incl_us")
+_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "int_ops", "device_incl_us")
 
 
 def group_codes(table: OpTable, grouping: str) -> np.ndarray:
@@ -281,6 +283,7 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
     n_layers = len(profile.layers)
     flops = np.asarray([np.nan if la.flops is None else la.flops for la in profile.layers], dtype=np.float64)
     nbytes = np.asarray([np.nan if la.bytes is None else la.bytes for la in profile.layers], dtype=np.float64)
+    int_ops = np.asarray([np.nan if la.int_ops is None else la.int_ops for la in profile.layers], dtype=np.float64)
     layer_of, run_of, dur_ns = [], [], []
     for r, run in enumerate(profile.runs):
         for span in run.spans:
@@ -303,7 +306,8 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
     ident_arr = np.asarray(idents, dtype=np.int32)
     b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
              np.asarray(dur_ns, dtype=np.float64) / 1e3,
-             flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None, counters=counters)
+             flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None,
+             int_ops=int_ops[li] if li.size else None, counters=counters)
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
     return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,

@@ -42,6 +42,40 @@ LAYER_COLUMNS: tuple[Column, ...] = (
 )
 
 
+# Integer work, shown only where there is some: most models do none, and the table is wide already.
+INT_COLUMNS: tuple[Column, ...] = (
+    Column("int_ops", "int ops", _ratio("OP")),
+    Column("int_ops_per_s", "OP/s", _ratio("OP/s")),
+)
+
+
+def layer_columns(int_ops: bool) -> list[Column]:
+    """The layer table's columns, with the integer-work ones after FLOPS when ``int_ops``."""
+    return with_int_columns(LAYER_COLUMNS) if int_ops else list(LAYER_COLUMNS)
+
+
+def with_int_columns(columns: Sequence[Column]) -> list[Column]:
+    """``columns`` with :data:`INT_COLUMNS` after the FLOPS column (at the end if there is none)."""
+    cols = list(columns)
+    at = next((i + 1 for i, c in enumerate(cols) if c.key == "flops_per_s"), len(cols))
+    cols[at:at] = INT_COLUMNS
+    return cols
+
+
+def marked_shapes(rows: Sequence[dict[str, Any]], layers: Sequence[Any]) -> list[dict[str, Any]]:
+    """Rows whose shapes show padded dims as ``stored(real)``, e.g. ``1x24(20)x16x16``: for people only,
+    the rows' own ``in_shapes``/``out_shapes`` keep the plain stored dims."""
+    by_name = {layer.name: layer for layer in layers}
+    out = []
+    for row in rows:
+        layer = by_name.get(row.get("name"))
+        if layer is not None and layer.padded:
+            row = {**row, "in_shapes": ";".join(t.marked_shape_str() for t in layer.inputs),
+                   "out_shapes": ";".join(t.marked_shape_str() for t in layer.outputs)}
+        out.append(row)
+    return out
+
+
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for col in columns:

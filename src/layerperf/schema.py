@@ -16,12 +16,16 @@ FORMAT_KEY = "layerperf_format"
 
 
 def tensor_to_json(t: TensorInfo) -> dict[str, Any]:
-    return {"name": t.name, "shape": None if t.shape is None else list(t.shape), "dtype": t.dtype}
+    out = {"name": t.name, "shape": None if t.shape is None else list(t.shape), "dtype": t.dtype}
+    if t.real_shape is not None:
+        out["real_shape"] = list(t.real_shape)
+    return out
 
 
 def tensor_from_json(d: dict[str, Any]) -> TensorInfo:
-    shape = d.get("shape")
-    return TensorInfo(str(d.get("name", "")), None if shape is None else tuple(shape), str(d.get("dtype", "")))
+    shape, real = d.get("shape"), d.get("real_shape")
+    return TensorInfo(str(d.get("name", "")), None if shape is None else tuple(shape), str(d.get("dtype", "")),
+                      None if real is None else tuple(real))
 
 
 def layer_to_json(layer: Layer) -> dict[str, Any]:
@@ -31,6 +35,7 @@ def layer_to_json(layer: Layer) -> dict[str, Any]:
         "outputs": [tensor_to_json(t) for t in layer.outputs],
         "param_bytes": layer.param_bytes, "flops": layer.flops, "bytes_read": layer.bytes_read,
         "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory,
+        "int_ops": layer.int_ops, "padded_flops": layer.padded_flops,
     }
 
 
@@ -44,6 +49,7 @@ def layer_from_json(d: dict[str, Any]) -> Layer:
         bytes_written=d.get("bytes_written"),
         counters={k: [float(x) for x in v] for k, v in d.get("counters", {}).items()},
         memory={k: int(v) for k, v in d.get("memory", {}).items()},
+        int_ops=d.get("int_ops"), padded_flops=d.get("padded_flops"),
     )
 
 

@@ -12,11 +12,13 @@ if TYPE_CHECKING:
 
     from layerperf.data import Layer, Profile
 
-# The columns of layers.csv, in order; counter labels follow them.
+# The columns of layers.csv, in order; counter labels follow them. Columns added later go last, so
+# a reader that takes them by position keeps working.
 COLUMNS = (
     "name", "op_type", "domain", "provider", "calls", "median_us", "mean_us", "p90_us", "min_us",
     "max_us", "share", "cum_share", "flops", "bytes", "bytes_read", "bytes_written", "intensity",
     "flops_per_s", "bytes_per_s", "param_bytes", "in_shapes", "out_shapes", "in_dtypes", "out_dtypes",
+    "int_ops", "int_ops_per_s", "padded_flops", "real_in_shapes", "real_out_shapes",
 )
 
 
@@ -60,7 +62,7 @@ def layer_stats(profile: Profile) -> list[LayerStats]:
 
 
 def per_second(amount: int | None, median_us: float) -> float | None:
-    """Achieved rate (FLOP/s, bytes/s) from an amount and a median time; None when unknown."""
+    """Achieved rate (FLOP/s, OP/s, bytes/s) from an amount and a median time; None when unknown."""
     if amount is None or not median_us > 0:
         return None
     return amount / (median_us * 1e-6)
@@ -80,6 +82,9 @@ def _row(layer: Layer, st: LayerStats) -> dict[str, Any]:
         "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
         "in_dtypes": ";".join(t.dtype for t in layer.inputs),
         "out_dtypes": ";".join(t.dtype for t in layer.outputs),
+        "int_ops": layer.int_ops, "int_ops_per_s": per_second(layer.int_ops, st.median_us),
+        "padded_flops": layer.flops_as_stored,
+        "real_in_shapes": layer.real_in_shapes, "real_out_shapes": layer.real_out_shapes,
     }
 
 

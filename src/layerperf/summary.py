@@ -50,9 +50,11 @@ def fidelity(profile: Profile) -> dict[str, Any] | None:
 
 
 def summary(profile: Profile) -> dict[str, Any]:
-    """Latency with the profiler off, in-situ run time, profiler overhead ratio, FLOP and byte totals."""
+    """Latency with the profiler off, in-situ run time, profiler overhead ratio, FLOP, integer
+    operation and byte totals (over the layers whose figure is known; the unknown ones are counted)."""
     rows = profile.table()
     flops = [r["flops"] for r in rows]
+    int_ops = [r["int_ops"] for r in rows]
     latency_med = _median_us(profile.latency_ns)
     profiled_med = _median_us(profile.extra.get("profiled_latency_ns", []))
     return {
@@ -66,6 +68,11 @@ def summary(profile: Profile) -> dict[str, Any]:
         "layers_sum_median_us": float(sum(r["median_us"] for r in rows if r["calls"])),
         "flops": sum(f for f in flops if f is not None),
         "flops_unknown_layers": sum(f is None for f in flops),
+        "int_ops": sum(n for n in int_ops if n is not None),
+        "int_ops_unknown_layers": sum(n is None for n in int_ops),
+        "padded_layers": sum(layer.padded for layer in profile.layers),
+        "padding_flops": sum(layer.padded_flops - layer.flops for layer in profile.layers
+                             if layer.padded_flops is not None and layer.flops is not None),
         "bytes": sum(r["bytes"] or 0 for r in rows),
         "fidelity": fidelity(profile),
     }

@@ -13,11 +13,17 @@ Dim = int | str  # a symbolic dimension stays a string, e.g. "batch"
 
 @dataclass(frozen=True, slots=True)
 class TensorInfo:
-    """Name, shape and element type of one tensor. ``shape`` is None when unknown."""
+    """Name, shape and element type of one tensor. ``shape`` is None when unknown.
+
+    ``shape`` is the tensor as stored and run. ``real_shape`` is set only where a layout pads the
+    tensor (ONNX Runtime's NCHWc rounds channels up to its block): the model's own shape, which the
+    cost model counts work on (see :mod:`layerperf.cost.layout`).
+    """
 
     name: str
     shape: tuple[Dim, ...] | None
     dtype: str  # numpy-style name: "float32", "int64", "bool", "float16", ...
+    real_shape: tuple[Dim, ...] | None = None
 
     @property
     def itemsize(self) -> int:
@@ -40,10 +46,40 @@ class TensorInfo:
         n = self.numel
         return None if n is None else n * self.itemsize
 
+    @property
+    def padded(self) -> bool:
+        """Whether the stored shape pads the model's (``real_shape`` differs from ``shape``)."""
+        return self.real_shape is not None and self.real_shape != self.shape
+
+    def logical(self) -> TensorInfo:
+        """This tensor with the model's shape: ``real_shape`` where padded, else itself."""
+        return TensorInfo(self.name, self.real_shape, self.dtype) if self.padded else self
+
     def shape_str(self) -> str:
+        """The stored dims, ``1x24x16x16`` (``scalar``, ``?`` unknown)."""
         if self.shape is None:
             return "?"
         return "x".join(str(d) for d in self.shape) if self.shape else "scalar"
+
+    def real_shape_str(self) -> str:
+        """The model's dims: ``real_shape`` where padded, else the stored ones."""
+        return self.logical().shape_str()
+
+    def marked_shape_str(self) -> str:
+        """The stored dims with each padded one followed by the model's in brackets: ``1x24(20)x16x16``."""
+        if not self.padded or self.shape is None or self.real_shape is None or len(self.real_shape) != len(self.shape):
+            return self.shape_str()
+        return "x".join(str(d) if d == r else f"{d}({r})" for d, r in zip(self.shape, self.real_shape, strict=True))
+
+
+def is_float_dtype(dtype: str) -> bool:
+    """Whether a numpy-style dtype name is a floating-point type (float8/16/32/64, bfloat16)."""
+    return dtype.startswith("float") or dtype == "bfloat16"
+
+
+def is_integer_dtype(dtype: str) -> bool:
+    """Whether a dtype name is an integer or boolean type (int4...uint64, bool)."""
+    return dtype == "bool" or dtype.startswith(("int", "uint"))
 
 
 _ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0, "bfloat16": 2, "float8e4m3fn": 1, "float8e5m2": 1,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import onnx
@@ -10,6 +11,7 @@ from layerperf.backends.ort_names import nodes_by_name
 from layerperf.backends.ort_trace import NodeEvent, RunEvents, memory_figures, tensor_infos
 from layerperf.cost import Cost, is_known, node_cost
 from layerperf.cost.graph import attributes
+from layerperf.cost.layout import Channels, has_blocked, real_channels, real_view
 from layerperf.data import Layer, Run, Span
 from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
@@ -27,11 +29,19 @@ def initializer_infos(model: onnx.ModelProto | None) -> dict[str, TensorInfo]:
             for i in model.graph.initializer}
 
 
-def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: dict[str, TensorInfo]) -> Layer:
+def _event_tensors(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: dict[str, TensorInfo],
+                   ) -> tuple[tuple[TensorInfo | None, ...], tuple[TensorInfo | None, ...]]:
     in_names = list(graph_node.input) if graph_node is not None else []
     out_names = list(graph_node.output) if graph_node is not None else []
-    inputs = tensor_infos(ev.args.get("input_type_shape"), in_names, initializers)
-    outputs = tensor_infos(ev.args.get("output_type_shape"), out_names)
+    return (tensor_infos(ev.args.get("input_type_shape"), in_names, initializers),
+            tensor_infos(ev.args.get("output_type_shape"), out_names))
+
+
+def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: dict[str, TensorInfo],
+               channels: Channels | None = None) -> Layer:
+    inputs, outputs = _event_tensors(ev, graph_node, initializers)
+    if channels and graph_node is not None:
+        inputs, outputs = real_view(graph_node, inputs, outputs, channels)
     domain = graph_node.domain if graph_node is not None else ""
     op_type = ev.op_type or (graph_node.op_type if graph_node is not None else "")
     attrs = attributes(graph_node) if graph_node is not None else {}
@@ -41,19 +51,46 @@ def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: d
         inputs=tuple(t for t in inputs if t is not None), outputs=tuple(t for t in outputs if t is not None),
         param_bytes=_param_bytes(inputs, initializers), flops=cost.flops,
         bytes_read=cost.bytes_read, bytes_written=cost.bytes_written, memory=memory_figures(ev.args),
+        int_ops=cost.int_ops, padded_flops=cost.padded_flops,
     )
 
 
+def _graph_nodes(runs: list[tuple[int, RunEvents]], optimized: onnx.ModelProto | None,
+                 model: onnx.ModelProto | None) -> dict[str, onnx.NodeProto]:
+    observed = [(ev.name, ev.op_type or None) for ev in runs[0][1].nodes] if runs else None
+    return nodes_by_name(optimized.graph, model.graph if model is not None else None, observed) \
+        if optimized is not None else {}
+
+
+def layout_channels(runs: list[tuple[int, RunEvents]], optimized: onnx.ModelProto | None,
+                    model: onnx.ModelProto | None = None,
+                    original: Mapping[str, TensorInfo] | None = None) -> Channels:
+    """Real channel counts of the tensors an NCHWc layout padded, from the shapes the first run
+    recorded; ``original`` holds the original model's tensors (``model`` as in
+    :func:`build_layers_and_runs`)."""
+    if not has_blocked(optimized) or not runs or optimized is None:
+        return Channels()
+    graph_nodes = _graph_nodes(runs, optimized, model)
+    initializers = initializer_infos(optimized)
+    recorded: dict[str, TensorInfo] = dict(initializers)
+    for ev in runs[0][1].nodes:
+        node = graph_nodes.get(ev.name)
+        if node is not None:
+            ins, outs = _event_tensors(ev, node, initializers)
+            recorded.update({t.name: t for t in (*ins, *outs) if t is not None and t.name and t.name not in recorded})
+    return real_channels(optimized, recorded, original)
+
+
 def build_layers_and_runs(runs: list[tuple[int, RunEvents]], optimized: onnx.ModelProto | None,
-                          origin_ns: int, model: onnx.ModelProto | None = None) -> tuple[list[Layer], list[Run]]:
+                          origin_ns: int, model: onnx.ModelProto | None = None,
+                          channels: Channels | None = None) -> tuple[list[Layer], list[Run]]:
     """Layers in first-seen execution order; runs as spans relative to ``origin_ns``.
 
     ``model`` (the model as given to ONNX Runtime) lets unnamed nodes of the optimized graph be found
-    under the names the profiler gives them.
+    under the names the profiler gives them. ``channels`` (:func:`layout_channels`) gives the real
+    counts of channels an NCHWc layout padded.
     """
-    observed = [(ev.name, ev.op_type or None) for ev in runs[0][1].nodes] if runs else None
-    graph_nodes = nodes_by_name(optimized.graph, model.graph if model is not None else None, observed) \
-        if optimized is not None else {}
+    graph_nodes = _graph_nodes(runs, optimized, model)
     initializers = initializer_infos(optimized)
     index: dict[str, int] = {}
     layers: list[Layer] = []
@@ -65,7 +102,7 @@ def build_layers_and_runs(runs: list[tuple[int, RunEvents]], optimized: onnx.Mod
         for ev in run.nodes:
             if ev.name not in index:
                 index[ev.name] = len(layers)
-                layers.append(make_layer(ev, graph_nodes.get(ev.name), initializers))
+                layers.append(make_layer(ev, graph_nodes.get(ev.name), initializers, channels))
             last_event[ev.name] = ev
             spans.append(Span(index[ev.name], base + ev.ts_us * 1000, ev.dur_us * 1000, ev.tid))
         out_runs.append(Run(base + run.ts_us * 1000, run.dur_us * 1000, spans))
@@ -87,9 +124,9 @@ def graph_summary(model: onnx.ModelProto | None) -> dict[str, Any]:
 
 
 def unknown_cost_ops(layers: list[Layer]) -> list[str]:
-    """Op types whose FLOPs the cost model does not know, for the user-facing warning."""
+    """Op types whose FLOPs and integer operations the cost model does not know, for the warning."""
     return sorted({f"{layer.domain + '.' if layer.domain else ''}{layer.op_type}" for layer in layers
                    if not is_known(layer.op_type, layer.domain)})
 
 
-__all__ = ["Cost", "build_layers_and_runs", "graph_summary", "make_layer", "unknown_cost_ops"]
+__all__ = ["Cost", "build_layers_and_runs", "graph_summary", "layout_channels", "make_layer", "unknown_cost_ops"]

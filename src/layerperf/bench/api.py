@@ -18,6 +18,7 @@ from layerperf.bench.result import BenchResult
 from layerperf.bench.runner import Kernel, prepare
 from layerperf.bench.stats import NOISY_CV, deciles_us, describe
 from layerperf.cost import Cost, node_cost
+from layerperf.tensor import TensorInfo
 
 # An empty run costing more than this share of the op's time is worth a warning.
 OVERHEAD_SHARE_WARN = 0.1
@@ -119,6 +120,13 @@ def _warnings(one: OneNode, kernels: tuple[Kernel, ...], timing: Timing, cost: C
     return tuple(out)
 
 
+def _keep_real_shapes(ran: tuple[TensorInfo, ...], known: tuple[TensorInfo, ...]) -> tuple[TensorInfo, ...]:
+    """The outputs a run reported, with the model's shapes the node's own outputs know (NCHWc padding)."""
+    real = {t.name: t for t in known if t.padded}
+    return tuple(dataclasses.replace(t, real_shape=real[t.name].real_shape)
+                 if t.name in real and t.shape == real[t.name].shape else t for t in ran)
+
+
 def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | None = None,
                 overhead_us: float | None = None) -> BenchResult:
     """Time ``one`` under ``settings`` and gather its cost, counters, memory and warnings.
@@ -147,6 +155,7 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
     del prepared  # free the session and its buffers before the empty-run measurement
     if settings.overhead and overhead_us is None:
         overhead_us = empty_run_us(settings)
+    outputs = _keep_real_shapes(outputs, one.outputs)
     cost = node_cost(one.op_type, one.domain, one.attrs, one.inputs, outputs)
     return BenchResult(
         op_type=one.op_type, domain=one.domain, node_name=one.node_name, opset=one.opset, attrs=one.attrs,

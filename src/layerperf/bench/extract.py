@@ -182,6 +182,22 @@ def _info(name: str, values: dict[str, np.ndarray], inits: dict[str, onnx.Tensor
     return TensorInfo(name, tuple(values[name].shape), str(values[name].dtype))
 
 
+def _real_channels(source: ModelSource, feed: dict[str, np.ndarray], graph_model: onnx.ModelProto,
+                   node: onnx.NodeProto, inputs: tuple[TensorInfo | None, ...], outputs: tuple[TensorInfo | None, ...],
+                   ) -> tuple[tuple[TensorInfo | None, ...], tuple[TensorInfo | None, ...]]:
+    """The node's tensors with the real channel counts of those an NCHWc layout padded (so its FLOPs
+    are the model's work, as ``layerperf profile`` counts them)."""
+    from layerperf.cost.graph import tensor_infos
+    from layerperf.cost.layout import has_blocked, real_channels, real_view
+
+    if not has_blocked(graph_model):
+        return inputs, outputs
+    given = {k: TensorInfo(k, tuple(v.shape), str(v.dtype)) for k, v in feed.items()}
+    stored = {**tensor_infos(graph_model, given), **{t.name: t for t in (*inputs, *outputs) if t is not None}}
+    channels = real_channels(graph_model, stored, tensor_infos(source.proto, given))
+    return real_view(node, inputs, outputs, channels)
+
+
 def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_level: str = "disable",
                  shapes: Sequence[str] = (), provider: str = "CPUExecutionProvider", seed: int = 0,
                  inputs: str | Path | None = None, **zoo_options: Any) -> OneNode:
@@ -198,11 +214,12 @@ def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_lev
     runtime = [n for n in node.input if n and n not in inits]
     values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider, source.data_dir)
     one = one_node_model(graph_model, node, values, node_name, source.data_dir)
+    ins, outs = _real_channels(source, feed, graph_model, node, tuple(_info(n, values, inits) for n in node.input),
+                               tuple(_info(n, values, {}) for n in node.output))
     return OneNode(
         model=one, feed={n: values[n] for n in dict.fromkeys(runtime)}, op_type=node.op_type,
         domain=node.domain, opset=next((o.version for o in graph_model.opset_import if o.domain == node.domain), 1),
-        attrs=attributes(node), inputs=tuple(_info(n, values, inits) for n in node.input),
-        outputs=tuple(t for t in (_info(n, values, {}) for n in node.output) if t is not None),
+        attrs=attributes(node), inputs=ins, outputs=tuple(t for t in outs if t is not None),
         weights=tuple(n for n in dict.fromkeys(node.input) if n in inits), node_name=node_name,
         source={**source.describe(), "node": node_name, "opt_level": opt_level},
     )

@@ -48,6 +48,8 @@ def _columns(results: Sequence[BenchResult], swept: Sequence[str]) -> list[Colum
     if len(results) > 1:
         cols.append(Column("threads", "threads"))
     cols += FIGURE_COLUMNS
+    if any(r.cost.int_ops for r in results):  # integer work only where there is some
+        cols = render.with_int_columns(cols)
     labels = list(dict.fromkeys(k for r in results for k in r.counters))
     cols += render.counter_columns([f"{k}_per_call" for k in labels])
     return cols

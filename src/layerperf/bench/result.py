@@ -98,6 +98,7 @@ class BenchResult:
             "bytes": byt, "bytes_read": self.cost.bytes_read, "bytes_written": self.cost.bytes_written,
             "bytes_per_s": per_second(byt, st.median_us),
             "intensity": self.cost.flops / byt if self.cost.flops is not None and byt else None,
+            "int_ops": self.cost.int_ops, "int_ops_per_s": per_second(self.cost.int_ops, st.median_us),
             "peak_rss_delta_bytes": self.peak_rss_delta_bytes, "overhead_us": self.overhead_us,
             "yardstick_us": self.yardstick_us[1] if self.yardstick_us else None,
             "slowed": self.timing.slowed,

@@ -53,6 +53,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from layerperf import analysis, render
     from layerperf.readers.detect import read_table
     from layerperf.writers import tables
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
                               top_n=args.top, types=args.types, name=args.name, min_time_s=args.min_time)
     rows = analysis.rows(result)
     columns = list(tables.ANALYZE_COLUMNS)
+    if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
+        columns = render.with_int_columns(columns)
     nested = bool(len(table)) and not bool((table.incl_ns == table.dur_ns).all())
     if nested:
         columns.insert(3, tables.INCLUSIVE)
@@ -107,7 +111,7 @@ def _notes(table: Any, args: argparse.Namespace) -> list[str]:
     if table.outer:
         lines.append("summed inclusive figures count a call nested in a call of its own group once")
     lines.append("self time excludes nested events; cumulative = running share of total self time; "
-                 "computation in FLOPs; ? = unknown")
+                 "computation in FLOPs (floating point), int ops (integer); ? = unknown")
     return lines
 
 

@@ -74,8 +74,8 @@ def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
         return
     con = render.console()
-    rows = sorted(prof.table(), key=lambda r: -r["share"])[:top]
-    columns = list(render.LAYER_COLUMNS) + render.counter_columns(extra_columns(prof))
+    rows = render.marked_shapes(sorted(prof.table(), key=lambda r: -r["share"])[:top], prof.layers)
+    columns = render.layer_columns(summ["int_ops"] > 0) + render.counter_columns(extra_columns(prof))
     model = prof.metadata.get("model", {}).get("name", "model")
     con.print(render.table(rows, columns, title=f"{model}: top {len(rows)} of {summ['layers']} layers by self time"))
     for line in summary_lines(prof, summ, units):
@@ -96,17 +96,24 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
         f"{units.duration_us(summ['profiled_median_us'])}"
         + (f"; profiler overhead x{overhead:.3f}" if overhead else ""),
         f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
-        f"{units.si(summ['flops'], 'FLOP')}, {units.binary(summ['bytes'])} moved",
-        "legend: self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs; "
-        "? = unknown, never 0",
+        f"{units.si(summ['flops'], 'FLOP')} + {units.si(summ['int_ops'])} int ops, "
+        f"{units.binary(summ['bytes'])} moved",
+        "legend: self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
+        "point; int ops count integer work likewise); ? = unknown, never 0",
     ]
+    if summ.get("padded_layers"):
+        lines.append(f"{summ['padded_layers']} layers ran on channels padded to ONNX Runtime's NCHWc block, "
+                     f"shown as stored(real) dims; FLOPs count the real channels, the padding added "
+                     f"{units.si(summ['padding_flops'], 'FLOP')} of work")
     fid = summ.get("fidelity")
     if fid:
         corr = fid["rank_correlation"]
         lines.append(f"counters: stepwise executor, {prof.extra['counters']['passes']} passes per event group; "
                      f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
                      + (f"{corr:.3f}" if corr is not None else "n/a"))
-    if summ["flops_unknown_layers"]:
-        lines.append(f"[yellow]warning:[/] FLOPs unknown for {summ['flops_unknown_layers']} layers")
+    unknown = [f"{what} unknown for {summ[key]} layers" for what, key in
+               (("FLOPs", "flops_unknown_layers"), ("int ops", "int_ops_unknown_layers")) if summ.get(key)]
+    if unknown:
+        lines.append(f"[yellow]warning:[/] {'; '.join(unknown)}")
     lines += [f"[yellow]warning:[/] {w}" for w in prof.extra.get("warnings", [])]
     return lines

@@ -2,9 +2,13 @@
 
 Conventions
 -----------
-FLOPs
-    One multiply-add is 2 FLOPs. ``flops`` is None when the op type is not modelled or a shape
-    it needs is not static; it is never a silent 0. Data movement ops report a real 0.
+FLOPs and integer operations
+    One multiply-add is 2 FLOPs. ``flops`` counts floating-point work only and ``int_ops``
+    integer work, counted the same way (one multiply-add is 2 operations). An op on integer (or
+    boolean) tensors — an Add of int64 shape values, a MaxPool on uint8 — counts its operations
+    in ``int_ops`` and 0 FLOPs; an op with a floating-point input counts FLOPs and 0 integer
+    operations. Either is None when the op type is not modelled or a shape it needs is not
+    static; never a silent 0. Data movement ops report a real 0 for both.
 
     * Conv / ConvTranspose / Gemm / MatMul (and Einsum): 2 * MACs. Conv with a bias adds one
       FLOP per output element (N*Cout*Hout*Wout); ConvTranspose likewise. MatMul follows numpy
@@ -37,9 +41,11 @@ FLOPs
       ScatterND, Dropout, DepthToSpace, Resize/Upsample in nearest mode, NCHWc Reorder*):
       0 FLOPs. Interpolating Resize: 2 FLOPs per tap (2 taps per resized axis for linear, 4
       for cubic) per output element.
-    * Quantized ops (QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, MatMulNBits...)
-      count the MACs of their float counterparts; (de)quantization and requantization are not
-      counted, except QuantizeLinear/DequantizeLinear themselves (2 per element).
+    * Quantized ops (QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, QGemm,
+      DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd..., QAttention) count their
+      integer arithmetic in ``int_ops``, as their float counterparts count FLOPs; only the
+      conversions between integers and floats (quantize, dequantize, requantize, scale to float)
+      are FLOPs. See ``ops_quant`` for the rules. MatMulNBits (weight-only quantization) is float.
     * ONNX Runtime fused ops cost what the ops they replaced cost: FusedConv = Conv +
       activation (1 per output element) + residual add (input Z, 1); FusedGemm, FusedMatMul
       (alpha != 1 adds 1 per output element); BiasGelu 6, FastGelu 8 (+1 with bias), QuickGelu
@@ -47,11 +53,10 @@ FLOPs
       (Dq+Dk+Dv) (+ bias adds) + QK^T 2*B*N*S*T*H + AV 2*B*N*S*T*Hv + per score 1 scale + 5
       softmax (+1 mask); MultiHeadAttention and GroupQueryAttention the same without the
       projection. Causal masking is not discounted.
-    * NCHWc (com.microsoft.nchwc) Conv: the Conv formula applied to the shapes in the graph.
+    * NCHWc (com.microsoft.nchwc) Conv and pools: the Conv/pool formulas on the model's shapes.
       ONNX Runtime pads channel counts to its block size (8 or 16, by CPU) and stores padded
-      weights [Cout', Cin'/group, kh, kw], so a layer whose channel counts are not multiples of
-      the block counts the padded work MLAS really does (channels that are already multiples,
-      as in ResNet or VGG, count exactly the plain Conv's FLOPs).
+      weights [Cout', Cin'/group, kh, kw]; FLOPs count the real channels (a tensor's
+      ``real_shape``, found by ``layout``), the work on the padded ones is ``padded_flops``.
 
 Bytes
     ``bytes_read`` is the sum of the nbytes of the inputs (weights included), each distinct
@@ -71,10 +76,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from layerperf.cost import ops_elementwise, ops_fused, ops_movement, ops_nn
+from layerperf.cost import ops_elementwise, ops_fused, ops_movement, ops_nn, ops_quant
 from layerperf.cost.core import BytesFn, Cost, FlopsFn, Node, OpKey, ShapeUnknown, total_bytes
 from layerperf.cost.graph import graph_costs, model_flops
-from layerperf.tensor import TensorInfo
+from layerperf.tensor import TensorInfo, is_float_dtype, is_integer_dtype
 
 # (domain, op_type) -> FLOPs function. Domain "" is ai.onnx.
 _TABLE: dict[OpKey, FlopsFn] = {
@@ -84,6 +89,8 @@ _TABLE: dict[OpKey, FlopsFn] = {
     **ops_fused.TABLE,
 }
 _BYTES_READ: dict[OpKey, BytesFn] = {**ops_movement.BYTES_READ, **ops_fused.BYTES_READ}
+# (domain, op_type) -> (FLOPs, integer operations) functions of the ops that do both.
+_SPLIT: dict[OpKey, ops_quant.SplitFn] = ops_quant.SPLIT
 
 
 def _domain(domain: str) -> str:
@@ -92,30 +99,62 @@ def _domain(domain: str) -> str:
 
 def known_op_types() -> set[tuple[str, str]]:
     """Every (domain, op_type) the cost model covers; domain "" is ai.onnx."""
-    return set(_TABLE)
+    return set(_TABLE) | set(_SPLIT)
 
 
 def is_known(op_type: str, domain: str = "") -> bool:
-    """Whether node_cost can give FLOPs for this op type (shapes permitting)."""
-    return (_domain(domain), op_type) in _TABLE
+    """Whether node_cost can give FLOPs and integer operations for this op type (shapes permitting)."""
+    key = (_domain(domain), op_type)
+    return key in _TABLE or key in _SPLIT
 
 
 def node_cost(op_type: str, domain: str, attrs: dict[str, object],
               inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo | None]) -> Cost:
-    """FLOPs and bytes of one node.
+    """FLOPs, integer operations and bytes of one node.
 
     ``attrs`` holds Python values as from ``onnx.helper.get_attribute_value`` (byte strings
     decoded to str). ``inputs``/``outputs`` follow the node's positions; None marks an omitted
-    optional tensor. An op type the model does not cover gets ``flops=None`` (never 0) and
-    still its bytes.
+    optional tensor. An op type the model does not cover gets ``flops=None`` and ``int_ops=None``
+    (never 0) and still its bytes. Work is counted on each tensor's model shape
+    (``TensorInfo.logical()``); bytes on the shapes as stored, which a padded layout really moves.
     """
     key = (_domain(domain), op_type)
-    node = Node(op_type, key[0], dict(attrs), tuple(inputs), tuple(outputs))
-    flops_fn = _TABLE.get(key)
-    flops = _guarded(flops_fn, node) if flops_fn is not None else None
+    stored = Node(op_type, key[0], dict(attrs), tuple(inputs), tuple(outputs))
+    padded = any(t is not None and t.padded for t in (*inputs, *outputs))
+    node = _logical(stored) if padded else stored
+    flops, int_ops = _work(key, node)
+    padded_flops = _work(key, stored)[0] if padded else None
     read_fn = _BYTES_READ.get(key)
-    bytes_read = _guarded(read_fn, node) if read_fn is not None else total_bytes(node.inputs)
-    return Cost(flops, bytes_read, total_bytes(node.outputs))
+    bytes_read = _guarded(read_fn, stored) if read_fn is not None else total_bytes(stored.inputs)
+    return Cost(flops, bytes_read, total_bytes(stored.outputs), int_ops, padded_flops)
+
+
+def _logical(node: Node) -> Node:
+    def real(tensors: tuple[TensorInfo | None, ...]) -> tuple[TensorInfo | None, ...]:
+        return tuple(None if t is None else t.logical() for t in tensors)
+
+    return Node(node.op_type, node.domain, node.attrs, real(node.inputs), real(node.outputs))
+
+
+def _work(key: OpKey, node: Node) -> tuple[int | None, int | None]:
+    """(FLOPs, integer operations) of a node; None where not modelled or shapes are unknown."""
+    split = _SPLIT.get(key)
+    if split is not None:
+        return _guarded(split[0], node), _guarded(split[1], node)
+    fn = _TABLE.get(key)
+    if fn is None:
+        return None, None
+    count = _guarded(fn, node)
+    # An op does one kind of work: integer when every operand is an integer or boolean tensor.
+    return (0, count) if _integer_operands(node) else (count, 0)
+
+
+def _integer_operands(node: Node) -> bool:
+    """Whether every present input is of an integer or boolean type (an unknown type is not)."""
+    dtypes = [t.dtype for t in node.inputs if t is not None]
+    if not dtypes or any(is_float_dtype(d) for d in dtypes):
+        return False
+    return all(is_integer_dtype(d) for d in dtypes)
 
 
 def _guarded(fn: FlopsFn | BytesFn, node: Node) -> int | None:

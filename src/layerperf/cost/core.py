@@ -13,15 +13,20 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """FLOPs and memory traffic of one node; any field is None when it cannot be known.
+    """FLOPs, integer operations and memory traffic of one node; any field is None when unknown.
 
-    ``flops`` is None for an op type the model does not cover or whose shapes are not static;
-    it is never a silent 0 (0 means the op really does no arithmetic, e.g. Reshape).
+    ``flops`` counts floating-point work only, ``int_ops`` integer work (quantized kernels, integer
+    tensors); each is None for an op type the model does not cover or whose shapes are not static,
+    never a silent 0 (0 means the op really does no such arithmetic, e.g. Reshape, or a float Conv's
+    integer work). Both count the model's shapes; ``padded_flops`` is the FLOPs of the shapes as
+    stored when a layout pads them (NCHWc channels), None when nothing is padded (then it is ``flops``).
     """
 
     flops: int | None
     bytes_read: int | None
     bytes_written: int | None
+    int_ops: int | None = None
+    padded_flops: int | None = None
 
     @property
     def bytes(self) -> int | None:
@@ -29,6 +34,11 @@ class Cost:
         if self.bytes_read is None or self.bytes_written is None:
             return None
         return self.bytes_read + self.bytes_written
+
+    @property
+    def flops_as_stored(self) -> int | None:
+        """FLOPs of the work on the stored (possibly padded) shapes: what the kernel really did."""
+        return self.flops if self.padded_flops is None else self.padded_flops
 
     @property
     def intensity(self) -> float | None:

@@ -188,25 +188,51 @@ def _type_proto(t: TensorInfo) -> onnx.TypeProto | None:
     return helper.make_tensor_type_proto(elem, None if t.shape is None else list(t.shape))
 
 
-def graph_costs(model: onnx.ModelProto, shapes: Mapping[str, TensorInfo] | None = None,
-                ) -> list[tuple[onnx.NodeProto, Cost]]:
-    """One Cost per node of the main graph, in graph order.
+_Walked = list[tuple[onnx.NodeProto, dict[str, object], tuple[TensorInfo | None, ...], tuple[TensorInfo | None, ...]]]
 
-    Shapes come from, in order of precedence: ``shapes`` (e.g. what ONNX Runtime reported at run
-    time), the initializers, onnx shape inference (strict mode off), and, past ops onnx does not
-    know (ONNX Runtime's contrib and NCHWc ops), this package's own inference. Nodes inside
-    subgraphs (If/Loop/Scan bodies) are not costed; those control-flow nodes report flops=None.
-    """
-    from layerperf.cost import node_cost  # the public entry point, kept in __init__
 
+def _walk(model: onnx.ModelProto, shapes: Mapping[str, TensorInfo] | None) -> tuple[_Walked, _ShapeTable]:
+    """Every node with its attributes and tensors, shapes completed in graph order."""
     table = _ShapeTable(model, shapes)
-    result = []
+    walked: _Walked = []
     for node in model.graph.node:
         attrs = attributes(node)
         inputs = tuple(table.get(name) for name in node.input)
         view = Node(node.op_type, node.domain, attrs, inputs, tuple(table.get(n) for n in node.output))
         table.complete(node, view)
-        outputs = tuple(table.get(name) for name in node.output)
+        walked.append((node, attrs, inputs, tuple(table.get(name) for name in node.output)))
+    return walked, table
+
+
+def tensor_infos(model: onnx.ModelProto, shapes: Mapping[str, TensorInfo] | None = None) -> dict[str, TensorInfo]:
+    """Every tensor of the main graph whose type is known, shapes as :func:`graph_costs` finds them."""
+    return dict(_walk(model, shapes)[1].infos)
+
+
+def graph_costs(model: onnx.ModelProto, shapes: Mapping[str, TensorInfo] | None = None,
+                original: onnx.ModelProto | None = None) -> list[tuple[onnx.NodeProto, Cost]]:
+    """One Cost per node of the main graph, in graph order.
+
+    Shapes come from, in order of precedence: ``shapes`` (e.g. what ONNX Runtime reported at run
+    time), the initializers, onnx shape inference (strict mode off), and, past ops onnx does not
+    know (ONNX Runtime's contrib and NCHWc ops), this package's own inference. Channels an NCHWc
+    layout padded are counted at their real number (:mod:`layerperf.cost.layout`; ``original``,
+    the model ``model`` was optimized from, helps find it). Nodes inside subgraphs (If/Loop/Scan
+    bodies) are not costed; those control-flow nodes report flops=None.
+    """
+    from layerperf.cost import node_cost  # the public entry point, kept in __init__
+    from layerperf.cost.layout import has_blocked, real_channels, real_view
+
+    walked, table = _walk(model, shapes)
+    channels = None
+    if has_blocked(model):
+        model_inputs = {i.name for i in original.graph.input} if original is not None else set()
+        given = {k: v for k, v in table.infos.items() if k in model_inputs}
+        channels = real_channels(model, table.infos, tensor_infos(original, given) if original is not None else None)
+    result = []
+    for node, attrs, inputs, outputs in walked:
+        if channels is not None:
+            inputs, outputs = real_view(node, inputs, outputs, channels)
         result.append((node, node_cost(node.op_type, node.domain, attrs, inputs, outputs)))
     return result
 

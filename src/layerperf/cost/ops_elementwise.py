@@ -121,7 +121,4 @@ TABLE: dict[OpKey, FlopsFn] = {
     ("", "RMSNormalization"): per_x(RMS_NORM),
     ("", "SimplifiedLayerNormalization"): per_x(RMS_NORM),  # ORT's RMSNorm, kept in domain ""
     ("", "LpNormalization"): per_x(3),  # |x|^p, sum, divide
-    ("", "QuantizeLinear"): per_x(2),  # scale and zero-point shift (rounding free)
-    ("", "DequantizeLinear"): per_x(2),  # zero-point shift and scale
-    ("", "DynamicQuantizeLinear"): per_x(4),  # min and max scans, then quantize (2)
 }

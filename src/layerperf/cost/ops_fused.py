@@ -84,13 +84,6 @@ def matmul_nbits(node: Node, bias_input: int | None) -> int:
     return 2 * m * k * n + (m * n if bias_input is not None and node.has(bias_input) else 0)
 
 
-def matmul_bias(node: Node, bias_input: int | None) -> int:
-    """Integer MatMul variants producing float: 2*MACs plus the bias add."""
-    dims = matmul_dims(node.shape(0), node.shape(1))
-    has_bias = bias_input is not None and node.has(bias_input)
-    return 2 * dims.macs + (math.prod(dims.out_shape) if has_bias else 0)
-
-
 def gemm_fast_gelu(node: Node) -> int:
     dims = matmul_dims(node.shape(0), node.shape(1))
     out = math.prod(dims.out_shape)
@@ -106,8 +99,9 @@ def _attention_core(b: int, heads: int, s: int, t: int, head_qk: int, head_v: in
     return 2 * scores * head_qk + 2 * scores * head_v + scores * (1 + SOFTMAX + (1 if masked else 0))
 
 
-def attention(node: Node) -> int:
-    """ORT Attention: input [B,S,Din] x weights [Din, Dq+Dk+Dv] (+ bias), then per head
+def attention_parts(node: Node) -> tuple[int, int, int]:
+    """ORT Attention as (projection 2*B*S*Din*(Dq+Dk+Dv), projected elements B*S*(Dq+Dk+Dv),
+    attention core): input [B,S,Din] x weights [Din, Dq+Dk+Dv], then per head
     softmax(QK^T * scale + mask) V. past [2,B,N,P,H] lengthens the keys to T = P + S."""
     x, w = node.shape(0), node.shape(1)
     if len(x) != 3 or len(w) != 2:
@@ -121,9 +115,15 @@ def attention(node: Node) -> int:
     if node.attr_int("past_present_share_buffer", 0) and node.has(4):
         raise ShapeUnknown("past length lives in a tensor value")
     total = seq + (node.shape(4)[3] if node.has(4) else 0)
-    flops = 2 * batch * seq * d_in * w[1] + (batch * seq * w[1] if node.has(2) else 0)
     masked = node.has(3) or node.has(5)
-    return flops + _attention_core(batch, heads, seq, total, d_q // heads, d_v // heads, masked)
+    core = _attention_core(batch, heads, seq, total, d_q // heads, d_v // heads, masked)
+    return 2 * batch * seq * d_in * w[1], batch * seq * w[1], core
+
+
+def attention(node: Node) -> int:
+    """The projection, the bias add (one per projected element, when given) and the core."""
+    projection, projected, core = attention_parts(node)
+    return projection + (projected if node.has(2) else 0) + core
 
 
 def _mha_lengths(node: Node, heads: int) -> tuple[int, int, int, int, int]:
@@ -268,13 +268,8 @@ TABLE: dict[OpKey, FlopsFn] = {
     (MS, "FusedMatMulActivation"): fused_matmul,
     (MS, "MatMulNBits"): partial(matmul_nbits, bias_input=5),
     (MS, "MatMulBnb4"): partial(matmul_nbits, bias_input=None),
-    (MS, "DynamicQuantizeMatMul"): partial(matmul_bias, bias_input=4),
-    (MS, "MatMulIntegerToFloat"): partial(matmul_bias, bias_input=6),
-    (MS, "MatMulInteger16"): partial(matmul_bias, bias_input=None),
     (MS, "GemmFastGelu"): gemm_fast_gelu,
-    (MS, "QGemm"): lambda node: gemm(node.with_inputs([0, 3, 6])),
     (MS, "Attention"): attention,
-    (MS, "QAttention"): lambda node: attention(node.with_inputs([0, 1, 2, 5, 8])),
     (MS, "MultiHeadAttention"): multi_head_attention,
     (MS, "GroupQueryAttention"): group_query_attention,
     (MS, "RotaryEmbedding"): rotary_embedding,
@@ -294,19 +289,6 @@ TABLE: dict[OpKey, FlopsFn] = {
     (MS, "EmbedLayerNormalization"): embed_layer_norm,
     (MS, "GroupNorm"): _group_norm,
     (MS, "SkipGroupNorm"): _skip_group_norm,
-    (MS, "QuantizeLinear"): per_x(2),
-    (MS, "DequantizeLinear"): per_x(2),
-    (MS, "QLinearAdd"): lambda node: out_numel(node.with_inputs([0, 3])),
-    (MS, "QLinearMul"): lambda node: out_numel(node.with_inputs([0, 3])),
-    (MS, "QLinearSigmoid"): per_x(1),
-    (MS, "QLinearLeakyRelu"): per_x(1),
-    (MS, "QLinearSoftmax"): per_x(SOFTMAX),
-    (MS, "QLinearWhere"): lambda node: out_numel(node.with_inputs([0, 1, 4])),
-    (MS, "QLinearConcat"): zero,
-    (MS, "QLinearAveragePool"): lambda node: pool(node, bool(node.attr_int("channels_last", 0))),
-    (MS, "QLinearGlobalAveragePool"): global_pool,
-    (MS, "QLinearReduceMean"): global_pool,
-    (MS, "QLinearConv"): lambda node: conv(node.with_inputs([0, 3, 8])),
     (NCHWC, "Conv"): fused_conv,
     (NCHWC, "MaxPool"): pool,
     (NCHWC, "AveragePool"): pool,
@@ -318,10 +300,8 @@ TABLE: dict[OpKey, FlopsFn] = {
     # Layout-transformed ops for NHWC execution providers: X and Y channels-last, W as in ONNX.
     (NHWC, "Conv"): partial(conv, channels_last=True),
     (NHWC, "ConvTranspose"): partial(conv_transpose, channels_last=True),
-    (NHWC, "QLinearConv"): lambda node: conv(node.with_inputs([0, 3, 8]), channels_last=True),
     (NHWC, "MaxPool"): partial(pool, channels_last=True),
     (NHWC, "AveragePool"): partial(pool, channels_last=True),
-    (NHWC, "QLinearAveragePool"): partial(pool, channels_last=True),
     (NHWC, "GlobalAveragePool"): global_pool,
     (NHWC, "GlobalMaxPool"): global_pool,
     (NHWC, "BatchNormalization"): per_x(2),

@@ -213,15 +213,6 @@ def einsum(node: Node) -> int:
     return per_point * math.prod(sizes.values())
 
 
-# -- quantized variants: same MACs as the float ops (requantization is not counted) ------------
-
-def _remap(fn: FlopsFn, order: list[int | None]) -> FlopsFn:
-    def mapped(node: Node) -> int:
-        return fn(node.with_inputs(order))
-
-    return mapped
-
-
 TABLE: dict[OpKey, FlopsFn] = {
     ("", "Conv"): conv,
     ("", "ConvTranspose"): conv_transpose,
@@ -238,8 +229,4 @@ TABLE: dict[OpKey, FlopsFn] = {
     ("", "GRU"): recurrent,
     ("", "RNN"): recurrent,
     ("", "Einsum"): einsum,
-    ("", "ConvInteger"): _remap(conv, [0, 1]),  # x, w, x_zero_point, w_zero_point
-    ("", "QLinearConv"): _remap(conv, [0, 3, 8]),  # x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp, B
-    ("", "MatMulInteger"): matmul,  # A, B, a_zero_point, b_zero_point
-    ("", "QLinearMatMul"): _remap(matmul, [0, 3]),  # a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp
 }

@@ -6,10 +6,12 @@ A JSON array of events: per run a ``model_run`` Session event, and per executed 
 ``<node>_fence_before``/``<node>_fence_after`` events, which time nothing and are skipped. Node
 events do not nest, so a node's self time is its duration.
 
-Bytes and FLOPs come from :mod:`layerperf.cost` on the recorded shapes. The profile has no node
-attributes, so FLOPs are given only for op types whose cost depends on shapes alone; the rest are
-unknown. ONNX Runtime leaves out inputs it pre-packed (a Gemm's weights, say), which the cost model
-sees as missing and answers unknown too.
+Bytes, FLOPs and integer operations come from :mod:`layerperf.cost` on the recorded shapes and
+element types. The profile has no node attributes, so they are given only for op types whose cost
+depends on shapes alone; the rest are unknown. ONNX Runtime leaves out inputs it pre-packed (a Gemm's
+or a QLinearConv's weights, say), so those ops stay unknown too. The profile has no graph either: a
+Conv that ran in the NCHWc layout (opt level all) counts the channels as stored, padding included
+(``layerperf profile`` counts the real ones).
 """
 
 from __future__ import annotations
@@ -32,11 +34,17 @@ KERNEL_SUFFIX = "_kernel_time"
 _ATTRIBUTE_DEPENDENT = frozenset(("Gelu",))
 
 
+# Quantization ops work per element whatever their attributes (axis, saturate).
+_QUANTIZATION = frozenset(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"))
+# ONNX Runtime's quantized elementwise ops (com.microsoft): every input is recorded, none pre-packed.
+_CONTRIB = frozenset(("QLinearAdd", "QLinearMul"))
+
+
 def _shape_only(op_type: str) -> bool:
     from layerperf.cost import ops_elementwise
 
-    return op_type in ("Conv", "MatMul") or (("", op_type) in ops_elementwise.TABLE
-                                             and op_type not in _ATTRIBUTE_DEPENDENT)
+    return op_type in ("Conv", "MatMul") or op_type in _QUANTIZATION or op_type in _CONTRIB or (
+        ("", op_type) in ops_elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
 
 
 def _tensors(value: Any, prefix: str) -> tuple[str, list[Any]] | None:
@@ -57,11 +65,12 @@ def _tensors(value: Any, prefix: str) -> tuple[str, list[Any]] | None:
 
 
 class _Costs:
-    """Per distinct (node, op, provider, shapes): its row identity, FLOPs and bytes."""
+    """Per distinct (node, op, provider, shapes): its row identity, FLOPs, bytes, integer operations."""
 
     def __init__(self, builder: TableBuilder) -> None:
         self.builder = builder
         self.figures: dict[int, tuple[float, float]] = {}
+        self.int_ops: dict[int, float] = {}
         self.counters: dict[int, dict[str, float]] = {}
 
     def make(self, key: tuple[Any, ...]) -> int:
@@ -71,16 +80,20 @@ class _Costs:
         op, prov = text(op_type), text(provider)
         got_in = _tensors(json_value(ins), "in")
         got_out = _tensors(json_value(outs), "out")
-        flops = nbytes = math.nan
+        flops = nbytes = int_ops = math.nan
         if got_in is not None and got_out is not None:
-            cost = node_cost(op, "", {}, got_in[1], got_out[1])
+            cost = node_cost(op, "com.microsoft" if op in _CONTRIB else "", {}, got_in[1], got_out[1])
             if cost.flops is not None and _shape_only(op):
                 flops = float(cost.flops)
+            if cost.int_ops is not None and _shape_only(op):
+                int_ops = float(cost.int_ops)
             if cost.bytes is not None:
                 nbytes = float(cost.bytes)
         ident = self.builder.ident(name[: -len(KERNEL_SUFFIX)], op, prov, got_in[0] if got_in else "",
                                    got_out[0] if got_out else "")
         self.figures[ident] = (flops, nbytes)
+        if int_ops == int_ops:
+            self.int_ops[ident] = int_ops
         counters = json_value(counts)
         if isinstance(counters, dict):
             self.counters[ident] = {str(k): float(v) for k, v in counters.items()
@@ -118,7 +131,8 @@ def part(stream: EventStream) -> Part:
         codes = idents.codes(list(zip(name)), list(args))
         figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
         slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1])
-    return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, costs.counters)
+    return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, costs.counters,
+                costs.int_ops)
 
 
 def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
@@ -128,9 +142,19 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
     ident = np.concatenate([c[3] for c in columns])
     dur_us, flops, nbytes = (np.concatenate([c[i] for c in columns]) for i in (2, 4, 5))
     builder.extend(ident.astype(np.int32), dur_us, flops=flops, bytes_=nbytes,
-                   counters=_counter_columns(parts, builder, ident))
+                   int_ops=_int_ops_column(parts, builder, ident), counters=_counter_columns(parts, builder, ident))
     info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts)}
     return builder.build({**info, **(meta or {})})
+
+
+def _int_ops_column(parts: Sequence[Part], builder: TableBuilder, ident: np.ndarray) -> np.ndarray:
+    """Per row, its node's integer operations (NaN: unknown), from each part's per-identity figure."""
+    values = np.full(len(builder.idents()), np.nan)
+    for p in parts:
+        codes = builder.ident_codes(p.idents)
+        for local, count in p.ident_int_ops.items():
+            values[codes[local]] = count
+    return values[ident.astype(np.int64)] if ident.size else np.zeros(0)
 
 
 def _counter_columns(parts: Sequence[Part], builder: TableBuilder, ident: np.ndarray) -> dict[str, np.ndarray]:

@@ -355,6 +355,7 @@ class Part:
     events: int
     runs: int = 0
     ident_counters: dict[int, dict[str, float]] = field(default_factory=dict)  # per identity code
+    ident_int_ops: dict[int, float] = field(default_factory=dict)  # per identity code, where known
 
 
 def part(stream: EventStream) -> Part:

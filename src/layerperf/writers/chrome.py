@@ -30,7 +30,11 @@ def _layer_args(layer: Layer, index: int) -> dict[str, Any]:
         "layer": index, "op_type": layer.op_type, "provider": layer.provider,
         "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
         "flops": layer.flops if layer.flops is not None else "unknown", "bytes": layer.bytes,
+        "int_ops": layer.int_ops if layer.int_ops is not None else "unknown",
     }
+    if layer.padded:  # the shapes above are as stored; these are the model's, and the padded work
+        args.update(real_in_shapes=layer.real_in_shapes, real_out_shapes=layer.real_out_shapes,
+                    padded_flops=layer.flops_as_stored)
     for label, values in layer.counters.items():
         if values:
             args[label] = sorted(values)[len(values) // 2]
