@@ -183,8 +183,10 @@ def on_device(table: OpTable) -> np.ndarray:
 def rate_time_ns(table: OpTable) -> np.ndarray:
     """The time FLOP/s and bandwidth are over: the device time of the kernels launched under an op
     (inclusive: a convolution's work is in its children's kernels) where there is some, else its
-    self time (the CPU doing the work itself)."""
-    return np.where(on_device(table), table.device_incl, table.dur_ns)
+    self time (the CPU doing the work itself) — or its whole duration where a nested row's FLOPs
+    count what ran inside it (``meta["rate_time"] == "inclusive"``: a control-flow node's are its body's)."""
+    host = table.incl_ns if table.meta.get("rate_time") == "inclusive" else table.dur_ns
+    return np.where(on_device(table), table.device_incl, host)
 
 
 def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:

@@ -31,6 +31,7 @@ def layer_to_json(layer: Layer) -> dict[str, Any]:
         "outputs": [tensor_to_json(t) for t in layer.outputs],
         "param_bytes": layer.param_bytes, "flops": layer.flops, "bytes_read": layer.bytes_read,
         "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory,
+        **({"parent": layer.parent} if layer.parent is not None else {}),
     }
 
 
@@ -44,6 +45,7 @@ def layer_from_json(d: dict[str, Any]) -> Layer:
         bytes_written=d.get("bytes_written"),
         counters={k: [float(x) for x in v] for k, v in d.get("counters", {}).items()},
         memory={k: int(v) for k, v in d.get("memory", {}).items()},
+        parent=None if d.get("parent") is None else str(d["parent"]),
     )
 
 
