@@ -297,3 +297,69 @@ def test_onnx_node_test_models(tmp_path: Path) -> None:
         checked.append(case.name)
     assert len(checked) >= len(cases) // 2, skipped
     assert any("loop" in c for c in checked) and any("scan" in c for c in checked) and any("if" in c for c in checked)
+
+
+# -- the nesting rule on its own ---------------------------------------------------------------------
+def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, flow: np.ndarray) -> list[int]:
+    """The last control-flow event on the same thread opened before each (longer first at one start,
+    zero-length first of all) that had not ended when it started."""
+    from layerperf.nesting import open_order
+
+    rank = np.empty(start.size, dtype=np.int64)
+    rank[open_order(thread, start, dur)] = np.arange(start.size)
+    out = []
+    for e in range(start.size):
+        holders = [p for p in range(start.size) if flow[p] and thread[p] == thread[e] and rank[p] < rank[e]
+                   and start[e] < start[p] + dur[p]]
+        out.append(max(holders, key=lambda p: rank[p]) if holders else -1)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_enclosing_matches_its_definition(seed: int) -> None:
+    from layerperf.nesting import enclosing
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    thread = rng.integers(0, 3, n)
+    start = rng.integers(0, 60, n)
+    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, 30, n))
+    flow = rng.random(n) < 0.3
+    assert enclosing(thread, start, dur, flow).tolist() == _brute_parents(thread, start, dur, flow)
+
+
+def _ort_event(name: str, op: str, ts: int, dur: int) -> dict[str, Any]:
+    return {"cat": "Node", "ph": "X", "name": f"{name}_kernel_time", "pid": 1, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"op_name": op, "provider": "CPUExecutionProvider",
+                     "input_type_shape": [{"float": [4, 8]}], "output_type_shape": [{"float": [4, 8]}]}}
+
+
+def test_touching_spans_in_a_raw_profile(tmp_path: Path) -> None:
+    """Whole-µs times make touching spans ambiguous; the rules the runtime's truncation allows."""
+    events = [
+        {"cat": "Session", "ph": "X", "name": "model_run", "pid": 1, "tid": 7, "ts": 0, "dur": 100, "args": {}},
+        _ort_event("before", "Relu", 10, 0),  # zero length in the µs the loop starts: ended as it began
+        _ort_event("first", "Relu", 10, 3),  # a length, starting in the loop's first µs: inside it
+        _ort_event("spill", "Relu", 40, 11),  # truncation lets a child end 1 µs past its parent
+        _ort_event("loop", "Loop", 10, 40),
+        _ort_event("after", "Relu", 50, 5),  # starts as the loop ends: after it
+    ]
+    path = tmp_path / "ort.json"
+    path.write_text(json.dumps(events))
+    rows = by_name(path)
+    assert set(rows) == {"before", "loop::first", "loop::spill", "loop", "after"}
+    # the loop's self time: 40 µs less its children's time within it (3 + the 10 of 11 inside)
+    assert rows["loop"]["time_us"] == 27 and rows["loop"]["incl_us"] == 40
+    assert rows["loop"]["flops"] == rows["loop::first"]["flops"] + rows["loop::spill"]["flops"]
+    assert sum(r["time_us"] for r in rows.values()) == 0 + 40 + 5  # each µs once
+
+
+def test_control_flow_without_recorded_body_has_unknown_flops(tmp_path: Path) -> None:
+    events = [
+        {"cat": "Session", "ph": "X", "name": "model_run", "pid": 1, "tid": 7, "ts": 0, "dur": 50, "args": {}},
+        _ort_event("if", "If", 10, 20),
+    ]
+    (tmp_path / "ort.json").write_text(json.dumps(events))
+    assert by_name(tmp_path / "ort.json")["if"]["flops"] is None
+    layers, _ = build_layers_and_runs([(0, r) for r in split_runs(events)], None, 0)
+    assert layers[0].flops is None and unknown_cost_ops(layers) == ["If (body)"]

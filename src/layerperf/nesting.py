@@ -48,53 +48,51 @@ def open_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.nda
 def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray) -> np.ndarray:
     """Index of the event each event is directly nested in, -1 for none.
 
-    An event's parent is the innermost ``can_enclose`` event on its thread that opened before it
-    (:func:`open_order`) and had not ended when it started (``start < parent end``: an event that
+    An event's parent is the last ``can_enclose`` event on its thread to open before it
+    (:func:`open_order`) that had not ended when it started (``start < parent end``: an event that
     starts as another ends follows it). A child may end up to 1 µs past its parent's end (both
     truncated), so only the start decides.
+
+    Numpy work throughout: "the last earlier candidate whose end is past this start" is found for
+    every event at once by binary lifting over a table of running maxima of the candidates' ends.
     """
     n = start.size
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0 or not can_enclose.any():
         return parent
-    end = start + dur
     order = open_order(thread, start, dur)
-    # the nearest enclosing candidate strictly before each position, in open order
-    cand_pos = np.where(can_enclose[order], np.arange(n), -1)
-    before = np.concatenate([[-1], np.maximum.accumulate(cand_pos)[:-1]])
-    first = np.full(n, -1, dtype=np.int64)
-    first[order] = np.where(before >= 0, order[np.maximum(before, 0)], -1)
-    # candidates' own parents first, in open order: climbing from the nearest candidate walks the
-    # chain of candidates still open, innermost first (what a stack of open spans would hold)
-    for e in order[can_enclose[order]].tolist():
-        parent[e] = _climb(first[e], e, parent, thread, start, end)
-    rest = np.flatnonzero(~can_enclose)
-    parent[rest] = _climb_all(first[rest], rest, parent, thread, start, end)
+    flags = can_enclose[order]
+    cand = order[flags]  # candidates in open order (so grouped by thread)
+    before = np.empty(n, dtype=np.int64)  # candidates strictly before each event, in open order
+    before[order] = np.cumsum(flags) - flags
+    lowest = np.searchsorted(thread[cand], thread, side="left")  # first candidate on the event's thread
+    ends = (start + dur)[cand]
+    # mostly the nearest earlier candidate is the parent (a body node in its loop): settle those first
+    last = np.maximum(before - 1, 0)
+    direct = (before > lowest) & (ends[last] > start)
+    parent[direct] = cand[last[direct]]
+    rest = np.flatnonzero(~direct & (before > lowest))
+    if rest.size:
+        pos = _skip_ended(before[rest], lowest[rest], start[rest], ends)
+        parent[rest] = np.where(pos > lowest[rest], cand[np.maximum(pos - 1, 0)], -1)
     return parent
 
 
-def _holds(p: int, e: int, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
-    return bool(thread[p] == thread[e] and start[e] < end[p])
-
-
-def _climb(c: int, e: int, parent: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    while c >= 0 and not _holds(c, e, thread, start, end):
-        c = int(parent[c])
-    return c
-
-
-def _climb_all(cand: np.ndarray, events: np.ndarray, parent: np.ndarray, thread: np.ndarray,
-               start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """:func:`_climb` for many events at once: each step moves every unsettled one a level up."""
-    cand = cand.copy()
-    todo = np.flatnonzero(cand >= 0)
-    while todo.size:
-        c, e = cand[todo], events[todo]
-        held = (thread[c] == thread[e]) & (start[e] < end[c])
-        up = todo[~held]
-        cand[up] = parent[cand[up]]
-        todo = up[cand[up] >= 0]
-    return cand
+def _skip_ended(pos: np.ndarray, lowest: np.ndarray, at: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """From each ``pos``, step left over candidates that ended by ``at`` (never below ``lowest``):
+    the candidate just left of the result is the last one still open."""
+    maxima = [ends]  # maxima[k][j] = max(ends[j : j + 2**k])
+    while 1 << len(maxima) <= ends.size:
+        half = 1 << (len(maxima) - 1)
+        maxima.append(np.maximum(maxima[-1][:-half], maxima[-1][half:]))
+    pos = pos.copy()
+    for k in range(len(maxima) - 1, -1, -1):
+        width = 1 << k
+        left = pos - width
+        ok = left >= lowest
+        block = maxima[k][np.where(ok, left, 0)]
+        pos = np.where(ok & (block <= at), left, pos)
+    return pos
 
 
 def depths(parent: np.ndarray) -> np.ndarray:
@@ -109,15 +107,21 @@ def depths(parent: np.ndarray) -> np.ndarray:
 
 
 def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Each event's duration minus the part of each direct child that lies inside it (>= 0).
+    """Each event's duration minus its direct children's (>= 0).
 
-    A child that spills past its parent's end (µs truncation) takes only its overlap, so no
-    nanosecond is subtracted that the parent did not hold.
+    A child that ends past its parent's end (µs truncation: by 1 µs at most) is cut at that end,
+    outermost first, so no nanosecond is counted twice: not in the parent, nor in the child and
+    in what follows the parent.
     """
     child = np.flatnonzero(parent >= 0)
+    if child.size:
+        end = end.copy()
+        depth = depths(parent)
+        for d in range(1, int(depth.max()) + 1):
+            rows = np.flatnonzero(depth == d)
+            end[rows] = np.maximum(np.minimum(end[rows], end[parent[rows]]), start[rows])
     p = parent[child]
-    overlap = np.clip(np.minimum(end[child], end[p]) - start[child], 0, None)
-    inner = np.bincount(p, weights=overlap.astype(np.float64), minlength=start.size)
+    inner = np.bincount(p, weights=(end[child] - start[child]).astype(np.float64), minlength=start.size)
     return np.clip((end - start) - inner, 0, None)
 
 
