@@ -36,10 +36,11 @@ def qualify(parent_name: str, name: str) -> str:
 def open_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Events sorted as they open: by thread, then start.
 
-    At one start (same µs), a zero-length event comes first: had it been a child it would have
-    begun after its parent, so it is the sibling that ended as the next one began (a child starting
-    in its parent's first µs has a length, or it is a sibling — zero length proves nothing more).
-    Then the longer first, so an enclosing event precedes what it encloses; then file order.
+    At one start (the same µs), a zero-length event comes first. A sibling that ended in the µs
+    where the next event began must have zero length; a child that began in its parent's first µs
+    may have either. So an event with a length there is a child, and a zero-length one is taken for
+    the sibling (the likelier: a parent does its own work before its body starts). Then the longer
+    first, so an enclosing event precedes what it encloses; then file order.
     """
     n = start.size
     return np.lexsort((np.arange(n), -dur, dur != 0, start, thread))
@@ -54,7 +55,7 @@ def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclos
     truncated), so only the start decides.
 
     Numpy work throughout: "the last earlier candidate whose end is past this start" is found for
-    every event at once by binary lifting over a table of running maxima of the candidates' ends.
+    every event at once by binary lifting over a table of block maxima of the candidates' ends.
     """
     n = start.size
     parent = np.full(n, -1, dtype=np.int64)
