@@ -363,3 +363,27 @@ def test_control_flow_without_recorded_body_has_unknown_flops(tmp_path: Path) ->
     assert by_name(tmp_path / "ort.json")["if"]["flops"] is None
     layers, _ = build_layers_and_runs([(0, r) for r in split_runs(events)], None, 0)
     assert layers[0].flops is None and unknown_cost_ops(layers) == ["If (body)"]
+
+
+@pytest.mark.parametrize("source", ["raw", "saved"])
+def test_sums_over_groups_count_nested_calls_once(source: str, tmp_path: Path) -> None:
+    """By type, a Loop in a Loop is summed once; by provider, a parent's FLOPs and time are not added
+    to its body's again."""
+    from layerperf import analysis
+
+    rec = record(MODELS["nested"](), feeds("nested"), tmp_path, "disable")
+    rec.profile.save(tmp_path / "saved")
+    table = read_table(rec.path if source == "raw" else tmp_path / "saved")
+    calls = analysis.rows(analysis.aggregate(table, "name", "sum"))
+    by_name = {r["name"]: r for r in calls}
+    loops = analysis.rows(analysis.aggregate(table, "type", "sum"))
+    loop = next(r for r in loops if r["op_type"] == "Loop")
+    assert loop["incl_us"] == pytest.approx(by_name["outer"]["incl_us"])
+    assert loop["flops"] == pytest.approx(by_name["outer"]["flops"])
+    (cpu,) = analysis.rows(analysis.aggregate(table, "provider", "sum"))
+    leaves = [r for name, r in by_name.items() if r["op_type"] != "Loop"]
+    known = [r["flops"] for r in leaves if r["flops"] is not None]
+    assert cpu["flops"] == (pytest.approx(sum(known)) if len(known) == len(leaves) else None)
+    assert source == "raw" or cpu["flops"] is not None  # the saved profile knows every FLOP here
+    assert cpu["incl_us"] == pytest.approx(by_name["outer"]["incl_us"] + by_name["relu"]["incl_us"])
+    assert cpu["time_us"] == pytest.approx(sum(r["time_us"] for r in calls))

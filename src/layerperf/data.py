@@ -102,14 +102,15 @@ class Profile:
 
     # -- derived views -------------------------------------------------------------------------
     @cached_property
-    def _spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every span of every run, flat in run order: (layer, inclusive ns, self ns)."""
-        from layerperf.nesting import span_self_ns
+    def _spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every span of every run, flat in run order: (layer, inclusive ns, self ns, enclosing span)."""
+        from layerperf.nesting import span_nesting
 
         spans = [s for run in self.runs for s in run.spans]
         layer = np.fromiter((s.layer for s in spans), dtype=np.int64, count=len(spans))
         dur = np.fromiter((s.dur_ns for s in spans), dtype=np.int64, count=len(spans))
-        return layer, dur, span_self_ns(self.layers, spans, dur)
+        parent, self_ns = span_nesting(self.layers, spans, dur)
+        return layer, dur, self_ns, parent
 
     def _per_layer(self, values: np.ndarray) -> list[np.ndarray]:
         layer = self._spans[0]
@@ -143,6 +144,11 @@ class Profile:
     def span_self_ns(self) -> np.ndarray:
         """Self time of every span, flat in run then span order."""
         return self._spans[2]
+
+    @property
+    def span_parents(self) -> np.ndarray:
+        """The span each span ran inside (a control-flow call), flat in run then span order; -1 for none."""
+        return self._spans[3]
 
     def stats(self) -> list[LayerStats]:
         """Per-layer aggregates (calls, median, p90, share, FLOP/s...), in execution order."""

@@ -144,14 +144,15 @@ def body_sums(parent: np.ndarray, values: np.ndarray, is_parent: np.ndarray) -> 
     return out
 
 
-def span_self_ns(layers: Sequence[Layer], spans: Sequence[Span], dur_ns: np.ndarray) -> np.ndarray:
-    """Self time (ns, int64) of each span of a Profile: spans of control-flow layers lose the spans
-    of their body layers (``Layer.parent``) nested in them, found by :func:`enclosing`."""
+def span_nesting(layers: Sequence[Layer], spans: Sequence[Span], dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each span's enclosing span (-1 for none) and self time (ns, int64), for the spans of a Profile:
+    spans of control-flow layers lose the spans of their body layers (``Layer.parent``) nested in
+    them, found by :func:`enclosing`."""
     index = {layer.name: i for i, layer in enumerate(layers)}
     up = np.asarray([index.get(layer.parent, -1) if layer.parent is not None else -1 for layer in layers],
                     dtype=np.int64)
     if not (up >= 0).any():
-        return dur_ns.copy()
+        return np.full(len(spans), -1, dtype=np.int64), dur_ns.copy()
     is_parent = np.zeros(len(layers), dtype=bool)
     is_parent[up[up >= 0]] = True
     layer = np.fromiter((s.layer for s in spans), dtype=np.int64, count=len(spans))
@@ -162,4 +163,4 @@ def span_self_ns(layers: Sequence[Layer], spans: Sequence[Span], dur_ns: np.ndar
     nested = parent >= 0
     nested[nested] = up[layer[nested]] == layer[parent[nested]]
     parent = np.where(nested, parent, -1)
-    return np.rint(self_times(parent, start, start + dur_ns)).astype(np.int64)
+    return parent, np.rint(self_times(parent, start, start + dur_ns)).astype(np.int64)

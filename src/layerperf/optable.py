@@ -69,9 +69,9 @@ class OpTable:
     attributed to the op (PyTorch kernels linked to the op that launched them), ``device_incl_ns``
     the same for kernels launched anywhere under the op (itself and the calls nested in it). ``calls``
     is 1 for a row read from a trace and the group size after aggregation, where ``total_ns`` keeps
-    the sum of self time whatever the aggregate function was. ``meta["rate_time"] == "inclusive"``
-    says a nested row's FLOPs and bytes count what ran inside it (ONNX Runtime control flow), so its
-    rates are over inclusive time; otherwise over self time.
+    the sum of self time whatever the aggregate function was. ``meta["inclusive_flops"]`` says a
+    nested row's FLOPs count what ran inside it (ONNX Runtime control flow: a parent's are its
+    body's), so its rates are over inclusive time, and a sum over a group counts nested calls once.
 
     ``outer`` (nested traces only) says, per grouping of :data:`GROUPINGS`, whether a row lies inside
     no other row of its own group, so that summing inclusive figures over a group counts nested
@@ -309,9 +309,9 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
              flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None, counters=counters)
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
-    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
-                    "rate_time": "inclusive",
-                    **(meta or {})})
+    table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                     "inclusive_flops": True, **(meta or {})})
+    return with_outer(table, profile.span_parents)  # rows are the spans, in order
 
 
 def empty(meta: dict[str, Any] | None = None) -> OpTable:

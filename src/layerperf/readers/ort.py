@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, qualify, self_times
-from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
+from layerperf.optable import Interner, OpTable, TableBuilder, shape_str, with_outer
 from layerperf.readers.events import Args, Event, fields
 from layerperf.readers.jsonfile import EventStream
 from layerperf.readers.tef import Idents, Part, Slices, column, json_value, raw_key, remapped, text, thread_codes, to_ns
@@ -130,25 +130,27 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
     columns = [remapped(p, builder, threads) for p in parts]
     thread, ts_us, dur_us, ident, flops, nbytes = (np.concatenate([c[i] for c in columns]) for i in range(6))
     counters = _counter_columns(parts, builder, ident)
-    self_us, ident, flops = _nest(builder, thread, ts_us, dur_us, ident.astype(np.int64), flops)
+    self_us, ident, flops, parent = _nest(builder, thread, ts_us, dur_us, ident.astype(np.int64), flops)
     builder.extend(ident.astype(np.int32), self_us, incl_us=dur_us, flops=flops, bytes_=nbytes, counters=counters)
     info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts),
-            "rate_time": "inclusive"}
-    return builder.build({**info, **(meta or {})})
+            "inclusive_flops": True}
+    table = builder.build({**info, **(meta or {})})
+    return table if parent is None else with_outer(table, parent)  # rows are the calls, in order
 
 
 def _nest(builder: TableBuilder, thread: np.ndarray, ts_us: np.ndarray, dur_us: np.ndarray, ident: np.ndarray,
-          flops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Self time (µs), identity and FLOPs of each call once control-flow bodies are nested in their parents."""
+          flops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Self time (µs), identity and FLOPs of each call once control-flow bodies are nested in their
+    parents, and each call's enclosing call (None when nothing nests)."""
     flow_ident = np.asarray([t[1] in CONTROL_FLOW_OPS for t in builder.idents()], dtype=bool)
     flow = flow_ident[ident] if ident.size else np.zeros(0, dtype=bool)
     if not flow.any():
-        return dur_us, ident, flops
+        return dur_us, ident, flops, None
     start = to_ns(ts_us)
     end = start + to_ns(dur_us)
     parent = enclosing(thread.astype(np.int64), start, end - start, flow)
     self_ns = self_times(parent, start, end)
-    return self_ns / 1e3, _qualified(builder, ident, parent), body_sums(parent, flops, flow)
+    return self_ns / 1e3, _qualified(builder, ident, parent), body_sums(parent, flops, flow), parent
 
 
 def _qualified(builder: TableBuilder, ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
