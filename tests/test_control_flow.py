@@ -56,7 +56,7 @@ def record(model: onnx.ModelProto, inputs: list[dict[str, Any]], tmp: Path, opt_
     path = Path(sess.end_profiling())
     events = json.loads(path.read_text())
     optimized = onnx.load(str(tmp / "optimized.onnx"), load_external_data=False)
-    layers, run_list = build_layers_and_runs([(0, r) for r in split_runs(events)], optimized, 0)
+    layers, run_list = build_layers_and_runs([(0, r) for r in split_runs(events)], optimized, 0, model)
     return Recorded(path, events, optimized, Profile(metadata={}, layers=layers, runs=run_list))
 
 
