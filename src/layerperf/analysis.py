@@ -150,13 +150,16 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
         incl_ns=_reduce(_once(table, by, table.incl_ns, how), g, how), device_ns=_reduce(table.device_ns, g, how),
         device_incl_ns=_reduce(_once(table, by, table.device_incl, how), g, how),
         calls=np.bincount(g.inverse, weights=table.calls, minlength=g.count).astype(np.int64),
-        flops=_reduce(table.flops, g, how), bytes=_reduce(table.bytes, g, how), int_ops=_reduce(table.int_ops, g, how),
+        flops=_reduce(_once(table, by, table.flops, how) if table.meta.get("inclusive_flops") else table.flops,
+                      g, how),
+        bytes=_reduce(table.bytes, g, how), int_ops=_reduce(table.int_ops, g, how),
         counters={k: _reduce(v, g, how) for k, v in table.counters.items()},
         meta={**table.meta, "aggregate_by": by, "aggregate": how})
 
 
 def _once(table: OpTable, by: str, values: np.ndarray, how: str) -> np.ndarray:
-    """Inclusive ``values`` with calls nested in a call of their own group zeroed, when they are summed."""
+    """Inclusive ``values`` (times; a control-flow node's FLOPs, its body's) with calls nested in a call
+    of their own group zeroed, when they are summed."""
     outer = table.outer.get(by)
     if outer is None or how not in ("sum", "count"):
         return values
@@ -184,8 +187,10 @@ def on_device(table: OpTable) -> np.ndarray:
 def rate_time_ns(table: OpTable) -> np.ndarray:
     """The time FLOP/s and bandwidth are over: the device time of the kernels launched under an op
     (inclusive: a convolution's work is in its children's kernels) where there is some, else its
-    self time (the CPU doing the work itself)."""
-    return np.where(on_device(table), table.device_incl, table.dur_ns)
+    self time (the CPU doing the work itself) — or its whole duration where a nested row's FLOPs
+    count what ran inside it (``meta["inclusive_flops"]``: a control-flow node's are its body's)."""
+    host = table.incl_ns if table.meta.get("inclusive_flops") else table.dur_ns
+    return np.where(on_device(table), table.device_incl, host)
 
 
 def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:

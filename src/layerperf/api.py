@@ -125,8 +125,9 @@ def _count(source: ModelSource, opts: Any, feed: Any, layers: Any, request: Any,
     if progress:
         progress("counting (stepwise)", 0, 1)
     worker_opts = {"opt_level": opts.opt_level, "provider": opts.provider, "threads": opts.threads}
-    result = count_layers(source.path, worker_opts, feed, [layer.name for layer in layers], request,
-                          source.data_dir)
+    # body nodes of control flow run inside their parent: the stepwise executor gets (and refuses) the parent
+    order = [layer.name for layer in layers if layer.parent is None]
+    result = count_layers(source.path, worker_opts, feed, order, request, source.data_dir)
     if progress:
         progress("counting (stepwise)", 1, 1)
     return apply_counts(layers, result, request)

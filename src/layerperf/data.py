@@ -46,6 +46,8 @@ class Layer:
     # FLOPs of the work on the stored shapes where a layout padded them (NCHWc channels); None when
     # nothing is padded, the work then being ``flops``
     padded_flops: int | None = None
+    # the control-flow layer (Loop, If, Scan...) whose body this node is, by name; None at top level
+    parent: str | None = None
 
     @property
     def bytes(self) -> int | None:
@@ -124,16 +126,53 @@ class Profile:
 
     # -- derived views -------------------------------------------------------------------------
     @cached_property
+    def _spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every span of every run, flat in run order: (layer, inclusive ns, self ns, enclosing span)."""
+        from layerperf.nesting import span_nesting
+
+        spans = [s for run in self.runs for s in run.spans]
+        layer = np.fromiter((s.layer for s in spans), dtype=np.int64, count=len(spans))
+        dur = np.fromiter((s.dur_ns for s in spans), dtype=np.int64, count=len(spans))
+        parent, self_ns = span_nesting(self.layers, spans, dur)
+        return layer, dur, self_ns, parent
+
+    def _per_layer(self, values: np.ndarray) -> list[np.ndarray]:
+        layer = self._spans[0]
+        order = np.argsort(layer, kind="stable")
+        bounds = np.searchsorted(layer[order], np.arange(len(self.layers) + 1))
+        return [values[order[bounds[i]:bounds[i + 1]]] for i in range(len(self.layers))]
+
+    @cached_property
     def _durations(self) -> list[np.ndarray]:
-        per_layer: list[list[int]] = [[] for _ in self.layers]
-        for run in self.runs:
-            for span in run.spans:
-                per_layer[span.layer].append(span.dur_ns)
-        return [np.asarray(d, dtype=np.int64) for d in per_layer]
+        return self._per_layer(self._spans[2])
+
+    @cached_property
+    def _inclusive(self) -> list[np.ndarray]:
+        return self._per_layer(self._spans[1])
 
     def durations_ns(self, layer: int) -> np.ndarray:
-        """Every measured duration of one layer, in ns, in run order."""
+        """Every measured self time of one layer, in ns, in run order: its duration, less the time
+        of the body nodes that ran inside it for a control-flow layer."""
         return self._durations[layer]
+
+    def inclusive_ns(self, layer: int) -> np.ndarray:
+        """Every measured duration of one layer, in ns, in run order, body nodes included."""
+        return self._inclusive[layer]
+
+    @cached_property
+    def parent_names(self) -> frozenset[str]:
+        """Names of the control-flow layers whose body nodes are layers here."""
+        return frozenset(layer.parent for layer in self.layers if layer.parent is not None)
+
+    @property
+    def span_self_ns(self) -> np.ndarray:
+        """Self time of every span, flat in run then span order."""
+        return self._spans[2]
+
+    @property
+    def span_parents(self) -> np.ndarray:
+        """The span each span ran inside (a control-flow call), flat in run then span order; -1 for none."""
+        return self._spans[3]
 
     def stats(self) -> list[LayerStats]:
         """Per-layer aggregates (calls, median, p90, share, FLOP/s...), in execution order."""

@@ -113,7 +113,7 @@ def _add_counters(path: Path, model: Path, data_dir: Path, opts: dict[str, Any],
     runs = split_runs(events)
     if not runs:
         return
-    order = list(dict.fromkeys(n.name for n in runs[-1].nodes))
+    order = list(dict.fromkeys(n.name for n in runs[-1].nodes if n.parent is None))  # body nodes run in their parent
     result = count_layers(model, opts, feed, order, request, data_dir)
     medians = {name: {label: float(np.median(per_node[i])) for label, per_node in result["counts"].items()}
                for i, name in enumerate(order)}

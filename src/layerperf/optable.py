@@ -69,7 +69,9 @@ class OpTable:
     attributed to the op (PyTorch kernels linked to the op that launched them), ``device_incl_ns``
     the same for kernels launched anywhere under the op (itself and the calls nested in it). ``calls``
     is 1 for a row read from a trace and the group size after aggregation, where ``total_ns`` keeps
-    the sum of self time whatever the aggregate function was.
+    the sum of self time whatever the aggregate function was. ``meta["inclusive_flops"]`` says a
+    nested row's FLOPs count what ran inside it (ONNX Runtime control flow: a parent's are its
+    body's), so its rates are over inclusive time, and a sum over a group counts nested calls once.
 
     ``outer`` (nested traces only) says, per grouping of :data:`GROUPINGS`, whether a row lies inside
     no other row of its own group, so that summing inclusive figures over a group counts nested
@@ -290,6 +292,7 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
             layer_of.append(span.layer)
             run_of.append(r)
             dur_ns.append(span.dur_ns)
+    self_ns = profile.span_self_ns  # a control-flow layer's calls less their body's
     li = np.asarray(layer_of, dtype=np.int64)
     ri = np.asarray(run_of, dtype=np.int64)
     counters = {}
@@ -305,13 +308,14 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
         counters[label] = per_run[li, ri] if li.size else np.zeros(0)
     ident_arr = np.asarray(idents, dtype=np.int32)
     b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
-             np.asarray(dur_ns, dtype=np.float64) / 1e3,
+             self_ns.astype(np.float64) / 1e3, incl_us=np.asarray(dur_ns, dtype=np.float64) / 1e3,
              flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None,
              int_ops=int_ops[li] if li.size else None, counters=counters)
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
-    return b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
-                    **(meta or {})})
+    table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                     "inclusive_flops": True, **(meta or {})})
+    return with_outer(table, profile.span_parents)  # rows are the spans, in order
 
 
 def empty(meta: dict[str, Any] | None = None) -> OpTable:

@@ -36,6 +36,7 @@ def layer_to_json(layer: Layer) -> dict[str, Any]:
         "param_bytes": layer.param_bytes, "flops": layer.flops, "bytes_read": layer.bytes_read,
         "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory,
         "int_ops": layer.int_ops, "padded_flops": layer.padded_flops,
+        **({"parent": layer.parent} if layer.parent is not None else {}),
     }
 
 
@@ -50,6 +51,7 @@ def layer_from_json(d: dict[str, Any]) -> Layer:
         counters={k: [float(x) for x in v] for k, v in d.get("counters", {}).items()},
         memory={k: int(v) for k, v in d.get("memory", {}).items()},
         int_ops=d.get("int_ops"), padded_flops=d.get("padded_flops"),
+        parent=None if d.get("parent") is None else str(d["parent"]),
     )
 
 

@@ -19,12 +19,17 @@ COLUMNS = (
     "max_us", "share", "cum_share", "flops", "bytes", "bytes_read", "bytes_written", "intensity",
     "flops_per_s", "bytes_per_s", "param_bytes", "in_shapes", "out_shapes", "in_dtypes", "out_dtypes",
     "int_ops", "int_ops_per_s", "padded_flops", "real_in_shapes", "real_out_shapes",
+    "incl_median_us", "parent",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class LayerStats:
-    """Aggregates of one layer's measured calls. Times in µs; share of the whole profile's time."""
+    """Aggregates of one layer's measured calls. Times in µs; share of the whole profile's time.
+
+    Times are self times: a control-flow layer's exclude its body nodes', which are layers of their
+    own; ``incl_median_us`` is the median of whole durations, body included.
+    """
 
     calls: int
     total_us: float
@@ -35,6 +40,7 @@ class LayerStats:
     max_us: float
     share: float
     cum_share: float  # cumulative share when layers are ranked by total time, largest first
+    incl_median_us: float = float("nan")
 
 
 def distribution(d_ns: np.ndarray) -> tuple[float, float, float, float, float, float]:
@@ -47,6 +53,14 @@ def distribution(d_ns: np.ndarray) -> tuple[float, float, float, float, float, f
             float(us.min()), float(us.max()))
 
 
+def _incl_median_us(profile: Profile, i: int, self_median_us: float) -> float:
+    """Median whole duration; a layer with no body nodes has it equal to its self time."""
+    if profile.layers[i].name not in profile.parent_names:
+        return self_median_us
+    d_ns = profile.inclusive_ns(i)
+    return float(np.median(d_ns)) / 1e3 if d_ns.size else float("nan")
+
+
 def layer_stats(profile: Profile) -> list[LayerStats]:
     dists = [distribution(profile.durations_ns(i)) for i in range(len(profile.layers))]
     totals = np.asarray([d[0] for d in dists])
@@ -56,7 +70,8 @@ def layer_stats(profile: Profile) -> list[LayerStats]:
     cum[order] = np.cumsum(totals[order]) / grand
     return [
         LayerStats(calls=int(profile.durations_ns(i).size), total_us=d[0], mean_us=d[1], median_us=d[2],
-                   p90_us=d[3], min_us=d[4], max_us=d[5], share=d[0] / grand, cum_share=float(cum[i]))
+                   p90_us=d[3], min_us=d[4], max_us=d[5], share=d[0] / grand, cum_share=float(cum[i]),
+                   incl_median_us=_incl_median_us(profile, i, d[2]))
         for i, d in enumerate(dists)
     ]
 
@@ -77,14 +92,16 @@ def _row(layer: Layer, st: LayerStats) -> dict[str, Any]:
         "flops": layer.flops, "bytes": byt, "bytes_read": layer.bytes_read,
         "bytes_written": layer.bytes_written,
         "intensity": layer.flops / byt if layer.flops is not None and byt else None,
-        "flops_per_s": per_second(layer.flops, st.median_us),
-        "bytes_per_s": per_second(byt, st.median_us), "param_bytes": layer.param_bytes,
+        # a control-flow layer's FLOPs and bytes are its whole call's: rated over its whole duration
+        "flops_per_s": per_second(layer.flops, st.incl_median_us),
+        "bytes_per_s": per_second(byt, st.incl_median_us), "param_bytes": layer.param_bytes,
         "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
         "in_dtypes": ";".join(t.dtype for t in layer.inputs),
         "out_dtypes": ";".join(t.dtype for t in layer.outputs),
-        "int_ops": layer.int_ops, "int_ops_per_s": per_second(layer.int_ops, st.median_us),
+        "int_ops": layer.int_ops, "int_ops_per_s": per_second(layer.int_ops, st.incl_median_us),
         "padded_flops": layer.flops_as_stored,
         "real_in_shapes": layer.real_in_shapes, "real_out_shapes": layer.real_out_shapes,
+        "incl_median_us": st.incl_median_us, "parent": layer.parent,
     }
 
 

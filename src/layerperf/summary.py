@@ -55,6 +55,10 @@ def summary(profile: Profile) -> dict[str, Any]:
     rows = profile.table()
     flops = [r["flops"] for r in rows]
     int_ops = [r["int_ops"] for r in rows]
+    runs = max(len(profile.runs), 1)
+    # Per run: a loop body's layer runs several times a run, and a control-flow layer's FLOPs and
+    # bytes are its body's again, so totals count the layers that are no parent, once per call.
+    leaves = [r for r in rows if r["name"] not in profile.parent_names]
     latency_med = _median_us(profile.latency_ns)
     profiled_med = _median_us(profile.extra.get("profiled_latency_ns", []))
     return {
@@ -65,14 +69,14 @@ def summary(profile: Profile) -> dict[str, Any]:
         "profiled_median_us": profiled_med,
         "profiler_overhead": profiled_med / latency_med if latency_med and profiled_med else None,
         "run_median_us": _median_us(profile.run_durations_ns),
-        "layers_sum_median_us": float(sum(r["median_us"] for r in rows if r["calls"])),
-        "flops": sum(f for f in flops if f is not None),
+        "layers_sum_median_us": float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"])),
+        "flops": round(sum(r["flops"] * r["calls"] for r in leaves if r["flops"] is not None) / runs),
         "flops_unknown_layers": sum(f is None for f in flops),
-        "int_ops": sum(n for n in int_ops if n is not None),
+        "int_ops": round(sum(r["int_ops"] * r["calls"] for r in leaves if r["int_ops"] is not None) / runs),
         "int_ops_unknown_layers": sum(n is None for n in int_ops),
         "padded_layers": sum(layer.padded for layer in profile.layers),
         "padding_flops": sum(layer.padded_flops - layer.flops for layer in profile.layers
                              if layer.padded_flops is not None and layer.flops is not None),
-        "bytes": sum(r["bytes"] or 0 for r in rows),
+        "bytes": round(sum((r["bytes"] or 0) * r["calls"] for r in leaves) / runs),
         "fidelity": fidelity(profile),
     }

@@ -155,17 +155,25 @@ def _estimated_nodes(model: onnx.ModelProto) -> int:
     return len(model.graph.node) * 5 // 4 + 16
 
 
+def _has_subgraphs(model: onnx.ModelProto) -> bool:
+    """Whether any node runs a subgraph (Loop, If, Scan...): its events per run are unknown until run."""
+    graph_types = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    return any(a.type in graph_types for n in model.graph.node for a in n.attribute)
+
+
 def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any],
             progress: Callable[[int], None] | None = None) -> Measurement:
     """Profiled runs, split over as many sessions as ONNX Runtime's event limit requires."""
     m = Measurement()
     capacity = _chunk_capacity(opts, _estimated_nodes(source.proto))
+    if _has_subgraphs(source.proto):  # a loop's body may record any number of events: measure one run first
+        capacity = 1
     with tempfile.TemporaryDirectory(prefix="layerperf-ort-") as tmp:
         done = index = 0
         while done < opts.runs:
             n = min(capacity, opts.runs - done)
             _profiled_chunk(source, opts, feed, n, Path(tmp), index, m)
-            capacity = _chunk_capacity(opts, max(len(r.nodes) for _, r in m.runs))
+            capacity = _chunk_capacity(opts, max(max(len(r.nodes), r.events) for _, r in m.runs))
             done, index = done + n, index + 1
             if progress:
                 progress(done)

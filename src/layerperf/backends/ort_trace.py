@@ -3,6 +3,8 @@
 The profiler writes a JSON array of Trace Event Format events. Per run it emits one ``model_run``
 session event and one ``<node>_kernel_time`` node event per executed node (older releases add
 ``_fence_before``/``_fence_after`` events, which carry no kernel time and are skipped here).
+The nodes of a Loop, If or Scan body are node events too, named as in their own graph and lying
+within the parent's event; :mod:`layerperf.nesting` tells which parent each ran in.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from layerperf.nesting import CONTROL_FLOW_OPS, enclosing, open_order, qualify
 from layerperf.tensor import TensorInfo, ort_type_to_dtype
 
 KERNEL_SUFFIX = "_kernel_time"
@@ -23,6 +28,9 @@ MEMORY_KEYS = (
 
 @dataclass(slots=True)
 class NodeEvent:
+    """One node call. ``name`` is the layer name: a body node's is qualified by its parent's
+    (``loop::add``); ``node`` is the name in its own graph; ``parent`` the enclosing layer's name."""
+
     name: str
     op_type: str
     provider: str
@@ -30,6 +38,8 @@ class NodeEvent:
     dur_us: int
     tid: int
     args: dict[str, Any]
+    node: str = ""
+    parent: str | None = None
 
 
 @dataclass(slots=True)
@@ -37,6 +47,7 @@ class RunEvents:
     ts_us: int
     dur_us: int
     nodes: list[NodeEvent] = field(default_factory=list)
+    events: int = 0  # every profiler event within the run (nodes, subgraph executions...)
 
 
 def node_name(event_name: str) -> str:
@@ -50,9 +61,9 @@ def is_kernel_event(ev: Any) -> bool:
 
 def _node(ev: dict[str, Any]) -> NodeEvent:
     args = ev.get("args") or {}
-    return NodeEvent(name=node_name(str(ev["name"])), op_type=str(args.get("op_name", "")),
-                     provider=str(args.get("provider", "")), ts_us=int(ev["ts"]), dur_us=int(ev["dur"]),
-                     tid=int(ev.get("tid", 0)), args=args)
+    name = node_name(str(ev["name"]))
+    return NodeEvent(name=name, op_type=str(args.get("op_name", "")), provider=str(args.get("provider", "")),
+                     ts_us=int(ev["ts"]), dur_us=int(ev["dur"]), tid=int(ev.get("tid", 0)), args=args, node=name)
 
 
 def split_runs(events: list[Any]) -> list[RunEvents]:
@@ -62,15 +73,41 @@ def split_runs(events: list[Any]) -> list[RunEvents]:
                   key=lambda r: r.ts_us)
     starts = [r.ts_us for r in runs]
     for ev in events:
-        if not is_kernel_event(ev):
+        i = _run_of(ev, runs, starts)
+        if i is None:
             continue
-        node = _node(ev)
-        i = bisect.bisect_right(starts, node.ts_us) - 1
-        if i >= 0 and node.ts_us <= runs[i].ts_us + runs[i].dur_us:
-            runs[i].nodes.append(node)
+        runs[i].events += 1
+        if is_kernel_event(ev):
+            runs[i].nodes.append(_node(ev))
     for run in runs:
-        run.nodes.sort(key=lambda n: n.ts_us)
+        nest(run)
     return runs
+
+
+def _run_of(ev: Any, runs: list[RunEvents], starts: list[int]) -> int | None:
+    if not isinstance(ev, dict) or not isinstance(ev.get("ts"), int | float):
+        return None
+    ts = ev["ts"]
+    i = bisect.bisect_right(starts, ts) - 1
+    return i if i >= 0 and ts <= runs[i].ts_us + runs[i].dur_us else None
+
+
+def nest(run: RunEvents) -> None:
+    """Sort a run's node calls as they opened and qualify body nodes by the parent they ran in."""
+    nodes = run.nodes
+    tid, ts, dur = (np.asarray([getattr(n, f) for n in nodes], dtype=np.int64) for f in ("tid", "ts_us", "dur_us"))
+    order = open_order(tid, ts, dur).tolist()
+    run.nodes = [nodes[i] for i in order]
+    flow = np.asarray([n.op_type in CONTROL_FLOW_OPS for n in run.nodes], dtype=bool)
+    if not flow.any():
+        return
+    sorted_cols = (tid[order], ts[order], dur[order])
+    parent = enclosing(*sorted_cols, flow).tolist()
+    for i, p in enumerate(parent):  # a parent opens before its children: already qualified
+        if p >= 0:
+            node = run.nodes[i]
+            node.parent = run.nodes[p].name
+            node.name = qualify(node.parent, node.node)
 
 
 def tensor_infos(shapes: Any, names: list[str],

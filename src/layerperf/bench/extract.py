@@ -95,7 +95,8 @@ def observed_graph(source: ModelSource, opt_level: str, provider: str,
         except Exception as exc:  # ORT's pybind exception types
             raise InputError(f"ONNX Runtime cannot run the model: {first_line(exc)}") from None
         runs = split_runs(json.loads(Path(sess.end_profiling()).read_text()))
-    return graph_model, [(n.name, n.op_type or None) for n in runs[0].nodes] if runs else None
+    # top-level nodes only: a control-flow body's run inside their parent
+    return graph_model, [(n.name, n.op_type or None) for n in runs[0].nodes if n.parent is None] if runs else None
 
 
 def _names_hint(names: Sequence[str], name: str) -> str:

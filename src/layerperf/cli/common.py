@@ -76,6 +76,8 @@ def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]
     con = render.console()
     rows = render.marked_shapes(sorted(prof.table(), key=lambda r: -r["share"])[:top], prof.layers)
     columns = render.layer_columns(summ["int_ops"] > 0) + render.counter_columns(extra_columns(prof))
+    if prof.parent_names:  # control flow: a parent's whole duration beside its self time
+        columns.insert(3, render.Column("incl_median_us", "inclusive", units.duration_us))
     model = prof.metadata.get("model", {}).get("name", "model")
     con.print(render.table(rows, columns, title=f"{model}: top {len(rows)} of {summ['layers']} layers by self time"))
     for line in summary_lines(prof, summ, units):

@@ -3,8 +3,10 @@
 A JSON array of events: per run a ``model_run`` Session event, and per executed node a
 ``<node>_kernel_time`` Node event whose args give ``op_name``, ``provider`` and the
 ``input_type_shape``/``output_type_shape`` seen at run time. Older releases wrap each kernel in
-``<node>_fence_before``/``<node>_fence_after`` events, which time nothing and are skipped. Node
-events do not nest, so a node's self time is its duration.
+``<node>_fence_before``/``<node>_fence_after`` events, which time nothing and are skipped.
+The nodes of a Loop, If or Scan body are node events within the parent's (:mod:`layerperf.nesting`):
+they are named ``parent::node``, the parent's self time is its duration less theirs, and its FLOPs
+per call are the sum of its body calls' (unknown when any of theirs is).
 
 Bytes, FLOPs and integer operations come from :mod:`layerperf.cost` on the recorded shapes and
 element types. The profile has no node attributes, so they are given only for op types whose cost
@@ -23,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.optable import Interner, OpTable, TableBuilder, shape_str
+from layerperf.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, qualify, self_times
+from layerperf.optable import Interner, OpTable, TableBuilder, shape_str, with_outer
 from layerperf.readers.events import Args, Event, fields
 from layerperf.readers.jsonfile import EventStream
-from layerperf.readers.tef import Idents, Part, Slices, column, json_value, raw_key, remapped, text, thread_codes
+from layerperf.readers.tef import Idents, Part, Slices, column, json_value, raw_key, remapped, text, thread_codes, to_ns
 
 KERNEL_SUFFIX = "_kernel_time"
 # Elementwise ops cost per output element whatever their attributes; Conv and MatMul read their
@@ -139,12 +142,47 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
     builder = TableBuilder()
     threads = Interner()
     columns = [remapped(p, builder, threads) for p in parts]
-    ident = np.concatenate([c[3] for c in columns])
-    dur_us, flops, nbytes = (np.concatenate([c[i] for c in columns]) for i in (2, 4, 5))
-    builder.extend(ident.astype(np.int32), dur_us, flops=flops, bytes_=nbytes,
-                   int_ops=_int_ops_column(parts, builder, ident), counters=_counter_columns(parts, builder, ident))
-    info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts)}
-    return builder.build({**info, **(meta or {})})
+    thread, ts_us, dur_us, ident, flops, nbytes = (np.concatenate([c[i] for c in columns]) for i in range(6))
+    counters = _counter_columns(parts, builder, ident)
+    int_ops = _int_ops_column(parts, builder, ident)
+    self_us, ident, flops, parent = _nest(builder, thread, ts_us, dur_us, ident.astype(np.int64), flops)
+    builder.extend(ident.astype(np.int32), self_us, incl_us=dur_us, flops=flops, bytes_=nbytes, int_ops=int_ops,
+                   counters=counters)
+    info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts),
+            "inclusive_flops": True}
+    table = builder.build({**info, **(meta or {})})
+    return table if parent is None else with_outer(table, parent)  # rows are the calls, in order
+
+
+def _nest(builder: TableBuilder, thread: np.ndarray, ts_us: np.ndarray, dur_us: np.ndarray, ident: np.ndarray,
+          flops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Self time (µs), identity and FLOPs of each call once control-flow bodies are nested in their
+    parents, and each call's enclosing call (None when nothing nests)."""
+    flow_ident = np.asarray([t[1] in CONTROL_FLOW_OPS for t in builder.idents()], dtype=bool)
+    flow = flow_ident[ident] if ident.size else np.zeros(0, dtype=bool)
+    if not flow.any():
+        return dur_us, ident, flops, None
+    start = to_ns(ts_us)
+    end = start + to_ns(dur_us)
+    parent = enclosing(thread.astype(np.int64), start, end - start, flow)
+    self_ns = self_times(parent, start, end)
+    return self_ns / 1e3, _qualified(builder, ident, parent), body_sums(parent, flops, flow), parent
+
+
+def _qualified(builder: TableBuilder, ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Identities of body calls renamed ``parent::node``, outermost first (a parent is renamed first)."""
+    out = ident.copy()
+    depth = depths(parent)
+    for d in range(1, int(depth.max(initial=0)) + 1):
+        rows = np.flatnonzero(depth == d)
+        pairs, inverse = np.unique(np.stack([out[parent[rows]], ident[rows]]), axis=1, return_inverse=True)
+        idents = builder.idents()
+        codes = []
+        for p, own in pairs.T.tolist():
+            name, *rest = idents[own]
+            codes.append(builder.ident(qualify(idents[p][0], name), *rest))
+        out[rows] = np.asarray(codes, dtype=np.int64)[inverse.reshape(-1)]
+    return out
 
 
 def _int_ops_column(parts: Sequence[Part], builder: TableBuilder, ident: np.ndarray) -> np.ndarray:

@@ -38,6 +38,8 @@ def _layer_args(layer: Layer, index: int) -> dict[str, Any]:
     for label, values in layer.counters.items():
         if values:
             args[label] = sorted(values)[len(values) // 2]
+    if layer.parent is not None:  # a body node: its span lies within its parent's, on the same thread
+        args["parent"] = layer.parent
     return args
 
 
