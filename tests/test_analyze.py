@@ -166,3 +166,14 @@ def test_summed_inclusive_time_counts_nested_calls_of_a_group_once(tmp_path: Pat
     assert cpu["incl_us"] == 100 + 30 and cpu["time_us"] == 130  # never more than the thread was busy
     by_name = {r["name"]: r["incl_us"] for r in _json(capsys, str(path))}
     assert by_name == {"block": 100, "outer": 60, "inner": 20, "later": 30}  # one call each: as they are
+
+
+def test_a_file_that_is_no_json_is_refused_at_its_first_bytes(tmp_path: Path) -> None:
+    # a weights file (.onnx.data) passed by mistake: refused from its first block, not read whole
+    from layerperf.readers.jsonfile import open_events
+
+    path = tmp_path / "model.onnx.data"
+    with path.open("wb") as f:
+        f.truncate(64 << 20)
+    with pytest.raises(InputError, match=r"starts with '\{' or '\[', this file with byte 0x00 at line 1, column 1"):
+        open_events(path, block=1 << 16)

@@ -225,6 +225,15 @@ def _whole(reader: _Reader) -> Any:
         raise _error(reader, exc, _byte_pos(raw, exc.pos)) from None
 
 
+def _check_start(reader: _Reader) -> None:
+    # A trace is a JSON array or object: anything else is refused from its first bytes, not after
+    # reading a file of any size whole (a 435 MB weights file took minutes to be called "not JSON").
+    start = _skip_ws(reader.buf, 0)
+    if start < len(reader.buf) and reader.buf[start:start + 1] not in (b"{", b"["):
+        raise InputError(f"{reader.path} is not valid JSON (a trace starts with '{{' or '[', this file with "
+                         f"byte 0x{reader.buf[start]:02x} at {reader.position(start)})")
+
+
 def _skip_ws(buf: bytes, i: int) -> int:
     while i < len(buf) and buf[i] in _WS:
         i += 1
@@ -252,6 +261,7 @@ def open_events(path: Path, *, block: int = BLOCK_BYTES) -> EventStream:
     reader = _Reader(path, block)
     try:
         reader.more()
+        _check_start(reader)
         if reader.eof or len(reader.buf) < block:
             reader.more()
         if reader.eof:
