@@ -133,6 +133,8 @@ def test_high_overhead_warns_with_the_per_event_cost(capsys: pytest.CaptureFixtu
     # under 3 event costs (150 µs): all ten layers
     assert s["profiler_small_layers"] == sum(1 for d in SMALL_AND_LARGE if d < SMALL_LAYER_EVENTS * 50)
     assert "adds 50%" in s["profiler_warning"] and "50.0 µs" in s["profiler_warning"]
+    # the layers sum to 600 µs, under the 1000 µs plain run: nothing says the cost lies inside them
+    assert s["profiler_cost_in_layers_min_us"] == 0.0 and "not measured" in s["profiler_warning"]
     print_profile(prof, top=None, fmt="table", written={})
     out = capsys.readouterr().out
     assert "warning: profiler cost: the profiler adds 50%" in out
@@ -153,10 +155,15 @@ def test_low_overhead_has_no_warning(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_layers_summing_past_the_plain_latency_warn() -> None:
-    prof = fake_profile([130] * 10, latency_us=1000, profiled_us=1050)
+    # an 8% overhead, but the profiled layers add up to 1.05x the plain run
+    prof = fake_profile([105] * 10, latency_us=1000, profiled_us=1080)
     s = summary(prof)
     assert s["profiler_overhead"] < OVERHEAD_WARN
-    assert s["profiler_warning"] is not None and "1.30x the plain latency" in s["profiler_warning"]
+    assert s["profiler_warning"] is not None and "1.05x the plain latency" in s["profiler_warning"]
+    # 50 µs of the 10 layers' time is not in the plain run: at least 5 µs of each 8 µs event is inside them
+    assert s["profiler_event_cost_us"] == pytest.approx(8.0)
+    assert s["profiler_cost_in_layers_min_us"] == pytest.approx(5.0)
+    assert "8.0 µs, at least 5.0 µs of it inside the layer times" in s["profiler_warning"]
 
 
 def test_trace_metadata_carries_the_summary(tmp_path: Path) -> None:

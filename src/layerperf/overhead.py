@@ -43,26 +43,30 @@ def cpu_share(profile: Profile) -> float | None:
 
 def figures(profile: Profile, rows: list[dict[str, Any]], latency_med: float | None,
             profiled_med: float | None, layers_sum: float) -> dict[str, Any]:
-    """Per-event cost in wall and CPU time, the layers it swamps, the host's business, warnings."""
+    """Per-event cost in wall and CPU time, the least of it inside the layer times, the layers it may
+    swamp, the host's business, warnings."""
     nodes = float(np.median([len(r.spans) for r in profile.runs])) if profile.runs else None
     wall_cost = _per_event(profiled_med, latency_med, nodes)
     cpu_cost = _per_event(_median_us(profile.extra.get("profiled_cpu_ns") or []),
                           _median_us(profile.extra.get("latency_cpu_ns") or []), nodes)
     # preemption inflates wall time only, so the CPU-time figure is the estimate when there is one
     cost = cpu_cost if cpu_cost is not None else wall_cost
+    # Layer times that sum past the plain run must hold that much of the cost; below it, how much
+    # falls inside a layer's span is not measured (the plain run's gaps between layers hide it).
+    inside = max(layers_sum - latency_med, 0.0) / nodes if nodes and latency_med else None
     small = None if cost is None or cost <= 0 else sum(
         1 for r in rows if r["calls"] and r["median_us"] < SMALL_LAYER_EVENTS * cost)
     share = cpu_share(profile)
     return {
         "nodes_per_run": nodes, "profiler_event_cost_us": wall_cost, "profiler_event_cost_cpu_us": cpu_cost,
-        "profiler_small_layers": small, "caller_cpu_share": share,
-        "profiler_warning": _warning(latency_med, profiled_med, layers_sum, cost, small, len(rows)),
+        "profiler_cost_in_layers_min_us": inside, "profiler_small_layers": small, "caller_cpu_share": share,
+        "profiler_warning": _warning(latency_med, profiled_med, layers_sum, cost, inside, small, len(rows)),
         "busy_host_warning": _busy(share),
     }
 
 
 def _warning(latency_med: float | None, profiled_med: float | None, layers_sum: float, cost: float | None,
-             small: int | None, n_layers: int) -> str | None:
+             inside: float | None, small: int | None, n_layers: int) -> str | None:
     if not latency_med or not profiled_med:
         return None
     why = []
@@ -73,12 +77,14 @@ def _warning(latency_med: float | None, profiled_med: float | None, layers_sum: 
     if not why:
         return None
     text = "; ".join(why)
-    if cost is not None and cost > 0:
-        text += (f"; each node event costs about {cost:.1f} µs: for the {small} of {n_layers} layers whose "
-                 f"median is under {SMALL_LAYER_EVENTS} event costs ({SMALL_LAYER_EVENTS * cost:.1f} µs) that "
-                 "cost is as large as their own time, so read their times and ranks as the profiler's as much "
-                 "as theirs")
-    return text
+    if cost is None or cost <= 0:
+        return text
+    text += f"; each node event costs about {cost:.1f} µs"
+    text += (f", at least {inside:.1f} µs of it inside the layer times" if inside else
+             ", how much of it inside the layer times is not measured")
+    return text + (f"; the {small} of {n_layers} layers with a median under {SMALL_LAYER_EVENTS} event costs "
+                   f"({SMALL_LAYER_EVENTS * cost:.1f} µs) may carry a profiler cost as large as their own time: "
+                   "their times and ranks are uncertain")
 
 
 def _busy(share: float | None) -> str | None:
