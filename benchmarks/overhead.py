@@ -1,69 +1,87 @@
 """Whole-model latency with and without layerperf's in-situ profiling, side by side in one run.
 
-Two sessions of the same model and options live side by side: one plain, one with the profiling
-layerperf uses (ONNX Runtime's own profiler). Runs alternate between them one by one so that drift
-and noise on a shared machine hit both alike; the figure is the ratio of medians.
+Two sessions of the same model and options live side by side, set up as ``layerperf profile`` sets
+them up: one plain, one with ONNX Runtime's profiler, both stopping their pool's spinning when a run
+returns. Runs alternate between them (blocks of ``--block``) so that drift and noise on a shared
+machine hit both alike; each repeat gives the ratio of medians, and the per-node event cost
+(profiled - plain median) / node events per run, in wall time and in the calling thread's CPU time
+(which preemption on a busy host does not inflate; "CPU share" is plain CPU / wall time).
 
-    python benchmarks/overhead.py [--models resnet50,bert-base] [--runs 100] [--threads 0]
+    python benchmarks/overhead.py [--models mobilenet_v2,/path/model.onnx] [--runs 100] [--repeats 5]
+        [--threads 0] [--block 1] [--keep-spinning]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from layerperf.backends import onnxruntime as backend
+from layerperf.backends.interleave import interleaved, timed
+from layerperf.backends.ort_trace import split_runs
 from layerperf.modelsrc import open_model
 
 
-def timed(sess, feed, n: int) -> list[int]:  # type: ignore[no-untyped-def]
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        sess.run(None, feed)
-        out.append(time.perf_counter_ns() - t0)
-    return out
-
-
-def compare(model: str, runs: int, threads: int, block: int = 1) -> tuple[float, float, float]:
+def sessions(model: str, threads: int, spin_stop: bool, tmp: Path) -> tuple[Any, Any, dict[str, Any]]:
     source = open_model(model)
-    opts = backend.ProfileOptions(runs=runs, threads=threads)
+    opts = backend.ProfileOptions(threads=threads)
     feed = backend.prepare_feed(source, opts)
+    plain = backend.create_session(source, backend.session_options(opts, spin_stop=spin_stop), opts.provider)
+    profiled = backend.create_session(
+        source, backend.session_options(opts, profile_prefix=tmp / "p", spin_stop=spin_stop), opts.provider)
+    for sess in (plain, profiled):
+        timed(lambda s=sess: s.run(None, feed), 5)
+    return plain, profiled, feed
+
+
+def nodes_per_run(profiled: Any) -> float:
+    path = Path(profiled.end_profiling())
+    runs = split_runs(json.loads(path.read_text()))
+    path.unlink()
+    return float(np.median([len(r.nodes) for r in runs]))
+
+
+def compare(model: str, args: argparse.Namespace) -> tuple[np.ndarray, float]:
+    """Per repeat: plain and profiled median ms in wall time, then in the calling thread's CPU time;
+    and the node events per run."""
+    out = []
     with tempfile.TemporaryDirectory() as tmp:
-        plain = backend.create_session(source, backend.session_options(opts), opts.provider)
-        profiled = backend.create_session(
-            source, backend.session_options(opts, profile_prefix=Path(tmp) / "p"), opts.provider)
-        timed(plain, feed, 5)
-        timed(profiled, feed, 5)
-        a: list[int] = []
-        b: list[int] = []
-        while len(a) < runs:
-            a += timed(plain, feed, block)
-            b += timed(profiled, feed, block)
-        Path(profiled.end_profiling()).unlink()
-    med_a, med_b = float(np.median(a)) / 1e6, float(np.median(b)) / 1e6
-    return med_a, med_b, med_b / med_a
+        plain, profiled, feed = sessions(model, args.threads, not args.keep_spinning, Path(tmp))
+        for _ in range(args.repeats):
+            a, b = interleaved(lambda: plain.run(None, feed), lambda: profiled.run(None, feed), args.runs,
+                               block=args.block)
+            out.append([float(np.median(x)) / 1e6 for x in (a.wall_ns, b.wall_ns, a.cpu_ns, b.cpu_ns)])
+        return np.asarray(out), nodes_per_run(profiled)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="resnet50,bert-base")
-    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--models", default="mobilenet_v2,resnet50", help="zoo names or .onnx paths, comma-separated")
+    ap.add_argument("--runs", type=int, default=100, help="runs of each session per repeat")
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--block", type=int, default=1, help="runs of one session before switching")
+    ap.add_argument("--keep-spinning", action="store_true",
+                    help="leave ONNX Runtime's spinning between runs on (the idle pool then competes)")
     args = ap.parse_args()
-    print(f"{'model':12s} {'plain ms':>10s} {'profiled ms':>12s} {'ratio':>7s}  (median of {args.runs} runs each,"
-          f" interleaved)")
-    worst = 0.0
+    print(f"{args.repeats} repeats of {args.runs} runs per session, alternating in blocks of {args.block}, "
+          f"threads {args.threads or 'default'}, spinning {'kept' if args.keep_spinning else 'stopped'} "
+          "between runs")
+    print(f"{'model':24s} {'plain ms':>9s} {'prof. ms':>9s} {'ratio':>6s} {'µs/event':>9s} {'CPU µs/ev':>9s} "
+          f"{'CPU share':>9s}  wall ratios per repeat")
     for model in args.models.split(","):
-        plain, profiled, ratio = compare(model, args.runs, args.threads)
-        worst = max(worst, ratio)
-        print(f"{model:12s} {plain:10.2f} {profiled:12.2f} {ratio:7.3f}")
-    print(f"worst overhead: {100 * (worst - 1):+.1f}% (goal <= 5%; MegEngine documents ~8% for its profiler)")
+        per_repeat, nodes = compare(model, args)
+        ratios = per_repeat[:, 1] / per_repeat[:, 0]
+        plain, prof, plain_cpu, prof_cpu = np.median(per_repeat, axis=0)
+        print(f"{Path(model).name:24s} {plain:9.2f} {prof:9.2f} {np.median(ratios):6.3f} "
+              f"{(prof - plain) * 1e3 / nodes:9.2f} {(prof_cpu - plain_cpu) * 1e3 / nodes:9.2f} "
+              f"{plain_cpu / plain:9.2f}  " + " ".join(f"{r:.3f}" for r in ratios) + f"  ({nodes:g} nodes per run)")
     return 0
 
 

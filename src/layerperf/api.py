@@ -47,7 +47,8 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     """Profile ``model`` (an .onnx path, a zoo name or a ModelProto) layer by layer on ONNX Runtime.
 
     Per-node timings are ONNX Runtime's own, taken in situ over ``runs`` measured runs after
-    ``warmup``; whole-model latency is measured separately with the profiler off.
+    ``warmup``; whole-model latency is measured with the profiler off on a plain session whose
+    runs alternate with the profiled ones (``latency=False`` skips it).
 
     ``events`` (perf event strings) or ``perf_config`` (a JSON file mapping event string to label)
     add per-node perf counters, read at node boundaries by the stepwise executor over ``passes``
@@ -81,18 +82,20 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     feed = backend.prepare_feed(source, opts)
     step = (lambda done: progress("profiled runs", done, runs)) if progress else None
     m = backend.measure(source, opts, feed, step)
-    latency_ns = backend.unprofiled_latency(source, opts, feed) if latency else []
     origin = m.runs[0][0] if m.runs else 0
     channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
     layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
-    extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns, "graph": graph_summary(m.optimized)}
+    extra: dict[str, Any] = {"profiled_latency_ns": m.wall_ns, "graph": graph_summary(m.optimized),
+                             "measurement": m.setup(feed)}
+    if m.latency_cpu_ns:
+        extra.update(latency_cpu_ns=m.latency_cpu_ns, profiled_cpu_ns=m.profiled_cpu_ns)
     warnings = _cost_warnings(unknown_cost_ops(layers), len(channels.unresolved))
     if warnings:
         extra["warnings"] = warnings
     if request:
         extra["counters"] = _count(source, opts, feed, layers, request, progress)
     prof = Profile(metadata=_metadata(source, zoo_opts, opts, ort.__version__), layers=layers,
-                   runs=run_list, latency_ns=latency_ns, extra=extra)
+                   runs=run_list, latency_ns=m.latency_ns, extra=extra)
     if mem_request:
         mem_request.attach(prof, source, opts, feed)
     return prof

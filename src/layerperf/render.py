@@ -76,6 +76,11 @@ def marked_shapes(rows: Sequence[dict[str, Any]], layers: Sequence[Any]) -> list
     return out
 
 
+def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:
+    """The header a column key is shown under."""
+    return next(c.header for c in columns if c.key == key)
+
+
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[Column], title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for col in columns:

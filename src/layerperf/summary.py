@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf import overhead
+
 if TYPE_CHECKING:
     from layerperf.data import Profile
 
@@ -50,8 +52,9 @@ def fidelity(profile: Profile) -> dict[str, Any] | None:
 
 
 def summary(profile: Profile) -> dict[str, Any]:
-    """Latency with the profiler off, in-situ run time, profiler overhead ratio, FLOP, integer
-    operation and byte totals (over the layers whose figure is known; the unknown ones are counted)."""
+    """Latency with the profiler off, in-situ run time, profiler overhead ratio and per-event cost, FLOP,
+    integer operation and byte totals (over the layers whose figure is known; the unknown ones are
+    counted), and how the figures were taken."""
     rows = profile.table()
     flops = [r["flops"] for r in rows]
     int_ops = [r["int_ops"] for r in rows]
@@ -61,6 +64,7 @@ def summary(profile: Profile) -> dict[str, Any]:
     leaves = [r for r in rows if r["name"] not in profile.parent_names]
     latency_med = _median_us(profile.latency_ns)
     profiled_med = _median_us(profile.extra.get("profiled_latency_ns", []))
+    layers_sum = float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"]))
     return {
         "layers": len(profile.layers),
         "runs": len(profile.runs),
@@ -69,7 +73,7 @@ def summary(profile: Profile) -> dict[str, Any]:
         "profiled_median_us": profiled_med,
         "profiler_overhead": profiled_med / latency_med if latency_med and profiled_med else None,
         "run_median_us": _median_us(profile.run_durations_ns),
-        "layers_sum_median_us": float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"])),
+        "layers_sum_median_us": layers_sum,
         "flops": round(sum(r["flops"] * r["calls"] for r in leaves if r["flops"] is not None) / runs),
         "flops_unknown_layers": sum(f is None for f in flops),
         "int_ops": round(sum(r["int_ops"] * r["calls"] for r in leaves if r["int_ops"] is not None) / runs),
@@ -79,4 +83,6 @@ def summary(profile: Profile) -> dict[str, Any]:
                              if layer.padded_flops is not None and layer.flops is not None),
         "bytes": round(sum((r["bytes"] or 0) * r["calls"] for r in leaves) / runs),
         "fidelity": fidelity(profile),
+        **overhead.figures(profile, rows, latency_med, profiled_med, layers_sum),
+        **overhead.measurement(profile),
     }

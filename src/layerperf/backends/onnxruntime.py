@@ -3,12 +3,14 @@
 Timings come from the real optimized graph running in the real thread pool. The profiler stops
 recording at ``max_events`` (1,000,000 by default in ONNX Runtime), so long measurements are split
 across sessions sized to stay under it, and every run is checked to be present — none is lost
-silently. Whole-model latency is measured separately with the profiler off.
+silently. Whole-model latency is measured with the profiler off on a plain session kept alive
+beside the profiled ones, its runs alternating with theirs (see :mod:`layerperf.backends.interleave`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,7 +22,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from layerperf.backends.ort_trace import RunEvents, split_runs
+from layerperf.backends.interleave import BLOCK_RUNS, interleaved
+from layerperf.backends.ort_trace import RunEvents, pool_workers, split_runs
 from layerperf.errors import InputError, LayerperfError
 from layerperf.inputs import InputSpec, make_feed, ort_type_to_numpy
 from layerperf.modelsrc import ModelSource
@@ -72,8 +75,14 @@ class ProfileOptions:
         return d
 
 
+# Set on both sessions while their runs alternate: a pool's workers otherwise keep spinning for a
+# while after its run returns, taking CPU from the other session's run (x1.2-1.9 on a loaded 2-core
+# host, mobilenet_v2 with 2 threads). Spinning is restarted by the next run of the same session.
+SPIN_STOP_KEY = "session.force_spinning_stop"
+
+
 def session_options(opts: ProfileOptions, *, profile_prefix: Path | None = None,
-                    optimized_path: Path | None = None) -> ort.SessionOptions:
+                    optimized_path: Path | None = None, spin_stop: bool = False) -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.graph_optimization_level = OPT_LEVELS[opts.opt_level]
     so.intra_op_num_threads = opts.threads
@@ -83,6 +92,8 @@ def session_options(opts: ProfileOptions, *, profile_prefix: Path | None = None,
         so.profile_file_prefix = str(profile_prefix)
     if optimized_path is not None:
         so.optimized_model_filepath = str(optimized_path)
+    if spin_stop:
+        so.add_session_config_entry(SPIN_STOP_KEY, "1")
     return so
 
 
@@ -92,6 +103,27 @@ def create_session(source: ModelSource, so: ort.SessionOptions, provider: str) -
     except Exception as exc:  # ORT raises its own pybind exception types; any of them means "cannot load"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"ONNX Runtime cannot load {source.path}: {first}") from None
+
+
+def _os_threads() -> set[str] | None:
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:  # no procfs: the count stays unknown
+        return None
+
+
+def counted_session(source: ModelSource, so: ort.SessionOptions,
+                    provider: str) -> tuple[ort.InferenceSession, int | None]:
+    """A session and its intra-op thread count: the OS threads ONNX Runtime started while building
+    it (its pool's workers) plus the calling thread, which runs work too. ``None`` without procfs.
+
+    Counted, not predicted: ONNX Runtime's default (``intra_op_num_threads = 0``) follows rules that
+    change between releases (physical cores; 1.32 ignores the process's CPU affinity).
+    """
+    before = _os_threads()
+    sess = create_session(source, so, provider)
+    after = _os_threads()
+    return sess, (len(after - before) + 1 if before is not None and after is not None else None)
 
 
 def input_specs(sess: ort.InferenceSession) -> list[InputSpec]:
@@ -113,11 +145,32 @@ def timed_runs(sess: ort.InferenceSession, feed: dict[str, Any], warmup: int, ru
 
 @dataclass(slots=True)
 class Measurement:
-    """What the profiled sessions gave: runs of node events with their absolute origin."""
+    """What the sessions gave: runs of node events with their absolute origin, wall times of the
+    profiled runs and of the plain runs interleaved with them, and the thread pool really used."""
 
     runs: list[tuple[int, RunEvents]] = field(default_factory=list)  # (session start ns, events)
     wall_ns: list[int] = field(default_factory=list)
+    latency_ns: list[int] = field(default_factory=list)  # plain session, alternating with wall_ns
+    # the calling thread's CPU time in the interleaved runs (plain, profiled)
+    latency_cpu_ns: list[int] = field(default_factory=list)
+    profiled_cpu_ns: list[int] = field(default_factory=list)
     optimized: onnx.ModelProto | None = None
+    intra_op_threads: int | None = None
+    block_runs: int = BLOCK_RUNS
+
+    def setup(self, feed: dict[str, Any]) -> dict[str, Any]:
+        """The ``extra["measurement"]`` section: how latency was taken, threads, input shapes."""
+        return {
+            "latency": "interleaved" if self.latency_ns else "off",
+            "block_runs": self.block_runs if self.latency_ns else None,
+            "spinning_stopped_between_runs": bool(self.latency_ns),
+            "intra_op_threads": self.intra_op_threads,
+            "intra_op_threads_source": "OS threads the session started + the calling thread"
+            if self.intra_op_threads is not None else None,
+            "pool_workers_seen": pool_workers(r for _, r in self.runs),
+            "inputs": [{"name": k, "shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
+                       for k, v in feed.items()],
+        }
 
 
 def _chunk_capacity(opts: ProfileOptions, n_nodes: int) -> int:
@@ -130,12 +183,15 @@ def _chunk_capacity(opts: ProfileOptions, n_nodes: int) -> int:
 
 
 def _profiled_chunk(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any], runs: int,
-                    workdir: Path, index: int, m: Measurement) -> None:
+                    workdir: Path, index: int, m: Measurement, plain: ort.InferenceSession | None) -> None:
     optimized = workdir / "optimized.onnx" if m.optimized is None else None
-    so = session_options(opts, profile_prefix=workdir / f"ort{index}", optimized_path=optimized)
-    sess = create_session(source, so, opts.provider)
+    so = session_options(opts, profile_prefix=workdir / f"ort{index}", optimized_path=optimized,
+                         spin_stop=plain is not None)
+    sess, threads = counted_session(source, so, opts.provider)
+    if m.intra_op_threads is None:
+        m.intra_op_threads = threads
     origin = sess.get_profiling_start_time_ns()
-    m.wall_ns += timed_runs(sess, feed, opts.warmup, runs)
+    _timed_chunk(sess, plain, feed, opts.warmup, runs, m)
     trace_path = Path(sess.end_profiling())
     events = json.loads(trace_path.read_text())
     trace_path.unlink()
@@ -147,6 +203,28 @@ def _profiled_chunk(source: ModelSource, opts: ProfileOptions, feed: dict[str, A
     if optimized is not None:
         m.optimized = onnx.load(str(optimized), load_external_data=False)
         optimized.unlink()
+
+
+def _timed_chunk(sess: ort.InferenceSession, plain: ort.InferenceSession | None, feed: dict[str, Any],
+                 warmup: int, runs: int, m: Measurement) -> None:
+    """Warm-up, then the timed runs of a profiled session, alternating with ``plain`` when given."""
+    if plain is None:
+        m.wall_ns += timed_runs(sess, feed, warmup, runs)
+        return
+    timed_runs(sess, feed, warmup, 0)
+    plain_t, profiled_t = interleaved(lambda: plain.run(None, feed), lambda: sess.run(None, feed), runs,
+                                      block=m.block_runs)
+    m.latency_ns += plain_t.wall_ns
+    m.wall_ns += profiled_t.wall_ns
+    m.latency_cpu_ns += plain_t.cpu_ns
+    m.profiled_cpu_ns += profiled_t.cpu_ns
+
+
+def plain_session(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any]) -> ort.InferenceSession:
+    """The profiler-off session whose runs alternate with the profiled ones, warmed up."""
+    sess = create_session(source, session_options(opts, spin_stop=True), opts.provider)
+    timed_runs(sess, feed, opts.warmup, 0)
+    return sess
 
 
 def _estimated_nodes(model: onnx.ModelProto) -> int:
@@ -163,8 +241,10 @@ def _has_subgraphs(model: onnx.ModelProto) -> bool:
 
 def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any],
             progress: Callable[[int], None] | None = None) -> Measurement:
-    """Profiled runs, split over as many sessions as ONNX Runtime's event limit requires."""
+    """Profiled runs, split over as many sessions as ONNX Runtime's event limit requires; with
+    ``opts.latency``, plain runs alternating with them on one profiler-off session kept alive."""
     m = Measurement()
+    plain = plain_session(source, opts, feed) if opts.latency else None
     capacity = _chunk_capacity(opts, _estimated_nodes(source.proto))
     if _has_subgraphs(source.proto):  # a loop's body may record any number of events: measure one run first
         capacity = 1
@@ -172,17 +252,12 @@ def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any],
         done = index = 0
         while done < opts.runs:
             n = min(capacity, opts.runs - done)
-            _profiled_chunk(source, opts, feed, n, Path(tmp), index, m)
+            _profiled_chunk(source, opts, feed, n, Path(tmp), index, m, plain)
             capacity = _chunk_capacity(opts, max(max(len(r.nodes), r.events) for _, r in m.runs))
             done, index = done + n, index + 1
             if progress:
                 progress(done)
     return m
-
-
-def unprofiled_latency(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any]) -> list[int]:
-    sess = create_session(source, session_options(opts), opts.provider)
-    return timed_runs(sess, feed, opts.warmup, opts.runs)
 
 
 def prepare_feed(source: ModelSource, opts: ProfileOptions) -> dict[str, np.ndarray]:

@@ -10,6 +10,7 @@ within the parent's event; :mod:`layerperf.nesting` tells which parent each ran 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,3 +150,19 @@ def memory_figures(args: dict[str, Any]) -> dict[str, int]:
             except (TypeError, ValueError):
                 continue
     return out
+
+
+def pool_workers(runs: Iterable[RunEvents]) -> int | None:
+    """Distinct intra-op pool workers that ran part of a node, from the profiler's
+    ``thread_scheduling_stats``; None when no event carries them (no pool, or an older release)."""
+    seen: set[str] = set()
+    stats_found = False
+    for run in runs:
+        for node in run.nodes:
+            stats = node.args.get("thread_scheduling_stats")
+            if isinstance(stats, dict):
+                stats_found = True
+                subs = stats.get("sub_threads")
+                if isinstance(subs, dict):
+                    seen.update(str(k) for k in subs)
+    return len(seen) if stats_found else None

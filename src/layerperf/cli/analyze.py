@@ -34,7 +34,8 @@ def register(sub: Any) -> None:
                                    "operator info, FLOPs, FLOPS, memory, bandwidth, shapes and counters.")
     add_trace_help(p)
     p.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or layerperf profile directory")
-    p.add_argument("-t", "--top", type=positive_int, default=20, help="rows to show, 0 for all (default 20)")
+    p.add_argument("-t", "--top", type=positive_int, default=None,
+                   help="rows to show, 0 for all (default: 20 for table and markdown, all for csv and json)")
     p.add_argument("--aggregate-by", choices=AGGREGATE_BY, default="name",
                    help="group calls by node name, op type, provider, or op type and shapes (default name); "
                         "kernel: the GPU kernels of a PyTorch trace by name, with the ops that launched them")
@@ -66,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
         return _kernels(table, args)
     if args.order_by is not None:
         analysis.resolve_column(table, args.order_by)
-    result = analysis.analyze(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by,
-                              top_n=args.top, types=args.types, name=args.name, min_time_s=args.min_time)
+    ranked = analysis.analyze(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by,
+                              types=args.types, name=args.name, min_time_s=args.min_time)
+    result = analysis.top(ranked, default_top(args.top, args.format))
     rows = analysis.rows(result)
     columns = list(tables.ANALYZE_COLUMNS)
     if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
@@ -80,16 +82,28 @@ def run(args: argparse.Namespace) -> int:
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, tables.RATE_TIME)
     columns += render.counter_columns(list(table.counters))
     keys = list(rows[0]) if rows else ["name", "op_type", "provider", "calls", "time_us"]
-    tables.emit(args.format, rows, columns, keys=keys, title=_title(table, result, args),
+    tables.emit(args.format, rows, columns, keys=keys, title=_title(table, result, len(ranked), args),
                 notes=_notes(table, args))
     return 0
 
 
-def _title(table: Any, result: Any, args: argparse.Namespace) -> str:
+def default_top(top: int | None, fmt: str) -> int:
+    """Rows to keep: what -t/--top says; else 20 for people (table, markdown) and all (0) for programs,
+    so a pipe never loses rows it was not asked to drop."""
+    if top is not None:
+        return top
+    return DEFAULT_TOP if fmt in ("table", "markdown") else 0
+
+
+DEFAULT_TOP = 20
+
+
+def _title(table: Any, result: Any, total: int, args: argparse.Namespace) -> str:
     meta = table.meta
     what = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
     order = args.order_by or ("calls" if args.aggregate == "count" else "self time")
-    return (f"{meta.get('source')} ({meta.get('format')}): {len(result)} {what[args.aggregate_by]} "
+    shown = f"top {len(result)} of {total}" if len(result) < total else f"{total}"
+    return (f"{meta.get('source')} ({meta.get('format')}): {shown} {what[args.aggregate_by]} "
             f"by {order}, {args.aggregate} over calls")
 
 
@@ -127,7 +141,8 @@ def _kernels(table: Any, args: argparse.Namespace) -> int:
         raise InputError(f"{table.meta.get('source')} has no GPU kernels to aggregate "
                          f"({table.meta.get('format')} trace)", hint="--aggregate-by kernel reads PyTorch GPU traces")
     rows = kernels.order(kernels.aggregate(kernel_table, name=args.name), args.order_by)
-    shown = rows[:args.top] if args.top else rows
+    top = default_top(args.top, args.format)
+    shown = rows[:top] if top else rows
     total_us = float(kernel_table.dur_ns.sum()) / 1e3
     title = (f"{table.meta.get('source')} ({table.meta.get('format')}): {len(shown)} of {len(rows)} kernels "
              f"by {args.order_by or 'device time'}")

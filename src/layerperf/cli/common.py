@@ -60,7 +60,29 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
         yield update
 
 
-def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]) -> None:
+# The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
+# the figure the cumulative column runs over; self time is the median per call, so its column need not
+# be monotonic. The title names the column the rows are ranked by.
+RANK_KEY = "share"
+
+
+def ranked(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
+    """Rows by :data:`RANK_KEY`, largest first (ties keep execution order); the first ``top`` of them
+    (all when ``top`` is None or 0)."""
+    out = sorted(rows, key=lambda r: -r[RANK_KEY])
+    return out[:top] if top else out
+
+
+def profile_title(prof: Profile, shown: int, total: int) -> str:
+    from layerperf.render import header
+
+    model = prof.metadata.get("model", {}).get("name", "model")
+    return f"{model}: top {shown} of {total} layers by {header(RANK_KEY)} (share of all measured layer time)"
+
+
+def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str, Path]) -> None:
+    """The profile on stdout: a table of the ``top`` layers (20 when None) and the summary lines, or
+    JSON with every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
     import orjson
 
     from layerperf import render, units
@@ -69,38 +91,75 @@ def print_profile(prof: Profile, *, top: int, fmt: str, written: dict[str, Path]
 
     summ = summary(prof)
     if fmt == "json":
-        doc = {"summary": summ, "layers": prof.table(), "files": {k: str(v) for k, v in written.items()},
+        layers = prof.table() if top is None else ranked(prof.table(), top)
+        doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()},
                "extra": prof.extra}
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
         return
     con = render.console()
-    rows = render.marked_shapes(sorted(prof.table(), key=lambda r: -r["share"])[:top], prof.layers)
+    rows = render.marked_shapes(ranked(prof.table(), DEFAULT_TOP if top is None else top), prof.layers)
     columns = render.layer_columns(summ["int_ops"] > 0) + render.counter_columns(extra_columns(prof))
     if prof.parent_names:  # control flow: a parent's whole duration beside its self time
         columns.insert(3, render.Column("incl_median_us", "inclusive", units.duration_us))
-    model = prof.metadata.get("model", {}).get("name", "model")
-    con.print(render.table(rows, columns, title=f"{model}: top {len(rows)} of {summ['layers']} layers by self time"))
+    con.print(render.table(rows, columns, title=profile_title(prof, len(rows), summ["layers"])))
     for line in summary_lines(prof, summ, units):
         con.print(line, highlight=False)
     for path in written.values():
         con.print(f"wrote {path}", highlight=False)
 
 
+DEFAULT_TOP = 20
+
+
+def _threads(prof: Profile, summ: dict[str, Any]) -> str:
+    asked = prof.metadata.get("options", {}).get("threads")
+    used = summ.get("intra_op_threads")
+    if used is None:
+        return f"threads {asked or 'default'}" + (" (count unknown)" if "measurement" in prof.extra else "")
+    how = "counted: threads the session started + the calling thread"
+    return f"threads {used} ({'ONNX Runtime default, ' if not asked else ''}{how})"
+
+
+def _inputs(summ: dict[str, Any]) -> str | None:
+    from rich.markup import escape
+
+    inputs = summ.get("inputs")
+    if not inputs:
+        return None
+    return "inputs: " + escape(", ".join(f"{i['name']}={'x'.join(str(d) for d in i['shape']) or 'scalar'} {i['dtype']}"
+                                         for i in inputs))
+
+
+def _latency(summ: dict[str, Any], units: Any) -> str:
+    interleaved = summ.get("latency_interleaved")
+    how = "profiler off" + ("" if interleaved is None else ", runs interleaved with the profiled ones"
+                            if interleaved else ", measured apart")
+    overhead, cost = summ["profiler_overhead"], summ.get("profiler_event_cost_us")
+    text = (f"latency ({how}): median {units.duration_us(summ['latency_median_us'])}, "
+            f"p90 {units.duration_us(summ['latency_p90_us'])}; profiled run median "
+            f"{units.duration_us(summ['profiled_median_us'])}")
+    if overhead:
+        text += f"; profiler overhead x{overhead:.3f}"
+    cpu_cost = summ.get("profiler_event_cost_cpu_us")
+    if cost is not None and summ.get("nodes_per_run"):
+        text += (f"; per node event {cost:+.2f} µs wall" + (f", {cpu_cost:+.2f} µs CPU" if cpu_cost is not None
+                                                           else "")
+                 + f" ({summ['nodes_per_run']:g} nodes per run)")
+    return text
+
+
 def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
     meta = prof.metadata
-    overhead = summ["profiler_overhead"]
     lines = [
         f"backend: {meta.get('backend')} {meta.get('backend_version')} ({meta.get('provider')}), "
-        f"opt level {meta.get('options', {}).get('opt_level')}, threads "
-        f"{meta.get('options', {}).get('threads') or 'default'}, {summ['runs']} runs",
-        f"latency (profiler off): median {units.duration_us(summ['latency_median_us'])}, "
-        f"p90 {units.duration_us(summ['latency_p90_us'])}; profiled run median "
-        f"{units.duration_us(summ['profiled_median_us'])}"
-        + (f"; profiler overhead x{overhead:.3f}" if overhead else ""),
+        f"opt level {meta.get('options', {}).get('opt_level')}, {_threads(prof, summ)}, {summ['runs']} runs",
+        *([inp] if (inp := _inputs(summ)) else []),
+        _latency(summ, units),
         f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
         f"{units.si(summ['flops'], 'FLOP')} + {units.si(summ['int_ops'])} int ops, "
         f"{units.binary(summ['bytes'])} moved",
-        "legend: self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
+        "legend: rows ranked by self % = share of all measured layer time (calls x mean); cumulative = running "
+        "self %; self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
         "point; int ops count integer work likewise); ? = unknown, never 0",
     ]
     if summ.get("padded_layers"):
@@ -113,6 +172,10 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
         lines.append(f"counters: stepwise executor, {prof.extra['counters']['passes']} passes per event group; "
                      f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
                      + (f"{corr:.3f}" if corr is not None else "n/a"))
+    if summ.get("busy_host_warning"):
+        lines.append(f"[yellow]warning:[/] {summ['busy_host_warning']}")
+    if summ.get("profiler_warning"):
+        lines.append(f"[yellow]warning:[/] profiler cost: {summ['profiler_warning']}")
     unknown = [f"{what} unknown for {summ[key]} layers" for what, key in
                (("FLOPs", "flops_unknown_layers"), ("int ops", "int_ops_unknown_layers")) if summ.get(key)]
     if unknown:

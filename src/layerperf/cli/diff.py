@@ -22,12 +22,20 @@ def register(sub: Any) -> None:
                         "default: suffixes such as _nchwc, _quant, _token_N stripped, fused nodes paired), or "
                         "by identical names only (exact)")
     p.add_argument("--aggregate", choices=("mean", "median", "sum", "min", "max"), default="mean",
-                   help="a node's time: its calls' mean (default), median, sum, min or max")
+                   help="a node's time: its calls' mean (default), median, sum, min or max; with --by type, "
+                        "summed over the type's nodes")
     p.add_argument("--order-by", default="delta", metavar="COLUMN",
                    help="delta (|B - A|, default), time_a, time_b, speedup, delta_pct, calls_a, calls_b, key")
     p.add_argument("-t", "--top", type=positive_int, default=0, help="rows to show, 0 for all (default)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
     p.set_defaults(func=run)
+
+
+def time_label(by: str, how: str) -> str:
+    """What a row's time is: a node's per-call figure, or by type the sum of its nodes' figures."""
+    if by == "name":
+        return f"per-node time: the {how} of its calls"
+    return f"per-op-type time: the sum over its nodes of each node's {how} per call"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
         columns.insert(4, tables.DIFF_TYPE_B)
         # no node in B: blank, not "?" (unknown)
         shown = [{**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]
-    what = "node" if args.by == "name" else "op type"
     title = f"A = {a.meta.get('source')} ({a.meta.get('format')}), B = {b.meta.get('source')} " \
-            f"({b.meta.get('format')}): per-{what} {args.aggregate} time"
+            f"({b.meta.get('format')}): {time_label(args.by, args.aggregate)}"
     notes = [f"total: A {units.duration_us(totals['time_a_us'])}, B {units.duration_us(totals['time_b_us'])}, "
              f"delta {tables.signed_us(totals['delta_us'])}"
              + (f", speedup {tables.speedup(totals['speedup'])}" if totals["speedup"] else ""),
@@ -60,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.by == "name":
         notes.insert(1, _matched_line(totals))
     tables.emit(args.format, shown, columns, keys=keys, title=title, notes=notes,
-                doc={"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source")})
+                doc={"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source"),
+                     "time": time_label(args.by, args.aggregate)})
     return 0
 
 

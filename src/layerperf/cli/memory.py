@@ -30,7 +30,8 @@ def register(sub: Any) -> None:
     p.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
                    help="ONNX Runtime graph optimization level (default all)")
     p.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
-    p.add_argument("--top", type=positive_int, default=10, help="tensors at the peak to list (default 10)")
+    p.add_argument("--top", type=positive_int, default=None,
+                   help="tensors at the peak to list, 0 for all (default: 10 for table, all for json)")
     p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
     p.set_defaults(func=run)
 
@@ -52,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
     written = prof.save(Path(args.out) if args.out else Path(f"{model}-memory"))
     rep = report(prof)
     if args.format == "json":
-        doc = {"model": model, **summary(rep, args.top), "files": {k: str(v) for k, v in written.items()}}
+        doc = {"model": model, **summary(rep, args.top or None), "files": {k: str(v) for k, v in written.items()}}
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    print_report(rep, args.top)
+    print_report(rep, 10 if args.top is None else args.top or None)
     from layerperf.render import console
 
     con = console()

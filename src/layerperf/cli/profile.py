@@ -19,7 +19,8 @@ def register(sub: Any) -> None:
     p.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
                    help="ONNX Runtime graph optimization level (default all)")
     p.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
-    p.add_argument("--top", type=positive_int, default=20, help="layers in the terminal table (default 20)")
+    p.add_argument("--top", type=positive_int, default=None,
+                   help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
     p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
     p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
     p.add_argument("--no-latency", action="store_true",

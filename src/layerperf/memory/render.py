@@ -10,8 +10,9 @@ from layerperf import render, units
 from layerperf.memory.report import MemoryReport
 
 
-def summary(rep: MemoryReport, top: int = 10) -> dict[str, Any]:
-    """The headline figures as one JSON-ready object (what ``--format json`` prints)."""
+def summary(rep: MemoryReport, top: int | None = 10) -> dict[str, Any]:
+    """The headline figures as one JSON-ready object (what ``--format json`` prints); ``top`` tensors
+    at the peak (all when None)."""
     rt = rep.runtime
     return {
         "peak_bytes": rep.peak_bytes, "peak_node": rep.peak_node, "peak_index": rep.peak_index,
@@ -64,16 +65,18 @@ PEAK_COLUMNS = (
 )
 
 
-def peak_table(rep: MemoryReport, top: int) -> Table:
+def peak_table(rep: MemoryReport, top: int | None) -> Table:
     rows = []
     for entry in rep.peak_entries(top):
         others = entry["tensors"][1:]
         rows.append({**entry, "share": entry["bytes"] / rep.peak_bytes if rep.peak_bytes else None,
                      "shares": ", ".join(others) if others else "-"})
-    return render.table(rows, PEAK_COLUMNS, title=f"top {len(rows)} tensors alive at the peak, largest first")
+    total = len(rep.tensors_at_peak())
+    shown = f"top {len(rows)} of {total}" if len(rows) < total else f"all {total}"
+    return render.table(rows, PEAK_COLUMNS, title=f"{shown} tensors alive at the peak, largest first")
 
 
-def print_report(rep: MemoryReport, top: int = 10) -> None:
+def print_report(rep: MemoryReport, top: int | None = 10) -> None:
     con = render.console()
     con.print(peak_table(rep, top))
     for line in summary_lines(rep):

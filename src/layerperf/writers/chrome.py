@@ -13,6 +13,7 @@ import orjson
 
 from layerperf.schema import FORMAT_KEY, layer_to_json
 from layerperf.stats import counter_labels
+from layerperf.summary import summary
 
 if TYPE_CHECKING:
     from layerperf.data import Layer, Profile
@@ -123,6 +124,8 @@ def to_json(profile: Profile) -> dict[str, Any]:
                 "aggregates": profile.table(),
                 "latency_ns": profile.latency_ns,
                 "extra": profile.extra,
+                # derived, for a reader of the file (overhead, per-event cost, warnings); not read back
+                "summary": summary(profile),
             },
         },
     }
