@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from layerperf.cli import main
+from layerperf.errors import InputError
 
 from conftest import run_cli
 
