@@ -143,3 +143,20 @@ def test_model_ort_cannot_load(out_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "custom.onnx"
     onnx.save(model, path)
     assert_clean_error(bad(out_dir, str(path)), str(path))
+
+
+@pytest.mark.parametrize("command", ["profile", "memory"])
+def test_an_unwritable_out_is_refused_before_profiling(command: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import layerperf
+    from layerperf.cli import main
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("profiled before the output directory was checked")
+
+    monkeypatch.setattr(layerperf, "profile", never)
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    for out in (blocker, blocker / "sub"):
+        assert main([command, "resnet18", "--runs", "1", "--out", str(out)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing created

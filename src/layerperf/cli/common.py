@@ -111,6 +111,10 @@ def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str
 DEFAULT_TOP = 20
 
 
+def _passes(n: int) -> str:
+    return f"{n} pass" if n == 1 else f"{n} passes"
+
+
 def _threads(prof: Profile, summ: dict[str, Any]) -> str:
     asked = prof.metadata.get("options", {}).get("threads")
     used = summ.get("intra_op_threads")
@@ -169,7 +173,7 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
     fid = summ.get("fidelity")
     if fid:
         corr = fid["rank_correlation"]
-        lines.append(f"counters: stepwise executor, {prof.extra['counters']['passes']} passes per event group; "
+        lines.append(f"counters: stepwise executor, {_passes(prof.extra['counters']['passes'])} per event group; "
                      f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
                      + (f"{corr:.3f}" if corr is not None else "n/a"))
     if summ.get("busy_host_warning"):

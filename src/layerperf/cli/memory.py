@@ -43,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.cli.common import model_options, progress_bar
     from layerperf.memory import report
     from layerperf.memory.render import print_report, summary
+    from layerperf.writers import check_dir
 
+    if args.out:
+        check_dir(Path(args.out))  # before profiling, not after
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from layerperf.cli.common import add_model_args, positive_int
@@ -43,7 +44,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import layerperf
     from layerperf.cli.common import model_options, print_profile, progress_bar
+    from layerperf.writers import check_dir
 
+    if args.out:
+        check_dir(Path(args.out))  # before minutes of profiling, not after
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
