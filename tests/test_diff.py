@@ -40,8 +40,10 @@ def test_diff_by_name(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     conv = rows["conv"]
     assert (conv["time_a_us"], conv["time_b_us"], conv["delta_us"], conv["speedup"]) == (40.0, 20.0, -20.0, 2.0)
     assert (conv["calls_a"], conv["calls_b"]) == (2, 4)
-    assert rows["old"]["only_in"] == "A" and rows["old"]["time_b_us"] is None
-    assert rows["new"]["only_in"] == "B" and rows["new"]["speedup"] is None
+    assert rows["old"]["only_in"] == "A" and (rows["old"]["calls_b"], rows["old"]["time_b_us"]) == (0, 0.0)
+    assert rows["old"]["delta_us"] == -rows["old"]["time_a_us"] and rows["old"]["delta_pct"] == -1.0
+    assert rows["new"]["only_in"] == "B" and rows["new"]["speedup"] is None and rows["new"]["delta_pct"] is None
+    assert (rows["new"]["calls_a"], rows["new"]["time_a_us"]) == (0, 0.0)
     assert doc["rows"][0]["key"] == "conv"  # largest |delta| first
     totals = doc["totals"]
     assert (totals["time_a_us"], totals["time_b_us"]) == (55.0, 35.0)

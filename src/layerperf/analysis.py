@@ -338,15 +338,15 @@ def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
     out = []
     for i in range(len(ta)):
         j, rule = partner.get(i, (None, ""))
-        out.append(_diff_row(ka[i], types_a[i], int(ta.calls[i]), None if j is None else int(tb.calls[j]),
-                             float(ta.dur_ns[i]) / 1e3, None if j is None else float(tb.dur_ns[j]) / 1e3,
+        out.append(_diff_row(ka[i], types_a[i], int(ta.calls[i]), 0 if j is None else int(tb.calls[j]),
+                             float(ta.dur_ns[i]) / 1e3, 0.0 if j is None else float(tb.dur_ns[j]) / 1e3,
                              key_b=None if j is None else kb[j], op_type_b=None if j is None else types_b[j],
-                             match=rule))
+                             match=rule, only_in="A" if j is None else ""))
     for j in pairing.only_b:
-        out.append(_diff_row(kb[j], types_b[j], None, int(tb.calls[j]), None, float(tb.dur_ns[j]) / 1e3,
-                             key_b=kb[j], op_type_b=types_b[j]))
-    total_a = sum(r["time_a_us"] or 0.0 for r in out)
-    total_b = sum(r["time_b_us"] or 0.0 for r in out)
+        out.append(_diff_row(kb[j], types_b[j], 0, int(tb.calls[j]), 0.0, float(tb.dur_ns[j]) / 1e3,
+                             key_b=kb[j], op_type_b=types_b[j], only_in="B"))
+    total_a = sum(r["time_a_us"] for r in out)
+    total_b = sum(r["time_b_us"] for r in out)
     totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()), total_a, total_b)
     totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out),
                   matched=len(pairing.pairs), matched_by=pairing.counts(), nodes_a=len(ta), nodes_b=len(tb),
@@ -363,17 +363,18 @@ def _match_nodes(table: OpTable, key_col: str = "name") -> list[Any]:
     return [Node(k, t, tuple(outputs.get(k, ()))) for k, t in zip(keys, types, strict=True)]
 
 
-def _diff_row(key: str, op_type: str, calls_a: int | None, calls_b: int | None, time_a: float | None,
-              time_b: float | None, *, key_b: str | None = None, op_type_b: str | None = None,
-              match: str = "") -> dict[str, Any]:
-    delta = (time_b or 0.0) - (time_a or 0.0)
+def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float, time_b: float, *,
+              key_b: str | None = None, op_type_b: str | None = None, match: str = "",
+              only_in: str = "") -> dict[str, Any]:
+    # A node found on one side only ran 0 times for 0 µs on the other: its delta is all of its time,
+    # its relative change -100% when it is gone and undefined (no base) when it is new.
+    delta = time_b - time_a
     return {
         "key": key, "op_type": op_type, "calls_a": calls_a, "calls_b": calls_b, "time_a_us": time_a,
         "time_b_us": time_b, "delta_us": delta,
         "delta_pct": delta / time_a if time_a else None,
-        "speedup": time_a / time_b if time_a is not None and time_b else None,
-        "only_in": "A" if time_b is None else "B" if time_a is None else "",
-        "key_b": key_b, "op_type_b": op_type_b, "match": match,
+        "speedup": time_a / time_b if time_a and time_b else None,
+        "only_in": only_in, "key_b": key_b, "op_type_b": op_type_b, "match": match,
     }
 
 
