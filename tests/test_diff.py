@@ -69,3 +69,20 @@ def test_diff_bad_input(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.
     assert main(["diff", str(pair[0]), str(pair[1]), "--order-by", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "truncated" in err and "valid: delta" in err
+
+
+def test_by_type_pairs_an_op_family_across_quantization(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _trace(tmp_path / "a.json", [("c1", "Conv", 40), ("c2", "FusedConv", 20), ("p", "MaxPool", 8),
+                                     ("r", "ReorderOutput", 2)])
+    b = _trace(tmp_path / "b.json", [("c1_quant", "QLinearConv", 15), ("c2_quant", "QLinearConv", 10),
+                                     ("p", "NhwcMaxPool", 6), ("q", "QuantizeLinear", 1)])
+    doc = _diff(capsys, str(a), str(b), "--by", "type")
+    rows = {r["key"]: r for r in doc["rows"]}
+    conv = rows["Conv"]
+    assert (conv["op_type"], conv["op_type_b"], conv["match"]) == ("Conv/FusedConv", "QLinearConv", "family")
+    assert (conv["time_a_us"], conv["time_b_us"], conv["calls_a"], conv["calls_b"]) == (60.0, 25.0, 4, 4)
+    assert rows["MaxPool"]["match"] == "family" and rows["MaxPool"]["time_b_us"] == 6.0
+    assert rows["ReorderOutput"]["only_in"] == "A" and rows["QuantizeLinear"]["only_in"] == "B"
+    assert (doc["totals"]["matched"], doc["totals"]["only_in_a"], doc["totals"]["only_in_b"]) == (2, 1, 1)
+    exact = _diff(capsys, str(a), str(b), "--by", "type", "--match", "exact")
+    assert not any(r["key"] == "Conv" and r["time_b_us"] for r in exact["rows"])  # as they are: nothing pairs

@@ -327,6 +327,8 @@ def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
     from layerperf import matching
 
     ta, tb = per_pass(a, by, how), per_pass(b, by, how)
+    if by != "name" and match == "normalized":
+        return _diff_families(ta, tb)
     if by == "name":
         pairing = matching.pair_nodes(_match_nodes(ta), _match_nodes(tb), match)
     else:  # op types are compared as they are
@@ -351,6 +353,40 @@ def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
     totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out),
                   matched=len(pairing.pairs), matched_by=pairing.counts(), nodes_a=len(ta), nodes_b=len(tb),
                   match=match if by == "name" else "exact")
+    return out, totals
+
+
+def _families(table: OpTable) -> dict[str, tuple[list[str], int, float]]:
+    """Per op family (:func:`layerperf.matching.op_family`): its op types, calls and time (µs)."""
+    from layerperf.matching import op_family
+
+    out: dict[str, tuple[list[str], int, float]] = {}
+    for op_type, calls, dur_ns in zip(table.op_type.tolist(), table.calls.tolist(), table.dur_ns.tolist(),
+                                      strict=True):
+        types, n, us = out.get(op_family(op_type), ([], 0, 0.0))
+        out[op_family(op_type)] = ([*types, op_type], n + int(calls), us + float(dur_ns) / 1e3)
+    return out
+
+
+def _diff_families(ta: OpTable, tb: OpTable) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``diff --by type``, normalized: one row per op family (Conv, FusedConv and QLinearConv are one)."""
+    fa, fb = _families(ta), _families(tb)
+    out = []
+    for family in [*fa, *(f for f in fb if f not in fa)]:
+        types_a, calls_a, time_a = fa.get(family, ([], 0, 0.0))
+        types_b, calls_b, time_b = fb.get(family, ([], 0, 0.0))
+        only_in = "B" if not types_a else "A" if not types_b else ""
+        out.append(_diff_row(family, "/".join(types_a), calls_a, calls_b, time_a, time_b,
+                             key_b=family if types_b else None, op_type_b="/".join(types_b) or None,
+                             match="" if only_in else "exact" if types_a == types_b else "family",
+                             only_in=only_in))
+    totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()),
+                       sum(r["time_a_us"] for r in out), sum(r["time_b_us"] for r in out))
+    matched = [r for r in out if not r["only_in"]]
+    totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out),
+                  matched=len(matched), matched_by={rule: sum(r["match"] == rule for r in matched)
+                                                    for rule in ("exact", "family")},
+                  nodes_a=len(fa), nodes_b=len(fb), match="normalized")
     return out, totals
 
 

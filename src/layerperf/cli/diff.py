@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     keys = list(analysis.DIFF_COLUMNS)
     columns = list(tables.DIFF_COLUMNS)
     shown = rows
-    if any(r["key_b"] not in (None, r["key"]) for r in rows):
+    if any(r["key_b"] not in (None, r["key"]) or r["op_type_b"] not in (None, r["op_type"]) for r in rows):
         columns[1:1] = [tables.DIFF_NAME_B, tables.DIFF_MATCH]
         columns.insert(4, tables.DIFF_TYPE_B)
         # no node in B: blank, not "?" (unknown)
@@ -64,15 +64,15 @@ def run(args: argparse.Namespace) -> int:
              + (f", speedup {tables.speedup(totals['speedup'])}" if totals["speedup"] else ""),
              f"{totals['only_in_a']} only in A, {totals['only_in_b']} only in B; "
              "delta = B - A, speedup = A / B (> 1: B is faster)"]
-    if args.by == "name":
-        notes.insert(1, _matched_line(totals))
+    if args.by == "name" or args.match == "normalized":
+        notes.insert(1, _matched_line(totals, "nodes" if args.by == "name" else "op families"))
     tables.emit(args.format, shown, columns, keys=keys, title=title, notes=notes,
                 doc={"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source"),
                      "time": time_label(args.by, args.aggregate)})
     return 0
 
 
-def _matched_line(totals: dict[str, Any]) -> str:
+def _matched_line(totals: dict[str, Any], what: str = "nodes") -> str:
     rules = ", ".join(f"{n} by {rule}" for rule, n in totals["matched_by"].items() if n)
-    return (f"matched {totals['matched']} of {totals['nodes_a']} nodes in A and {totals['nodes_b']} in B"
+    return (f"matched {totals['matched']} of {totals['nodes_a']} {what} in A and {totals['nodes_b']} in B"
             + (f" ({rules})" if rules else "") + f"; --match {totals['match']}")
