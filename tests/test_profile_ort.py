@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +159,16 @@ def test_inputs_npz(tiny_model_path: Path, tmp_path: Path) -> None:
     np.savez(npz, input=np.ones((1, 3, 16, 16), np.float32))
     prof = layerperf.profile(tiny_model_path, warmup=0, runs=1, latency=False, inputs=npz)
     assert prof.metadata["options"]["inputs_file"] == str(npz)
+
+
+def test_an_in_memory_model_leaves_no_file_behind(tmp_path: Path) -> None:
+    # profiling a ModelProto writes it to a temporary file for ONNX Runtime: gone when the process ends
+    script = ("import glob, sys, tempfile, layerperf\n"
+              "from layerperf import zoo\n"
+              "layerperf.profile(zoo.build('resnet18', image_size=32), runs=1, warmup=0, latency=False)\n"
+              "print(len(glob.glob(tempfile.gettempdir() + '/layerperf-*.onnx')))\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) == 1  # there while the process runs
+    assert not list(tmp_path.glob("layerperf-*.onnx"))  # and removed at its exit

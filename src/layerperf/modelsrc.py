@@ -7,7 +7,9 @@ Runtime loads the weights itself from the model's path.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import onnx
 from google.protobuf.message import DecodeError
 
-from layerperf import atomic, extdata
+from layerperf import extdata
 from layerperf.errors import InputError
 
 # protobuf's limit on one serialized message: 2 GiB less one byte
@@ -106,8 +108,12 @@ def _from_proto(model: onnx.ModelProto) -> ModelSource:
                          hint="save it with onnx.save(model, path, save_as_external_data=True) and pass the path")
     data = model.SerializeToString()
     digest = hashlib.sha256(data).hexdigest()
-    path = Path(tempfile.gettempdir()) / f"layerperf-{digest[:16]}.onnx"
-    if not path.exists():
-        atomic.write_bytes(path, data)
+    # ONNX Runtime (and the counting worker, another process) load the model from a file: one of this
+    # process's own, removed when the process exits rather than left in the temp directory for good.
+    fd, name = tempfile.mkstemp(prefix=f"layerperf-{digest[:16]}-", suffix=".onnx")
+    path = Path(name)
+    atexit.register(path.unlink, missing_ok=True)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     check(model, path)
     return ModelSource(model.graph.name or "model", path, model, digest, zoo=False)

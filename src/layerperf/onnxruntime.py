@@ -20,6 +20,7 @@ path, or for a model given as bytes in the folder that
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import tempfile
@@ -79,6 +80,7 @@ class InferenceSession(ort.InferenceSession):
     def _lp_model_file(self) -> Path:
         if isinstance(self._lp_source, bytes):
             fd, tmp = tempfile.mkstemp(suffix=".onnx", prefix="layerperf-session-")
+            atexit.register(Path(tmp).unlink, missing_ok=True)  # the counting worker reads it; then gone
             with os.fdopen(fd, "wb") as f:
                 f.write(self._lp_source)
             self._lp_source = tmp
