@@ -11,7 +11,7 @@ OUT    ?= out/$(MODEL)
 LOCK   := requirements/lock.txt
 PIP     = $(1)/bin/python -m pip install -q --disable-pip-version-check
 
-.PHONY: demo test setup system-deps lint typecheck bench clean lock test-latest test-oldest
+.PHONY: demo test test-nodes setup system-deps lint typecheck bench clean lock test-latest test-oldest
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ typecheck: setup
 
 test: setup lint typecheck
 	$(BIN)/python -m pytest -q
+
+# Every node test model of the onnx package, profiled or refused in one line: counts by outcome and reason.
+test-nodes: setup
+	$(BIN)/python benchmarks/node_tests.py
 
 bench: setup
 	$(BIN)/python benchmarks/overhead.py

@@ -294,4 +294,4 @@ def test_worker_error_is_clean(tmp_path: Path) -> None:
             print(type(exc).__name__)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.stdout.strip() in {"LayerperfError", "InputError"}, proc.stdout + proc.stderr
+    assert proc.stdout.strip() in {"LayerperfError", "InputError", "BackendError"}, proc.stdout + proc.stderr

@@ -33,3 +33,10 @@ class MissingDependency(LayerperfError):
 
 class CounterError(LayerperfError):
     """A perf counter cannot be opened or read as asked."""
+
+
+class BackendError(InputError):
+    """The runtime refused the model or failed running it: a shape or type it rejects, a kernel that fails.
+
+    The message names the model and carries the runtime's own words, in one line.
+    """

@@ -8,14 +8,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 
 from layerperf.errors import InputError
+from layerperf.tensor import lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
 
+_NON_TENSOR = ("seq(", "map(", "optional(", "sparse_tensor(")
 _SHAPE_RE = re.compile(r"^([^=]+)=(\d+(?:x\d+)*)$")
 # Defaults for symbolic dimensions no --shape names: a leading dim is the batch.
 SEQ_DEFAULT = 128
+_WORDS = np.array(["a", "b", "layer", "perf", "onnx", "0", "1", "x y", ""])
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +41,29 @@ def parse_shapes(items: Iterable[str]) -> dict[str, tuple[int, ...]]:
 
 
 def ort_type_to_numpy(type_str: str) -> str:
-    """'tensor(float)' -> 'float32' and so on."""
-    inner = type_str.removeprefix("tensor(").removesuffix(")")
-    return {"float": "float32", "double": "float64", "float16": "float16", "bool": "bool"}.get(inner, inner)
+    """'tensor(float)' -> 'float32', 'tensor(bfloat16)' -> 'bfloat16', for every ONNX element type.
+
+    An optional tensor is fed a tensor: 'optional(tensor(int64))' -> 'int64'. The other kinds
+    ('seq(tensor(float))', 'map(int64,tensor(float))', 'optional(seq(...))') are returned as they
+    are: :func:`is_tensor_kind` tells them apart.
+    """
+    inner = type_str.removeprefix("optional(").removesuffix(")") if type_str.startswith("optional(tensor(") \
+        else type_str
+    if inner.startswith("tensor(") and inner.endswith(")"):
+        return onnx_type_name_to_dtype(inner[len("tensor("):-1])
+    return type_str
+
+
+def is_tensor_kind(dtype: str) -> bool:
+    """Whether an InputSpec's dtype is a tensor's (not a sequence, map or optional sequence)."""
+    return not dtype.startswith(_NON_TENSOR)
+
+
+def _refuse_kind(name: str, dtype: str) -> InputError:
+    what = "map" if dtype.startswith("map(") else "sequence"
+    return InputError(f"input '{name}' is a {dtype}; layerperf feeds tensors only, generated or from --inputs",
+                      hint=f"give the model tensor inputs and build the {what} inside the graph"
+                           + (" with SequenceConstruct" if what == "sequence" else ""))
 
 
 def _resolve_dim(spec: InputSpec, i: int, dim: int | str | None) -> int:
@@ -87,42 +111,101 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
     return bounds
 
 
+def _kind(dtype: np.dtype) -> str:
+    """numpy's kind letter, with ml_dtypes' floats as "f" and its 4- and 2-bit integers as "i"."""
+    if not lacks_numpy(dtype):
+        return dtype.kind
+    try:
+        ml_dtypes.finfo(dtype)
+        return "f"
+    except ValueError:
+        return "i"
+
+
+def _random_array(spec: InputSpec, shape: tuple[int, ...], bound: int | None,
+                  rng: np.random.Generator) -> np.ndarray:
+    if spec.dtype == "string":
+        return np.asarray(rng.choice(_WORDS, size=shape))
+    dtype = numpy_dtype(spec.dtype)
+    kind = "?" if dtype is None else _kind(dtype)
+    if dtype is None or kind not in "fcbiu":
+        raise InputError(f"cannot generate data for input '{spec.name}' of type {spec.dtype}",
+                         hint="pass it with --inputs FILE.npz")
+    if kind == "f":
+        values = rng.standard_normal(shape)
+        if lacks_numpy(dtype) and float(ml_dtypes.finfo(dtype).min) >= 0:
+            values = np.abs(values)  # float8_e8m0fnu has no sign: a negative value would be NaN
+        return np.asarray(values).astype(dtype)
+    if kind == "c":
+        return np.asarray(rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if kind == "b":
+        return np.asarray(rng.random(shape) < 0.5)
+    if "mask" in spec.name.lower():
+        return np.ones(shape, dtype)
+    return np.asarray(rng.integers(0, bound or 1, size=shape)).astype(dtype)
+
+
 def random_inputs(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...]],
                   bounds: Mapping[str, int], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded data: normal floats, token ids in range for embedding inputs, ones for masks."""
+    """Seeded data: normal floats, token ids in range for embedding inputs, ones for masks, short strings."""
     rng = np.random.default_rng(seed)
     feed: dict[str, np.ndarray] = {}
     for spec in specs:
-        shape, dtype = shapes[spec.name], np.dtype(spec.dtype)
-        if dtype.kind == "f":
-            feed[spec.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu" and "mask" in spec.name.lower():
-            feed[spec.name] = np.ones(shape, dtype)
-        elif dtype.kind in "iu":
-            feed[spec.name] = rng.integers(0, bounds.get(spec.name, 1), size=shape).astype(dtype)
-        elif dtype.kind == "b":
-            feed[spec.name] = rng.random(shape) < 0.5
-        else:
-            raise InputError(f"cannot generate data for input '{spec.name}' of type {spec.dtype}",
-                             hint="pass it with --inputs FILE.npz")
+        if not is_tensor_kind(spec.dtype):
+            raise _refuse_kind(spec.name, spec.dtype)
+        feed[spec.name] = _random_array(spec, shapes[spec.name], bounds.get(spec.name), rng)
     return feed
 
 
-def load_npz(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+            return {k: npz[k] for k in npz.files}
     except FileNotFoundError:
         raise InputError(f"no such inputs file: {path}") from None
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise InputError(f"{path} is not a readable .npz file ({exc})") from None
+
+
+def _as_model_takes(path: Path, name: str, arr: np.ndarray, dtype: str) -> np.ndarray:
+    """``arr`` as the element type the model takes, or an InputError saying what the .npz should hold."""
+    if str(arr.dtype) == dtype:
+        return arr
+    if dtype == "string" and arr.dtype.kind in "US":
+        return arr.astype(str)
+    want = numpy_dtype(dtype)
+    if want is not None and lacks_numpy(want):
+        if _kind(want) == "i" and arr.dtype.kind in "iu":
+            info = ml_dtypes.iinfo(want)
+            if arr.size == 0 or (int(arr.min()) >= int(info.min) and int(arr.max()) <= int(info.max)):
+                return arr.astype(want)
+            raise InputError(f"{path}: '{name}' holds values outside {dtype}'s range {info.min}..{info.max}")
+        if arr.dtype.kind in "uV" and arr.dtype.itemsize == want.itemsize:
+            return arr.view(want)  # the raw bits, as numpy has no such type
+        raise InputError(f"{path}: '{name}' is {arr.dtype}, the model expects {dtype}",
+                         hint=_bits_hint(dtype, want))
+    hint = "store strings as a unicode array (dtype <U...)" if dtype == "string" else None
+    raise InputError(f"{path}: '{name}' is {arr.dtype}, the model expects {dtype}", hint=hint)
+
+
+def _bits_hint(dtype: str, want: np.dtype) -> str:
+    if _kind(want) == "i":
+        return f"numpy has no {dtype}: store the values as int8 or uint8, one per element"
+    return (f"numpy has no {dtype}: store its raw bits as uint{8 * want.itemsize}, "
+            f"e.g. arr.astype(ml_dtypes.{dtype}).view(np.uint{8 * want.itemsize})")
+
+
+def load_npz(path: Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """The arrays of ``path`` by input name, each as the element type its input takes."""
+    arrays = _read_npz(path)
     by_name = {s.name: s for s in specs}
     for name, arr in arrays.items():
         if name not in by_name:
             raise InputError(f"{path} holds '{name}', which is not a model input",
                              hint="model inputs: " + ", ".join(sorted(by_name)))
-        if str(arr.dtype) != by_name[name].dtype:
-            raise InputError(f"{path}: '{name}' is {arr.dtype}, the model expects {by_name[name].dtype}")
+        if not is_tensor_kind(by_name[name].dtype):
+            raise _refuse_kind(name, by_name[name].dtype)
+        arrays[name] = _as_model_takes(path, name, arr, by_name[name].dtype)
     return arrays
 
 

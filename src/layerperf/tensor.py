@@ -82,22 +82,38 @@ def is_integer_dtype(dtype: str) -> bool:
     return dtype == "bool" or dtype.startswith(("int", "uint"))
 
 
-_ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0, "bfloat16": 2, "float8e4m3fn": 1, "float8e5m2": 1,
-                       "int4": 1, "uint4": 1}
+_ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0}
+
+
+def numpy_dtype(dtype: str) -> np.dtype | None:
+    """The numpy dtype of a numpy-style name, or None ("string", or a name numpy does not know).
+
+    Element types numpy lacks (bfloat16, the float8 types, int4, uint4...) are ml_dtypes' types,
+    which onnx depends on and registers with numpy under these names.
+    """
+    if dtype == "string":
+        return None
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return None
+
+
+def lacks_numpy(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one numpy lacks (an ml_dtypes type): ONNX Runtime and .npz files take its raw bits."""
+    return dtype.isbuiltin == 2
 
 
 def dtype_itemsize(dtype: str) -> int:
     """Bytes per element for a numpy-style dtype name (sub-byte types round up to 1)."""
     if dtype in _ITEMSIZE_OVERRIDES:
         return _ITEMSIZE_OVERRIDES[dtype]
-    try:
-        return int(np.dtype(dtype).itemsize)
-    except TypeError:
-        return 0
+    np_dtype = numpy_dtype(dtype)
+    return 0 if np_dtype is None else int(np_dtype.itemsize)
 
 
 def onnx_elem_to_dtype(elem_type: int) -> str:
-    """ONNX TensorProto element type -> numpy-style name ("float32", "int64", ...)."""
+    """ONNX TensorProto element type -> numpy-style name ("float32", "int64", "bfloat16", "float8_e4m3fn"...)."""
     if elem_type == TensorProto.BFLOAT16:
         return "bfloat16"
     if elem_type == TensorProto.STRING:
@@ -108,12 +124,23 @@ def onnx_elem_to_dtype(elem_type: int) -> str:
         return TensorProto.DataType.Name(elem_type).lower()
 
 
+def onnx_type_name_to_dtype(name: str) -> str:
+    """An ONNX type name as ONNX Runtime writes it inside 'tensor(...)' ("float", "float8e4m3fn", "int4")
+    -> numpy-style name; a name ONNX does not know is returned as it is."""
+    try:
+        return onnx_elem_to_dtype(TensorProto.DataType.Value(name.upper()))
+    except ValueError:
+        return name
+
+
 # ONNX Runtime's profiler names element types by their C++ names ("float", "int64_t", ...).
 _ORT_TYPE_NAMES = {
     "float": "float32", "double": "float64", "float16": "float16", "MLFloat16": "float16",
     "bfloat16": "bfloat16", "BFloat16": "bfloat16", "int8_t": "int8", "uint8_t": "uint8",
     "int16_t": "int16", "uint16_t": "uint16", "int32_t": "int32", "uint32_t": "uint32",
     "int64_t": "int64", "uint64_t": "uint64", "bool": "bool", "string": "string",
+    "Float8E4M3FN": "float8_e4m3fn", "Float8E4M3FNUZ": "float8_e4m3fnuz", "Float8E5M2": "float8_e5m2",
+    "Float8E5M2FNUZ": "float8_e5m2fnuz", "Int4x2": "int4", "UInt4x2": "uint4",
 }
 
 

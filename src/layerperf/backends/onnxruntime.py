@@ -23,6 +23,7 @@ import onnx
 import onnxruntime as ort
 
 from layerperf.backends.interleave import BLOCK_RUNS, interleaved
+from layerperf.backends.ort_session import Session
 from layerperf.backends.ort_trace import RunEvents, pool_workers, split_runs
 from layerperf.errors import InputError, LayerperfError
 from layerperf.inputs import InputSpec, make_feed, ort_type_to_numpy
@@ -97,12 +98,9 @@ def session_options(opts: ProfileOptions, *, profile_prefix: Path | None = None,
     return so
 
 
-def create_session(source: ModelSource, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
-    try:
-        return ort.InferenceSession(str(source.path), so, providers=[provider])
-    except Exception as exc:  # ORT raises its own pybind exception types; any of them means "cannot load"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"ONNX Runtime cannot load {source.path}: {first}") from None
+def create_session(source: ModelSource, so: ort.SessionOptions, provider: str) -> Session:
+    """A session on the model; ONNX Runtime's refusals, loading or running, are one-line errors naming it."""
+    return Session(source.path, so, provider, what=source.name if source.zoo else str(source.path))
 
 
 def _os_threads() -> set[str] | None:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.errors import CounterError, LayerperfError
+from layerperf.errors import BackendError, CounterError, LayerperfError
+from layerperf.tensor import lacks_numpy, numpy_dtype
 
 CALIBRATION_PASSES = 50
 
@@ -76,10 +77,11 @@ def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndar
     with tempfile.TemporaryDirectory(prefix="layerperf-count-") as tmp:
         job = Path(tmp) / "job.json"
         result = Path(tmp) / "result.json"
-        np.savez(Path(tmp) / "feed.npz", **feed)  # type: ignore[arg-type]
+        np.savez(Path(tmp) / "feed.npz", **{k: _storable(v) for k, v in feed.items()})  # type: ignore[arg-type]
         model = Path(model_path).absolute()  # the worker may not share the caller's working directory
         job.write_text(json.dumps({"model": str(model), "data_dir": str(Path(data_dir or model.parent).absolute()),
                                    "opts": opts, "feed": str(Path(tmp) / "feed.npz"), "order": order,
+                                   "dtypes": {k: v.dtype.name for k, v in feed.items()},
                                    "request": asdict(request)}))
         proc = subprocess.run([sys.executable, "-m", "layerperf.backends.ort_counters", str(job), str(result)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -89,9 +91,19 @@ def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndar
         out: dict[str, Any] = json.loads(result.read_text())
     if "error" in out:
         err = out["error"]
-        cls = CounterError if err["type"] == "CounterError" else LayerperfError
+        cls = {"CounterError": CounterError, "BackendError": BackendError}.get(err["type"], LayerperfError)
         raise cls(err["message"], err.get("hint"))
     return out
+
+
+def _storable(arr: np.ndarray) -> np.ndarray:
+    # an .npz keeps no ml_dtypes type (bfloat16, float8, int4): their bits go as unsigned integers
+    return arr.view(f"u{arr.dtype.itemsize}") if lacks_numpy(arr.dtype) else arr
+
+
+def _restored(arr: np.ndarray, dtype_name: str | None) -> np.ndarray:
+    dtype = numpy_dtype(dtype_name) if dtype_name else None
+    return arr.view(dtype) if dtype is not None and lacks_numpy(dtype) else arr
 
 
 def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequest) -> dict[str, Any]:
@@ -125,6 +137,7 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path) -> Any:
 
     from layerperf import extdata
     from layerperf.backends.onnxruntime import OPT_LEVELS
+    from layerperf.backends.ort_session import Session
 
     with tempfile.TemporaryDirectory() as tmp:
         so = ort.SessionOptions()
@@ -136,7 +149,7 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path) -> Any:
         if Path(model_path).parent != data_dir:  # a model given as bytes, saved apart from its data
             model_or_bytes = Path(model_path).read_bytes()
             extdata.use_folder(so, data_dir)
-        ort.InferenceSession(model_or_bytes, so, providers=[opts["provider"]])
+        Session(model_or_bytes, so, opts["provider"], what=model_path)
         model = onnx.load(str(Path(tmp) / "opt.onnx"), load_external_data=False)
     extdata.data_files(model, data_dir, model_path)  # every location still inside data_dir, and there
     return model
@@ -194,7 +207,7 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     # Must precede the first session of this process: all node sessions then share one pool.
     ort_state.set_global_thread_pool_sizes(int(opts["threads"]), 1)
     with np.load(job["feed"]) as npz:
-        feed = {k: npz[k] for k in npz.files}
+        feed = {k: _restored(npz[k], job.get("dtypes", {}).get(k)) for k in npz.files}
     data_dir = Path(job["data_dir"])
     # Node sessions are built from bytes: ONNX Runtime releases that ignore the folder key look for
     # their external data in the working directory, which is this worker's own to choose.

@@ -22,15 +22,8 @@ from onnx import helper
 
 from layerperf import extdata
 from layerperf.backends.ort_names import nodes_by_name
+from layerperf.backends.ort_session import ORT_ERRORS, Session, elem_type, to_ortvalue
 from layerperf.errors import LayerperfError
-
-# ORT's OrtValue.data_type() strings -> ONNX element types
-_ELEM = {f"tensor({name})": code for name, code in (
-    ("float", onnx.TensorProto.FLOAT), ("double", onnx.TensorProto.DOUBLE), ("float16", onnx.TensorProto.FLOAT16),
-    ("bfloat16", onnx.TensorProto.BFLOAT16), ("int8", onnx.TensorProto.INT8), ("uint8", onnx.TensorProto.UINT8),
-    ("int16", onnx.TensorProto.INT16), ("uint16", onnx.TensorProto.UINT16), ("int32", onnx.TensorProto.INT32),
-    ("uint32", onnx.TensorProto.UINT32), ("int64", onnx.TensorProto.INT64), ("uint64", onnx.TensorProto.UINT64),
-    ("bool", onnx.TensorProto.BOOL), ("string", onnx.TensorProto.STRING))}
 
 Hook = Callable[[int], None]  # called with the node's position, right before / right after it runs
 
@@ -40,10 +33,11 @@ class _Step:
     node: onnx.NodeProto
     inputs: list[str]  # runtime (non-initializer) inputs
     outputs: list[str]
+    name: str  # as the profiler names it (an unnamed node's generated name)
     call: Callable[[dict[str, Any]], Any] | None = None
 
 
-def _fast_call(sess: ort.InferenceSession, outputs: list[str]) -> Callable[[dict[str, Any]], Any]:
+def _fast_call(sess: Session, outputs: list[str]) -> Callable[[dict[str, Any]], Any]:
     """The session's call on C-level OrtValues.
 
     The public ``run_with_ort_values`` re-validates every input's ownership on each call, which
@@ -52,8 +46,16 @@ def _fast_call(sess: ort.InferenceSession, outputs: list[str]) -> Callable[[dict
     """
     inner = getattr(sess, "_sess", None)
     if inner is not None and hasattr(inner, "run_with_ort_values") and hasattr(ort.OrtValue, "_get_c_value"):
-        run_options = ort.RunOptions()._get_c_value() if hasattr(ort.RunOptions(), "_get_c_value") else None
-        return lambda args: inner.run_with_ort_values(args, outputs, run_options)
+        run_options = sess.quiet._get_c_value() if hasattr(sess.quiet, "_get_c_value") else None
+        run = inner.run_with_ort_values
+
+        def call(args: dict[str, Any]) -> Any:
+            try:
+                return run(args, outputs, run_options)
+            except ORT_ERRORS as exc:  # the public methods of Session do this; this one bypasses them
+                raise sess.failure(exc) from None
+
+        return call
     public = sess.run_with_ort_values
     return lambda args: [v._get_c_value() if hasattr(v, "_get_c_value") else v
                          for v in public(outputs, {k: ort.OrtValue(v) for k, v in args.items()})]
@@ -88,7 +90,7 @@ class StepwiseExecutor:
         if missing:
             raise LayerperfError(f"stepwise execution: nodes {missing[:3]} are not in the optimized graph")
         self._inits = {i.name: i for i in model.graph.initializer}
-        self.steps = [self._step(by_name[name]) for name in order]
+        self.steps = [self._step(by_name[name], name) for name in order]
         self._so = ort.SessionOptions()
         self._so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         self._so.intra_op_num_threads = threads
@@ -101,12 +103,12 @@ class StepwiseExecutor:
         extdata.use_folder(self._so, data_dir)
         self._last_use = self._last_uses()
 
-    def _step(self, node: onnx.NodeProto) -> _Step:
+    def _step(self, node: onnx.NodeProto, name: str) -> _Step:
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
             raise LayerperfError(f"stepwise execution does not support control-flow node '{node.name}' "
                                  f"({node.op_type})", hint="profile without --events")
-        inputs = [name for name in dict.fromkeys(node.input) if name and name not in self._inits]
-        return _Step(node, inputs, [name for name in node.output if name])
+        inputs = [i for i in dict.fromkeys(node.input) if i and i not in self._inits]
+        return _Step(node, inputs, [out for out in node.output if out], name)
 
     def _last_uses(self) -> dict[str, int]:
         last: dict[str, int] = {}
@@ -117,17 +119,18 @@ class StepwiseExecutor:
 
     def _call(self, step: _Step, values: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
         if step.call is None:
-            types = {name: _ELEM[values[name].data_type()] for name in step.inputs}
+            types = {name: elem_type(values[name].data_type()) for name in step.inputs}
             one = _one_node_model(step.node, step.inputs, types, self._inits, self.model)
-            sess = ort.InferenceSession(one.SerializeToString(), self._so, providers=[self.provider])
+            sess = Session(one.SerializeToString(), self._so, self.provider,
+                           what=f"node '{step.name}' ({step.node.op_type})")
             step.call = _fast_call(sess, step.outputs)
         return step.call
 
     def run_pass(self, feed: dict[str, Any], before: Hook | None = None,
                  after: Hook | None = None) -> tuple[dict[str, ort.OrtValue], list[int]]:  # noqa: D417
         """One pass over every node; returns graph-output values and each node's wall time in ns."""
-        values = {k: (v if isinstance(v, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(np.asarray(v)))
-                  ._get_c_value() for k, v in feed.items()}
+        values = {k: (v if isinstance(v, ort.OrtValue) else to_ortvalue(np.asarray(v)))._get_c_value()
+                  for k, v in feed.items()}
         outputs = {o.name for o in self.model.graph.output}
         times = []
         clock = time.perf_counter_ns

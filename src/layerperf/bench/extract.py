@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper
 
 from layerperf import extdata
@@ -29,8 +28,9 @@ from layerperf.backends.onnxruntime import ProfileOptions, create_session
 from layerperf.backends.onnxruntime import session_options as ort_session_options
 from layerperf.backends.ort_build import attributes
 from layerperf.backends.ort_names import Observed, has_unnamed, nodes_by_name
+from layerperf.backends.ort_session import Session
 from layerperf.backends.ort_trace import split_runs
-from layerperf.bench.build import OneNode, first_line
+from layerperf.bench.build import OneNode
 from layerperf.bench.runner import session_options
 from layerperf.errors import InputError
 from layerperf.inputs import InputSpec, make_feed
@@ -48,13 +48,6 @@ def _input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
         specs.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
     return specs
-
-
-def _session(model: str | bytes, so: ort.SessionOptions, provider: str) -> ort.InferenceSession:
-    try:
-        return ort.InferenceSession(model, so, providers=[provider])
-    except Exception as exc:  # ORT's pybind exception types: any of them means "cannot load"
-        raise InputError(f"ONNX Runtime cannot load the model: {first_line(exc)}") from None
 
 
 def executed_graph(source: ModelSource, opt_level: str, provider: str) -> onnx.ModelProto:
@@ -90,10 +83,7 @@ def observed_graph(source: ModelSource, opt_level: str, provider: str,
             return graph_model, None
         so = ort_session_options(ProfileOptions(opt_level=opt_level), profile_prefix=Path(tmp) / "names")
         sess = create_session(source, so, provider)
-        try:
-            sess.run(None, feed)
-        except Exception as exc:  # ORT's pybind exception types
-            raise InputError(f"ONNX Runtime cannot run the model: {first_line(exc)}") from None
+        sess.run(None, feed)
         runs = split_runs(json.loads(Path(sess.end_profiling()).read_text()))
     # top-level nodes only: a control-flow body's run inside their parent
     return graph_model, [(n.name, n.op_type or None) for n in runs[0].nodes if n.parent is None] if runs else None
@@ -135,9 +125,9 @@ def find_node(source: ModelSource, graph: onnx.GraphProto, name: str, opt_level:
 
 
 def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarray],
-          provider: str, data_dir: Path | None = None) -> dict[str, np.ndarray]:
+          provider: str, data_dir: Path | None = None, what: str = "the model") -> dict[str, np.ndarray]:
     """The values tensors ``names`` take in one run of ``model`` (added as graph outputs, then removed);
-    ``data_dir`` is where its external data lives."""
+    ``data_dir`` is where its external data lives, ``what`` names the model in an error."""
     graph = model.graph
     n_before = len(graph.output)
     present = {o.name for o in graph.output}
@@ -148,14 +138,11 @@ def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarr
         graph.output.append(vi)
     so = session_options(0, "disable")
     try:
-        with extdata.session_model(model, data_dir, so) as what:
-            sess = _session(what, so, provider)
+        with extdata.session_model(model, data_dir, so) as loadable:
+            sess = Session(loadable, so, provider, what=what)
     finally:
         del graph.output[n_before:]
-    try:
-        values = sess.run(list(dict.fromkeys(names)), feed)
-    except Exception as exc:  # ORT's pybind exception types
-        raise InputError(f"ONNX Runtime cannot run the model: {first_line(exc)}") from None
+    values = sess.run(list(dict.fromkeys(names)), feed)
     return dict(zip(dict.fromkeys(names), values, strict=True))
 
 
@@ -213,7 +200,8 @@ def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_lev
     node = find_node(source, graph_model.graph, node_name, opt_level, provider, observed)
     inits = {i.name: i for i in graph_model.graph.initializer}
     runtime = [n for n in node.input if n and n not in inits]
-    values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider, source.data_dir)
+    values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider, source.data_dir,
+                   source.name)
     one = one_node_model(graph_model, node, values, node_name, source.data_dir)
     ins, outs = _real_channels(source, feed, graph_model, node, tuple(_info(n, values, inits) for n in node.input),
                                tuple(_info(n, values, {}) for n in node.output))

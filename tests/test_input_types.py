@@ -1,0 +1,234 @@
+"""Every ONNX tensor type as a model input: generated data, --inputs files, and ONNX Runtime's refusals in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import layerperf
+from layerperf.backends.ort_counters import _restored, _storable
+from layerperf.backends.ort_session import Session, ort_message
+from layerperf.backends.stepwise import StepwiseExecutor
+from layerperf.errors import BackendError, InputError
+from layerperf.inputs import InputSpec, load_npz, make_feed, ort_type_to_numpy, random_inputs
+from layerperf.tensor import onnx_elem_to_dtype
+
+from conftest import run_cli, tiny_cnn
+
+ELEM_TYPES = [v for name, v in TensorProto.DataType.items() if name != "UNDEFINED"]
+SHAPE = [2, 3]
+
+
+def one_op(elem: int, op: str = "Identity", out_elem: int | None = None, shape: list[int] | None = None,
+           **attrs: object) -> onnx.ModelProto:
+    shape = SHAPE if shape is None else shape
+    x = helper.make_tensor_value_info("x", elem, shape)
+    y = helper.make_tensor_value_info("y", elem if out_elem is None else out_elem, shape)
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], name="op", **attrs)], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)], ir_version=11)
+
+
+def to_float(elem: int) -> onnx.ModelProto:
+    """Cast to float, which ONNX Runtime has for nearly every type; Identity where ONNX defines no such Cast."""
+    cast = one_op(elem, "Cast", TensorProto.FLOAT, to=TensorProto.FLOAT)
+    return cast if checks(cast) and elem not in (TensorProto.STRING, TensorProto.BOOL) else one_op(elem)
+
+
+def checks(model: onnx.ModelProto) -> bool:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+        return False
+    return True
+
+
+def ort_loads(model: onnx.ModelProto) -> bool:
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    try:
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    except Exception:  # whatever ONNX Runtime raises: it refuses this model
+        return False
+    return True
+
+
+@pytest.mark.parametrize("elem", ELEM_TYPES, ids=[TensorProto.DataType.Name(v) for v in ELEM_TYPES])
+def test_every_tensor_type_profiles_or_is_refused_in_one_line(elem: int) -> None:
+    model = to_float(elem)
+    if not checks(model):  # a type no op of this opset takes yet (float6): the checker's one line
+        with pytest.raises(InputError, match="fails the ONNX checker"):
+            layerperf.profile(model, warmup=0, runs=1, latency=False)
+    elif ort_loads(model):
+        prof = layerperf.profile(model, warmup=0, runs=1, latency=False)
+        assert [layer.op_type for layer in prof.layers] == [model.graph.node[0].op_type]
+    else:
+        with pytest.raises(BackendError, match="ONNX Runtime cannot load") as info:
+            layerperf.profile(model, warmup=0, runs=1, latency=False)
+        assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("elem", ELEM_TYPES, ids=[TensorProto.DataType.Name(v) for v in ELEM_TYPES])
+def test_random_data_has_the_type_and_shape_asked(elem: int) -> None:
+    dtype = onnx_elem_to_dtype(elem)
+    for shape in [(2, 3), ()]:
+        arr = random_inputs([InputSpec("x", shape, dtype)], {"x": shape}, {})["x"]
+        assert isinstance(arr, np.ndarray)
+        assert arr.shape == shape
+        assert (arr.dtype.kind in "U" if dtype == "string" else str(arr.dtype) == dtype)
+
+
+def test_ort_type_names_map_to_the_dtypes_of_onnx_types() -> None:
+    for elem in ELEM_TYPES:
+        ort_name = f"tensor({TensorProto.DataType.Name(elem).lower()})"
+        assert ort_type_to_numpy(ort_name) == onnx_elem_to_dtype(elem)
+    assert ort_type_to_numpy("tensor(float)") == "float32"
+    assert ort_type_to_numpy("optional(tensor(int64))") == "int64"
+    assert ort_type_to_numpy("seq(tensor(float))") == "seq(tensor(float))"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2fnuz", "int4", "uint4", "int2", "uint2"])
+def test_types_numpy_lacks_cross_to_ort_bit_exact(dtype: str) -> None:
+    values = np.array([[-8, -3, -1, 0, 1, 7, 3]], np.float32)
+    if dtype.startswith("uint"):
+        values = np.abs(values) % (16 if dtype == "uint4" else 4)
+    elif dtype == "int2":
+        values = np.clip(values, -2, 1)
+    arr = values.astype(dtype)
+    elem = helper.np_dtype_to_tensor_dtype(arr.dtype)
+    sess = Session(one_op(elem, "Cast", TensorProto.FLOAT, shape=list(arr.shape), to=TensorProto.FLOAT)
+                   .SerializeToString(), ort.SessionOptions(), "CPUExecutionProvider", what="cast")
+    np.testing.assert_array_equal(sess.run(None, {"x": arr})[0], arr.astype(np.float32))
+    back = Session(one_op(TensorProto.FLOAT, "Cast", elem, shape=list(arr.shape), to=elem).SerializeToString(),
+                   ort.SessionOptions(), "CPUExecutionProvider", what="cast back")
+    out = back.run(None, {"x": arr.astype(np.float32)})[0]
+    assert out.dtype == arr.dtype
+    np.testing.assert_array_equal(out.astype(np.float32), arr.astype(np.float32))
+
+
+def test_bool_scalar_input_of_an_if_model_profiles() -> None:
+    def branch(name: str, value: float) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [1])
+        const = helper.make_node("Constant", [], [f"{name}_y"], value=helper.make_tensor("v", TensorProto.FLOAT,
+                                                                                         [1], [value]))
+        return helper.make_graph([const], name, [], [out])
+
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    node = helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch("then", 1.0),
+                            else_branch=branch("else", 0.0))
+    model = helper.make_model(helper.make_graph([node], "g", [cond], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    prof = layerperf.profile(model, warmup=0, runs=2, latency=False)
+    assert "if" in [layer.name for layer in prof.layers]
+
+
+def spec(dtype: str) -> list[InputSpec]:
+    return [InputSpec("x", (2, 3), dtype)]
+
+
+def npz(tmp_path: Path, **arrays: np.ndarray) -> Path:
+    path = tmp_path / "in.npz"
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+    return path
+
+
+def test_npz_carries_types_numpy_lacks_as_bits_and_values(tmp_path: Path) -> None:
+    bf16 = np.arange(6, dtype=np.float32).reshape(2, 3).astype(ml_dtypes.bfloat16)
+    got = load_npz(npz(tmp_path, x=bf16.view(np.uint16)), spec("bfloat16"))["x"]
+    assert got.dtype == bf16.dtype
+    np.testing.assert_array_equal(got, bf16)
+    got = load_npz(npz(tmp_path, x=np.array([[-8, 0, 7], [1, 2, 3]], np.int8)), spec("int4"))["x"]
+    assert str(got.dtype) == "int4"
+    np.testing.assert_array_equal(got.astype(np.int8), [[-8, 0, 7], [1, 2, 3]])
+    got = load_npz(npz(tmp_path, x=np.array([["a", "bc", ""], ["d", "e", "f"]])), spec("string"))["x"]
+    assert got.dtype.kind == "U"
+
+
+@pytest.mark.parametrize(("dtype", "array", "words"), [
+    ("int4", np.full((2, 3), 9, np.int8), "outside int4's range -8..7"),
+    ("bfloat16", np.zeros((2, 3), np.float32), "store its raw bits as uint16"),
+    ("string", np.zeros((2, 3), np.float32), "unicode"),
+    ("float32", np.zeros((2, 3), np.float64), "the model expects float32"),
+])
+def test_npz_of_the_wrong_type_is_refused_with_what_to_store(tmp_path: Path, dtype: str, array: np.ndarray,
+                                                              words: str) -> None:
+    with pytest.raises(InputError, match=words):
+        load_npz(npz(tmp_path, x=array), spec(dtype))
+
+
+def test_sequences_and_maps_are_refused_naming_what_to_do(tmp_path: Path) -> None:
+    seq = [InputSpec("s", (), "seq(tensor(float))")]
+    with pytest.raises(InputError, match="input 's' is a seq.*feeds tensors only.*SequenceConstruct"):
+        random_inputs(seq, {"s": ()}, {})
+    with pytest.raises(InputError, match="feeds tensors only"):
+        load_npz(npz(tmp_path, s=np.zeros(2, np.float32)), seq)
+    with pytest.raises(InputError, match="build the map inside the graph"):
+        random_inputs([InputSpec("m", (), "map(int64,tensor(float))")], {"m": ()}, {})
+
+
+def test_optional_tensor_input_is_fed_a_tensor() -> None:
+    opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="id")], "g",
+                              [helper.make_value_info("x", opt)], [helper.make_value_info("y", opt)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    prof = layerperf.profile(model, warmup=0, runs=1, latency=False)
+    assert [layer.name for layer in prof.layers] == ["id"]
+
+
+def test_wrong_channel_count_is_one_line_with_ort_message(tmp_path: Path) -> None:
+    path = tmp_path / "dyn.onnx"
+    onnx.save(tiny_cnn(batch="N"), path)
+    proc = run_cli("profile", str(path), "--shape", "input=1x4x16x16", "--runs", "1", "--warmup", "0",
+                   "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"layerperf: error: ONNX Runtime cannot run {path}: ")
+    assert "Got: 4 Expected: 3" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_kernel_failure_at_run_time_is_a_backend_error() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    s = helper.make_tensor_value_info("s", TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"])], "g", [x, s], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    sess = Session(model.SerializeToString(), ort.SessionOptions(), "CPUExecutionProvider", what="reshape.onnx")
+    with pytest.raises(BackendError) as info:
+        sess.run(None, {"x": np.ones(4, np.float32), "s": np.array([3])})
+    message = str(info.value)
+    assert message.startswith("ONNX Runtime cannot run reshape.onnx: ")
+    assert "cannot be reshaped to the requested shape" in message
+    assert "onnxruntime_src" not in message and "ReshapeHelper::ReshapeHelper(" not in message
+
+
+def test_ort_message_keeps_the_check_and_reason_without_the_signature() -> None:
+    raw = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running ConvInteger node. "
+           "Name:'' Status Message: /src/onnxruntime/conv_integer.cc:52 virtual onnxruntime::common::Status "
+           "onnxruntime::ConvInteger::Compute(onnxruntime::OpKernelContext*) const IsScalar(W) was false.\n"
+           " Not supported.")
+    assert ort_message(Exception(raw)) == ("Non-zero status code returned while running ConvInteger node. "
+                                           "Name:'' Status Message: IsScalar(W) was false. Not supported.")
+
+
+def test_stepwise_executor_feeds_types_numpy_lacks() -> None:
+    model = one_op(TensorProto.BFLOAT16, "Cast", TensorProto.FLOAT, to=TensorProto.FLOAT)
+    feed = make_feed(model, [InputSpec("x", tuple(SHAPE), "bfloat16")])
+    outputs, times = StepwiseExecutor(model, ["op"]).run_pass(feed)
+    np.testing.assert_array_equal(outputs["y"].numpy(), feed["x"].astype(np.float32))
+    assert len(times) == 1
+
+
+def test_counting_worker_feed_keeps_types_numpy_lacks(tmp_path: Path) -> None:
+    arr = np.array([1.5, -2], np.float32).astype(ml_dtypes.float8_e4m3fn)
+    np.savez(tmp_path / "f.npz", x=_storable(arr))
+    with np.load(tmp_path / "f.npz") as data:
+        back = _restored(data["x"], arr.dtype.name)
+    assert back.dtype == arr.dtype
+    np.testing.assert_array_equal(back, arr)
