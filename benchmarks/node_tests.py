@@ -37,7 +37,7 @@ import onnx
 
 from layerperf.tensor import lacks_numpy
 
-PROFILE_OPTIONS: dict[str, Any] = {"warmup": 0, "runs": 1, "latency": False}
+PROFILE_OPTIONS: dict[str, Any] = {"warmup": 0, "runs": 1, "latency": False, "threads": 1}
 REASON_WORDS = 8
 
 

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import onnx
 
@@ -115,11 +114,19 @@ def _kind(dtype: np.dtype) -> str:
     """numpy's kind letter, with ml_dtypes' floats as "f" and its 4- and 2-bit integers as "i"."""
     if not lacks_numpy(dtype):
         return dtype.kind
+    import ml_dtypes  # registered these types with numpy: importable whenever one is met
+
     try:
         ml_dtypes.finfo(dtype)
         return "f"
     except ValueError:
         return "i"
+
+
+def _finfo_min(dtype: np.dtype) -> float:
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(dtype).min)
 
 
 def _random_array(spec: InputSpec, shape: tuple[int, ...], bound: int | None,
@@ -133,7 +140,7 @@ def _random_array(spec: InputSpec, shape: tuple[int, ...], bound: int | None,
                          hint="pass it with --inputs FILE.npz")
     if kind == "f":
         values = rng.standard_normal(shape)
-        if lacks_numpy(dtype) and float(ml_dtypes.finfo(dtype).min) >= 0:
+        if lacks_numpy(dtype) and _finfo_min(dtype) >= 0:
             values = np.abs(values)  # float8_e8m0fnu has no sign: a negative value would be NaN
         return np.asarray(values).astype(dtype)
     if kind == "c":
@@ -176,6 +183,8 @@ def _as_model_takes(path: Path, name: str, arr: np.ndarray, dtype: str) -> np.nd
     want = numpy_dtype(dtype)
     if want is not None and lacks_numpy(want):
         if _kind(want) == "i" and arr.dtype.kind in "iu":
+            import ml_dtypes
+
             info = ml_dtypes.iinfo(want)
             if arr.size == 0 or (int(arr.min()) >= int(info.min) and int(arr.max()) <= int(info.max)):
                 return arr.astype(want)

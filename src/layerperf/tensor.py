@@ -89,7 +89,8 @@ def numpy_dtype(dtype: str) -> np.dtype | None:
     """The numpy dtype of a numpy-style name, or None ("string", or a name numpy does not know).
 
     Element types numpy lacks (bfloat16, the float8 types, int4, uint4...) are ml_dtypes' types,
-    which onnx depends on and registers with numpy under these names.
+    registered with numpy under these names once ml_dtypes is imported (recent onnx releases do);
+    without it they are None, and layerperf cannot make nor read such tensors.
     """
     if dtype == "string":
         return None

@@ -162,9 +162,9 @@ def _guarded(fn: FlopsFn | BytesFn, node: Node) -> int | None:
         return int(fn(node))
     except ShapeUnknown:
         return None
-    except (IndexError, ValueError, ZeroDivisionError):
-        # A malformed node (attribute lengths or ranks that disagree with its shapes) must not
-        # abort a whole profile: its cost is simply unknown.
+    except (ArithmeticError, IndexError, KeyError, TypeError, ValueError):
+        # A malformed node (attribute lengths or ranks that disagree with its shapes, an attribute
+        # of an unexpected type) must not abort a whole profile: its cost is simply unknown.
         return None
 
 
