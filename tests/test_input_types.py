@@ -92,7 +92,11 @@ def test_ort_type_names_map_to_the_dtypes_of_onnx_types() -> None:
     assert ort_type_to_numpy("seq(tensor(float))") == "seq(tensor(float))"
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2fnuz", "int4", "uint4", "int2", "uint2"])
+ONNX_NAMES = {"bfloat16": "BFLOAT16", "float8_e4m3fn": "FLOAT8E4M3FN", "float8_e5m2fnuz": "FLOAT8E5M2FNUZ",
+              "int4": "INT4", "uint4": "UINT4", "int2": "INT2", "uint2": "UINT2"}
+
+
+@pytest.mark.parametrize("dtype", list(ONNX_NAMES))
 def test_types_numpy_lacks_cross_to_ort_bit_exact(dtype: str) -> None:
     values = np.array([[-8, -3, -1, 0, 1, 7, 3]], np.float32)
     if dtype.startswith("uint"):
@@ -100,9 +104,11 @@ def test_types_numpy_lacks_cross_to_ort_bit_exact(dtype: str) -> None:
     elif dtype == "int2":
         values = np.clip(values, -2, 1)
     arr = values.astype(dtype)
-    elem = helper.np_dtype_to_tensor_dtype(arr.dtype)
-    sess = Session(one_op(elem, "Cast", TensorProto.FLOAT, shape=list(arr.shape), to=TensorProto.FLOAT)
-                   .SerializeToString(), ort.SessionOptions(), "CPUExecutionProvider", what="cast")
+    elem = getattr(TensorProto, ONNX_NAMES[dtype], None)
+    cast = one_op(elem, "Cast", TensorProto.FLOAT, shape=list(arr.shape), to=TensorProto.FLOAT) if elem else None
+    if cast is None or not ort_loads(cast):
+        pytest.skip(f"this onnx or ONNX Runtime {ort.__version__} has no Cast from {dtype}")
+    sess = Session(cast.SerializeToString(), ort.SessionOptions(), "CPUExecutionProvider", what="cast")
     np.testing.assert_array_equal(sess.run(None, {"x": arr})[0], arr.astype(np.float32))
     back = Session(one_op(TensorProto.FLOAT, "Cast", elem, shape=list(arr.shape), to=elem).SerializeToString(),
                    ort.SessionOptions(), "CPUExecutionProvider", what="cast back")

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from layerperf.errors import InputError
-from layerperf.tensor import lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
+from layerperf.tensor import ML_DTYPES, lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
 
 _NON_TENSOR = ("seq(", "map(", "optional(", "sparse_tensor(")
 _SHAPE_RE = re.compile(r"^([^=]+)=(\d+(?:x\d+)*)$")
@@ -123,6 +123,11 @@ def _kind(dtype: np.dtype) -> str:
         return "i"
 
 
+def _needs_ml_dtypes(dtype: str) -> InputError:
+    return InputError(f"numpy has no {dtype}: layerperf makes and reads {dtype} tensors with ml_dtypes, "
+                      "which is not installed", hint="pip install ml_dtypes")
+
+
 def _finfo_min(dtype: np.dtype) -> float:
     import ml_dtypes
 
@@ -135,6 +140,8 @@ def _random_array(spec: InputSpec, shape: tuple[int, ...], bound: int | None,
         return np.asarray(rng.choice(_WORDS, size=shape))
     dtype = numpy_dtype(spec.dtype)
     kind = "?" if dtype is None else _kind(dtype)
+    if dtype is None and spec.dtype in ML_DTYPES:
+        raise _needs_ml_dtypes(spec.dtype)
     if dtype is None or kind not in "fcbiu":
         raise InputError(f"cannot generate data for input '{spec.name}' of type {spec.dtype}",
                          hint="pass it with --inputs FILE.npz")
@@ -181,6 +188,8 @@ def _as_model_takes(path: Path, name: str, arr: np.ndarray, dtype: str) -> np.nd
     if dtype == "string" and arr.dtype.kind in "US":
         return arr.astype(str)
     want = numpy_dtype(dtype)
+    if want is None and dtype in ML_DTYPES:
+        raise _needs_ml_dtypes(dtype)
     if want is not None and lacks_numpy(want):
         if _kind(want) == "i" and arr.dtype.kind in "iu":
             import ml_dtypes

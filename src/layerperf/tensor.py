@@ -82,22 +82,34 @@ def is_integer_dtype(dtype: str) -> bool:
     return dtype == "bool" or dtype.startswith(("int", "uint"))
 
 
-_ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0}
+# Element types numpy lacks, by the names ml_dtypes gives them (onnx's own mapping of these differs
+# across onnx releases: older ones map them to their storage types, uint8 or uint16).
+_ML_NAMES = {"BFLOAT16": "bfloat16", "FLOAT8E4M3FN": "float8_e4m3fn", "FLOAT8E4M3FNUZ": "float8_e4m3fnuz",
+             "FLOAT8E5M2": "float8_e5m2", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz", "FLOAT8E8M0": "float8_e8m0fnu",
+             "UINT4": "uint4", "INT4": "int4", "FLOAT4E2M1": "float4_e2m1fn", "UINT2": "uint2", "INT2": "int2"}
+ML_DTYPES = frozenset(_ML_NAMES.values())
+_ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0, **{name: 2 if name == "bfloat16" else 1 for name in ML_DTYPES}}
 
 
 def numpy_dtype(dtype: str) -> np.dtype | None:
     """The numpy dtype of a numpy-style name, or None ("string", or a name numpy does not know).
 
     Element types numpy lacks (bfloat16, the float8 types, int4, uint4...) are ml_dtypes' types,
-    registered with numpy under these names once ml_dtypes is imported (recent onnx releases do);
-    without it they are None, and layerperf cannot make nor read such tensors.
+    None where ml_dtypes is not installed: layerperf then cannot make nor read such tensors.
     """
     if dtype == "string":
         return None
     try:
         return np.dtype(dtype)
     except TypeError:
+        pass
+    if dtype not in ML_DTYPES:
         return None
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(getattr(ml_dtypes, dtype))
 
 
 def lacks_numpy(dtype: np.dtype) -> bool:
@@ -115,8 +127,8 @@ def dtype_itemsize(dtype: str) -> int:
 
 def onnx_elem_to_dtype(elem_type: int) -> str:
     """ONNX TensorProto element type -> numpy-style name ("float32", "int64", "bfloat16", "float8_e4m3fn"...)."""
-    if elem_type == TensorProto.BFLOAT16:
-        return "bfloat16"
+    if elem_type in TensorProto.DataType.values() and TensorProto.DataType.Name(elem_type) in _ML_NAMES:
+        return _ML_NAMES[TensorProto.DataType.Name(elem_type)]
     if elem_type == TensorProto.STRING:
         return "string"
     try:

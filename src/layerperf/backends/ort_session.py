@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import onnxruntime.capi.onnxruntime_pybind11_state as _pybind
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from layerperf.errors import BackendError
 from layerperf.tensor import lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
@@ -89,13 +89,21 @@ def _raw_bits(arr: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(shifted, axis=1).astype(np.uint8)
 
 
+def _ml_elem_type(dtype: np.dtype) -> int:
+    # ml_dtypes' names; not onnx's own mapping, which older onnx releases lack for these types
+    name = {"float8_e8m0fnu": "FLOAT8E8M0", "float4_e2m1fn": "FLOAT4E2M1"}.get(dtype.name, dtype.name)
+    try:
+        return int(TensorProto.DataType.Value(name.replace("_", "").upper()))
+    except ValueError:
+        raise BackendError(f"this onnx release has no element type for {dtype.name}") from None
+
+
 def to_ortvalue(arr: np.ndarray) -> ort.OrtValue:
     """An OrtValue holding ``arr``, element types numpy lacks included."""
     try:
         if not lacks_numpy(arr.dtype):
             return ort.OrtValue.ortvalue_from_numpy(arr)
-        value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape),
-                                                          helper.np_dtype_to_tensor_dtype(arr.dtype))
+        value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), _ml_elem_type(arr.dtype))
     except ORT_ERRORS as exc:
         raise BackendError(f"ONNX Runtime cannot hold a {arr.dtype} array as a tensor: {ort_message(exc)}") from None
     raw = _raw_bits(arr)
