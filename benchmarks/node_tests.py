@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from layerperf.tensor import lacks_numpy
+from layerperf.tensor import lacks_numpy, numpy_dtype, onnx_elem_to_dtype
 
 PROFILE_OPTIONS: dict[str, Any] = {"warmup": 0, "runs": 1, "latency": False, "threads": 1}
 REASON_WORDS = 8
@@ -64,7 +64,7 @@ def sample(all_cases: Sequence[Any], n: int | None, seed: int) -> list[Any]:
     return random.Random(seed).sample(list(all_cases), n)
 
 
-def _array(value: Any) -> np.ndarray | None:
+def _array(value: Any, elem_type: int) -> np.ndarray | None:
     """A test input as an .npz holds it, or None where it cannot (a sequence, an empty optional)."""
     if isinstance(value, onnx.TensorProto):
         value = onnx.numpy_helper.to_array(value)
@@ -73,8 +73,10 @@ def _array(value: Any) -> np.ndarray | None:
     arr = np.asarray(value)
     if arr.dtype == object:  # strings: an .npz holds object arrays only pickled, unicode ones plainly
         return arr.astype(str)
-    if lacks_numpy(arr.dtype):  # as layerperf's README says to store the types numpy lacks
-        integer = arr.dtype.name.startswith(("int", "uint"))
+    want = numpy_dtype(onnx_elem_to_dtype(elem_type)) if elem_type else None
+    if want is not None and lacks_numpy(want):  # as layerperf's README says to store the types numpy lacks
+        arr = arr.astype(want)  # older onnx gives float8 test data as float32
+        integer = want.name.startswith(("int", "uint"))
         return arr.astype(np.int8) if integer else arr.view(f"u{arr.dtype.itemsize}")
     return arr
 
@@ -83,7 +85,7 @@ def write_inputs(case: Any, path: Path) -> Path | None:
     """Save the case's first data set as ``path`` (.npz), by graph input name; None when none fits."""
     inputs = case.data_sets[0][0] if case.data_sets else []
     arrays = {vi.name: arr for vi, value in zip(case.model.graph.input, inputs, strict=False)
-              if (arr := _array(value)) is not None}
+              if (arr := _array(value, vi.type.tensor_type.elem_type)) is not None}
     if not arrays:
         return None
     np.savez(path, **arrays)  # type: ignore[arg-type]
