@@ -238,3 +238,29 @@ def test_counting_worker_feed_keeps_types_numpy_lacks(tmp_path: Path) -> None:
         back = _restored(data["x"], arr.dtype.name)
     assert back.dtype == arr.dtype
     np.testing.assert_array_equal(back, arr)
+
+
+def test_a_file_that_is_no_npz_is_named_so(tmp_path: Path) -> None:
+    path = tmp_path / "inputs.npz"
+    path.write_bytes(b"\x08\x07\x12\x07pytorch")  # an .onnx file given by mistake
+    specs = [InputSpec("x", (1, 3), "float32")]
+    with pytest.raises(InputError, match="is not an .npz file") as exc:
+        load_npz(path, specs)
+    assert "pickle" not in str(exc.value) and "numpy.savez" in (exc.value.hint or "")
+
+
+def test_inputs_sharing_a_symbolic_dimension_follow_the_one_given(tmp_path: Path) -> None:
+    # a dynamo export names the sequence dim of input_ids and attention_mask alike: --shape on one sizes both
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])
+    out = helper.make_tensor_value_info("y", TensorProto.INT64, None)
+    graph = helper.make_graph([helper.make_node("Add", ["input_ids", "attention_mask"], ["y"])], "g", [ids, mask],
+                              [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    specs = [InputSpec("input_ids", ("batch", "sequence"), "int64"),
+             InputSpec("attention_mask", ("batch", "sequence"), "int64")]
+    feed = make_feed(model, specs, ["input_ids=2x64"])
+    assert feed["attention_mask"].shape == (2, 64)
+    np.savez(tmp_path / "ids.npz", input_ids=np.zeros((1, 32), np.int64))  # an array given sizes it too
+    assert make_feed(model, specs, [], tmp_path / "ids.npz")["attention_mask"].shape == (1, 32)
+    assert make_feed(model, specs)["attention_mask"].shape == (1, 128)  # the defaults otherwise

@@ -65,10 +65,12 @@ def _refuse_kind(name: str, dtype: str) -> InputError:
                            + (" with SequenceConstruct" if what == "sequence" else ""))
 
 
-def _resolve_dim(spec: InputSpec, i: int, dim: int | str | None) -> int:
+def _resolve_dim(spec: InputSpec, i: int, dim: int | str | None, bound: Mapping[str, int]) -> int:
     if isinstance(dim, int) and dim >= 0:
         return dim
     label = str(dim or "")
+    if label in bound:  # the same symbol in an input whose shape was given: the same size
+        return bound[label]
     if i == 0 or label.lower() in {"n", "batch", "batch_size", "b"}:
         return 1
     if "seq" in label.lower() or "len" in label.lower():
@@ -85,8 +87,23 @@ def check_names(specs: Sequence[InputSpec], given: Mapping[str, object]) -> None
                              hint="model inputs: " + ", ".join(sorted(names)))
 
 
-def resolve_shapes(specs: Sequence[InputSpec], given: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+def bound_symbols(specs: Sequence[InputSpec], given: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+    """Symbolic dimensions (``batch``, ``sequence``...) sized by the inputs whose shapes were given."""
+    bound: dict[str, int] = {}
+    for spec in specs:
+        if spec.name in given and len(given[spec.name]) == len(spec.shape):
+            for dim, size in zip(spec.shape, given[spec.name], strict=True):
+                if isinstance(dim, str) and dim:
+                    bound.setdefault(dim, size)
+    return bound
+
+
+def resolve_shapes(specs: Sequence[InputSpec], given: Mapping[str, tuple[int, ...]],
+                   bound: Mapping[str, int] | None = None) -> dict[str, tuple[int, ...]]:
+    """Shapes of ``specs``: as given, else their symbolic dimensions sized as a given input sized the
+    same symbol (``bound``; by default those of ``given``), else by the defaults."""
     check_names(specs, given)
+    bound = bound_symbols(specs, given) if bound is None else bound
     out: dict[str, tuple[int, ...]] = {}
     for spec in specs:
         if spec.name in given:
@@ -95,7 +112,7 @@ def resolve_shapes(specs: Sequence[InputSpec], given: Mapping[str, tuple[int, ..
                                  f"input has {len(spec.shape)}")
             out[spec.name] = given[spec.name]
         else:
-            out[spec.name] = tuple(_resolve_dim(spec, i, d) for i, d in enumerate(spec.shape))
+            out[spec.name] = tuple(_resolve_dim(spec, i, d, bound) for i, d in enumerate(spec.shape))
     return out
 
 
@@ -173,6 +190,16 @@ def random_inputs(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ..
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise InputError(f"no such inputs file: {path}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if magic != b"PK\x03\x04":  # numpy would take any other file for a pickle and say so
+        raise InputError(f"{path} is not an .npz file (a zip archive of arrays)",
+                         hint="save the inputs with numpy.savez(path, name=array, ...)")
+    try:
         with np.load(path, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
     except FileNotFoundError:
@@ -234,5 +261,7 @@ def make_feed(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: Iterab
     parsed = parse_shapes(shapes)
     check_names(specs, parsed)
     rest = [s for s in specs if s.name not in given]
-    resolved = resolve_shapes(rest, {k: v for k, v in parsed.items() if k not in given})
+    sized = {**parsed, **{k: tuple(int(n) for n in a.shape) for k, a in given.items()}}
+    resolved = resolve_shapes(rest, {k: v for k, v in parsed.items() if k not in given},
+                              bound_symbols(specs, sized))
     return {**random_inputs(rest, resolved, index_bounds(model), seed), **given}
