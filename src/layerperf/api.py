@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import onnx
 
@@ -15,6 +15,8 @@ from layerperf.data import Profile
 from layerperf.errors import InputError
 from layerperf.machine import fingerprint
 from layerperf.modelsrc import ModelSource, open_model
+
+_T = TypeVar("_T")
 
 
 def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None) -> dict[str, int]:
@@ -79,9 +81,11 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
         raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
                          hint="use --shape NAME=DIMS for an .onnx file")
     source = open_model(model, **zoo_opts)
-    feed = backend.prepare_feed(source, opts)
+    # Each phase's sessions are released, and their memory handed back, before the next phase makes
+    # its own: every session holds its own copy of the weights.
+    feed = _released(backend.prepare_feed(source, opts))
     step = (lambda done: progress("profiled runs", done, runs)) if progress else None
-    m = backend.measure(source, opts, feed, step)
+    m = _released(backend.measure(source, opts, feed, step))
     origin = m.runs[0][0] if m.runs else 0
     channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
     layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
@@ -98,6 +102,7 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
                    runs=run_list, latency_ns=m.latency_ns, extra=extra)
     if mem_request:
         mem_request.attach(prof, source, opts, feed)
+        _released(None)
     return prof
 
 
@@ -119,6 +124,14 @@ def _cost_warnings(unknown_ops: list[str], unresolved: int) -> list[str]:
         out.append(f"{unresolved} tensors in ONNX Runtime's NCHWc layout have no known real channel count: "
                    "their layers count the stored (possibly padded) channels")
     return out
+
+
+def _released(value: _T) -> _T:
+    """``value``, once the sessions that made it are gone and their memory is back with the system."""
+    from layerperf.heap import release
+
+    release()
+    return value
 
 
 def _count(source: ModelSource, opts: Any, feed: Any, layers: Any, request: Any,

@@ -216,5 +216,7 @@ def session_model(model: onnx.ModelProto, model_dir: Path | None, options: Any) 
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(f.path.absolute())
         path = Path(tmp) / "model.onnx"
+        while os.path.lexists(path):  # a link's name (the .onnx itself where it keeps weights inside):
+            path = path.with_name("_" + path.name)  # writing through it would overwrite the user's file
         path.write_bytes(model.SerializeToString())
         yield str(path)

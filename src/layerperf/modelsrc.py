@@ -1,8 +1,9 @@
 """Where a model comes from: an .onnx path or a built-in zoo name, validated before any run.
 
-A model whose weights live in external data files is read without them: only the .onnx is parsed,
-its data files are checked (inside the model's directory, long enough) and hashed, and ONNX
-Runtime loads the weights itself from the model's path.
+A model's weights are not read into Python: of the .onnx only the graph is parsed (weights kept
+inside it are left there, see :mod:`layerperf.skeleton`), external data files are checked (inside
+the model's directory, long enough) and hashed, and ONNX Runtime loads the weights itself from the
+model's path.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from layerperf import extdata
 from layerperf.errors import InputError
+from layerperf.skeleton import read_skeleton
 
 # protobuf's limit on one serialized message: 2 GiB less one byte
 MAX_PROTO_BYTES = (1 << 31) - 1
@@ -26,6 +28,9 @@ MAX_PROTO_BYTES = (1 << 31) - 1
 
 @dataclass(frozen=True, slots=True)
 class ModelSource:
+    """A model to profile. For a file or a zoo model, ``proto`` is its graph with the weights it
+    keeps inside left in the file (external data pointing into ``path`` itself, see :func:`_graph`)."""
+
     name: str
     path: Path
     proto: onnx.ModelProto
@@ -35,8 +40,9 @@ class ModelSource:
 
     @property
     def data_dir(self) -> Path | None:
-        """Where the model's external data lives (its own directory), or None when it has none."""
-        return self.path.parent if self.data_files else None
+        """Where the external data ``proto`` reads lives (the model's own directory: its data files, or
+        the .onnx itself for the weights kept inside), or None when it reads none."""
+        return self.path.parent if self.data_files or extdata.external_tensors(self.proto) else None
 
     def describe(self) -> dict[str, Any]:
         """Name, path, SHA-256 of the .onnx file and, with external data, each data file's own."""
@@ -63,9 +69,21 @@ def _parse(path: Path) -> onnx.ModelProto:
     return model
 
 
+def _graph(path: Path) -> onnx.ModelProto:
+    """The model without its large weights (see :mod:`layerperf.skeleton`): nothing here reads
+    weight values, and ONNX Runtime reads them from the file itself."""
+    try:
+        model = read_skeleton(path)
+    except (OSError, ValueError, DecodeError, RuntimeWarning):
+        model = None
+    if model is None or (not model.graph.node and not model.opset_import):
+        return _parse(path)  # not a model: parsed whole, it gets its precise error message
+    return model
+
+
 def check(model: onnx.ModelProto, path: Path) -> None:
-    # By path where the model has external data: the checker then looks for the data beside the
-    # model, not in the working directory (and reads none of it).
+    # By path where the model has external data (so has the graph of a file with weights over 64 KiB
+    # inside): the checker then looks for the data beside the model, not in the working directory.
     by_path = model.ByteSize() > 1_900_000_000 or bool(extdata.external_tensors(model))
     try:
         onnx.checker.check_model(str(path) if by_path else model, full_check=True)
@@ -86,14 +104,20 @@ def open_model(spec: str | Path | onnx.ModelProto, **zoo_options: Any) -> ModelS
             raise InputError(f"{path} is a directory, not an ONNX model")
         # absolute, not resolved: ONNX Runtime looks for external data beside the path it is given
         path = path.absolute()
-        model = _parse(path)
-        files = extdata.data_files(model, path.parent, str(path))
+        model = _graph(path)
+        files = _data_files(model, path)
         check(model, path)
         return ModelSource(path.stem, path, model, extdata.sha256(path), zoo=False, data_files=files)
     from layerperf import zoo
 
     zoo_path = zoo.path(str(spec), **zoo_options)  # raises InputError for an unknown name
-    return ModelSource(str(spec), zoo_path, _parse(zoo_path), extdata.sha256(zoo_path), zoo=True)
+    return ModelSource(str(spec), zoo_path, _graph(zoo_path), extdata.sha256(zoo_path), zoo=True)
+
+
+def _data_files(model: onnx.ModelProto, path: Path) -> tuple[extdata.DataFile, ...]:
+    """The model's own external data files: not the .onnx itself, where its graph points for the weights
+    it keeps inside (see :func:`_graph`)."""
+    return tuple(f for f in extdata.data_files(model, path.parent, str(path)) if f.location != path.name)
 
 
 def _from_proto(model: onnx.ModelProto) -> ModelSource:

@@ -26,8 +26,10 @@ from layerperf.backends.interleave import BLOCK_RUNS, interleaved
 from layerperf.backends.ort_session import Session
 from layerperf.backends.ort_trace import RunEvents, pool_workers, split_runs
 from layerperf.errors import InputError, LayerperfError
+from layerperf.heap import release
 from layerperf.inputs import InputSpec, make_feed, ort_type_to_numpy
 from layerperf.modelsrc import ModelSource
+from layerperf.skeleton import INLINE_LIMIT_BYTES
 
 OPT_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -182,9 +184,7 @@ def _chunk_capacity(opts: ProfileOptions, n_nodes: int) -> int:
 
 def _profiled_chunk(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any], runs: int,
                     workdir: Path, index: int, m: Measurement, plain: ort.InferenceSession | None) -> None:
-    optimized = workdir / "optimized.onnx" if m.optimized is None else None
-    so = session_options(opts, profile_prefix=workdir / f"ort{index}", optimized_path=optimized,
-                         spin_stop=plain is not None)
+    so = session_options(opts, profile_prefix=workdir / f"ort{index}", spin_stop=plain is not None)
     sess, threads = counted_session(source, so, opts.provider)
     if m.intra_op_threads is None:
         m.intra_op_threads = threads
@@ -198,9 +198,41 @@ def _profiled_chunk(source: ModelSource, opts: ProfileOptions, feed: dict[str, A
         raise LayerperfError(f"ONNX Runtime's profiler recorded {len(all_runs)} of {opts.warmup + runs} runs",
                              hint="lower --runs or raise max_events")
     m.runs += [(origin, r) for r in all_runs[opts.warmup:]]
-    if optimized is not None:
-        m.optimized = onnx.load(str(optimized), load_external_data=False)
-        optimized.unlink()
+
+
+def optimized_graph(source: ModelSource, opts: ProfileOptions) -> onnx.ModelProto:
+    """The graph ONNX Runtime runs under ``opts`` (its optimized model), read back without its weights
+    but for those of blocked (NCHWc) convolutions, whose zeros tell the real channel counts of a
+    blocked layout (:mod:`layerperf.cost.layout`).
+
+    It comes from a session of its own that never runs and is released at once: a session that
+    writes its optimized model keeps the weights it pre-packs besides their packed copies (bert-base:
+    0.3 GB more for as long as it lives); this one pre-packs nothing (pre-packing is the kernels'
+    business, the graph is the same). ONNX Runtime writes the weights to a file of their own, one
+    by one, instead of copying them all into one message first.
+    """
+    with tempfile.TemporaryDirectory(prefix="layerperf-opt-") as tmp:
+        path = Path(tmp) / "optimized.onnx"
+        so = session_options(opts, optimized_path=path)
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "optimized.data")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                    str(INLINE_LIMIT_BYTES))
+        so.add_session_config_entry("session.disable_prepacking", "1")
+        create_session(source, so, opts.provider)
+        release()
+        model = onnx.load(str(path), load_external_data=False)
+        _read_blocked_conv_weights(model, Path(tmp))
+    return model
+
+
+def _read_blocked_conv_weights(model: onnx.ModelProto, data_dir: Path) -> None:
+    from layerperf import extdata
+    from layerperf.cost.layout import NCHWC
+
+    wanted = {n.input[1] for n in model.graph.node if n.domain == NCHWC and n.op_type == "Conv" and len(n.input) > 1}
+    for t in model.graph.initializer:
+        if t.name in wanted and t.data_location == onnx.TensorProto.EXTERNAL:
+            t.CopyFrom(extdata.loaded(t, data_dir))
 
 
 def _timed_chunk(sess: ort.InferenceSession, plain: ort.InferenceSession | None, feed: dict[str, Any],
@@ -240,7 +272,8 @@ def _has_subgraphs(model: onnx.ModelProto) -> bool:
 def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any],
             progress: Callable[[int], None] | None = None) -> Measurement:
     """Profiled runs, split over as many sessions as ONNX Runtime's event limit requires; with
-    ``opts.latency``, plain runs alternating with them on one profiler-off session kept alive."""
+    ``opts.latency``, plain runs alternating with them on one profiler-off session kept alive. Then
+    the optimized graph, from a session of its own once those are gone (:func:`optimized_graph`)."""
     m = Measurement()
     plain = plain_session(source, opts, feed) if opts.latency else None
     capacity = _chunk_capacity(opts, _estimated_nodes(source.proto))
@@ -255,6 +288,8 @@ def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any],
             done, index = done + n, index + 1
             if progress:
                 progress(done)
+    del plain  # gone before the next session is made
+    m.optimized = optimized_graph(source, opts)  # after the measured sessions: it may hold conv weights
     return m
 
 

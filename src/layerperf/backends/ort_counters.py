@@ -126,11 +126,12 @@ def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequ
 
 # -- worker side ------------------------------------------------------------------------------------
 
-def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path) -> Any:
-    """The optimized graph, its external weights left where they are.
+def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path, workdir: Path) -> Any:
+    """The optimized graph, its large weights written by ONNX Runtime to ``workdir`` and left there.
 
-    ONNX Runtime saves the optimized model with the original's external data locations, relative to
-    the original's directory: the node sessions find them there (``data_dir``), never in Python.
+    Python never holds them: each node's session reads its own from ``workdir`` as it is built. The
+    session that writes the graph never runs, so it pre-packs nothing, and it is gone before the
+    node sessions are made.
     """
     import onnx
     import onnxruntime as ort
@@ -138,20 +139,26 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path) -> Any:
     from layerperf import extdata
     from layerperf.backends.onnxruntime import OPT_LEVELS
     from layerperf.backends.ort_session import Session
+    from layerperf.heap import release
+    from layerperf.skeleton import INLINE_LIMIT_BYTES
 
-    with tempfile.TemporaryDirectory() as tmp:
-        so = ort.SessionOptions()
-        so.graph_optimization_level = OPT_LEVELS[opts["opt_level"]]
-        so.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
-        so.log_severity_level = 3
-        so.use_per_session_threads = False
-        model_or_bytes: str | bytes = model_path
-        if Path(model_path).parent != data_dir:  # a model given as bytes, saved apart from its data
-            model_or_bytes = Path(model_path).read_bytes()
-            extdata.use_folder(so, data_dir)
-        Session(model_or_bytes, so, opts["provider"], what=model_path)
-        model = onnx.load(str(Path(tmp) / "opt.onnx"), load_external_data=False)
-    extdata.data_files(model, data_dir, model_path)  # every location still inside data_dir, and there
+    so = ort.SessionOptions()
+    so.graph_optimization_level = OPT_LEVELS[opts["opt_level"]]
+    so.optimized_model_filepath = str(workdir / "opt.onnx")
+    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "opt.onnx.data")
+    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                str(INLINE_LIMIT_BYTES))
+    so.add_session_config_entry("session.disable_prepacking", "1")
+    so.log_severity_level = 3
+    so.use_per_session_threads = False
+    model_or_bytes: str | bytes = model_path
+    if Path(model_path).parent != data_dir:  # a model given as bytes, saved apart from its data
+        model_or_bytes = Path(model_path).read_bytes()
+        extdata.use_folder(so, data_dir)
+    Session(model_or_bytes, so, opts["provider"], what=model_path)
+    release()
+    model = onnx.load(str(workdir / "opt.onnx"), load_external_data=False)
+    extdata.data_files(model, workdir, model_path)  # every location inside workdir, and there
     return model
 
 
@@ -197,11 +204,11 @@ def _calibrate(specs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, float]
 
 
 def work(job: dict[str, Any]) -> dict[str, Any]:
-    import onnx
     import onnxruntime.capi._pybind_state as ort_state
 
     from layerperf.backends.stepwise import StepwiseExecutor
     from layerperf.counters import resolve, schedule
+    from layerperf.skeleton import read_skeleton
 
     opts, req = job["opts"], job["request"]
     # Must precede the first session of this process: all node sessions then share one pool.
@@ -209,13 +216,18 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     with np.load(job["feed"]) as npz:
         feed = {k: _restored(npz[k], job.get("dtypes", {}).get(k)) for k in npz.files}
     data_dir = Path(job["data_dir"])
-    # Node sessions are built from bytes: ONNX Runtime releases that ignore the folder key look for
-    # their external data in the working directory, which is this worker's own to choose.
+    # Sessions built from bytes: ONNX Runtime releases that ignore the folder key look for their
+    # external data in the working directory, which is this worker's own to choose.
     os.chdir(data_dir)
-    executor = StepwiseExecutor(_optimized(job["model"], opts, data_dir), job["order"], provider=opts["provider"],
-                                global_threads=True, data_dir=data_dir,
-                                original=onnx.load(job["model"], load_external_data=False))
-    times = [executor.run_pass(feed)[1] for _ in range(2)]  # builds the sessions, warms the caches
+    with tempfile.TemporaryDirectory(prefix="layerperf-weights-") as tmp:
+        workdir = Path(tmp)
+        optimized = _optimized(job["model"], opts, data_dir, workdir)
+        os.chdir(workdir)  # where the node sessions' weights now are
+        executor = StepwiseExecutor(optimized, job["order"], provider=opts["provider"], global_threads=True,
+                                    data_dir=workdir, original=read_skeleton(Path(job["model"])))
+        # The first pass builds every node's session, each reading its weights; the second warms the caches.
+        times = [executor.run_pass(feed)[1] for _ in range(2)]
+        os.chdir(data_dir)  # out of the folder about to go
     specs = [resolve(e) for e in req["events"]]
     label = {s.name: lab for s, lab in zip(specs, req["labels"], strict=True)}
     groups = [specs] if req["multiplex"] else schedule(specs)

@@ -1,0 +1,137 @@
+"""Peak resident memory of ``layerperf.profile`` against model size, each model in a fresh process.
+
+Each profile runs in its own child process; the figure is the child's own high-water mark
+(``VmHWM`` of /proc/self/status, read as it ends) and, beside it, what ``wait4`` reports for the
+child and the processes it waited for (the counting worker of ``--events``: the largest of them,
+not a sum). The child also reads its resident memory after importing layerperf, ONNX Runtime and
+onnx, before touching the model: the baseline every profile pays whatever the model.
+
+    python benchmarks/peak_rss.py                                  # zoo models, offline
+    python benchmarks/peak_rss.py --models resnet50 path/to/model.onnx --events
+    python benchmarks/peak_rss.py --before /tmp/main-src --repeat 2  # old sources side by side
+
+Zoo models are built (and cached) before any measurement, in a process of their own, so the build
+is not counted. ``--before DIR`` names another checkout's ``src`` folder: every model is then
+profiled with both, alternately, and the table gives both peaks and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE_SRC = Path(__file__).resolve().parent.parent / "src"
+DEFAULT_MODELS = "mobilenet_v2,resnet18,resnet50,bert-base"
+MIB = 1024 * 1024
+
+
+def status_kib(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def child(args: argparse.Namespace) -> int:
+    """In the child: import, note the baseline, profile, report the high-water mark as JSON."""
+    import onnx  # noqa: F401  (part of the baseline either way)
+    import onnxruntime  # noqa: F401
+
+    import layerperf
+
+    baseline = status_kib("VmRSS") * 1024
+    extra = {"events": ["task-clock"]} if args.events else {}
+    layerperf.profile(args.child, runs=args.runs, warmup=args.warmup, memory=args.memory, **extra)
+    print(json.dumps({"baseline_bytes": baseline, "hwm_bytes": status_kib("VmHWM") * 1024,
+                      "end_bytes": status_kib("VmRSS") * 1024}))
+    return 0
+
+
+def model_bytes(model: str) -> int:
+    """The file's size plus the external data files it names (each counted once)."""
+    import onnx
+
+    from layerperf import zoo
+
+    path = Path(model) if Path(model).suffix == ".onnx" or Path(model).exists() else zoo.path(model)
+    proto = onnx.load(str(path), load_external_data=False)
+    files = {entry.value for t in proto.graph.initializer for entry in t.external_data if entry.key == "location"}
+    return path.stat().st_size + sum((path.parent / f).stat().st_size for f in files)
+
+
+def measure(model: str, src: Path, args: argparse.Namespace) -> dict[str, int]:
+    cmd = [sys.executable, __file__, "--child", model, "--runs", str(args.runs), "--warmup", str(args.warmup)]
+    cmd += ["--events"] * args.events + ["--memory"] * args.memory
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    with tempfile.TemporaryFile("w+") as err:
+        # Not communicate(): it reaps the child, and wait4 is what gives this child's own rusage.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.stdout.close()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            err.seek(0)
+            raise SystemExit(f"{model}: the child failed: {(err.read().strip().splitlines() or ['?'])[-1]}")
+    result: dict[str, int] = json.loads(out.strip().splitlines()[-1])
+    result["tree_hwm_bytes"] = usage.ru_maxrss * 1024
+    return result
+
+
+def prebuild(models: list[str]) -> list[tuple[str, int]]:
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import json; from peak_rss import model_bytes; "
+            "print(json.dumps([model_bytes(m) for m in sys.argv[2:]]))")
+    env = {**os.environ, "PYTHONPATH": f"{HERE_SRC}{os.pathsep}{Path(__file__).parent}"}
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), *models], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return list(zip(models, json.loads(out), strict=True))
+
+
+def row(model: str, size: int, label: str, r: dict[str, int]) -> str:
+    hwm = r["hwm_bytes"]
+    return (f"{model[:28]:28s} {label:6s} {size / MIB:9.1f} {r['baseline_bytes'] / MIB:9.1f} {hwm / MIB:9.1f} "
+            f"{hwm / size:6.2f} {(hwm - r['baseline_bytes']) / size:6.2f} {r['tree_hwm_bytes'] / MIB:9.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", help="extra .onnx files to profile after the zoo models")
+    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"zoo models, comma-separated ({DEFAULT_MODELS})")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--events", action="store_true", help="add --events task-clock (the counting worker)")
+    ap.add_argument("--memory", action="store_true", help="add the memory profile")
+    ap.add_argument("--before", type=Path, help="another checkout's src folder, profiled alternately")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    models = [m for m in args.models.split(",") if m] + args.paths
+    sources = [("before", args.before), ("after", HERE_SRC)] if args.before else [("", HERE_SRC)]
+    print(f"{'model':28s} {'src':6s} {'size MiB':>9s} {'base MiB':>9s} {'peak MiB':>9s} {'x size':>6s} "
+          f"{'-base':>6s} {'tree MiB':>9s}")
+    for model, size in prebuild(models):
+        peaks: dict[str, list[int]] = {}
+        for _ in range(args.repeat):
+            for label, src in sources:
+                r = measure(model, src, args)
+                peaks.setdefault(label, []).append(r["hwm_bytes"])
+                print(row(model, size, label, r), flush=True)
+        if args.before:
+            before, after = min(peaks["before"]), min(peaks["after"])
+            print(f"{model[:28]:28s} after/before peak (min of {args.repeat}): {after / before:.2f} "
+                  f"({before / MIB:.0f} -> {after / MIB:.0f} MiB)", flush=True)
+    print("peak: the child's VmHWM; x size: peak / model bytes; -base: (peak - RSS after imports) / model bytes;"
+          " tree: wait4's ru_maxrss (the child or its largest waited-for descendant)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
