@@ -103,7 +103,7 @@ def test_optimized_graph_is_read_back_without_weights(mlp_path: Path) -> None:
     assert {"w0a", "w1b"} <= set(weights) and list(weights["w0a"].dims) == [1024, 2048]
 
 
-def test_stepwise_reads_each_nodes_weights_from_the_file(tmp_path: Path) -> None:
+def test_stepwise_reads_each_nodes_weights_from_external_data(tmp_path: Path) -> None:
     from layerperf.backends.stepwise import StepwiseExecutor
 
     onnx.save(mlp(layers=1, d=256, h=512), tmp_path / "m.onnx", save_as_external_data=True,
@@ -111,7 +111,7 @@ def test_stepwise_reads_each_nodes_weights_from_the_file(tmp_path: Path) -> None
     graph = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
     assert graph.ByteSize() < 4096
     feed = {"x": np.random.default_rng(1).standard_normal((8, 256)).astype(np.float32)}
-    executor = StepwiseExecutor(graph, [n.name for n in graph.graph.node], weights_dir=tmp_path)
+    executor = StepwiseExecutor(graph, [n.name for n in graph.graph.node], data_dir=tmp_path)
     got = executor.run_pass(feed)[0]["z"].numpy()
     plain = ort.InferenceSession(mlp(layers=1, d=256, h=512).SerializeToString(), providers=["CPUExecutionProvider"])
     want = plain.run(None, feed)[0]
@@ -203,13 +203,13 @@ def _peak_over_baseline(what: str, path: Path) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
 def test_profiling_peaks_at_about_one_session(mlp_path: Path) -> None:
-    """A whole profile (checker, input session, optimized graph, profiled and plain sessions) peaks
-    within a small multiple of what one ONNX Runtime session of the model takes: Python never holds
-    the weights, and no two sessions hold them at once. Measured on this model: one session 62 MiB
-    over the baseline, a profile 120 MiB (the sessions of a process that has made and released
-    others before fragment its heap), and 242 MiB before (the parsed model held throughout, the
-    optimized model read back with its weights, the profiled session keeping its unpacked weights)."""
+    """A whole profile (checker, input session, the plain and profiled sessions whose runs alternate,
+    the optimized graph) peaks within a small multiple of what one ONNX Runtime session of the
+    model takes: Python never holds the weights, and no more than those two sessions hold them at
+    once. Measured on this model: one session 62 MiB over the baseline, a profile 189 MiB, and
+    307 MiB before (the parsed model held throughout, the optimized model read back with its
+    weights, the first profiled session keeping its unpacked weights)."""
     session = _peak_over_baseline("session", mlp_path)
     profile = _peak_over_baseline("profile", mlp_path)
     assert session > 32 * MIB  # it did load the weights
-    assert profile < 2.5 * session + 16 * MIB, (profile / MIB, session / MIB)
+    assert profile < 3.5 * session + 16 * MIB, (profile / MIB, session / MIB)

@@ -218,6 +218,7 @@ def optimized_graph(source: ModelSource, opts: ProfileOptions) -> onnx.ModelProt
         so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                     str(INLINE_LIMIT_BYTES))
         so.add_session_config_entry("session.disable_prepacking", "1")
+        release()  # what the sessions before it freed
         create_session(source, so, opts.provider)
         release()
         model = onnx.load(str(path), load_external_data=False)
