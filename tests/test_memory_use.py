@@ -213,3 +213,30 @@ def test_profiling_peaks_at_about_one_session(mlp_path: Path) -> None:
     profile = _peak_over_baseline("profile", mlp_path)
     assert session > 32 * MIB  # it did load the weights
     assert profile < 3.5 * session + 16 * MIB, (profile / MIB, session / MIB)
+
+
+def test_bench_node_reads_its_weights_from_inside_the_file(mlp_path: Path) -> None:
+    from layerperf.bench.extract import extract_node
+
+    (weight,) = extract_node(mlp_path, "mm0b").model.graph.initializer
+    want = next(t for t in onnx.load(str(mlp_path)).graph.initializer if t.name == "w0b")
+    assert weight.name == "w0b" and weight.raw_data == want.raw_data
+
+
+def test_linked_model_named_model_onnx_is_never_written_through(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ONNX Runtime ignores the folder key, a session is made from a temporary folder of links to
+    the data files: for a file keeping weights inside, a link to the .onnx itself, which may be
+    called model.onnx like the file written there."""
+    from layerperf import extdata
+
+    path = tmp_path / "model.onnx"
+    onnx.save(mlp(layers=1, d=256, h=512), path)
+    before = path.read_bytes()
+    source = open_model(path)
+    monkeypatch.setattr(extdata, "folder_key_works", lambda: False)
+    with extdata.session_model(source.proto, source.data_dir, ort.SessionOptions()) as what:
+        written = Path(str(what))
+        assert not written.is_symlink() and (written.parent / "model.onnx").is_symlink()
+        assert onnx.load(str(written), load_external_data=False) == source.proto
+    assert path.read_bytes() == before
