@@ -51,8 +51,9 @@ def test_interleaved_alternates_and_times_each_side(block: int) -> None:
     assert clock.calls == expected
 
 
-def test_profile_alternates_plain_and_profiled_sessions(tiny_model_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture()
+def session_order(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each session run, in the order they came, was a profiled session's."""
     order: list[bool] = []
     real_run = ort.InferenceSession.run
 
@@ -61,6 +62,11 @@ def test_profile_alternates_plain_and_profiled_sessions(tiny_model_path: Path,
         return real_run(self, *args, **kwargs)
 
     monkeypatch.setattr(ort.InferenceSession, "run", recording_run)
+    return order
+
+
+def test_profile_alternates_plain_and_profiled_sessions(tiny_model_path: Path, session_order: list[bool]) -> None:
+    order = session_order
     prof = layerperf.profile(tiny_model_path, warmup=2, runs=5)
     # plain warm-up, profiled warm-up, then one plain and one profiled run in turn
     assert order == [False] * 2 + [True] * 2 + [False, True] * 5
@@ -68,15 +74,8 @@ def test_profile_alternates_plain_and_profiled_sessions(tiny_model_path: Path,
     assert prof.extra["measurement"]["latency"] == "interleaved"
 
 
-def test_no_latency_runs_no_plain_session(tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    order: list[bool] = []
-    real_run = ort.InferenceSession.run
-
-    def recording_run(self: ort.InferenceSession, *args: Any, **kwargs: Any) -> Any:
-        order.append(bool(self.get_session_options().enable_profiling))
-        return real_run(self, *args, **kwargs)
-
-    monkeypatch.setattr(ort.InferenceSession, "run", recording_run)
+def test_no_latency_runs_no_plain_session(tiny_model_path: Path, session_order: list[bool]) -> None:
+    order = session_order
     prof = layerperf.profile(tiny_model_path, warmup=1, runs=3, latency=False)
     assert order == [True] * 4 and prof.latency_ns == []
     s = summary(prof)
