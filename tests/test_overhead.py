@@ -204,3 +204,11 @@ def test_real_profile_keeps_the_cpu_times(tiny_model_path: Path) -> None:
     assert len(prof.extra["latency_cpu_ns"]) == len(prof.extra["profiled_cpu_ns"]) == 4
     assert all(t > 0 for t in prof.extra["latency_cpu_ns"])
     assert 0 < summary(prof)["caller_cpu_share"] <= 1.1
+
+
+def test_a_negative_event_cost_is_called_noise(capsys: pytest.CaptureFixture[str]) -> None:
+    # the profiled median below the plain one: a difference of medians that measured the host, not a cost
+    prof = fake_profile(SMALL_AND_LARGE, latency_us=1000, profiled_us=900)
+    assert summary(prof)["profiler_event_cost_us"] == pytest.approx(-10.0)
+    print_profile(prof, top=None, fmt="table", written={})
+    assert "per node event -10.00 µs wall (below 0: noise, not a cost)" in capsys.readouterr().out

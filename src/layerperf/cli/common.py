@@ -111,6 +111,11 @@ def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str
 DEFAULT_TOP = 20
 
 
+def _event_cost(us: float, clock: str) -> str:
+    # A difference of two medians: below 0 it measured the host's noise, not a cost of the profiler.
+    return f"{us:+.2f} µs {clock}" + (" (below 0: noise, not a cost)" if us < 0 else "")
+
+
 def _passes(n: int) -> str:
     return f"{n} pass" if n == 1 else f"{n} passes"
 
@@ -146,8 +151,8 @@ def _latency(summ: dict[str, Any], units: Any) -> str:
         text += f"; profiler overhead x{overhead:.3f}"
     cpu_cost = summ.get("profiler_event_cost_cpu_us")
     if cost is not None and summ.get("nodes_per_run"):
-        text += (f"; per node event {cost:+.2f} µs wall" + (f", {cpu_cost:+.2f} µs CPU" if cpu_cost is not None
-                                                           else "")
+        text += (f"; per node event {_event_cost(cost, 'wall')}"
+                 + (f", {_event_cost(cpu_cost, 'CPU')}" if cpu_cost is not None else "")
                  + f" ({summ['nodes_per_run']:g} nodes per run)")
     return text
 
