@@ -7,9 +7,11 @@ file gets the mode the user expects (0644 under umask 022) — not ``tempfile.mk
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -51,3 +53,14 @@ def write_bytes(target: Path, data: bytes, *, fsync: bool = False) -> None:
         if fsync:
             f.flush()
             os.fsync(f.fileno())
+
+
+def process_temp(data: bytes, prefix: str, suffix: str) -> Path:
+    """``data`` in a new file of the temp directory, removed when this process exits (a model handed
+    to ONNX Runtime, or to the counting worker, by path)."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix)
+    path = Path(name)
+    atexit.register(path.unlink, missing_ok=True)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path

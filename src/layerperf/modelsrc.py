@@ -8,9 +8,7 @@ model's path.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from typing import Any
 import onnx
 from google.protobuf.message import DecodeError
 
-from layerperf import extdata
+from layerperf import atomic, extdata
 from layerperf.errors import InputError
 from layerperf.skeleton import read_skeleton
 
@@ -121,7 +119,6 @@ def _data_files(model: onnx.ModelProto, path: Path) -> tuple[extdata.DataFile, .
 
 
 def _from_proto(model: onnx.ModelProto) -> ModelSource:
-    import tempfile
 
     external = extdata.external_tensors(model)
     if external:  # its locations are relative to a directory the proto does not know
@@ -134,10 +131,6 @@ def _from_proto(model: onnx.ModelProto) -> ModelSource:
     digest = hashlib.sha256(data).hexdigest()
     # ONNX Runtime (and the counting worker, another process) load the model from a file: one of this
     # process's own, removed when the process exits rather than left in the temp directory for good.
-    fd, name = tempfile.mkstemp(prefix=f"layerperf-{digest[:16]}-", suffix=".onnx")
-    path = Path(name)
-    atexit.register(path.unlink, missing_ok=True)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    path = atomic.process_temp(data, f"layerperf-{digest[:16]}-", ".onnx")
     check(model, path)
     return ModelSource(model.graph.name or "model", path, model, digest, zoo=False)

@@ -20,10 +20,8 @@ path, or for a model given as bytes in the folder that
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +77,7 @@ class InferenceSession(ort.InferenceSession):
 
     def _lp_model_file(self) -> Path:
         if isinstance(self._lp_source, bytes):
-            fd, tmp = tempfile.mkstemp(suffix=".onnx", prefix="layerperf-session-")
-            atexit.register(Path(tmp).unlink, missing_ok=True)  # the counting worker reads it; then gone
-            with os.fdopen(fd, "wb") as f:
-                f.write(self._lp_source)
-            self._lp_source = tmp
+            self._lp_source = str(atomic.process_temp(self._lp_source, "layerperf-session-", ".onnx"))
         return Path(os.fspath(self._lp_source))
 
 
