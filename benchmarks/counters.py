@@ -48,7 +48,7 @@ def main() -> int:
 
     import onnxruntime as ort  # a session's pool threads make "all" a realistic thread count
 
-    from layerperf.backends.stepwise import calibration_model
+    from layerperf.backends.ort.stepwise import calibration_model
 
     so = ort.SessionOptions()
     _keep = ort.InferenceSession(calibration_model().SerializeToString(), so, providers=["CPUExecutionProvider"])

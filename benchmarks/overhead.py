@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.backends import onnxruntime as backend
 from layerperf.backends.interleave import interleaved, timed
-from layerperf.backends.ort_trace import split_runs
-from layerperf.modelsrc import open_model
+from layerperf.backends.ort import sessions as backend
+from layerperf.backends.ort.trace import split_runs
+from layerperf.model_source import open_model
 
 
 def sessions(model: str, threads: int, spin_stop: bool, tmp: Path) -> tuple[Any, Any, dict[str, Any]]:

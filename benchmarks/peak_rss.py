@@ -50,7 +50,7 @@ def _one_session(model: str) -> None:
     """A plain session with ONNX Runtime's defaults, run once on layerperf's seeded inputs."""
     import onnxruntime as ort
 
-    from layerperf.backends.onnxruntime import input_specs
+    from layerperf.backends.ort.sessions import input_specs
     from layerperf.inputs import make_feed
     from layerperf.skeleton import read_skeleton
 

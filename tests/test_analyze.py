@@ -142,7 +142,7 @@ def test_bad_input_subprocess_and_where(tmp_path: Path, trace: Path) -> None:
 
 def test_counter_columns_order_and_aggregate() -> None:
     from layerperf import analysis
-    from layerperf.optable import TableBuilder
+    from layerperf.calls import TableBuilder
 
     b = TableBuilder()
     a, c = b.ident("a", "Conv", "CPU", "", ""), b.ident("c", "Relu", "CPU", "", "")

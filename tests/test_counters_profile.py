@@ -92,7 +92,7 @@ def test_counters_in_outputs_and_reload(counted: layerperf.Profile, tmp_path: Pa
 
 def test_task_clock_over_nodes_matches_whole_pass(chain_path: Path) -> None:
     # In process, per-session threads of 1: the calling thread does all the work.
-    from layerperf.backends.stepwise import StepwiseExecutor
+    from layerperf.backends.ort.stepwise import StepwiseExecutor
 
     executor = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], threads=1)
     feed = {"x": np.ones(X_SHAPE, np.float32)}
@@ -128,7 +128,7 @@ graph = helper.make_graph([small, big], "faults", [],
                           [helper.make_tensor_value_info("big", TensorProto.FLOAT, [1 << 24]),
                            helper.make_tensor_value_info("small", TensorProto.FLOAT, [1 << 10])], inits)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-from layerperf.backends.stepwise import StepwiseExecutor
+from layerperf.backends.ort.stepwise import StepwiseExecutor
 from layerperf.counters import CounterSet
 executor = StepwiseExecutor(model, ["small", "big"], threads=1)
 faults = {}
@@ -161,7 +161,7 @@ import onnxruntime.capi._pybind_state as state
 state.set_global_thread_pool_sizes(2, 1)  # as the counting worker does for --threads 2
 sys.path.insert(0, sys.argv[1])
 from test_counters_profile import matmul_chain, X_SHAPE
-from layerperf.backends.stepwise import StepwiseExecutor
+from layerperf.backends.ort.stepwise import StepwiseExecutor
 from layerperf.counters import CounterSet
 ex = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], global_threads=True)
 feed = {"x": np.ones(X_SHAPE, np.float32)}
@@ -285,7 +285,7 @@ def test_worker_error_is_clean(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         from pathlib import Path
         import numpy as np
-        from layerperf.backends.ort_counters import CounterRequest, count_layers
+        from layerperf.backends.ort.counting import CounterRequest, count_layers
         req = CounterRequest(("task-clock",), ("task-clock",), 1, False)
         try:
             count_layers(Path("/nonexistent.onnx"), {"opt_level": "all", "provider": "CPUExecutionProvider",

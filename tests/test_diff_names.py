@@ -21,8 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
 from layerperf.cli import main
-from layerperf.data import Profile
 from layerperf.matching import Node, op_family, pair_nodes
+from layerperf.profile_data import Profile
 
 CHANNELS = (16, 32, 48)
 

@@ -12,9 +12,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import layerperf
-from layerperf.backends.ort_counters import _restored, _storable
-from layerperf.backends.ort_session import Session, ort_message
-from layerperf.backends.stepwise import StepwiseExecutor
+from layerperf.backends.ort.counting import _restored, _storable
+from layerperf.backends.ort.session import Session, ort_message
+from layerperf.backends.ort.stepwise import StepwiseExecutor
 from layerperf.errors import BackendError, InputError
 from layerperf.inputs import InputSpec, load_npz, make_feed, ort_type_to_numpy, random_inputs
 from layerperf.tensor import onnx_elem_to_dtype

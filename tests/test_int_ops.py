@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 import layerperf
 from layerperf.analysis import aggregate, rows
 from layerperf.cost import graph_costs, node_cost
-from layerperf.data import Layer, Profile
+from layerperf.profile_data import Layer, Profile
 from layerperf.readers.detect import read_table
 from layerperf.tensor import TensorInfo
 

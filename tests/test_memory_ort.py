@@ -192,7 +192,7 @@ def test_pictures_and_counter_track(resnet: tuple[layerperf.Profile, dict[str, P
 def test_svg_escapes_names(resnet: tuple[layerperf.Profile, dict[str, Path]]) -> None:
     from dataclasses import replace
 
-    from layerperf.writers import svg
+    from layerperf.renderers import svg
 
     rep = report(resnet[0])
     odd = 'a<b>&"c\'\x01'

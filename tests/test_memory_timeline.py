@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layerperf.data import Layer, Profile
 from layerperf.errors import InputError
 from layerperf.memory import allocator, analyze, report, timeline
 from layerperf.memory.report import MemoryReport, workspace_bytes
 from layerperf.memory.runtime import ArenaRun, RuntimeMemory
+from layerperf.profile_data import Layer, Profile
 from layerperf.tensor import TensorInfo
 
 
@@ -200,7 +200,7 @@ def test_damaged_memory_section() -> None:
 def test_unnamed_tensors_warn_and_pictures_still_render() -> None:
     import xml.etree.ElementTree as ET
 
-    from layerperf.writers import svg
+    from layerperf.renderers import svg
 
     rep = analyze(prof([Layer("A", "Conv", inputs=(t("", 8),), outputs=(t("", 8),))], [], []))
     assert rep.peak_bytes == 0 and "names no tensors" in rep.warnings[0]

@@ -19,8 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import load_external_data_for_model
 
 import layerperf
-from layerperf.backends import onnxruntime as backend
-from layerperf.modelsrc import open_model
+from layerperf.backends.ort import sessions as backend
+from layerperf.model_source import open_model
 from layerperf.skeleton import INLINE_LIMIT_BYTES, read_skeleton
 
 MIB = 1024 * 1024
@@ -104,7 +104,7 @@ def test_optimized_graph_is_read_back_without_weights(mlp_path: Path) -> None:
 
 
 def test_stepwise_reads_each_nodes_weights_from_external_data(tmp_path: Path) -> None:
-    from layerperf.backends.stepwise import StepwiseExecutor
+    from layerperf.backends.ort.stepwise import StepwiseExecutor
 
     onnx.save(mlp(layers=1, d=256, h=512), tmp_path / "m.onnx", save_as_external_data=True,
               location="m.onnx.data", size_threshold=1024)

@@ -14,8 +14,8 @@ import onnxruntime as ort
 import pytest
 
 import layerperf
-from layerperf.backends.onnxruntime import OPT_LEVELS
-from layerperf.backends.ort_trace import is_kernel_event, node_name
+from layerperf.backends.ort.sessions import OPT_LEVELS
+from layerperf.backends.ort.trace import is_kernel_event, node_name
 
 RUNS = 7
 

@@ -18,8 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cli import main
 from layerperf.cli.common import print_profile
-from layerperf.data import Layer, Profile, Run, Span
-from layerperf.render import LAYER_COLUMNS
+from layerperf.profile_data import Layer, Profile, Run, Span
+from layerperf.renderers.terminal import LAYER_COLUMNS
 
 US = 1000
 # medians 664 < 665 < 668 µs, means 698 > 683.75 > 668 µs: the two orders are opposite

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from layerperf.api import profile
     from layerperf.bench import BenchResult, bench_node, bench_op
-    from layerperf.data import Layer, Profile, Run, Span, load
+    from layerperf.profile_data import Layer, Profile, Run, Span, load
 
 __all__ = ["BenchResult", "Layer", "Profile", "Run", "Span", "__version__", "bench_node", "bench_op", "load",
            "profile"]
@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(bench, name)
     if name in {"Layer", "Profile", "Run", "Span", "load"}:
-        from layerperf import data
+        from layerperf import profile_data as data
 
         return getattr(data, name)
     if name == "zoo":

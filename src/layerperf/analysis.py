@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.calls import GROUPINGS, STRING_COLUMNS, Calls, Labels, group_codes
 from layerperf.errors import InputError
-from layerperf.optable import GROUPINGS, STRING_COLUMNS, Labels, OpTable, group_codes
 
 GROUP_KEYS = GROUPINGS
 AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
@@ -34,8 +34,8 @@ NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "devi
 
 
 # -- filter ----------------------------------------------------------------------------------------
-def filter_table(table: OpTable, *, types: Sequence[str] = (), name: str | re.Pattern[str] | None = None,
-                 min_time_s: float | None = None) -> OpTable:
+def filter_table(table: Calls, *, types: Sequence[str] = (), name: str | re.Pattern[str] | None = None,
+                 min_time_s: float | None = None) -> Calls:
     """Rows of the given op types, whose name matches ``name`` (a regex, searched), and whose
     (aggregated) self time is at least ``min_time_s`` seconds."""
     keep = np.ones(len(table), dtype=bool)
@@ -71,7 +71,7 @@ class _Groups:
     sizes: np.ndarray  # rows per group
 
 
-def _groups(table: OpTable, by: str) -> _Groups:
+def _groups(table: Calls, by: str) -> _Groups:
     inverse = group_codes(table, by)
     count = int(inverse.max()) + 1 if inverse.size else 0
     rows = np.argsort(inverse, kind="stable")
@@ -124,7 +124,7 @@ def _group_labels(labels: Labels, g: _Groups, mixed: Any) -> Labels:
     return Labels(codes, tuple(values))
 
 
-def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
+def aggregate(table: Calls, by: str = "name", how: str = "sum") -> Calls:
     """One row per group of ``by`` (name, type, provider or shape), figures combined with ``how``.
 
     ``how`` applies to self time, inclusive and device time, FLOPs, bytes, integer operations and
@@ -143,7 +143,7 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
                               (lambda n: f"({n} names)") if column == "name" else (lambda n: "*"))
         for column in STRING_COLUMNS
     }
-    return OpTable(
+    return Calls(
         name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
         in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
         dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
@@ -157,7 +157,7 @@ def aggregate(table: OpTable, by: str = "name", how: str = "sum") -> OpTable:
         meta={**table.meta, "aggregate_by": by, "aggregate": how})
 
 
-def _once(table: OpTable, by: str, values: np.ndarray, how: str) -> np.ndarray:
+def _once(table: Calls, by: str, values: np.ndarray, how: str) -> np.ndarray:
     """Inclusive ``values`` (times; a control-flow node's FLOPs, its body's) with calls nested in a call
     of their own group zeroed, when they are summed."""
     outer = table.outer.get(by)
@@ -167,7 +167,7 @@ def _once(table: OpTable, by: str, values: np.ndarray, how: str) -> np.ndarray:
 
 
 # -- columns, order, top ---------------------------------------------------------------------------
-def grand_total_ns(table: OpTable) -> float:
+def grand_total_ns(table: Calls) -> float:
     """Self time of the whole trace (as read, before filters), the base of every share."""
     total = table.meta.get("total_ns")
     return float(total) if total else float(np.nansum(table.total_ns))
@@ -178,13 +178,13 @@ def _rate(amount: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
         return np.where(time_ns > 0, amount / (time_ns * 1e-9), np.nan)
 
 
-def on_device(table: OpTable) -> np.ndarray:
+def on_device(table: Calls) -> np.ndarray:
     """Rows whose work ran on a device: some device time was launched under them."""
     with np.errstate(invalid="ignore"):
         return np.asarray(table.device_incl > 0)
 
 
-def rate_time_ns(table: OpTable) -> np.ndarray:
+def rate_time_ns(table: Calls) -> np.ndarray:
     """The time FLOP/s and bandwidth are over: the device time of the kernels launched under an op
     (inclusive: a convolution's work is in its children's kernels) where there is some, else its
     self time (the CPU doing the work itself) — or its whole duration where a nested row's FLOPs
@@ -193,7 +193,7 @@ def rate_time_ns(table: OpTable) -> np.ndarray:
     return np.where(on_device(table), table.device_incl, host)
 
 
-def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:
+def numeric_columns(table: Calls) -> dict[str, np.ndarray]:
     """Every numeric column by its JSON name, derived ones included (cum_share in table order)."""
     grand = grand_total_ns(table) or 1.0
     share = table.total_ns / grand
@@ -211,12 +211,12 @@ def numeric_columns(table: OpTable) -> dict[str, np.ndarray]:
     return cols
 
 
-def orderable(table: OpTable) -> list[str]:
+def orderable(table: Calls) -> list[str]:
     """Column names ``order`` accepts for this table."""
     return [*NUMERIC_COLUMNS, *table.counters, *STRING_COLUMNS]
 
 
-def resolve_column(table: OpTable, column: str) -> tuple[str, bool | None]:
+def resolve_column(table: Calls, column: str) -> tuple[str, bool | None]:
     """(canonical column, ascending or None for the column's default) of an --order-by value."""
     ascending: bool | None = None
     if column[:1] in "+-" and len(column) > 1:
@@ -231,7 +231,7 @@ def resolve_column(table: OpTable, column: str) -> tuple[str, bool | None]:
     return canonical, ascending
 
 
-def order(table: OpTable, by: str = "time_us", ascending: bool | None = None) -> OpTable:
+def order(table: Calls, by: str = "time_us", ascending: bool | None = None) -> Calls:
     """Rows sorted by a column (any of :func:`orderable`, or an alias): numbers largest first and
     names A-Z unless ``ascending`` says otherwise; unknown (NaN) values always last; ties keep order.
     """
@@ -252,7 +252,7 @@ def order(table: OpTable, by: str = "time_us", ascending: bool | None = None) ->
     return table.take(np.argsort(sort_key, kind="stable"))
 
 
-def top(table: OpTable, n: int) -> OpTable:
+def top(table: Calls, n: int) -> Calls:
     """The first ``n`` rows (all when n is 0)."""
     return table if n <= 0 or n >= len(table) else table.take(np.arange(n))
 
@@ -265,7 +265,7 @@ def _value(x: Any) -> Any:
     return x
 
 
-def rows(table: OpTable) -> list[dict[str, Any]]:
+def rows(table: Calls) -> list[dict[str, Any]]:
     """The table as row dicts with JSON names; None where unknown; device time only when measured,
     and then ``rate_time`` says what FLOP/s and bandwidth are over: "device" or "cpu" (self time)."""
     cols = numeric_columns(table)
@@ -289,9 +289,9 @@ def rows(table: OpTable) -> list[dict[str, Any]]:
     return out
 
 
-def analyze(table: OpTable, *, by: str = "name", how: str = "sum", order_by: str | None = None,
+def analyze(table: Calls, *, by: str = "name", how: str = "sum", order_by: str | None = None,
             top_n: int = 0, types: Sequence[str] = (), name: str | None = None,
-            min_time_s: float | None = None) -> OpTable:
+            min_time_s: float | None = None) -> Calls:
     """filter -> aggregate -> min-time -> order -> top, as ``layerperf analyze`` does."""
     table = filter_table(table, types=types, name=name)
     table = aggregate(table, by, how)
@@ -307,7 +307,7 @@ DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us"
                 "speedup", "only_in", "key_b", "op_type_b", "match")
 
 
-def per_pass(table: OpTable, by: str, how: str) -> OpTable:
+def per_pass(table: Calls, by: str, how: str) -> Calls:
     """Each node's per-call time (``how``); by type, the sum of its nodes' per-call times."""
     if by not in DIFF_BY:
         raise InputError(f"unknown --by {by!r}", hint=f"use one of: {', '.join(DIFF_BY)}")
@@ -315,7 +315,7 @@ def per_pass(table: OpTable, by: str, how: str) -> OpTable:
     return per_node if by == "name" else aggregate(per_node, "type", "sum")
 
 
-def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
+def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
          match: str = "normalized") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per node (or op type) time in A and in B, delta (B - A) and speedup (A / B), and totals.
 
@@ -356,7 +356,7 @@ def diff(a: OpTable, b: OpTable, *, by: str = "name", how: str = "mean",
     return out, totals
 
 
-def _families(table: OpTable) -> dict[str, tuple[list[str], int, float]]:
+def _families(table: Calls) -> dict[str, tuple[list[str], int, float]]:
     """Per op family (:func:`layerperf.matching.op_family`): its op types, calls and time (µs)."""
     from layerperf.matching import op_family
 
@@ -368,7 +368,7 @@ def _families(table: OpTable) -> dict[str, tuple[list[str], int, float]]:
     return out
 
 
-def _diff_families(ta: OpTable, tb: OpTable) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _diff_families(ta: Calls, tb: Calls) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``diff --by type``, normalized: one row per op family (Conv, FusedConv and QLinearConv are one)."""
     fa, fb = _families(ta), _families(tb)
     out = []
@@ -390,7 +390,7 @@ def _diff_families(ta: OpTable, tb: OpTable) -> tuple[list[dict[str, Any]], dict
     return out, totals
 
 
-def _match_nodes(table: OpTable, key_col: str = "name") -> list[Any]:
+def _match_nodes(table: Calls, key_col: str = "name") -> list[Any]:
     """The rows of a per-node table as :class:`layerperf.matching.Node` (output tensors when the trace has them)."""
     from layerperf.matching import Node
 

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 import onnx
 
 from layerperf import __version__
-from layerperf.data import Profile
 from layerperf.errors import InputError
 from layerperf.machine import fingerprint
-from layerperf.modelsrc import ModelSource, open_model
+from layerperf.model_source import ModelSource, open_model
+from layerperf.profile_data import Profile
 
 _T = TypeVar("_T")
 
@@ -61,9 +61,9 @@ def profile(model: str | Path | onnx.ModelProto, *, warmup: int = 10, runs: int 
     """
     import onnxruntime as ort
 
-    from layerperf.backends import onnxruntime as backend
-    from layerperf.backends.ort_build import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
-    from layerperf.backends.ort_counters import CounterRequest
+    from layerperf.backends.ort import sessions as backend
+    from layerperf.backends.ort.counting import CounterRequest
+    from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
 
     opts = backend.ProfileOptions(warmup=warmup, runs=runs, threads=threads, opt_level=opt_level,
                                   provider=provider, shapes=tuple(shapes),
@@ -136,7 +136,7 @@ def _released(value: _T) -> _T:
 
 def _count(source: ModelSource, opts: Any, feed: Any, layers: Any, request: Any,
            progress: Callable[[str, int, int], None] | None) -> dict[str, Any]:
-    from layerperf.backends.ort_counters import apply_counts, count_layers
+    from layerperf.backends.ort.counting import apply_counts, count_layers
 
     if progress:
         progress("counting (stepwise)", 0, 1)

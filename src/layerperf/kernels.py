@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.calls import Calls, Labels
 from layerperf.errors import InputError
-from layerperf.optable import Labels, OpTable
 
 KERNEL_COLUMNS = ("name", "kind", "device", "calls", "total_us", "mean_us", "share", "launched_by", "launcher_share")
 ORDERS = {"time": "total_us", "total": "total_us", "total_us": "total_us", "calls": "calls", "count": "calls",
@@ -39,7 +39,7 @@ class KernelTable:
         return int(self.dur_ns.size)
 
 
-def of(table: OpTable) -> KernelTable | None:
+def of(table: Calls) -> KernelTable | None:
     """The kernel table a reader kept with ``table``, if any."""
     kernels = table.meta.get("kernels")
     return kernels if isinstance(kernels, KernelTable) else None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 # Above this ratio of profiled to plain latency the profiler's own cost is worth a warning.
 OVERHEAD_WARN = 1.10

@@ -9,7 +9,7 @@ import numpy as np
 from layerperf import overhead
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 
 def _median_us(ns: Any) -> float | None:

@@ -50,7 +50,7 @@ class BenchSettings:
 
     def validate(self) -> None:
         """The session settings are checked as `layerperf profile` checks them, then the timing options."""
-        from layerperf.backends.onnxruntime import ProfileOptions
+        from layerperf.backends.ort.sessions import ProfileOptions
 
         ProfileOptions(threads=self.threads, opt_level=self.opt_level, provider=self.provider).validate()
         self.measure_options().validate()
@@ -175,7 +175,7 @@ def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms:
                       speed_wait_s=speed_wait_s)
     s.validate()
     if s.events:  # an unknown or unsupported event fails now, not after the timing
-        from layerperf.backends.ort_counters import CounterRequest
+        from layerperf.backends.ort.counting import CounterRequest
 
         request = CounterRequest.build(list(s.events), None)
         if request is not None:

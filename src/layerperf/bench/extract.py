@@ -24,17 +24,17 @@ import onnx
 from onnx import helper
 
 from layerperf import extdata
-from layerperf.backends.onnxruntime import ProfileOptions, create_session
-from layerperf.backends.onnxruntime import session_options as ort_session_options
-from layerperf.backends.ort_build import attributes
-from layerperf.backends.ort_names import Observed, has_unnamed, nodes_by_name
-from layerperf.backends.ort_session import Session
-from layerperf.backends.ort_trace import split_runs
+from layerperf.backends.ort.layers import attributes
+from layerperf.backends.ort.names import Observed, has_unnamed, nodes_by_name
+from layerperf.backends.ort.session import Session
+from layerperf.backends.ort.sessions import ProfileOptions, create_session
+from layerperf.backends.ort.sessions import session_options as ort_session_options
+from layerperf.backends.ort.trace import split_runs
 from layerperf.bench.build import OneNode
 from layerperf.bench.runner import session_options
 from layerperf.errors import InputError
 from layerperf.inputs import InputSpec, make_feed
-from layerperf.modelsrc import ModelSource, open_model
+from layerperf.model_source import ModelSource, open_model
 from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
 
@@ -101,7 +101,7 @@ def find_node(source: ModelSource, graph: onnx.GraphProto, name: str, opt_level:
     """Node ``name`` of ``graph`` (the graph run at ``opt_level``), or an InputError that says where it is.
 
     Names are those ``layerperf profile`` shows: a node's own, or for an unnamed node the one ONNX
-    Runtime's profiler gives it (``<op_type>_<index>``, see :mod:`layerperf.backends.ort_names`).
+    Runtime's profiler gives it (``<op_type>_<index>``, see :mod:`layerperf.backends.ort.names`).
     """
     model_graph = source.proto.graph
     nodes = nodes_by_name(graph, model_graph, observed)

@@ -10,7 +10,7 @@ from layerperf.bench.measure import Timing
 from layerperf.bench.runner import Kernel
 from layerperf.bench.stats import SampleStats, deciles_us, describe
 from layerperf.cost import Cost
-from layerperf.stats import per_second
+from layerperf.figures import per_second
 from layerperf.tensor import TensorInfo
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from layerperf.backends.onnxruntime import ProfileOptions
-from layerperf.backends.onnxruntime import session_options as ort_session_options
-from layerperf.backends.ort_trace import split_runs
+from layerperf.backends.ort.sessions import ProfileOptions
+from layerperf.backends.ort.sessions import session_options as ort_session_options
+from layerperf.backends.ort.trace import split_runs
 from layerperf.bench.build import OneNode, first_line
 from layerperf.errors import InputError
 from layerperf.inputs import ort_type_to_numpy

@@ -56,9 +56,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from layerperf import analysis, render
+    from layerperf import analysis
     from layerperf.readers.detect import read_table
-    from layerperf.writers import tables
+    from layerperf.renderers import tables
+    from layerperf.renderers import terminal as render
 
     if args.name is not None:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
@@ -132,7 +133,7 @@ def _notes(table: Any, args: argparse.Namespace) -> list[str]:
 def _kernels(table: Any, args: argparse.Namespace) -> int:
     from layerperf import kernels, units
     from layerperf.errors import InputError
-    from layerperf.writers import tables
+    from layerperf.renderers import tables
 
     if args.types or args.min_time is not None:
         raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")

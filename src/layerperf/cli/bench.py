@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(csv_text(results))
     else:
-        from layerperf.bench.report import print_results
+        from layerperf.renderers.bench import print_results
 
         print_results(results, swept=[parse_name(s) for s in args.sweep] if not args.node else [])
     return 0

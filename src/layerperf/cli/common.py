@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 
 def positive_int(text: str) -> int:
@@ -74,7 +74,7 @@ def ranked(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
 
 
 def profile_title(prof: Profile, shown: int, total: int) -> str:
-    from layerperf.render import header
+    from layerperf.renderers.terminal import header
 
     model = prof.metadata.get("model", {}).get("name", "model")
     return f"{model}: top {shown} of {total} layers by {header(RANK_KEY)} (share of all measured layer time)"
@@ -85,8 +85,9 @@ def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str
     JSON with every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
     import orjson
 
-    from layerperf import render, units
-    from layerperf.stats import extra_columns
+    from layerperf import units
+    from layerperf.figures import extra_columns
+    from layerperf.renderers import terminal as render
     from layerperf.summary import summary
 
     summ = summary(prof)

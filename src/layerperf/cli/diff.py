@@ -41,7 +41,7 @@ def time_label(by: str, how: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from layerperf import analysis, units
     from layerperf.readers.detect import read_table
-    from layerperf.writers import tables
+    from layerperf.renderers import tables
 
     analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
     a, b = read_table(args.a), read_table(args.b)

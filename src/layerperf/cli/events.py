@@ -18,7 +18,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import orjson
 
-    from layerperf import counters, render
+    from layerperf import counters
+    from layerperf.renderers import terminal as render
 
     probes = counters.probe_events()
     pfm_events = [{"name": e.name, "pmu": e.pmu, "description": e.desc}

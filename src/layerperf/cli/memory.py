@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     import layerperf
     from layerperf.cli.common import model_options, progress_bar
     from layerperf.memory import report
-    from layerperf.memory.render import print_report, summary
-    from layerperf.writers import check_dir
+    from layerperf.renderers.files import check_dir
+    from layerperf.renderers.memory import print_report, summary
 
     if args.out:
         check_dir(Path(args.out))  # before profiling, not after
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     print_report(rep, 10 if args.top is None else args.top or None)
-    from layerperf.render import console
+    from layerperf.renderers.terminal import console
 
     con = console()
     for path in written.values():

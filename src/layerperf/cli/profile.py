@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import layerperf
     from layerperf.cli.common import model_options, print_profile, progress_bar
-    from layerperf.writers import check_dir
+    from layerperf.renderers.files import check_dir
 
     if args.out:
         check_dir(Path(args.out))  # before minutes of profiling, not after
@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     written = prof.save(args.out) if args.out else {}
     print_profile(prof, top=args.top, fmt=args.format, written=written)
     if args.memory and args.format == "table":
-        from layerperf.memory import render, report
+        from layerperf.memory import report
+        from layerperf.renderers import memory as render
 
         render.print_report(report(prof))
     return 0

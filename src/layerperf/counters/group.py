@@ -19,7 +19,7 @@ import numpy as np
 
 from layerperf.counters import abi
 from layerperf.counters._open import HEADER_WORDS, Exclusion, close_all, exclusion_for, open_group
-from layerperf.counters.events import EventSpec, resolve
+from layerperf.counters.catalog import EventSpec, resolve
 from layerperf.counters.perms import Privilege, current_privilege, require_user
 from layerperf.counters.reading import Reading
 from layerperf.errors import CounterError

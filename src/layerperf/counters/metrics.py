@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from layerperf.counters import abi
-from layerperf.counters.events import EVENTS, EventSpec, resolve
+from layerperf.counters.catalog import EVENTS, EventSpec, resolve
 from layerperf.errors import LayerperfError
 
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from layerperf.counters import pfm
 from layerperf.counters._open import close_all, exclusion_for, open_group
-from layerperf.counters.events import known_names, resolve
+from layerperf.counters.catalog import known_names, resolve
 from layerperf.counters.perms import Privilege, current_privilege
 from layerperf.errors import LayerperfError
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from layerperf.counters import abi
 from layerperf.counters._open import HEADER_WORDS, USER_ONLY, GroupTooBig, close_all, open_group
-from layerperf.counters.events import EventSpec, resolve
+from layerperf.counters.catalog import EventSpec, resolve
 from layerperf.counters.perms import current_privilege, require_user
 from layerperf.errors import CounterError, MissingDependency
 

@@ -22,9 +22,9 @@ from layerperf.memory.report import MemoryReport, NodeMemory, PlacedBlock, analy
 if TYPE_CHECKING:
     import onnx
 
-    from layerperf.backends.onnxruntime import ProfileOptions
-    from layerperf.data import Profile
-    from layerperf.modelsrc import ModelSource
+    from layerperf.backends.ort.sessions import ProfileOptions
+    from layerperf.model_source import ModelSource
+    from layerperf.profile_data import Profile
 
 __all__ = ["MemoryReport", "MemoryRequest", "NodeMemory", "PlacedBlock", "analyze", "profile_memory", "report"]
 
@@ -54,7 +54,7 @@ class MemoryRequest:
 
     def attach(self, profile: Profile, source: ModelSource, opts: ProfileOptions, feed: dict[str, Any]) -> None:
         """Measure a fresh session's first runs and store the report in ``profile.extra["memory"]``."""
-        from layerperf.memory import ort_runtime
+        from layerperf.backends.ort import memory as ort_runtime
 
         runtime = ort_runtime.measure(source, opts, feed, [layer.name for layer in profile.layers],
                                       self.sample_rate)

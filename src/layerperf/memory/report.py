@@ -16,7 +16,7 @@ from layerperf.memory import allocator, timeline
 from layerperf.memory.runtime import ArenaRun, RuntimeMemory
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 REPORT_VERSION = 1
 HINT_RATIO = 1.5  # allocated / used beyond which the gap is worth a hint...

@@ -1,6 +1,6 @@
 """What a fresh session actually used in its first runs: arena figures node by node, resident memory.
 
-Backend-neutral data: a backend fills it (see :mod:`layerperf.memory.ort_runtime`), the report
+Backend-neutral data: a backend fills it (see :mod:`layerperf.backends.ort.memory`), the report
 reads it. Arena figures are aligned with the profile's layers (None where a layer did not run or
 the runtime reported nothing).
 """

@@ -24,7 +24,7 @@ import numpy as np
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
-    from layerperf.data import Layer, Profile
+    from layerperf.profile_data import Layer, Profile
 
 # Output 0 is a view of input 0: no allocation, whatever the input's lifetime.
 ALIAS_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})

@@ -1,4 +1,4 @@
-"""Read any supported trace into an OpTable, telling its producer from the document itself.
+"""Read any supported trace into an Calls, telling its producer from the document itself.
 
 - layerperf: an object with ``otherData.layerperf_format`` (a ``trace.json``, or the profile
   directory holding one);
@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from layerperf.calls import Calls, from_profile
 from layerperf.errors import InputError
-from layerperf.optable import OpTable, from_profile
-from layerperf.readers.events import Event
+from layerperf.readers.decode import Event
 from layerperf.readers.jsonfile import BLOCK_BYTES, EventStream, load_json, open_events
 
 FORMATS = ("layerperf", "ort", "kineto", "tef")
@@ -63,7 +63,7 @@ def resolve(path: Path) -> Path:
     return resolve_path(path)
 
 
-def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> OpTable:
+def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> Calls:
     """The calls of every op in the trace at ``path``, one row each; raises InputError when unreadable."""
     # Reading makes millions of objects that form no cycles (records, lists, strings), and each few
     # hundred thousand container allocations would start a collection that walks them all.
@@ -88,7 +88,7 @@ def _is_onnx_model(path: Path) -> bool:
         return False  # reading it properly says what is wrong
 
 
-def _read_table(path: Path, block: int) -> OpTable:
+def _read_table(path: Path, block: int) -> Calls:
     trace = resolve(path)
     if trace.is_file() and _is_onnx_model(trace):
         raise InputError(f"{trace} is an ONNX model, not a trace",
@@ -136,7 +136,7 @@ def _kind(doc: Any) -> str:
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")
 
 
-def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: int) -> OpTable:
+def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: int) -> Calls:
     """A layerperf trace goes through its Profile, the one reading of that format: the document is read
     once, whole (its otherData, written after the events, says whether it is one)."""
     from layerperf.readers.layerperf import profile_from_doc

@@ -15,7 +15,7 @@ from typing import IO, Any
 import orjson
 
 from layerperf.errors import InputError
-from layerperf.readers.events import Event, decode_events, events_of
+from layerperf.readers.decode import Event, decode_events, events_of
 
 
 def read_bytes(path: Path) -> bytes:

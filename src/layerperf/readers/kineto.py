@@ -1,4 +1,4 @@
-"""A PyTorch profiler trace (``prof.export_chrome_trace``; Kineto's JSON) as an OpTable.
+"""A PyTorch profiler trace (``prof.export_chrome_trace``; Kineto's JSON) as an Calls.
 
 Rows are the CPU-side calls — ``cpu_op`` (aten operators, with ``Input Dims`` when shapes were
 recorded) and ``cuda_runtime``/``cuda_driver`` calls (kernel launches) — with self time computed from
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.calls import Calls, Interner, Labels, TableBuilder, with_outer
 from layerperf.kernels import KernelTable
-from layerperf.optable import Interner, Labels, OpTable, TableBuilder, with_outer
-from layerperf.readers.events import Event, raw_value
+from layerperf.readers.decode import Event, raw_value
 from layerperf.readers.jsonfile import EventStream
 from layerperf.readers.tef import nested_self_times, num, parents, shapes_text, text, to_ns
 
@@ -220,7 +220,7 @@ def _kernel_table(dev: _Device, owner: np.ndarray, cpu: _Cpu, names: list[str], 
     return KernelTable(Labels.of(dev.name), Labels.of(dev.kind), Labels.of(dev.device), Labels.of(launcher), dur_ns)
 
 
-def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     builder = TableBuilder()
     threads = Interner()
     cpu, dev = _Cpu(), _Device()

@@ -6,11 +6,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from layerperf.data import Profile, Run, Span
 from layerperf.errors import InputError
+from layerperf.profile_data import Profile, Run, Span
+from layerperf.profile_json import check_version, layer_from_json
 from layerperf.readers.jsonfile import load_json
-from layerperf.schema import check_version, layer_from_json
-from layerperf.writers.chrome import FILENAME
+from layerperf.renderers.chrome import FILENAME
 
 
 def resolve_path(path: Path) -> Path:

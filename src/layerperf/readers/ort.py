@@ -1,4 +1,4 @@
-"""ONNX Runtime's own profiler file (``SessionOptions.enable_profiling``) as an OpTable.
+"""ONNX Runtime's own profiler file (``SessionOptions.enable_profiling``) as an Calls.
 
 A JSON array of events: per run a ``model_run`` Session event, and per executed node a
 ``<node>_kernel_time`` Node event whose args give ``op_name``, ``provider`` and the
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.calls import Calls, Interner, TableBuilder, shape_str, with_outer
 from layerperf.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, qualify, self_times
-from layerperf.optable import Interner, OpTable, TableBuilder, shape_str, with_outer
-from layerperf.readers.events import Args, Event, fields
+from layerperf.readers.decode import Args, Event, fields
 from layerperf.readers.jsonfile import EventStream
 from layerperf.readers.tef import Idents, Part, Slices, column, json_value, raw_key, remapped, text, thread_codes, to_ns
 
@@ -138,7 +138,7 @@ def part(stream: EventStream) -> Part:
                 costs.int_ops)
 
 
-def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     builder = TableBuilder()
     threads = Interner()
     columns = [remapped(p, builder, threads) for p in parts]
@@ -212,5 +212,5 @@ def _counter_columns(parts: Sequence[Part], builder: TableBuilder, ident: np.nda
     return columns
 
 
-def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     return merge([part(stream)], meta)

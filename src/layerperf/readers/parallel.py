@@ -20,8 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from layerperf.calls import Calls
 from layerperf.errors import InputError
-from layerperf.optable import OpTable
 from layerperf.readers.jsonfile import split_events
 
 MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
@@ -38,7 +38,7 @@ def worth_it(path: Path) -> bool:
             and size >= MIN_BYTES)
 
 
-def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> OpTable | None:
+def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     """The table of ``path`` read in two processes by ``reader`` (a module with part and merge)."""
     try:
         streams = split_events(path, 2)
@@ -58,7 +58,7 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> OpTable | None
         theirs = child()  # always reaped, whatever happened here
     if mine is None or theirs is None:
         return None
-    table: OpTable = reader.merge([mine, theirs], meta)
+    table: Calls = reader.merge([mine, theirs], meta)
     table.meta["processes"] = 2
     return table
 

@@ -19,8 +19,8 @@ import msgspec
 import numpy as np
 import orjson
 
-from layerperf.optable import Interner, OpTable, TableBuilder, shape_str, with_outer
-from layerperf.readers.events import Args, Event, fields, raw_value
+from layerperf.calls import Calls, Interner, TableBuilder, shape_str, with_outer
+from layerperf.readers.decode import Args, Event, fields, raw_value
 from layerperf.readers.jsonfile import EventStream
 
 
@@ -382,7 +382,7 @@ def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.n
             ident_map[ident.astype(np.int64)] if ident.size else ident, flops, nbytes)
 
 
-def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     """The table of parts read in file order; B/E pairs that span two parts are joined here."""
     builder = TableBuilder()
     threads = Interner()
@@ -398,12 +398,12 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> OpTable:
     return build(builder, slices, {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})})
 
 
-def read(stream: EventStream, meta: dict[str, Any] | None = None) -> OpTable:
+def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     """Every timed event of a Trace Event Format file, with self time."""
     return merge([part(stream)], meta)
 
 
-def build(builder: TableBuilder, slices: Slices, meta: dict[str, Any]) -> OpTable:
+def build(builder: TableBuilder, slices: Slices, meta: dict[str, Any]) -> Calls:
     thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
     start = to_ns(ts_us)
     end = start + to_ns(dur_us)

@@ -1,4 +1,4 @@
-"""OpTable: the one columnar table every trace reader produces and every analysis consumes.
+"""Calls: the one columnar table every trace reader produces and every analysis consumes.
 
 One row per op call (an event) as read, or per group once aggregated. String columns are stored
 dictionary-encoded (:class:`Labels`): a million calls of a few hundred distinct ops cost a few int32
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 STRING_COLUMNS = ("name", "op_type", "provider", "in_shapes", "out_shapes")
 # how analysis groups rows, by the string columns each grouping compares
@@ -61,7 +61,7 @@ class Labels:
 
 
 @dataclass(frozen=True, slots=True)
-class OpTable:
+class Calls:
     """Columns of op calls (or of aggregated groups of them). Times in ns; NaN = unknown.
 
     ``dur_ns`` is self time: the event's duration minus the time of events nested inside it.
@@ -109,9 +109,9 @@ class OpTable:
     def __len__(self) -> int:
         return int(self.dur_ns.size)
 
-    def take(self, rows: np.ndarray) -> OpTable:
+    def take(self, rows: np.ndarray) -> Calls:
         """The table restricted to (and reordered by) ``rows``: indices or a boolean mask."""
-        return OpTable(
+        return Calls(
             name=self.name.take(rows), op_type=self.op_type.take(rows), provider=self.provider.take(rows),
             in_shapes=self.in_shapes.take(rows), out_shapes=self.out_shapes.take(rows),
             dur_ns=self.dur_ns[rows], total_ns=self.total_ns[rows], incl_ns=self.incl_ns[rows],
@@ -158,7 +158,7 @@ class Interner:
 
 
 class TableBuilder:
-    """Accumulates rows chunk by chunk; ``build()`` makes the OpTable.
+    """Accumulates rows chunk by chunk; ``build()`` makes the Calls.
 
     A row's identity — (name, op_type, provider, in_shapes, out_shapes) — is interned once per
     distinct tuple, so per row only an int code and its numbers are kept, as numpy arrays.
@@ -211,7 +211,7 @@ class TableBuilder:
             self._counters.setdefault(label, []).append((self._rows, arr))
         self._rows += n
 
-    def build(self, meta: dict[str, Any] | None = None) -> OpTable:
+    def build(self, meta: dict[str, Any] | None = None) -> Calls:
         idents = self._ident.values()
         col: dict[str, np.ndarray] = {
             k: np.concatenate(v) if v else np.zeros(0, dtype=np.int32 if k == "keys" else np.float64)
@@ -233,7 +233,7 @@ class TableBuilder:
             for start, arr in parts:
                 column[start:start + arr.size] = arr
             counters[label] = column
-        return OpTable(name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
+        return Calls(name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
                        in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
                        dur_ns=dur_ns, total_ns=dur_ns.copy(), incl_ns=incl_ns,
                        device_ns=np.multiply(col["device_us"], 1e3), calls=np.ones(keys.size, dtype=np.int64),
@@ -245,7 +245,7 @@ class TableBuilder:
 _NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "int_ops", "device_incl_us")
 
 
-def group_codes(table: OpTable, grouping: str) -> np.ndarray:
+def group_codes(table: Calls, grouping: str) -> np.ndarray:
     """One int64 code per row, equal for rows of one group of ``grouping`` (see :data:`GROUPINGS`)."""
     key = np.zeros(len(table), dtype=np.int64)
     for column in GROUPINGS[grouping]:
@@ -256,7 +256,7 @@ def group_codes(table: OpTable, grouping: str) -> np.ndarray:
     return key
 
 
-def with_outer(table: OpTable, parent: np.ndarray) -> OpTable:
+def with_outer(table: Calls, parent: np.ndarray) -> Calls:
     """``table`` with its ``outer`` flags, given each row's enclosing row (``parent``, -1 for none):
     per grouping, a row is outer when no row around it belongs to its group."""
     if not (parent >= 0).any():
@@ -273,7 +273,7 @@ def with_outer(table: OpTable, parent: np.ndarray) -> OpTable:
     return replace(table, outer=outer)
 
 
-def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTable:
+def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
     """One row per measured call of every layer of a layerperf Profile.
 
     A layer's counters hold one value per measured pass; when there is one per run, each call gets
@@ -318,7 +318,7 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> OpTabl
     return with_outer(table, profile.span_parents)  # rows are the spans, in order
 
 
-def empty(meta: dict[str, Any] | None = None) -> OpTable:
+def empty(meta: dict[str, Any] | None = None) -> Calls:
     return TableBuilder().build(meta)
 
 

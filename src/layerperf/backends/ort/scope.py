@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import onnx
 
-from layerperf.backends.ort_names import Observed, profiler_names
-from layerperf.backends.ort_trace import NodeEvent
+from layerperf.backends.ort.names import Observed, profiler_names
+from layerperf.backends.ort.trace import NodeEvent
 from layerperf.nesting import qualify
 from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
@@ -37,7 +37,7 @@ def scoped_nodes(optimized: onnx.ModelProto | None, model: onnx.ModelProto | Non
                  observed: Observed | None = None) -> dict[str, list[Scoped]]:
     """Every node of the executed graph and of its subgraphs by layer name (``loop::add`` for a body
     node). ``model`` and ``observed`` (the top-level node events of one run) name unnamed nodes, as
-    :func:`layerperf.backends.ort_names.profiler_names` does. An If's two branches may hold nodes
+    :func:`layerperf.backends.ort.names.profiler_names` does. An If's two branches may hold nodes
     of the same name: all are kept, and :func:`graph_node` picks."""
     out: dict[str, list[Scoped]] = {}
     if optimized is not None:

@@ -17,9 +17,9 @@ from xml.sax.saxutils import escape
 from layerperf import units
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
     from layerperf.memory.report import MemoryReport, PlacedBlock
-    from layerperf.writers import WriteFn
+    from layerperf.profile_data import Profile
+    from layerperf.renderers.files import WriteFn
 
 FLOW_FILENAME = "memory_flow.svg"
 TIMELINE_FILENAME = "memory_timeline.svg"

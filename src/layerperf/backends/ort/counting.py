@@ -83,7 +83,7 @@ def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndar
                                    "opts": opts, "feed": str(Path(tmp) / "feed.npz"), "order": order,
                                    "dtypes": {k: v.dtype.name for k, v in feed.items()},
                                    "request": asdict(request)}))
-        proc = subprocess.run([sys.executable, "-m", "layerperf.backends.ort_counters", str(job), str(result)],
+        proc = subprocess.run([sys.executable, "-m", "layerperf.backends.ort.counting", str(job), str(result)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if not result.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -137,8 +137,8 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path, workdir: P
     import onnxruntime as ort
 
     from layerperf import extdata
-    from layerperf.backends.onnxruntime import OPT_LEVELS
-    from layerperf.backends.ort_session import Session
+    from layerperf.backends.ort.session import Session
+    from layerperf.backends.ort.sessions import OPT_LEVELS
     from layerperf.heap import release
     from layerperf.skeleton import INLINE_LIMIT_BYTES
 
@@ -194,7 +194,7 @@ def _count_group(executor: Any, feed: dict[str, Any], specs: list[Any], passes: 
 
 def _calibrate(specs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, float], float]:
     """Median counts and ns that one stepwise call of an empty node costs, read the same way."""
-    from layerperf.backends.stepwise import StepwiseExecutor, calibration_model
+    from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 
     executor = StepwiseExecutor(calibration_model(), ["empty"], provider=opts["provider"], global_threads=True)
     feed = {"x": np.zeros(1, np.float32)}
@@ -206,7 +206,7 @@ def _calibrate(specs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, float]
 def work(job: dict[str, Any]) -> dict[str, Any]:
     import onnxruntime.capi._pybind_state as ort_state
 
-    from layerperf.backends.stepwise import StepwiseExecutor
+    from layerperf.backends.ort.stepwise import StepwiseExecutor
     from layerperf.counters import resolve, schedule
     from layerperf.skeleton import read_skeleton
 

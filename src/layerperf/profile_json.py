@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from layerperf.data import FORMAT_VERSION, Layer
 from layerperf.errors import InputError
+from layerperf.profile_data import FORMAT_VERSION, Layer
 from layerperf.tensor import TensorInfo
 
 FORMAT_KEY = "layerperf_format"

@@ -10,7 +10,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas
 
-    from layerperf.data import Layer, Profile
+    from layerperf.profile_data import Layer, Profile
 
 # The columns of layers.csv, in order; counter labels follow them. Columns added later go last, so
 # a reader that takes them by position keeps working.

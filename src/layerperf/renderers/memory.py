@@ -6,8 +6,9 @@ from typing import Any
 
 from rich.table import Table
 
-from layerperf import render, units
+from layerperf import units
 from layerperf.memory.report import MemoryReport
+from layerperf.renderers import terminal as render
 
 
 def summary(rep: MemoryReport, top: int | None = 10) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 
 from layerperf import units
-from layerperf.render import LAYER_COLUMNS, Column
-from layerperf.writers.csv import _cell as cell
+from layerperf.renderers.csv import _cell as cell
+from layerperf.renderers.terminal import LAYER_COLUMNS, Column
 
 FORMATS = ("table", "csv", "json", "markdown")
 
@@ -112,7 +112,7 @@ def emit(fmt: str, rows: Sequence[dict[str, Any]], columns: Sequence[Column], *,
     elif fmt == "markdown":
         sys.stdout.write(to_markdown(rows, columns, title, notes))
     else:
-        from layerperf import render
+        from layerperf.renderers import terminal as render
 
         con = render.console()
         con.print(render.table(rows, columns, title=title))

@@ -1,4 +1,4 @@
-"""layers.csv: one row per layer: the columns of :data:`layerperf.stats.COLUMNS`, then counters and metrics."""
+"""layers.csv: one row per layer: the columns of :data:`layerperf.figures.COLUMNS`, then counters and metrics."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import csv
 import io
 from typing import IO, TYPE_CHECKING, Any
 
-from layerperf.stats import COLUMNS, extra_columns
+from layerperf.figures import COLUMNS, extra_columns
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 FILENAME = "layers.csv"
 

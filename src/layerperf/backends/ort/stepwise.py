@@ -21,8 +21,8 @@ import onnxruntime as ort
 from onnx import helper
 
 from layerperf import extdata
-from layerperf.backends.ort_names import nodes_by_name
-from layerperf.backends.ort_session import ORT_ERRORS, Session, elem_type, to_ortvalue
+from layerperf.backends.ort.names import nodes_by_name
+from layerperf.backends.ort.session import ORT_ERRORS, Session, elem_type, to_ortvalue
 from layerperf.errors import LayerperfError
 
 Hook = Callable[[int], None]  # called with the node's position, right before / right after it runs

@@ -17,18 +17,18 @@ from layerperf import atomic
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
-    from layerperf.data import Profile
+    from layerperf.profile_data import Profile
 
 WriteFn = Callable[["Profile", IO[bytes]], None]
 
 
 def writers(profile: Profile | None = None) -> dict[str, WriteFn]:
     """File name -> writer, for every output a profile produces (its memory pictures when it has some)."""
-    from layerperf.writers import chrome, csv
+    from layerperf.renderers import chrome, csv
 
     table: dict[str, WriteFn] = {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
     if profile is not None and "memory" in profile.extra:
-        from layerperf.writers import svg
+        from layerperf.renderers import svg
 
         table.update(svg.writers())
     return table

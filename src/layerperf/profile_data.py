@@ -2,7 +2,7 @@
 
 Raw measurements are kept flat — static per-layer facts in :class:`Layer`, the timeline of every
 measured run as :class:`Span` records — and every derived figure (median, p90, share, FLOP/s…) is
-computed from them on demand by :mod:`layerperf.stats`, never stored twice.
+computed from them on demand by :mod:`layerperf.figures`, never stored twice.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from layerperf.tensor import TensorInfo
 if TYPE_CHECKING:
     import pandas
 
-    from layerperf.stats import LayerStats
+    from layerperf.figures import LayerStats
 
 FORMAT_VERSION = 1
 
@@ -176,19 +176,19 @@ class Profile:
 
     def stats(self) -> list[LayerStats]:
         """Per-layer aggregates (calls, median, p90, share, FLOP/s...), in execution order."""
-        from layerperf.stats import layer_stats
+        from layerperf.figures import layer_stats
 
         return layer_stats(self)
 
     def table(self) -> list[dict[str, Any]]:
         """One row per layer with every column of ``layers.csv`` (None where unknown)."""
-        from layerperf.stats import rows
+        from layerperf.figures import rows
 
         return rows(self)
 
     def to_pandas(self) -> pandas.DataFrame:
         """The rows of :meth:`table` as a pandas DataFrame (needs the ``pandas`` extra)."""
-        from layerperf.stats import to_pandas
+        from layerperf.figures import to_pandas
 
         return to_pandas(self)
 
@@ -198,7 +198,7 @@ class Profile:
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``trace.json`` and ``layers.csv`` (and the outputs of enabled features) atomically."""
-        from layerperf.writers import save
+        from layerperf.renderers.files import save
 
         return save(self, Path(out_dir))
 

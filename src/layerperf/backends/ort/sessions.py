@@ -23,12 +23,12 @@ import onnx
 import onnxruntime as ort
 
 from layerperf.backends.interleave import BLOCK_RUNS, interleaved
-from layerperf.backends.ort_session import Session
-from layerperf.backends.ort_trace import RunEvents, pool_workers, split_runs
+from layerperf.backends.ort.session import Session
+from layerperf.backends.ort.trace import RunEvents, pool_workers, split_runs
 from layerperf.errors import InputError, LayerperfError
 from layerperf.heap import release
 from layerperf.inputs import InputSpec, make_feed, ort_type_to_numpy
-from layerperf.modelsrc import ModelSource
+from layerperf.model_source import ModelSource
 from layerperf.skeleton import INLINE_LIMIT_BYTES
 
 OPT_LEVELS = {

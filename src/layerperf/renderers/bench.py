@@ -6,10 +6,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from layerperf import render, units
+from layerperf import units
 from layerperf.bench.measure import SLOW_FACTOR
 from layerperf.bench.result import BenchResult
-from layerperf.render import Column
+from layerperf.renderers import terminal as render
+from layerperf.renderers.terminal import Column
 
 
 def _as(key: str, header: str) -> Column:

@@ -15,11 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layerperf.backends.onnxruntime import ProfileOptions, create_session, session_options
-from layerperf.backends.ort_trace import RunEvents, memory_figures, split_runs
+from layerperf.backends.ort.sessions import ProfileOptions, create_session, session_options
+from layerperf.backends.ort.trace import RunEvents, memory_figures, split_runs
 from layerperf.memory.runtime import ArenaRun, RuntimeMemory
 from layerperf.memory.sampler import RssSampler, RunWindows, per_node
-from layerperf.modelsrc import ModelSource
+from layerperf.model_source import ModelSource
 
 SAMPLED_RUNS = 2
 
