@@ -285,7 +285,8 @@ def test_worker_error_is_clean(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         from pathlib import Path
         import numpy as np
-        from layerperf.backends.ort.counting import CounterRequest, count_layers
+        from layerperf.backends.ort.counting import count_layers
+        from layerperf.collectors.counters import CounterRequest
         req = CounterRequest(("task-clock",), ("task-clock",), 1, False)
         try:
             count_layers(Path("/nonexistent.onnx"), {"opt_level": "all", "provider": "CPUExecutionProvider",

@@ -11,7 +11,7 @@ from layerperf.errors import InputError
 from layerperf.memory import allocator, analyze, report, timeline
 from layerperf.memory.report import MemoryReport, workspace_bytes
 from layerperf.memory.runtime import ArenaRun, RuntimeMemory
-from layerperf.profile_data import Layer, Profile
+from layerperf.profile_data import GraphSummary, Layer, Profile
 from layerperf.tensor import TensorInfo
 
 
@@ -24,8 +24,8 @@ def node(name: str, op: str, ins: list[tuple[str, int]], outs: list[tuple[str, i
 
 
 def prof(layers: list[Layer], inputs: list[str], outputs: list[str], inits: dict[str, int] | None = None) -> Profile:
-    graph = {"inputs": inputs, "outputs": outputs, "initializers": inits or {}}
-    return Profile(metadata={}, layers=layers, runs=[], extra={"graph": graph})
+    graph = GraphSummary(tuple(inputs), tuple(outputs), inits or {})
+    return Profile(metadata={}, layers=layers, runs=[], graph=graph)
 
 
 def branches() -> Profile:
@@ -122,7 +122,7 @@ def test_fused_conv_writes_over_its_sum_input_not_over_x() -> None:
 
 def test_no_graph_section_is_a_clear_error() -> None:
     p = branches()
-    del p.extra["graph"]
+    p.graph = None
     with pytest.raises(InputError, match="graph section"):
         timeline.build(p)
 
@@ -173,7 +173,7 @@ def test_report_round_trips_through_json() -> None:
     assert [e["name"] for e in doc["tensors_at_peak"]] == ["c", "b", "a"]
     assert MemoryReport.from_json(doc) == rep
     p = branches()
-    p.extra["memory"] = doc
+    p.memory = MemoryReport.from_json(doc)
     assert report(p) == rep
 
 
@@ -191,10 +191,10 @@ def test_hint_when_allocated_far_exceeds_used() -> None:
 
 
 def test_damaged_memory_section() -> None:
-    p = branches()
-    p.extra["memory"] = {"peak_bytes": "many"}
+    from layerperf.profile_json import sections_from_json
+
     with pytest.raises(InputError, match="memory section is damaged"):
-        report(p)
+        sections_from_json({"memory": {"peak_bytes": "many"}})
 
 
 def test_unnamed_tensors_warn_and_pictures_still_render() -> None:

@@ -117,7 +117,7 @@ def fake_profile(layer_us: list[int], latency_us: float, profiled_us: float, run
         run_list.append(Run(r * 10_000 * US, int(profiled_us * US), spans))
     return Profile(metadata={"model": {"name": "fake"}, "options": {"threads": 0}}, layers=layers, runs=run_list,
                    latency_ns=[int(latency_us * US)] * runs,
-                   extra={"profiled_latency_ns": [int(profiled_us * US)] * runs})
+                   profiled_latency_ns=[int(profiled_us * US)] * runs)
 
 
 SMALL_AND_LARGE = [20] * 5 + [100] * 5  # sum 600 µs
@@ -178,7 +178,7 @@ def test_trace_metadata_carries_the_summary(tmp_path: Path) -> None:
 def test_cpu_time_gives_the_event_cost_and_tells_a_busy_host(capsys: pytest.CaptureFixture[str]) -> None:
     # the calling thread ran a quarter of each run's wall time: preemption inflated the wall figures
     prof = fake_profile(SMALL_AND_LARGE, latency_us=1000, profiled_us=1500)
-    prof.extra.update(latency_cpu_ns=[250 * US] * 5, profiled_cpu_ns=[300 * US] * 5)
+    prof.latency_cpu_ns, prof.profiled_cpu_ns = [250 * US] * 5, [300 * US] * 5
     s = summary(prof)
     assert s["caller_cpu_share"] == pytest.approx(0.25)
     assert s["caller_cpu_share"] < BUSY_CPU_SHARE
@@ -194,7 +194,7 @@ def test_cpu_time_gives_the_event_cost_and_tells_a_busy_host(capsys: pytest.Capt
 
 def test_a_quiet_host_has_no_busy_warning() -> None:
     prof = fake_profile(SMALL_AND_LARGE, latency_us=1000, profiled_us=1500)
-    prof.extra.update(latency_cpu_ns=[990 * US] * 5, profiled_cpu_ns=[1490 * US] * 5)
+    prof.latency_cpu_ns, prof.profiled_cpu_ns = [990 * US] * 5, [1490 * US] * 5
     s = summary(prof)
     assert s["caller_cpu_share"] == pytest.approx(0.99) and s["busy_host_warning"] is None
 

@@ -115,8 +115,8 @@ def counter_labels(profile: Profile) -> list[str]:
 
 def _counter_cells(profile: Profile, i: int, layer: Layer, labels: list[str]) -> dict[str, Any]:
     """Median count per label, fraction counted (multiplexed runs), derived metrics, counts per FLOP."""
-    section = profile.extra.get("counters") or {}
-    fractions = section.get("fraction_counted") or {}
+    info = profile.counters
+    fractions = (info.fraction_counted if info is not None else None) or {}
     cells: dict[str, Any] = {}
     medians: dict[str, float] = {}
     for label in labels:
@@ -126,11 +126,11 @@ def _counter_cells(profile: Profile, i: int, layer: Layer, labels: list[str]) ->
             cells[f"{label}_counted"] = fractions[label][i]
         if layer.flops and label in medians and medians[label] is not None:
             cells[f"{label}_per_flop"] = medians[label] / layer.flops
-    if section.get("events"):
+    if info is not None and info.events:
         from layerperf.counters import derived_metrics
 
         present = {k: v for k, v in medians.items() if v is not None}
-        cells.update(derived_metrics(present, {k: v for k, v in section["events"].items() if k in present}))
+        cells.update(derived_metrics(present, {k: v for k, v in info.events.items() if k in present}))
     return cells
 
 

@@ -34,7 +34,7 @@ def _per_event(profiled_us: float | None, plain_us: float | None, nodes: float |
 
 def cpu_share(profile: Profile) -> float | None:
     """Median share of a plain run's wall time the calling thread spent on the CPU."""
-    cpu = np.asarray(profile.extra.get("latency_cpu_ns") or [], dtype=np.float64)
+    cpu = np.asarray(profile.latency_cpu_ns, dtype=np.float64)
     wall = np.asarray(profile.latency_ns, dtype=np.float64)
     if not cpu.size or cpu.size != wall.size or not (wall > 0).all():
         return None
@@ -47,8 +47,8 @@ def figures(profile: Profile, rows: list[dict[str, Any]], latency_med: float | N
     swamp, the host's business, warnings."""
     nodes = float(np.median([len(r.spans) for r in profile.runs])) if profile.runs else None
     wall_cost = _per_event(profiled_med, latency_med, nodes)
-    cpu_cost = _per_event(_median_us(profile.extra.get("profiled_cpu_ns") or []),
-                          _median_us(profile.extra.get("latency_cpu_ns") or []), nodes)
+    cpu_cost = _per_event(_median_us(profile.profiled_cpu_ns),
+                          _median_us(profile.latency_cpu_ns), nodes)
     # preemption inflates wall time only, so the CPU-time figure is the estimate when there is one
     cost = cpu_cost if cpu_cost is not None else wall_cost
     # Layer times that sum past the plain run must hold that much of the cost; below it, how much
@@ -97,6 +97,8 @@ def _busy(share: float | None) -> str | None:
 
 def measurement(profile: Profile) -> dict[str, Any]:
     """How the figures were taken (threads really used, inputs, latency interleaved or not)."""
-    setup = profile.extra.get("measurement") or {}
-    return {"latency_interleaved": setup.get("latency") == "interleaved" if setup else None,
-            "intra_op_threads": setup.get("intra_op_threads"), "inputs": setup.get("inputs")}
+    setup = profile.measurement
+    if setup is None:
+        return {"latency_interleaved": None, "intra_op_threads": None, "inputs": None}
+    return {"latency_interleaved": setup.latency == "interleaved", "intra_op_threads": setup.intra_op_threads,
+            "inputs": setup.inputs}

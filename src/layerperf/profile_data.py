@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas
 
     from layerperf.figures import LayerStats
+    from layerperf.memory.report import MemoryReport
 
 FORMAT_VERSION = 1
 
@@ -103,26 +104,86 @@ class Run:
     spans: list[Span] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class GraphSummary:
+    """The executed graph's inputs, outputs and initializer sizes (what memory analysis needs of it)."""
+
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    initializers: dict[str, int] = field(default_factory=dict)  # name -> bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CounterInfo:
+    """How the per-layer counts in ``Layer.counters`` were taken.
+
+    ``events`` maps each label to the event string it counts; ``passes`` measured passes per event
+    group; ``stepwise_median_ns`` is each layer's median time in the counting runs (less the cost of a
+    boundary, ``call_overhead_ns``), for comparing them with the in-situ times; ``fraction_counted``
+    (multiplexed groups) the share of its time each layer's event was counted, per label.
+    """
+
+    events: dict[str, str]
+    passes: int
+    multiplex: bool = False
+    schedule: list[Any] = field(default_factory=list)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    call_overhead_ns: float | None = None
+    stepwise_median_ns: list[float] = field(default_factory=list)
+    fraction_counted: dict[str, list[float]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """How the timings were taken: latency interleaved or not, threads really used, the inputs fed."""
+
+    latency: str = "off"  # "interleaved": plain runs alternating with the profiled ones; "off"
+    block_runs: int | None = None
+    spinning_stopped_between_runs: bool = False
+    intra_op_threads: int | None = None
+    intra_op_threads_source: str | None = None
+    pool_workers_seen: int | None = None
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # name, shape, dtype
+
+
 @dataclass(eq=False)
 class Profile:
     """Everything one profiling session measured.
 
-    ``latency_ns`` holds whole-model latencies measured with the profiler off; ``extra`` holds
-    JSON-serializable sections contributed by optional features (``"counters"``, ``"memory"``,
-    ``"fidelity"``...), kept by save/load as they are.
+    ``latency_ns`` holds whole-model latencies measured with the profiler off, ``profiled_latency_ns``
+    the wall time of the profiled runs they alternated with, and ``latency_cpu_ns`` /
+    ``profiled_cpu_ns`` the calling thread's CPU time in both. The optional sections (graph, counters,
+    memory, measurement) are None when the backend or the request did not produce them. ``sections``
+    keeps JSON sections this version does not know (written by a newer one), saved back as they are.
     """
 
     metadata: dict[str, Any]
     layers: list[Layer]
     runs: list[Run]
     latency_ns: list[int] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    profiled_latency_ns: list[int] = field(default_factory=list)
+    latency_cpu_ns: list[int] = field(default_factory=list)
+    profiled_cpu_ns: list[int] = field(default_factory=list)
+    graph: GraphSummary | None = None
+    counters: CounterInfo | None = None
+    memory: MemoryReport | None = None
+    measurement: Measurement | None = None
+    warnings: list[str] = field(default_factory=list)
+    sections: dict[str, Any] = field(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Profile):
             return NotImplemented
         return (self.metadata, self.layers, self.runs, self.latency_ns, self.extra) == (
             other.metadata, other.layers, other.runs, other.latency_ns, other.extra)
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The optional sections as the JSON object trace.json keeps under ``extra`` (read-only: a new
+        dict each time; set the typed fields to change them)."""
+        from layerperf.profile_json import sections_to_json
+
+        return sections_to_json(self)
 
     # -- derived views -------------------------------------------------------------------------
     @cached_property

@@ -6,11 +6,15 @@ format newer than this layerperf understands with a clear error.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from layerperf.errors import InputError
-from layerperf.profile_data import FORMAT_VERSION, Layer
+from layerperf.profile_data import FORMAT_VERSION, CounterInfo, GraphSummary, Layer, Measurement
 from layerperf.tensor import TensorInfo
+
+if TYPE_CHECKING:
+    from layerperf.profile_data import Profile
 
 FORMAT_KEY = "layerperf_format"
 
@@ -62,3 +66,58 @@ def check_version(other: dict[str, Any], source: str) -> None:
     if version > FORMAT_VERSION:
         raise InputError(f"{source} has layerperf format {version}; this layerperf reads up to "
                          f"{FORMAT_VERSION}", hint="upgrade layerperf")
+
+
+# -- the optional sections (``extra`` in trace.json) ---------------------------------------------------
+# Written only when present, as layerperf 0.1 wrote them; a key this version does not know is kept in
+# ``Profile.sections`` and written back as it was.
+_KNOWN = ("profiled_latency_ns", "latency_cpu_ns", "profiled_cpu_ns", "graph", "counters", "memory",
+          "measurement", "warnings")
+
+
+def sections_to_json(profile: Profile) -> dict[str, Any]:
+    out: dict[str, Any] = {"profiled_latency_ns": list(profile.profiled_latency_ns)}
+    if profile.graph is not None:
+        out["graph"] = {"inputs": list(profile.graph.inputs), "outputs": list(profile.graph.outputs),
+                        "initializers": dict(profile.graph.initializers)}
+    if profile.measurement is not None:
+        out["measurement"] = asdict(profile.measurement)
+    if profile.latency_cpu_ns:
+        out.update(latency_cpu_ns=list(profile.latency_cpu_ns), profiled_cpu_ns=list(profile.profiled_cpu_ns))
+    if profile.warnings:
+        out["warnings"] = list(profile.warnings)
+    if profile.counters is not None:
+        counters = asdict(profile.counters)
+        if counters["fraction_counted"] is None:
+            del counters["fraction_counted"]
+        out["counters"] = counters
+    if profile.memory is not None:
+        out["memory"] = profile.memory.to_json()
+    return {**out, **{k: v for k, v in profile.sections.items() if k not in out}}
+
+
+def _ints(values: Any) -> list[int]:
+    return [int(x) for x in values or ()]
+
+
+def sections_from_json(extra: dict[str, Any]) -> dict[str, Any]:
+    """The Profile keywords of a saved ``extra`` object; InputError (from the memory report) when damaged."""
+    kw: dict[str, Any] = {
+        "profiled_latency_ns": _ints(extra.get("profiled_latency_ns")),
+        "latency_cpu_ns": _ints(extra.get("latency_cpu_ns")),
+        "profiled_cpu_ns": _ints(extra.get("profiled_cpu_ns")),
+        "warnings": [str(w) for w in extra.get("warnings") or ()],
+        "sections": {k: v for k, v in extra.items() if k not in _KNOWN},
+    }
+    if (graph := extra.get("graph")) is not None:
+        kw["graph"] = GraphSummary(tuple(graph.get("inputs", ())), tuple(graph.get("outputs", ())),
+                                   {str(k): int(v) for k, v in (graph.get("initializers") or {}).items()})
+    if (setup := extra.get("measurement")) is not None:
+        kw["measurement"] = Measurement(**{k: v for k, v in setup.items() if k in Measurement.__dataclass_fields__})
+    if (counters := extra.get("counters")) is not None:
+        kw["counters"] = CounterInfo(**{k: v for k, v in counters.items() if k in CounterInfo.__dataclass_fields__})
+    if (memory := extra.get("memory")) is not None:
+        from layerperf.memory.report import MemoryReport
+
+        kw["memory"] = MemoryReport.from_json(memory)
+    return kw

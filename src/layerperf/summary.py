@@ -42,7 +42,7 @@ def spearman(a: Any, b: Any) -> float | None:
 
 def fidelity(profile: Profile) -> dict[str, Any] | None:
     """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran)."""
-    stepwise = (profile.extra.get("counters") or {}).get("stepwise_median_ns")
+    stepwise = profile.counters.stepwise_median_ns if profile.counters is not None else None
     if not stepwise:
         return None
     insitu = [r["median_us"] * 1e3 if r["calls"] else 0.0 for r in profile.table()]
@@ -63,7 +63,7 @@ def summary(profile: Profile) -> dict[str, Any]:
     # bytes are its body's again, so totals count the layers that are no parent, once per call.
     leaves = [r for r in rows if r["name"] not in profile.parent_names]
     latency_med = _median_us(profile.latency_ns)
-    profiled_med = _median_us(profile.extra.get("profiled_latency_ns", []))
+    profiled_med = _median_us(profile.profiled_latency_ns)
     layers_sum = float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"]))
     return {
         "layers": len(profile.layers),

@@ -1,0 +1,64 @@
+"""The backend registry: every runtime layerperf profiles on, by name.
+
+A new backend is one module defining a class that follows :class:`~layerperf.backends.base.Backend`,
+and one line in :data:`BUILTIN` (or a :func:`register` call, for a backend that lives outside
+layerperf). Backends are imported only when used: the registry holds ``module:attribute`` strings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layerperf.errors import InputError
+
+if TYPE_CHECKING:
+    from layerperf.backends.base import Backend
+
+BUILTIN: dict[str, str] = {
+    "onnxruntime": "layerperf.backends.ort:OnnxRuntimeBackend",
+}
+DEFAULT = "onnxruntime"
+
+_registry: dict[str, str | Backend] = dict(BUILTIN)
+
+
+def register(name: str, backend: str | Backend) -> None:
+    """Add (or replace) a backend: an object following the Backend protocol, or ``"module:attribute"``
+    naming its class or instance, imported on first use."""
+    _registry[name] = backend
+
+
+def unregister(name: str) -> None:
+    _registry.pop(name, None)
+
+
+def names() -> list[str]:
+    return list(_registry)
+
+
+def get(name: str) -> Backend:
+    """The backend registered as ``name``; InputError naming the known ones otherwise."""
+    entry = _registry.get(name)
+    if entry is None:
+        raise InputError(f"unknown backend '{name}'", hint="one of: " + ", ".join(_registry))
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        obj = getattr(importlib.import_module(module), attr)
+        entry = obj() if isinstance(obj, type) else obj
+        _registry[name] = entry
+    return entry
+
+
+def for_model(model: Any, name: str | None = None) -> Backend:
+    """The backend ``name``, or the one whose model files ``model`` is (by suffix), else the default."""
+    if name is not None:
+        return get(name)
+    if isinstance(model, str | Path):
+        suffix = Path(str(model)).suffix.lower()
+        for candidate in _registry:
+            backend = get(candidate)
+            if suffix and suffix in backend.model_suffixes:
+                return backend
+    return get(DEFAULT)

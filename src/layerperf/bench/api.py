@@ -175,7 +175,7 @@ def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms:
                       speed_wait_s=speed_wait_s)
     s.validate()
     if s.events:  # an unknown or unsupported event fails now, not after the timing
-        from layerperf.backends.ort.counting import CounterRequest
+        from layerperf.collectors.counters import CounterRequest
 
         request = CounterRequest.build(list(s.events), None)
         if request is not None:

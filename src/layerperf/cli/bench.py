@@ -13,6 +13,7 @@ from layerperf.cli.common import positive_int
 if TYPE_CHECKING:
     from layerperf.bench import BenchResult
 
+BENCH_BACKEND = "onnxruntime"
 _OP_ONLY = ("input", "const", "attr", "sweep", "domain", "opset", "outputs")
 _NODE_ONLY = ("shape", "inputs", "batch", "image_size", "seq_len")
 
@@ -77,6 +78,8 @@ def register(sub: Any) -> None:
     run_g.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
     run_g.add_argument("--seed", type=int, default=0, help="seed of the random input data (default 0)")
     run_g.add_argument("--no-overhead", action="store_true", help="skip timing the empty run")
+    run_g.add_argument("--backend", default=BENCH_BACKEND, metavar="NAME",
+                       help=f"runtime to measure on (default {BENCH_BACKEND}, the one bench supports today)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
     p.set_defaults(func=run)
 
@@ -86,7 +89,13 @@ def _flag(dest: str) -> str:
 
 
 def _check_mode(args: argparse.Namespace) -> None:
+    from layerperf import backends
     from layerperf.errors import InputError
+
+    backends.get(args.backend)  # an unknown name is told as such
+    if args.backend != BENCH_BACKEND:
+        raise InputError(f"bench measures operators on {BENCH_BACKEND} only, not on {args.backend}",
+                         hint=f"use `layerperf profile --backend {args.backend}` for a whole model")
 
     wrong, why = (_OP_ONLY, "take the shapes and attributes from the model") if args.node else (
         _NODE_ONLY, "apply to a model's node (--node)")

@@ -41,6 +41,49 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
             "image_size": args.image_size, "seq_len": args.seq_len}
 
 
+def add_backend_args(p: argparse.ArgumentParser) -> None:
+    """``--backend`` and every registered backend's own flags, a group per backend. Flags default to
+    None here, so that a flag given for another backend than the one chosen is told, not ignored."""
+    from layerperf import backends
+    from layerperf.backends.base import flag_name, option_fields
+
+    p.add_argument("--backend", metavar="NAME", help="runtime to profile on (default: by the model's file "
+                   f"type; {backends.DEFAULT} for .onnx files and built-in models); see `layerperf backends`")
+    seen: set[str] = set()
+    for name in backends.names():
+        backend = backends.get(name)
+        group = p.add_argument_group(f"{name} backend")
+        for f in option_fields(backend.options_type):
+            meta = f.metadata
+            if not meta.get("flag") or f.name in seen:
+                continue
+            seen.add(f.name)
+            parse = meta.get("parse") or (type(f.default) if isinstance(f.default, int | float) else str)
+            text = meta.get("help", "")
+            group.add_argument(flag_name(f.name), dest=f.name, default=None, type=parse, choices=meta.get("choices"),
+                               help=text if "default" in text else f"{text} (default {f.default})")
+
+
+def backend_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The chosen backend's options given on the command line; a flag of another backend is refused."""
+    from layerperf import backends
+    from layerperf.backends.base import flag_name, option_fields
+    from layerperf.errors import InputError
+
+    chosen = backends.for_model(args.model, args.backend)
+    own = {f.name for f in option_fields(chosen.options_type)}
+    out = {}
+    for name in backends.names():
+        for f in option_fields(backends.get(name).options_type):
+            value = getattr(args, f.name, None) if f.metadata.get("flag") else None
+            if value is None:
+                continue
+            if f.name not in own:
+                raise InputError(f"{flag_name(f.name)} is an option of the {name} backend, not of {chosen.name}")
+            out[f.name] = value
+    return out
+
+
 @contextlib.contextmanager
 def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
     """A rich progress bar on stderr when it is a terminal; None (no progress) otherwise."""
@@ -125,7 +168,7 @@ def _threads(prof: Profile, summ: dict[str, Any]) -> str:
     asked = prof.metadata.get("options", {}).get("threads")
     used = summ.get("intra_op_threads")
     if used is None:
-        return f"threads {asked or 'default'}" + (" (count unknown)" if "measurement" in prof.extra else "")
+        return f"threads {asked or 'default'}" + (" (count unknown)" if prof.measurement is not None else "")
     how = "counted: threads the session started + the calling thread"
     return f"threads {used} ({'ONNX Runtime default, ' if not asked else ''}{how})"
 
@@ -177,9 +220,9 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
                      f"shown as stored(real) dims; FLOPs count the real channels, the padding added "
                      f"{units.si(summ['padding_flops'], 'FLOP')} of work")
     fid = summ.get("fidelity")
-    if fid:
+    if fid and prof.counters is not None:
         corr = fid["rank_correlation"]
-        lines.append(f"counters: stepwise executor, {_passes(prof.extra['counters']['passes'])} per event group; "
+        lines.append(f"counters: stepwise executor, {_passes(prof.counters.passes)} per event group; "
                      f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
                      + (f"{corr:.3f}" if corr is not None else "n/a"))
     if summ.get("busy_host_warning"):
@@ -190,5 +233,5 @@ def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
                (("FLOPs", "flops_unknown_layers"), ("int ops", "int_ops_unknown_layers")) if summ.get(key)]
     if unknown:
         lines.append(f"[yellow]warning:[/] {'; '.join(unknown)}")
-    lines += [f"[yellow]warning:[/] {w}" for w in prof.extra.get("warnings", [])]
+    lines += [f"[yellow]warning:[/] {w}" for w in prof.warnings]
     return lines

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_model_args, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, positive_int
 
 
 def add_memory_args(p: argparse.ArgumentParser | Any) -> None:
@@ -21,15 +21,13 @@ def register(sub: Any) -> None:
                        "alive there, what ONNX Runtime's arena and the process really used, and "
                        "memory_flow.svg / memory_timeline.svg.")
     add_model_args(p)
+    add_backend_args(p)
     add_memory_args(p)
     p.add_argument("--out", metavar="DIR", help="write trace.json, layers.csv and the memory pictures into DIR "
                    "(default: ./<model>-memory)")
     p.add_argument("--runs", type=positive_int, default=3, help="measured runs (default 3)")
     p.add_argument("--warmup", type=positive_int, default=1, help="untimed runs first (default 1)")
     p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
-    p.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
-                   help="ONNX Runtime graph optimization level (default all)")
-    p.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
     p.add_argument("--top", type=positive_int, default=None,
                    help="tensors at the peak to list, 0 for all (default: 10 for table, all for json)")
     p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
@@ -40,17 +38,18 @@ def run(args: argparse.Namespace) -> int:
     import orjson
 
     import layerperf
-    from layerperf.cli.common import model_options, progress_bar
+    from layerperf.cli.common import backend_flags, model_options, progress_bar
     from layerperf.memory import report
     from layerperf.renderers.files import check_dir
     from layerperf.renderers.memory import print_report, summary
 
+    options = backend_flags(args)
     if args.out:
         check_dir(Path(args.out))  # before profiling, not after
     with progress_bar() as progress:
         prof = layerperf.profile(
-            args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
-            provider=args.provider, **model_options(args), latency=False, memory=True,
+            args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
+            **options, **model_options(args), latency=False, memory=True,
             sample_rate=args.sample_rate, progress=progress)
     model = str(prof.metadata.get("model", {}).get("name", "model"))
     written = prof.save(Path(args.out) if args.out else Path(f"{model}-memory"))

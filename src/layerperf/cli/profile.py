@@ -6,20 +6,19 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_model_args, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, positive_int
 from layerperf.cli.memory import add_memory_args
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("profile", help="profile a model layer by layer",
-                       description="Profile an .onnx file or a built-in model layer by layer on ONNX Runtime.")
+                       description="Profile an .onnx file or a built-in model layer by layer, in situ on its "
+                       "runtime (--backend; default ONNX Runtime).")
     add_model_args(p)
+    add_backend_args(p)
     p.add_argument("--warmup", type=positive_int, default=10, help="untimed runs first (default 10)")
     p.add_argument("--runs", type=positive_int, default=100, help="measured runs (default 100)")
     p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
-    p.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
-                   help="ONNX Runtime graph optimization level (default all)")
-    p.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
     p.add_argument("--top", type=positive_int, default=None,
                    help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
     p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
@@ -43,15 +42,16 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import layerperf
-    from layerperf.cli.common import model_options, print_profile, progress_bar
+    from layerperf.cli.common import backend_flags, model_options, print_profile, progress_bar
     from layerperf.renderers.files import check_dir
 
+    options = backend_flags(args)
     if args.out:
         check_dir(Path(args.out))  # before minutes of profiling, not after
     with progress_bar() as progress:
         prof = layerperf.profile(
-            args.model, warmup=args.warmup, runs=args.runs, threads=args.threads, opt_level=args.opt_level,
-            provider=args.provider, **model_options(args), latency=not args.no_latency,
+            args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
+            **options, **model_options(args), latency=not args.no_latency,
             events=[e for e in (args.events or "").split(",") if e], perf_config=args.perf_config,
             passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
             progress=progress)

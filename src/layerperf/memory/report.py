@@ -47,7 +47,7 @@ class PlacedBlock(timeline.Block):
 
 @dataclass(frozen=True, slots=True)
 class MemoryReport:
-    """Everything the memory profiler found; ``to_json()`` is what ``profile.extra["memory"]`` holds."""
+    """Everything the memory profiler found; ``to_json()`` is what trace.json keeps of it."""
 
     peak_bytes: int
     peak_index: int
@@ -95,7 +95,7 @@ class MemoryReport:
 
     @classmethod
     def from_json(cls, d: Any) -> MemoryReport:
-        """The report saved under ``profile.extra["memory"]``; InputError when it is damaged."""
+        """The report as trace.json keeps it; InputError when it is damaged."""
         try:
             return cls(
                 peak_bytes=int(d["peak_bytes"]), peak_index=int(d["peak_index"]), peak_node=str(d["peak_node"]),
@@ -184,5 +184,4 @@ def analyze(profile: Profile, runtime: RuntimeMemory | None = None, *, inplace: 
 
 def report(profile: Profile) -> MemoryReport:
     """The memory report saved in ``profile`` (by ``memory=True``), or one computed from it now."""
-    section = profile.extra.get("memory")
-    return MemoryReport.from_json(section) if section is not None else analyze(profile)
+    return profile.memory if profile.memory is not None else analyze(profile)

@@ -91,11 +91,11 @@ class _Tensor:
 
 
 def graph_section(profile: Profile) -> dict[str, Any]:
-    graph = profile.extra.get("graph")
-    if not isinstance(graph, dict) or "outputs" not in graph:
+    graph = profile.graph
+    if graph is None:
         raise InputError("this profile has no graph section (inputs, outputs, initializers)",
                          hint="profile the model again with this layerperf to analyse memory")
-    return graph
+    return {"inputs": list(graph.inputs), "outputs": list(graph.outputs), "initializers": graph.initializers}
 
 
 def _tensors(layers: Sequence[Layer], graph: dict[str, Any]) -> tuple[dict[str, _Tensor], list[str]]:

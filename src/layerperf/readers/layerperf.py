@@ -8,7 +8,7 @@ from typing import Any
 
 from layerperf.errors import InputError
 from layerperf.profile_data import Profile, Run, Span
-from layerperf.profile_json import check_version, layer_from_json
+from layerperf.profile_json import check_version, layer_from_json, sections_from_json
 from layerperf.readers.jsonfile import load_json
 from layerperf.renderers.chrome import FILENAME
 
@@ -59,7 +59,8 @@ def profile_from_doc(doc: dict[str, Any], source: str) -> Profile:
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{source} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None
     return Profile(metadata=body.get("metadata", {}), layers=layers, runs=runs,
-                   latency_ns=[int(x) for x in body.get("latency_ns", [])], extra=body.get("extra", {}))
+                   latency_ns=[int(x) for x in body.get("latency_ns", [])],
+                   **sections_from_json(body.get("extra") or {}))
 
 
 def load_profile(path: Path) -> Profile:

@@ -85,10 +85,10 @@ def _counter_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
 
 
 def _memory_counter_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
-    """Memory counter tracks from ``extra["memory"]``, stepped at each layer's first measured call:
+    """Memory counter tracks from the memory report, stepped at each layer's first measured call:
     live tensor bytes, the arena in use, and resident memory sampled in a fresh session's first run."""
-    mem = profile.extra.get("memory")
-    if not isinstance(mem, dict) or not profile.runs:
+    mem = profile.memory.to_json() if profile.memory is not None else None
+    if mem is None or not profile.runs:
         return []
     first = {s.layer: s for s in reversed(profile.runs[0].spans)}
     events: list[dict[str, Any]] = []

@@ -27,7 +27,7 @@ def writers(profile: Profile | None = None) -> dict[str, WriteFn]:
     from layerperf.renderers import chrome, csv
 
     table: dict[str, WriteFn] = {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
-    if profile is not None and "memory" in profile.extra:
+    if profile is not None and profile.memory is not None:
         from layerperf.renderers import svg
 
         table.update(svg.writers())

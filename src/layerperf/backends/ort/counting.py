@@ -18,55 +18,19 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from layerperf.collectors.counters import CounterRequest
 from layerperf.errors import BackendError, CounterError, LayerperfError
+from layerperf.profile_data import CounterInfo
 from layerperf.tensor import lacks_numpy, numpy_dtype
 
 CALIBRATION_PASSES = 50
 
-
-@dataclass(frozen=True, slots=True)
-class CounterRequest:
-    """What to count: event strings and the label each is reported under."""
-
-    events: tuple[str, ...]
-    labels: tuple[str, ...]
-    passes: int = 5
-    multiplex: bool = False
-
-    @classmethod
-    def build(cls, events: list[str] | None, perf_config: str | Path | None, passes: int = 5,
-              multiplex: bool = False) -> CounterRequest | None:
-        from layerperf.counters import parse_perf_config
-
-        pairs: dict[str, str] = {}
-        if perf_config:
-            pairs.update(parse_perf_config(perf_config))
-        for ev in events or []:
-            pairs.setdefault(ev, ev)
-        if not pairs:
-            return None
-        if passes < 1:
-            raise CounterError(f"--passes must be at least 1, got {passes}")
-        return cls(tuple(pairs), tuple(pairs.values()), passes, multiplex)
-
-    def check(self) -> None:
-        """Fail fast, before any profiling: resolve every event and open it once on this thread."""
-        from layerperf.counters import CounterSet, resolve, schedule
-
-        specs = [resolve(e) for e in self.events]
-        for group in ([specs] if self.multiplex else schedule(specs)):
-            with CounterSet(group, threads="self") as cs:
-                cs.enable()
-                cs.read()
-
-
-# -- parent side ------------------------------------------------------------------------------------
 
 def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndarray], order: list[str],
                  request: CounterRequest, data_dir: Path | None = None) -> dict[str, Any]:
@@ -106,22 +70,20 @@ def _restored(arr: np.ndarray, dtype_name: str | None) -> np.ndarray:
     return arr.view(dtype) if dtype is not None and lacks_numpy(dtype) else arr
 
 
-def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequest) -> dict[str, Any]:
-    """Put each node's per-pass counts on its layer; return the profile's ``counters`` section."""
+def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequest) -> CounterInfo:
+    """Put each node's per-pass counts on its layer; return how they were counted."""
     for label, per_node in result["counts"].items():
         for layer, values in zip(layers, per_node, strict=True):
             layer.counters[label] = values
     call_ns = result["call_overhead_ns"]
-    section: dict[str, Any] = {
-        "events": dict(zip(request.labels, request.events, strict=True)),
-        "passes": request.passes, "multiplex": request.multiplex, "schedule": result["schedule"],
-        "calibration": result["calibration"], "call_overhead_ns": call_ns,
-        "stepwise_median_ns": [max(0.0, float(np.median(t)) - call_ns) for t in result["node_ns"]],
-    }
-    if request.multiplex:
-        section["fraction_counted"] = {label: [float(np.mean(f)) for f in per_node]
-                                       for label, per_node in result["fraction"].items()}
-    return section
+    fractions = ({label: [float(np.mean(f)) for f in per_node] for label, per_node in result["fraction"].items()}
+                 if request.multiplex else None)
+    return CounterInfo(
+        events=dict(zip(request.labels, request.events, strict=True)), passes=request.passes,
+        multiplex=request.multiplex, schedule=result["schedule"], calibration=result["calibration"],
+        call_overhead_ns=call_ns,
+        stepwise_median_ns=[max(0.0, float(np.median(t)) - call_ns) for t in result["node_ns"]],
+        fraction_counted=fractions)
 
 
 # -- worker side ------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from layerperf.cost import Cost, is_known, node_cost
 from layerperf.cost.graph import attributes
 from layerperf.cost.layout import Channels, has_blocked, real_channels, real_view
 from layerperf.nesting import CONTROL_FLOW_OPS
-from layerperf.profile_data import Layer, Run, Span
+from layerperf.profile_data import GraphSummary, Layer, Run, Span
 from layerperf.tensor import TensorInfo
 
 
@@ -188,16 +188,14 @@ def _depth(layers: list[Layer], index: dict[str, int], i: int) -> int:
     return d
 
 
-def graph_summary(model: onnx.ModelProto | None) -> dict[str, Any]:
+def graph_summary(model: onnx.ModelProto | None) -> GraphSummary | None:
     """Graph inputs, outputs and initializer sizes of the executed graph (for memory analysis)."""
     if model is None:
-        return {}
+        return None
     inits = initializer_infos(model)
-    return {
-        "inputs": [i.name for i in model.graph.input if i.name not in inits],
-        "outputs": [o.name for o in model.graph.output],
-        "initializers": {name: t.nbytes or 0 for name, t in inits.items()},
-    }
+    return GraphSummary(inputs=tuple(i.name for i in model.graph.input if i.name not in inits),
+                        outputs=tuple(o.name for o in model.graph.output),
+                        initializers={name: t.nbytes or 0 for name, t in inits.items()})
 
 
 def unknown_cost_ops(layers: list[Layer]) -> list[str]:

@@ -29,6 +29,7 @@ from layerperf.errors import InputError, LayerperfError
 from layerperf.heap import release
 from layerperf.inputs import InputSpec, make_feed, ort_type_to_numpy
 from layerperf.model_source import ModelSource
+from layerperf.profile_data import Measurement
 from layerperf.skeleton import INLINE_LIMIT_BYTES
 
 OPT_LEVELS = {
@@ -37,7 +38,8 @@ OPT_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-ORT_MAX_EVENTS = 1_000_000
+from layerperf.backends.ort import ORT_MAX_EVENTS  # noqa: E402
+
 # Events per run beyond one per node: model_run and the executor's own span, with room to spare.
 _SESSION_EVENTS_PER_RUN = 4
 _SESSION_EVENTS_FIXED = 64
@@ -144,7 +146,7 @@ def timed_runs(sess: ort.InferenceSession, feed: dict[str, Any], warmup: int, ru
 
 
 @dataclass(slots=True)
-class Measurement:
+class Measured:
     """What the sessions gave: runs of node events with their absolute origin, wall times of the
     profiled runs and of the plain runs interleaved with them, and the thread pool really used."""
 
@@ -158,19 +160,18 @@ class Measurement:
     intra_op_threads: int | None = None
     block_runs: int = BLOCK_RUNS
 
-    def setup(self, feed: dict[str, Any]) -> dict[str, Any]:
-        """The ``extra["measurement"]`` section: how latency was taken, threads, input shapes."""
-        return {
-            "latency": "interleaved" if self.latency_ns else "off",
-            "block_runs": self.block_runs if self.latency_ns else None,
-            "spinning_stopped_between_runs": bool(self.latency_ns),
-            "intra_op_threads": self.intra_op_threads,
-            "intra_op_threads_source": "OS threads the session started + the calling thread"
+    def setup(self, feed: dict[str, Any]) -> Measurement:
+        """How latency was taken, the threads really used, the inputs fed."""
+        return Measurement(
+            latency="interleaved" if self.latency_ns else "off",
+            block_runs=self.block_runs if self.latency_ns else None,
+            spinning_stopped_between_runs=bool(self.latency_ns),
+            intra_op_threads=self.intra_op_threads,
+            intra_op_threads_source="OS threads the session started + the calling thread"
             if self.intra_op_threads is not None else None,
-            "pool_workers_seen": pool_workers(r for _, r in self.runs),
-            "inputs": [{"name": k, "shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
-                       for k, v in feed.items()],
-        }
+            pool_workers_seen=pool_workers(r for _, r in self.runs),
+            inputs=[{"name": k, "shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
+                    for k, v in feed.items()])
 
 
 def _chunk_capacity(opts: ProfileOptions, n_nodes: int) -> int:
@@ -183,7 +184,7 @@ def _chunk_capacity(opts: ProfileOptions, n_nodes: int) -> int:
 
 
 def _profiled_chunk(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any], runs: int,
-                    workdir: Path, index: int, m: Measurement, plain: ort.InferenceSession | None) -> None:
+                    workdir: Path, index: int, m: Measured, plain: ort.InferenceSession | None) -> None:
     so = session_options(opts, profile_prefix=workdir / f"ort{index}", spin_stop=plain is not None)
     sess, threads = counted_session(source, so, opts.provider)
     if m.intra_op_threads is None:
@@ -237,7 +238,7 @@ def _read_blocked_conv_weights(model: onnx.ModelProto, data_dir: Path) -> None:
 
 
 def _timed_chunk(sess: ort.InferenceSession, plain: ort.InferenceSession | None, feed: dict[str, Any],
-                 warmup: int, runs: int, m: Measurement) -> None:
+                 warmup: int, runs: int, m: Measured) -> None:
     """Warm-up, then the timed runs of a profiled session, alternating with ``plain`` when given."""
     if plain is None:
         m.wall_ns += timed_runs(sess, feed, warmup, runs)
@@ -271,11 +272,11 @@ def _has_subgraphs(model: onnx.ModelProto) -> bool:
 
 
 def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any],
-            progress: Callable[[int], None] | None = None) -> Measurement:
+            progress: Callable[[int], None] | None = None) -> Measured:
     """Profiled runs, split over as many sessions as ONNX Runtime's event limit requires; with
     ``opts.latency``, plain runs alternating with them on one profiler-off session kept alive. Then
     the optimized graph, from a session of its own once those are gone (:func:`optimized_graph`)."""
-    m = Measurement()
+    m = Measured()
     plain = plain_session(source, opts, feed) if opts.latency else None
     capacity = _chunk_capacity(opts, _estimated_nodes(source.proto))
     if _has_subgraphs(source.proto):  # a loop's body may record any number of events: measure one run first

@@ -1,0 +1,88 @@
+"""What a backend is: the protocol every runtime driver implements, and the options all of them share.
+
+A backend turns a model into a :class:`~layerperf.profile_data.Profile`: it loads or compiles the
+model, runs warm-up and measured runs, drives the requested collectors (perf counters, resident
+memory) at each layer's start and end, and fills the layers and runs. Everything after the Profile —
+analysis, diff, renderers, files — is shared, so a backend knows nothing about outputs.
+
+A backend module must import without its runtime (``import onnxruntime`` inside its functions), so
+that listing backends and building the CLI stay fast and work where a runtime is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from layerperf.errors import InputError
+
+if TYPE_CHECKING:
+    from layerperf.collectors import Collectors
+    from layerperf.profile_data import Profile
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    """Whether a backend can run here: its runtime's version, or why not (and how to fix it)."""
+
+    usable: bool
+    version: str | None = None
+    reason: str | None = None
+
+
+def option(help: str, *, choices: tuple[str, ...] | None = None, flag: bool = True,
+           parse: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Metadata of a backend option's dataclass field: its help text, its choices, and whether it is a
+    CLI flag (``--opt-level`` for a field ``opt_level``); ``parse`` reads the flag's text."""
+    return {"help": help, "choices": choices, "flag": flag, "parse": parse}
+
+
+def option_fields(options_type: type) -> list[dataclasses.Field[Any]]:
+    """The fields of a backend's options dataclass."""
+    return list(dataclasses.fields(options_type))
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """The options every backend takes: how many runs, which inputs, the model's own options."""
+
+    warmup: int = 10
+    runs: int = 100
+    threads: int = 0  # intra-op threads; 0 keeps the runtime's default
+    shapes: tuple[str, ...] = ()  # NAME=DIMS
+    inputs_file: str | None = None  # .npz of input arrays by name
+    seed: int = 0
+    latency: bool = True  # measure whole-model latency with the profiler off, interleaved
+    zoo_options: dict[str, int] = field(default_factory=dict)  # batch, image_size, seq_len of a built-in model
+
+    def validate(self) -> None:
+        if self.runs < 1:
+            raise InputError(f"--runs must be at least 1, got {self.runs}")
+        if self.warmup < 0:
+            raise InputError(f"--warmup must be 0 or more, got {self.warmup}")
+        if self.threads < 0:
+            raise InputError(f"--threads must be 0 (runtime default) or more, got {self.threads}")
+
+
+class Backend(Protocol):
+    """A runtime layerperf profiles on. See :mod:`layerperf.backends` for the registry."""
+
+    name: ClassVar[str]  # what --backend takes, and what the Profile's metadata says
+    summary: ClassVar[str]  # one line for `layerperf backends`
+    model_suffixes: ClassVar[tuple[str, ...]]  # model files it is the default for, e.g. (".onnx",)
+    options_type: ClassVar[type]  # a frozen dataclass; fields with option() metadata become CLI flags
+
+    def availability(self) -> Availability:
+        """Whether the runtime imports here, its version, or the reason it does not (cheap: no model)."""
+        ...
+
+    def profile(self, model: Any, plan: RunPlan, options: Any, collectors: Collectors) -> Profile:
+        """Profile ``model`` (a path, a built-in model name or the runtime's own model object):
+        ``options`` is an instance of ``options_type``. Raises LayerperfError subclasses for bad input."""
+        ...

@@ -1,0 +1,108 @@
+"""One profile on ONNX Runtime, start to end: inputs, profiled runs interleaved with plain ones,
+layers from the events and the optimized graph, then counters and memory when asked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import onnx
+import onnxruntime as ort
+
+from layerperf.backends.base import RunPlan
+from layerperf.backends.ort import OrtOptions, sessions
+from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
+from layerperf.model_source import ModelSource
+from layerperf.profile_data import CounterInfo, Profile
+from layerperf.profile_metadata import metadata
+
+if TYPE_CHECKING:
+    from layerperf.collectors import Collectors, CounterRequest
+
+_T = TypeVar("_T")
+
+
+def settings(plan: RunPlan, options: OrtOptions) -> sessions.ProfileOptions:
+    """The flat settings the session helpers take, validated."""
+    opts = sessions.ProfileOptions(warmup=plan.warmup, runs=plan.runs, threads=plan.threads,
+                                   opt_level=options.opt_level, provider=options.provider, shapes=plan.shapes,
+                                   inputs_file=plan.inputs_file, seed=plan.seed, latency=plan.latency,
+                                   max_events=options.max_events)
+    opts.validate()
+    return opts
+
+
+def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collectors) -> Profile:
+    from layerperf.model_source import open_model
+
+    opts = settings(plan, options)
+    source = open_model(model, **plan.zoo_options)
+    progress = collectors.progress
+    # Each phase's sessions are released, and their memory handed back, before the next phase makes
+    # its own: every session holds its own copy of the weights.
+    feed = _released(sessions.prepare_feed(source, opts))
+    step = (lambda done: progress("profiled runs", done, plan.runs)) if progress else None
+    m = _released(sessions.measure(source, opts, feed, step))
+    origin = m.runs[0][0] if m.runs else 0
+    channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
+    layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
+    prof = Profile(
+        metadata=metadata(source, plan, "onnxruntime", ort.__version__, opts.provider, opts.to_json()),
+        layers=layers, runs=run_list, latency_ns=m.latency_ns, profiled_latency_ns=m.wall_ns,
+        latency_cpu_ns=m.latency_cpu_ns, profiled_cpu_ns=m.profiled_cpu_ns if m.latency_cpu_ns else [],
+        graph=graph_summary(m.optimized), measurement=m.setup(feed),
+        warnings=_cost_warnings(unknown_cost_ops(layers), len(channels.unresolved)))
+    if collectors.counters:
+        prof.counters = _count(source, opts, feed, layers, collectors.counters, progress)
+    if collectors.memory:
+        from layerperf.backends.ort import memory as ort_memory
+        from layerperf.memory import analyze
+
+        runtime = ort_memory.measure(source, opts, feed, [layer.name for layer in layers],
+                                     collectors.memory.sample_rate)
+        prof.memory = analyze(prof, runtime)
+        _released(None)
+    return prof
+
+
+def _original_shapes(source: ModelSource, feed: dict[str, Any], optimized: onnx.ModelProto | None) -> Any:
+    """The original model's tensors at the fed shapes, only when a blocked layout needs them."""
+    from layerperf.cost.graph import tensor_infos
+    from layerperf.cost.layout import has_blocked
+    from layerperf.tensor import TensorInfo
+
+    if not has_blocked(optimized):
+        return None
+    given = {k: TensorInfo(k, tuple(v.shape), str(v.dtype)) for k, v in feed.items()}
+    return tensor_infos(source.proto, given)
+
+
+def _cost_warnings(unknown_ops: list[str], unresolved: int) -> list[str]:
+    out = [f"FLOPs unknown for op types: {', '.join(unknown_ops)}"] if unknown_ops else []
+    if unresolved:
+        out.append(f"{unresolved} tensors in ONNX Runtime's NCHWc layout have no known real channel count: "
+                   "their layers count the stored (possibly padded) channels")
+    return out
+
+
+def _released(value: _T) -> _T:
+    """``value``, once the sessions that made it are gone and their memory is back with the system."""
+    from layerperf.heap import release
+
+    release()
+    return value
+
+
+def _count(source: ModelSource, opts: sessions.ProfileOptions, feed: Any, layers: Any, request: CounterRequest,
+           progress: Callable[[str, int, int], None] | None) -> CounterInfo:
+    from layerperf.backends.ort.counting import apply_counts, count_layers
+
+    if progress:
+        progress("counting (stepwise)", 0, 1)
+    worker_opts = {"opt_level": opts.opt_level, "provider": opts.provider, "threads": opts.threads}
+    # body nodes of control flow run inside their parent: the stepwise executor gets (and refuses) the parent
+    order = [layer.name for layer in layers if layer.parent is None]
+    result = count_layers(source.path, worker_opts, feed, order, request, source.data_dir)
+    if progress:
+        progress("counting (stepwise)", 1, 1)
+    return apply_counts(layers, result, request)

@@ -1,0 +1,71 @@
+"""Traces written by layerperf 0.1.0 (before the backend-interface redesign) still load and give the same
+figures: the files under tests/data/traces_0_1 were written by that version, with its own outputs beside
+them (analyze JSON and CSV, the summary and the layer table, layers.csv)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import layerperf
+from layerperf.cli import main
+from layerperf.summary import summary
+
+DATA = Path(__file__).parent / "data" / "traces_0_1"
+TRACES = ("resnet18_counters_memory", "loop")
+
+
+def _same(a: Any, b: Any, where: str = "") -> None:
+    """Equal JSON values, floats to 1e-9 relative (a re-encoded float may differ in its last digit)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert a is not None and b is not None, where
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{where}: {a} != {b}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {sorted(set(a) ^ set(b))}"
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), f"{where}: lengths"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def _json(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_old_trace_loads_with_the_same_figures(name: str) -> None:
+    prof = layerperf.load(DATA / name / "trace.json")
+    expected = _json((DATA / name / "summary.json").read_bytes())
+    got = _json(orjson.dumps({"summary": summary(prof), "table": prof.table()},
+                             option=orjson.OPT_SERIALIZE_NUMPY))
+    _same(got, expected, name)
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_old_trace_analyzes_the_same(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(DATA / name / "trace.json")
+    assert main(["analyze", trace, "--format", "json", "--top", "0"]) == 0
+    _same(_json(capsys.readouterr().out), _json((DATA / name / "analyze.json").read_bytes()), name)
+    assert main(["analyze", trace, "--aggregate-by", "type", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == (DATA / name / "analyze_by_type.csv").read_text()
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_old_trace_saves_the_same_layers_csv_and_round_trips(name: str, tmp_path: Path) -> None:
+    prof = layerperf.load(DATA / name / "trace.json")
+    written = prof.save(tmp_path)
+    assert (tmp_path / "layers.csv").read_text() == (DATA / name / "layers.csv").read_text()
+    again = layerperf.load(tmp_path)
+    assert again == prof
+    if name.startswith("resnet18"):  # its memory section comes back as the pictures
+        assert {"memory_flow.svg", "memory_timeline.svg"} <= set(written)
+        assert prof.counters is not None and prof.counters.passes == 2
+        assert prof.memory is not None and prof.memory.peak_bytes > 0
