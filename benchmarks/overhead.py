@@ -24,8 +24,8 @@ import numpy as np
 
 from layerperf.backends.interleave import interleaved, timed
 from layerperf.backends.ort import sessions as backend
-from layerperf.backends.ort.trace import split_runs
 from layerperf.model_source import open_model
+from layerperf.readers.ort import split_runs
 
 
 def sessions(model: str, threads: int, spin_stop: bool, tmp: Path) -> tuple[Any, Any, dict[str, Any]]:

@@ -23,9 +23,9 @@ import layerperf
 from controlflow_models import LOOP_TRIPS, MODELS, OUTER_TRIPS, SCAN_STEPS, feeds
 from layerperf.backends.ort.layers import build_layers_and_runs, unknown_cost_ops
 from layerperf.backends.ort.sessions import OPT_LEVELS
-from layerperf.backends.ort.trace import is_kernel_event, node_name, split_runs
 from layerperf.profile_data import Profile
 from layerperf.readers.detect import read_table
+from layerperf.readers.ort import is_kernel_event, node_name, split_runs
 
 FLOW = ("Loop", "If", "Scan")
 RUNS = 3

@@ -15,7 +15,7 @@ import pytest
 
 import layerperf
 from layerperf.backends.ort.sessions import OPT_LEVELS
-from layerperf.backends.ort.trace import is_kernel_event, node_name
+from layerperf.readers.ort import is_kernel_event, node_name
 
 RUNS = 7
 

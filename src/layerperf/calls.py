@@ -60,6 +60,13 @@ class Labels:
         return Labels(np.asarray(codes, dtype=np.int32), tuple(table))
 
 
+# The "left out" marks of Calls' time and thread columns (compared by identity, never filled).
+_NO_FLOATS: np.ndarray = np.zeros(0, dtype=np.float64)
+_NO_INTS: np.ndarray = np.zeros(0, dtype=np.int64)
+_NO_FLOATS.flags.writeable = False
+_NO_INTS.flags.writeable = False
+
+
 @dataclass(frozen=True, slots=True)
 class Calls:
     """Columns of op calls (or of aggregated groups of them). Times in ns; NaN = unknown.
@@ -76,6 +83,12 @@ class Calls:
     ``outer`` (nested traces only) says, per grouping of :data:`GROUPINGS`, whether a row lies inside
     no other row of its own group, so that summing inclusive figures over a group counts nested
     calls once (an ``aten::clamp`` inside an ``aten::clamp``; every CPU op of a provider).
+
+    ``ts_ns`` is when a call started, relative to the trace's time origin (``meta["ts_origin_us"]``
+    says where that lies in the file's own clock), and ``pid``/``tid`` the process and thread it ran
+    on: with ``incl_ns`` they place every call on a timeline (:mod:`layerperf.renderers.timeline`).
+    They are NaN and -1 where unknown, and in aggregated rows, which are no single call. Left out
+    when the table is made, they are unknown for every row.
     """
 
     name: Labels
@@ -95,10 +108,21 @@ class Calls:
     meta: dict[str, Any] = field(default_factory=dict)  # what was read: format, source, events...
     device_incl_ns: np.ndarray | None = None  # float64; None: as device_ns (nothing nests)
     outer: dict[str, np.ndarray] = field(default_factory=dict)  # grouping -> bool per row; absent: all outer
+    ts_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)  # float64; NaN: unknown
+    pid: np.ndarray = field(default_factory=lambda: _NO_INTS)  # int64; -1: unknown
+    tid: np.ndarray = field(default_factory=lambda: _NO_INTS)  # int64; -1: unknown
 
     def __post_init__(self) -> None:
-        if self.device_incl_ns is None:  # frozen: set once, here
+        # frozen: columns left out are set once, here
+        if self.device_incl_ns is None:
             object.__setattr__(self, "device_incl_ns", self.device_ns.copy())
+        n = len(self)
+        for column, unknown in (("ts_ns", np.nan), ("pid", -1), ("tid", -1)):
+            values = getattr(self, column)
+            if values is _NO_FLOATS or values is _NO_INTS:
+                object.__setattr__(self, column, np.full(n, unknown, dtype=values.dtype))
+            elif values.shape != (n,):
+                raise ValueError(f"{column}: {values.size} values for {n} rows")
 
     @property
     def device_incl(self) -> np.ndarray:
@@ -117,7 +141,8 @@ class Calls:
             dur_ns=self.dur_ns[rows], total_ns=self.total_ns[rows], incl_ns=self.incl_ns[rows],
             device_ns=self.device_ns[rows], calls=self.calls[rows], flops=self.flops[rows],
             bytes=self.bytes[rows], int_ops=self.int_ops[rows], counters={k: v[rows] for k, v in self.counters.items()},
-            meta=self.meta, device_incl_ns=self.device_incl[rows], outer={k: v[rows] for k, v in self.outer.items()})
+            meta=self.meta, device_incl_ns=self.device_incl[rows], outer={k: v[rows] for k, v in self.outer.items()},
+            ts_ns=self.ts_ns[rows], pid=self.pid[rows], tid=self.tid[rows])
 
     def labels(self, column: str) -> Labels:
         if column not in STRING_COLUMNS:
@@ -128,6 +153,11 @@ class Calls:
     @property
     def has_device(self) -> bool:
         return bool(self.device_ns.size) and not bool(np.isnan(self.device_ns).all())
+
+    @property
+    def has_times(self) -> bool:
+        """Whether any row says when it started (rows read from a trace, not aggregated)."""
+        return bool(self.ts_ns.size) and not bool(np.isnan(self.ts_ns).all())
 
 
 class Interner:
@@ -185,20 +215,24 @@ class TableBuilder:
 
     def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
                device_us: Any = None, flops: Any = None, bytes_: Any = None, int_ops: Any = None,
-               counters: dict[str, Any] | None = None, device_incl_us: Any = None) -> None:
-        """Append rows: identity codes (from :meth:`ident`) and their figures in µs (None/NaN unknown).
+               counters: dict[str, Any] | None = None, device_incl_us: Any = None, ts_us: Any = None,
+               pid: Any = None, tid: Any = None) -> None:
+        """Append rows: identity codes (from :meth:`ident`) and their figures in µs (None/NaN unknown);
+        ``ts_us`` their start relative to the trace's time origin, ``pid``/``tid`` their process and
+        thread (None/-1 unknown).
 
-        Figures may be lists or arrays; anything numpy can't read as float64 raises TypeError or
-        ValueError before anything is appended.
+        Figures may be lists or arrays; anything numpy can't read as float64 (int64 for ids) raises
+        TypeError or ValueError before anything is appended.
         """
         n = len(keys)
         given = {"keys": keys, "dur_us": dur_us, "incl_us": incl_us, "device_us": device_us,
                  "flops": flops, "bytes": bytes_, "int_ops": int_ops,
-                 "device_incl_us": device_us if device_incl_us is None else device_incl_us}
+                 "device_incl_us": device_us if device_incl_us is None else device_incl_us, "ts_us": ts_us,
+                 "pid": pid, "tid": tid}
         arrays = {}
         for column, values in given.items():
-            dtype = np.int32 if column == "keys" else np.float64
-            arr = np.full(n, np.nan) if values is None else np.asarray(values, dtype=dtype)
+            dtype, unknown = _DTYPES.get(column, (np.float64, np.nan))
+            arr = np.full(n, unknown, dtype=dtype) if values is None else np.asarray(values, dtype=dtype)
             if arr.shape != (n,):
                 raise ValueError(f"{column}: {arr.shape[0] if arr.ndim else 0} values for {n} rows")
             arrays[column] = arr
@@ -214,7 +248,7 @@ class TableBuilder:
     def build(self, meta: dict[str, Any] | None = None) -> Calls:
         idents = self._ident.values()
         col: dict[str, np.ndarray] = {
-            k: np.concatenate(v) if v else np.zeros(0, dtype=np.int32 if k == "keys" else np.float64)
+            k: np.concatenate(v) if v else np.zeros(0, dtype=_DTYPES.get(k, (np.float64,))[0])
             for k, v in self._parts.items()}
         keys = col["keys"]
         labels: dict[str, Labels] = {}
@@ -239,10 +273,14 @@ class TableBuilder:
                        device_ns=np.multiply(col["device_us"], 1e3), calls=np.ones(keys.size, dtype=np.int64),
                        flops=col["flops"], bytes=col["bytes"], int_ops=col["int_ops"], counters=counters,
                        meta=dict(meta or {}),
-                       device_incl_ns=np.multiply(col["device_incl_us"], 1e3))
+                       device_incl_ns=np.multiply(col["device_incl_us"], 1e3),
+                       ts_ns=np.multiply(col["ts_us"], 1e3), pid=col["pid"], tid=col["tid"])
 
 
-_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "int_ops", "device_incl_us")
+_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "int_ops", "device_incl_us", "ts_us",
+            "pid", "tid")
+# columns that are not float64 with NaN for unknown: their dtype and unknown value
+_DTYPES: dict[str, tuple[Any, Any]] = {"keys": (np.int32, 0), "pid": (np.int64, -1), "tid": (np.int64, -1)}
 
 
 def group_codes(table: Calls, grouping: str) -> np.ndarray:
@@ -274,10 +312,11 @@ def with_outer(table: Calls, parent: np.ndarray) -> Calls:
 
 
 def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
-    """One row per measured call of every layer of a layerperf Profile.
+    """One row per measured call of every layer of a layerperf Profile (:meth:`Profile.calls`).
 
     A layer's counters hold one value per measured pass; when there is one per run, each call gets
-    its run's value, otherwise every call gets the layer's median.
+    its run's value, otherwise every call gets the layer's median. A call's start is its span's
+    (relative to the profile's origin), its thread the span's, its process ``metadata["pid"]``.
     """
     b = TableBuilder()
     idents = [b.ident(layer.name, layer.op_type, layer.provider, layer.in_shapes, layer.out_shapes)
@@ -286,14 +325,10 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
     flops = np.asarray([np.nan if la.flops is None else la.flops for la in profile.layers], dtype=np.float64)
     nbytes = np.asarray([np.nan if la.bytes is None else la.bytes for la in profile.layers], dtype=np.float64)
     int_ops = np.asarray([np.nan if la.int_ops is None else la.int_ops for la in profile.layers], dtype=np.float64)
-    layer_of, run_of, dur_ns = [], [], []
-    for r, run in enumerate(profile.runs):
-        for span in run.spans:
-            layer_of.append(span.layer)
-            run_of.append(r)
-            dur_ns.append(span.dur_ns)
+    spans = [span for run in profile.runs for span in run.spans]
+    run_of = [r for r, run in enumerate(profile.runs) for _ in run.spans]
     self_ns = profile.span_self_ns  # a control-flow layer's calls less their body's
-    li = np.asarray(layer_of, dtype=np.int64)
+    li = np.fromiter((s.layer for s in spans), dtype=np.int64, count=len(spans))
     ri = np.asarray(run_of, dtype=np.int64)
     counters = {}
     labels = list(dict.fromkeys(k for la in profile.layers for k in la.counters))
@@ -307,19 +342,37 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
                 per_run[i, :] = float(np.median(values))
         counters[label] = per_run[li, ri] if li.size else np.zeros(0)
     ident_arr = np.asarray(idents, dtype=np.int32)
+    pid = profile.metadata.get("pid")
     b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
-             self_ns.astype(np.float64) / 1e3, incl_us=np.asarray(dur_ns, dtype=np.float64) / 1e3,
+             self_ns.astype(np.float64) / 1e3,
+             incl_us=np.fromiter((s.dur_ns for s in spans), dtype=np.float64, count=len(spans)) / 1e3,
              flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None,
-             int_ops=int_ops[li] if li.size else None, counters=counters)
+             int_ops=int_ops[li] if li.size else None, counters=counters,
+             ts_us=np.fromiter((s.start_ns for s in spans), dtype=np.float64, count=len(spans)) / 1e3,
+             pid=np.full(len(spans), int_id(pid), dtype=np.int64),
+             tid=np.fromiter((s.tid for s in spans), dtype=np.int64, count=len(spans)))
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
     table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
-                     "inclusive_flops": True, **(meta or {})})
+                     "inclusive_flops": True, "ts_origin_us": 0.0, **(meta or {})})
     return with_outer(table, profile.span_parents)  # rows are the spans, in order
 
 
 def empty(meta: dict[str, Any] | None = None) -> Calls:
     return TableBuilder().build(meta)
+
+
+def int_id(value: Any) -> int:
+    """A process or thread id as the int64 of the ``pid``/``tid`` columns: an int, or a string of decimal
+    digits (PyTorch 1.8 writes thread ids so), as it is; anything else -1 (unknown)."""
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 19:
+        return int(value)
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    return value if type(value) is int and _INT64_MIN < value < _INT64_MAX else -1
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def shape_str(dims: Any) -> str:

@@ -30,8 +30,8 @@ import onnxruntime as ort
 
 from layerperf import atomic, extdata
 from layerperf.backends.ort.counting import count_layers
-from layerperf.backends.ort.trace import is_kernel_event, node_name, split_runs
 from layerperf.collectors.counters import CounterRequest
+from layerperf.readers.ort import is_kernel_event, node_name, split_runs
 
 PERF_CONFIG_KEY = "session.profiler.perf_config_file_name"
 _LEVEL_NAMES = {

@@ -19,6 +19,7 @@ from layerperf.tensor import TensorInfo
 if TYPE_CHECKING:
     import pandas
 
+    from layerperf.calls import Calls
     from layerperf.figures import LayerStats
     from layerperf.memory.report import MemoryReport
 
@@ -246,6 +247,13 @@ class Profile:
         from layerperf.figures import rows
 
         return rows(self)
+
+    def calls(self) -> Calls:
+        """The event table of the profile: one row per measured call, with its start, thread and
+        process, as every trace reader gives (what ``layerperf analyze`` and ``diff`` work on)."""
+        from layerperf.calls import from_profile
+
+        return from_profile(self)
 
     def to_pandas(self) -> pandas.DataFrame:
         """The rows of :meth:`table` as a pandas DataFrame (needs the ``pandas`` extra)."""

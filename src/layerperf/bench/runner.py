@@ -22,10 +22,10 @@ import onnxruntime as ort
 
 from layerperf.backends.ort.sessions import ProfileOptions
 from layerperf.backends.ort.sessions import session_options as ort_session_options
-from layerperf.backends.ort.trace import split_runs
 from layerperf.bench.build import OneNode, first_line
 from layerperf.errors import InputError
 from layerperf.inputs import ort_type_to_numpy
+from layerperf.readers.ort import split_runs
 from layerperf.tensor import TensorInfo
 
 

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layerperf.calls import Calls, from_profile
+from layerperf.calls import Calls
 from layerperf.errors import InputError
 from layerperf.readers.decode import Event
 from layerperf.readers.jsonfile import BLOCK_BYTES, EventStream, load_json, open_events
@@ -149,7 +149,8 @@ def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: in
         del doc
         return tef.read(open_events(trace, block=block), meta)
     try:
-        profile = profile_from_doc(doc, str(trace))
-        return from_profile(profile, meta)
+        table = profile_from_doc(doc, str(trace)).calls()
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{trace} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None
+    table.meta.update(meta)
+    return table

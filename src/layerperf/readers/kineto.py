@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.calls import Calls, Interner, Labels, TableBuilder, with_outer
+from layerperf.calls import Calls, Interner, Labels, TableBuilder, int_id, with_outer
 from layerperf.kernels import KernelTable
 from layerperf.readers.decode import Event, raw_value
 from layerperf.readers.jsonfile import EventStream
-from layerperf.readers.tef import nested_self_times, num, parents, shapes_text, text, to_ns
+from layerperf.readers.tef import earliest, nested_self_times, num, parents, shapes_text, text, thread_ids, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -94,6 +94,7 @@ class _Cpu:
 
 @dataclass
 class _Device:
+    ts_us: list[float] = field(default_factory=list)
     dur_us: list[float] = field(default_factory=list)
     ident: list[int] = field(default_factory=list)
     name: list[str] = field(default_factory=list)
@@ -101,6 +102,15 @@ class _Device:
     device: list[str] = field(default_factory=list)
     external: list[int] = field(default_factory=list)
     correlation: list[int] = field(default_factory=list)
+    pid: list[int] = field(default_factory=list)
+    tid: list[int] = field(default_factory=list)
+
+
+def _stream_id(tid: Any) -> int:
+    """A device activity's thread: its stream, written ``7`` or (PyTorch 1.8) ``"stream 7"``."""
+    if type(tid) is str and tid.startswith("stream "):
+        tid = tid[len("stream "):]
+    return int_id(tid)
 
 
 def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device) -> int:
@@ -119,7 +129,10 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
             device = args.device
             provider = f"GPU {device}" if type(device) is int else "GPU"
             dev.ident.append(builder.ident(name, str(cat), provider, "", ""))
+            dev.ts_us.append(ts)
             dev.dur_us.append(dur)
+            dev.pid.append(int_id(ev.pid))
+            dev.tid.append(_stream_id(ev.tid))
             dev.name.append(name)
             dev.kind.append(str(cat))
             dev.device.append(provider)
@@ -245,17 +258,22 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
 
     idents = np.asarray(cpu.ident, dtype=np.int64)
     rows = np.flatnonzero(idents >= 0)
+    lone = np.flatnonzero(~linked)
+    dev_start = to_ns(dev.ts_us)[lone]
+    origin = earliest(np.concatenate([start[rows], dev_start]))
+    pid, tid = thread_ids(threads.values(), thread[rows])
     flops = np.asarray(cpu.flops, dtype=np.float64)
     builder.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
                    device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows],
-                   device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None)
-    lone = np.flatnonzero(~linked)
+                   device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None,
+                   ts_us=(start[rows] - origin) / 1e3, pid=pid, tid=tid)
     if lone.size:
         builder.extend(np.asarray(dev.ident, dtype=np.int64)[lone], dev_dur_ns[lone] / 1e3,
-                       device_us=dev_dur_ns[lone] / 1e3)
+                       device_us=dev_dur_ns[lone] / 1e3, ts_us=(dev_start - origin) / 1e3,
+                       pid=np.asarray(dev.pid, dtype=np.int64)[lone], tid=np.asarray(dev.tid, dtype=np.int64)[lone])
     row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])
     info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
-                            "device_unlinked": int(lone.size), "runs": steps or None}
+                            "device_unlinked": int(lone.size), "runs": steps or None, "ts_origin_us": origin / 1e3}
     if has_device:
         names = [ident[0] for ident in builder.idents()]
         info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns)

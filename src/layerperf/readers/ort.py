@@ -1,42 +1,262 @@
-"""ONNX Runtime's own profiler file (``SessionOptions.enable_profiling``) as an Calls.
+"""ONNX Runtime's own profiler file (``SessionOptions.enable_profiling``): the one reading of its format.
 
 A JSON array of events: per run a ``model_run`` Session event, and per executed node a
-``<node>_kernel_time`` Node event whose args give ``op_name``, ``provider`` and the
-``input_type_shape``/``output_type_shape`` seen at run time. Older releases wrap each kernel in
+``<node>_kernel_time`` Node event whose args give ``op_name``, ``provider``, the
+``input_type_shape``/``output_type_shape`` seen at run time, the arena's memory figures and, with an
+intra-op thread pool, ``thread_scheduling_stats``. Older releases wrap each kernel in
 ``<node>_fence_before``/``<node>_fence_after`` events, which time nothing and are skipped.
 The nodes of a Loop, If or Scan body are node events within the parent's (:mod:`layerperf.nesting`):
-they are named ``parent::node``, the parent's self time is its duration less theirs, and its FLOPs
-per call are the sum of its body calls' (unknown when any of theirs is).
+they are named ``parent::node``.
 
-Bytes, FLOPs and integer operations come from :mod:`layerperf.cost` on the recorded shapes and
-element types. The profile has no node attributes, so they are given only for op types whose cost
-depends on shapes alone; the rest are unknown. ONNX Runtime leaves out inputs it pre-packed (a Gemm's
-or a QLinearConv's weights, say), so those ops stay unknown too. The profile has no graph either: a
-Conv that ran in the NCHWc layout (opt level all) counts the channels as stored, padding included
-(``layerperf profile`` counts the real ones).
+It is read two ways, through the same parsing (the first section below):
+
+- as node events per run, with all their arguments (:func:`split_runs`): what the ONNX Runtime
+  backend builds a Profile's layers and runs from (:mod:`layerperf.backends.ort.layers`);
+- as the event table ``layerperf analyze`` and ``diff`` use (:func:`read`; :func:`part` and
+  :func:`merge` for a file read in parts), columnar, for files of millions of events. There a
+  control-flow parent's self time is its duration less its body's, and its FLOPs per call the sum
+  of its body calls' (unknown when any of theirs is). Bytes, FLOPs and integer operations come
+  from :mod:`layerperf.cost` on the recorded shapes and element types. The profile has no node
+  attributes, so they are given only for op types whose cost depends on shapes alone; the rest are
+  unknown. ONNX Runtime leaves out inputs it pre-packed (a Gemm's or a QLinearConv's weights, say),
+  so those ops stay unknown too. The profile has no graph either: a Conv that ran in the NCHWc
+  layout (opt level all) counts the channels as stored, padding included (``layerperf profile``
+  counts the real ones).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from layerperf.calls import Calls, Interner, TableBuilder, shape_str, with_outer
-from layerperf.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, qualify, self_times
+from layerperf.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
 from layerperf.readers.decode import Args, Event, fields
 from layerperf.readers.jsonfile import EventStream
-from layerperf.readers.tef import Idents, Part, Slices, column, json_value, raw_key, remapped, text, thread_codes, to_ns
+from layerperf.readers.tef import (
+    Idents,
+    Part,
+    Slices,
+    column,
+    json_value,
+    raw_key,
+    remapped,
+    text,
+    thread_codes,
+    thread_ids,
+    to_ns,
+)
 
+if TYPE_CHECKING:  # layerperf.tensor imports onnx: half a second that reading a trace never needs
+    from layerperf.tensor import TensorInfo
+
+# -- the format --------------------------------------------------------------------------------------
 KERNEL_SUFFIX = "_kernel_time"
+RUN_EVENT = "model_run"
+MEMORY_KEYS = (
+    "activation_size", "parameter_size", "output_size", "mem_bytes_requested_in_use", "mem_bytes_in_use",
+    "mem_in_use_peak", "mem_arena_held", "mem_requested_in_use_delta", "mem_in_use_delta",
+    "mem_arena_held_delta",
+)
+
+
+def is_kernel(cat: Any, ph: Any, name: Any) -> bool:
+    """Whether an event (by its fields) is the one that times a node's kernel."""
+    return cat == "Node" and ph == "X" and type(name) is str and name.endswith(KERNEL_SUFFIX)
+
+
+def is_kernel_event(ev: Any) -> bool:
+    """:func:`is_kernel` of an event as parsed JSON."""
+    return isinstance(ev, dict) and is_kernel(ev.get("cat"), ev.get("ph"), ev.get("name"))
+
+
+def is_run(cat: Any, name: Any) -> bool:
+    """Whether an event (by its fields) is the one that spans a whole run."""
+    return cat == "Session" and name == RUN_EVENT
+
+
+def node_name(event_name: str) -> str:
+    """The node a kernel event times: its name less the suffix."""
+    return event_name[: -len(KERNEL_SUFFIX)] if event_name.endswith(KERNEL_SUFFIX) else event_name
+
+
+def listed_tensors(value: Any) -> list[tuple[str, Any]] | None:
+    """``input_type_shape``/``output_type_shape`` (``[{"float": [1, 3, 8, 8]}, ...]``) as
+    (ONNX Runtime's element type, dims) pairs; None when the value is not of that form."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or len(item) != 1:
+            return None
+        ((elem_type, dims),) = item.items()
+        out.append((str(elem_type), dims))
+    return out
+
+
+def tensor_info(name: str, elem_type: str, dims: Any) -> TensorInfo:
+    """One listed tensor as a TensorInfo; its shape None unless the dims are sane sizes."""
+    from layerperf.tensor import TensorInfo, ort_type_to_dtype
+
+    ok = isinstance(dims, list) and all(type(d) is int and 0 <= d < 1 << 40 for d in dims)
+    return TensorInfo(name, tuple(dims) if ok else None, ort_type_to_dtype(elem_type))
+
+
+def tensor_infos(shapes: Any, names: list[str],
+                 known: dict[str, TensorInfo] | None = None) -> tuple[TensorInfo | None, ...]:
+    """Pair the profiler's ``input_type_shape`` list with the node's input names.
+
+    The profiler lists only inputs it still sees at run time: an omitted optional input has the
+    empty name in the graph, and a weight a kernel pre-packed is left out. So positions are restored
+    by walking the names: a ``known`` tensor (an initializer) takes its own shape and consumes the
+    profiler's entry only when that entry matches it.
+    """
+    from layerperf.tensor import TensorInfo
+
+    known = known or {}
+    listed = [tensor_info("", elem_type, dims) for elem_type, dims in listed_tensors(shapes) or []]
+    if not names:
+        return tuple(listed)
+    out: list[TensorInfo | None] = []
+    pos = 0
+    for name in names:
+        if name in known:
+            t = known[name]
+            if pos < len(listed) and listed[pos].shape == t.shape:
+                pos += 1
+            out.append(t)
+        elif name == "" or pos >= len(listed):
+            out.append(None)
+        else:
+            got = listed[pos]
+            pos += 1
+            out.append(TensorInfo(name, got.shape, got.dtype))
+    return tuple(out)
+
+
+def memory_figures(args: dict[str, Any]) -> dict[str, int]:
+    """The arena's figures a node event's arguments carry (bytes), those that are numbers."""
+    out: dict[str, int] = {}
+    for key in MEMORY_KEYS:
+        if key in args:
+            try:
+                out[key] = int(args[key])
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def pool_threads(args: dict[str, Any]) -> set[str] | None:
+    """The intra-op pool workers that ran part of a node, from its ``thread_scheduling_stats``;
+    None when the event has none (no pool, or an older release)."""
+    stats = args.get("thread_scheduling_stats")
+    if not isinstance(stats, dict):
+        return None
+    subs = stats.get("sub_threads")
+    return {str(k) for k in subs} if isinstance(subs, dict) else set()
+
+
+# -- node events per run: what the ONNX Runtime backend builds layers from ------------------------------
+@dataclass(slots=True)
+class NodeEvent:
+    """One node call. ``name`` is the layer name: a body node's is qualified by its parent's
+    (``loop::add``); ``node`` is the name in its own graph; ``parent`` the enclosing layer's name."""
+
+    name: str
+    op_type: str
+    provider: str
+    ts_us: int
+    dur_us: int
+    tid: int
+    args: dict[str, Any]
+    node: str = ""
+    parent: str | None = None
+
+
+@dataclass(slots=True)
+class RunEvents:
+    ts_us: int
+    dur_us: int
+    nodes: list[NodeEvent] = field(default_factory=list)
+    events: int = 0  # every profiler event within the run (nodes, subgraph executions...)
+
+
+def _node(ev: dict[str, Any]) -> NodeEvent:
+    args = ev.get("args") or {}
+    name = node_name(str(ev["name"]))
+    return NodeEvent(name=name, op_type=str(args.get("op_name", "")), provider=str(args.get("provider", "")),
+                     ts_us=int(ev["ts"]), dur_us=int(ev["dur"]), tid=int(ev.get("tid", 0)), args=args, node=name)
+
+
+def split_runs(events: list[Any]) -> list[RunEvents]:
+    """Group kernel events (parsed JSON) into runs by the ``model_run`` event whose extent holds them."""
+    runs = sorted((RunEvents(int(e["ts"]), int(e["dur"])) for e in events
+                   if isinstance(e, dict) and is_run(e.get("cat"), e.get("name"))),
+                  key=lambda r: r.ts_us)
+    starts = [r.ts_us for r in runs]
+    for ev in events:
+        i = _run_of(ev, runs, starts)
+        if i is None:
+            continue
+        runs[i].events += 1
+        if is_kernel_event(ev):
+            runs[i].nodes.append(_node(ev))
+    for run in runs:
+        nest(run)
+    return runs
+
+
+def _run_of(ev: Any, runs: list[RunEvents], starts: list[int]) -> int | None:
+    if not isinstance(ev, dict) or not isinstance(ev.get("ts"), int | float):
+        return None
+    ts = ev["ts"]
+    i = bisect.bisect_right(starts, ts) - 1
+    return i if i >= 0 and ts <= runs[i].ts_us + runs[i].dur_us else None
+
+
+def nest(run: RunEvents) -> None:
+    """Sort a run's node calls as they opened and qualify body nodes by the parent they ran in."""
+    nodes = run.nodes
+    tid, ts, dur = (np.asarray([getattr(n, f) for n in nodes], dtype=np.int64) for f in ("tid", "ts_us", "dur_us"))
+    order = open_order(tid, ts, dur).tolist()
+    run.nodes = [nodes[i] for i in order]
+    flow = np.asarray([n.op_type in CONTROL_FLOW_OPS for n in run.nodes], dtype=bool)
+    if not flow.any():
+        return
+    sorted_cols = (tid[order], ts[order], dur[order])
+    parent = enclosing(*sorted_cols, flow).tolist()
+    for i, p in enumerate(parent):  # a parent opens before its children: already qualified
+        if p >= 0:
+            node = run.nodes[i]
+            node.parent = run.nodes[p].name
+            node.name = qualify(node.parent, node.node)
+
+
+def pool_workers(runs: Iterable[RunEvents]) -> int | None:
+    """Distinct intra-op pool workers that ran part of a node (:func:`pool_threads`) over all runs;
+    None when no event carries the figures."""
+    seen: set[str] = set()
+    stats_found = False
+    for run in runs:
+        for node in run.nodes:
+            threads = pool_threads(node.args)
+            if threads is not None:
+                stats_found = True
+                seen |= threads
+    return len(seen) if stats_found else None
+
+
+# -- the event table: what layerperf analyze and diff read -------------------------------------------
 # Elementwise ops cost per output element whatever their attributes; Conv and MatMul read their
 # dimensions off the shapes. (Pooling, Gemm and Gelu, say, need attributes the profile lacks.)
 _ATTRIBUTE_DEPENDENT = frozenset(("Gelu",))
-
-
 # Quantization ops work per element whatever their attributes (axis, saturate).
 _QUANTIZATION = frozenset(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"))
 # ONNX Runtime's quantized elementwise ops (com.microsoft): every input is recorded, none pre-packed.
@@ -50,21 +270,13 @@ def _shape_only(op_type: str) -> bool:
         ("", op_type) in ops_elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
 
 
-def _tensors(value: Any, prefix: str) -> tuple[str, list[Any]] | None:
+def _tensors(value: Any, prefix: str) -> tuple[str, list[TensorInfo]] | None:
     """``[{"float": [1, 3, 8, 8]}, ...]`` -> ("1x3x8x8;...", TensorInfos); None when not that shape."""
-    from layerperf.tensor import TensorInfo, ort_type_to_dtype
-
-    if not isinstance(value, list):
+    listed = listed_tensors(value)
+    if listed is None:
         return None
-    texts, infos = [], []
-    for i, item in enumerate(value):
-        if not isinstance(item, dict) or len(item) != 1:
-            return None
-        ((dtype, dims),) = item.items()
-        ok = isinstance(dims, list) and all(type(d) is int and 0 <= d < 1 << 40 for d in dims)
-        texts.append(shape_str(dims))
-        infos.append(TensorInfo(f"{prefix}{i}", tuple(dims) if ok else None, ort_type_to_dtype(str(dtype))))
-    return ";".join(texts), infos
+    return (";".join(shape_str(dims) for _, dims in listed),
+            [tensor_info(f"{prefix}{i}", elem_type, dims) for i, (elem_type, dims) in enumerate(listed)])
 
 
 class _Costs:
@@ -92,7 +304,7 @@ class _Costs:
                 int_ops = float(cost.int_ops)
             if cost.bytes is not None:
                 nbytes = float(cost.bytes)
-        ident = self.builder.ident(name[: -len(KERNEL_SUFFIX)], op, prov, got_in[0] if got_in else "",
+        ident = self.builder.ident(node_name(name), op, prov, got_in[0] if got_in else "",
                                    got_out[0] if got_out else "")
         self.figures[ident] = (flops, nbytes)
         if int_ops == int_ops:
@@ -105,6 +317,7 @@ class _Costs:
 
 
 FIELDS = ("name", "pid", "tid", "ts", "dur", "args")
+# what a node event's row identity is made of (with its name), read with one C call per event
 ARG_KEY = attrgetter("op_name", "provider", "input_type_shape", "output_type_shape", "layerperf_counters")
 
 
@@ -113,8 +326,8 @@ def _arg_key(args: Args) -> tuple[Any, ...]:
 
 
 def _kernels(events: list[Event]) -> list[Event]:
-    return [ev for ev, cat, name in zip(events, column(events, "cat"), column(events, "name"), strict=True)
-            if cat == "Node" and type(name) is str and name.endswith(KERNEL_SUFFIX)]
+    hits = map(is_kernel, column(events, "cat"), column(events, "ph"), column(events, "name"))
+    return list(compress(events, hits))
 
 
 def part(stream: EventStream) -> Part:
@@ -127,8 +340,7 @@ def part(stream: EventStream) -> Part:
     n_events = runs = 0
     for chunk in stream.chunks():
         n_events += len(chunk)
-        runs += sum(1 for cat, name in zip(column(chunk, "cat"), column(chunk, "name"), strict=True)
-                    if cat == "Session" and name == "model_run")
+        runs += sum(map(is_run, column(chunk, "cat"), column(chunk, "name")))
         nodes = _kernels(chunk)
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
         codes = idents.codes(list(zip(name)), list(args))
@@ -146,10 +358,12 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     counters = _counter_columns(parts, builder, ident)
     int_ops = _int_ops_column(parts, builder, ident)
     self_us, ident, flops, parent = _nest(builder, thread, ts_us, dur_us, ident.astype(np.int64), flops)
+    pid, tid = thread_ids(threads.values(), thread.astype(np.int64))
+    # times are relative to the profiler's start already: the file's zero is the origin
     builder.extend(ident.astype(np.int32), self_us, incl_us=dur_us, flops=flops, bytes_=nbytes, int_ops=int_ops,
-                   counters=counters)
+                   counters=counters, ts_us=to_ns(ts_us) / 1e3, pid=pid, tid=tid)
     info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts),
-            "inclusive_flops": True}
+            "inclusive_flops": True, "ts_origin_us": 0.0}
     table = builder.build({**info, **(meta or {})})
     return table if parent is None else with_outer(table, parent)  # rows are the calls, in order
 

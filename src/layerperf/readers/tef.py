@@ -19,7 +19,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from layerperf.calls import Calls, Interner, TableBuilder, shape_str, with_outer
+from layerperf.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
 from layerperf.readers.decode import Args, Event, fields, raw_value
 from layerperf.readers.jsonfile import EventStream
 
@@ -395,7 +395,8 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
             add_timed(_pairs(p.loose_e, ["E"] * len(p.loose_e), carry, []), threads, idents, slices)
         for key, stack in p.open_b.items():
             carry.setdefault(key, []).extend(stack)
-    return build(builder, slices, {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})})
+    return build(builder, slices, threads.values(),
+                 {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})})
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
@@ -403,12 +404,31 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     return merge([part(stream)], meta)
 
 
-def build(builder: TableBuilder, slices: Slices, meta: dict[str, Any]) -> Calls:
+def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[str, Any]) -> Calls:
+    """The table of the events in ``slices``, whose thread codes index ``threads`` ((pid, tid) keys)."""
     thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
+    thread = thread.astype(np.int64)
     start = to_ns(ts_us)
     end = start + to_ns(dur_us)
-    self_ns, parent = self_times_and_parents(thread.astype(np.int64), start, end)
+    self_ns, parent = self_times_and_parents(thread, start, end)
+    origin = earliest(start)
+    pid, tid = thread_ids(threads, thread)
     builder.extend(ident.astype(np.int32), self_ns / 1e3, incl_us=(end - start) / 1e3, flops=flops,
-                   bytes_=nbytes)
-    table = builder.build(meta)
+                   bytes_=nbytes, ts_us=(start - origin) / 1e3, pid=pid, tid=tid)
+    table = builder.build({**meta, "ts_origin_us": origin / 1e3})
     return table if parent is None else with_outer(table, parent)  # rows are the events, in order
+
+
+def earliest(start_ns: np.ndarray) -> int:
+    """The time origin of a trace whose clock has no meaningful zero (often the epoch): its first
+    event's start, so that times relative to it keep their ns in a float64."""
+    return int(start_ns.min()) if start_ns.size else 0
+
+
+def thread_ids(threads: Sequence[tuple[Any, Any]], thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pid and tid columns (int64, -1 unknown) of rows whose thread codes index ``threads``."""
+    pids = np.asarray([int_id(p) for p, _ in threads], dtype=np.int64)
+    tids = np.asarray([int_id(t) for _, t in threads], dtype=np.int64)
+    if not thread.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return pids[thread], tids[thread]

@@ -9,12 +9,12 @@ from typing import Any
 import onnx
 
 from layerperf.backends.ort.scope import Scoped, graph_initializers, graph_node, scoped_nodes
-from layerperf.backends.ort.trace import NodeEvent, RunEvents, memory_figures, tensor_infos
 from layerperf.cost import Cost, is_known, node_cost
 from layerperf.cost.graph import attributes
 from layerperf.cost.layout import Channels, has_blocked, real_channels, real_view
 from layerperf.nesting import CONTROL_FLOW_OPS
 from layerperf.profile_data import GraphSummary, Layer, Run, Span
+from layerperf.readers.ort import NodeEvent, RunEvents, memory_figures, tensor_infos
 from layerperf.tensor import TensorInfo
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.backends.ort.sessions import ProfileOptions, create_session, session_options
-from layerperf.backends.ort.trace import RunEvents, memory_figures, split_runs
 from layerperf.memory.runtime import ArenaRun, RuntimeMemory
 from layerperf.memory.sampler import RssSampler, RunWindows, per_node
 from layerperf.model_source import ModelSource
+from layerperf.readers.ort import RunEvents, memory_figures, split_runs
 
 SAMPLED_RUNS = 2
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import onnx
 
 from layerperf.backends.ort.names import Observed, profiler_names
-from layerperf.backends.ort.trace import NodeEvent
 from layerperf.nesting import qualify
+from layerperf.readers.ort import NodeEvent
 from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
 # A graph node with the initializers it can see (its own graph's and every enclosing graph's).

@@ -24,12 +24,12 @@ import onnxruntime as ort
 
 from layerperf.backends.interleave import BLOCK_RUNS, interleaved
 from layerperf.backends.ort.session import Session
-from layerperf.backends.ort.trace import RunEvents, pool_workers, split_runs
 from layerperf.errors import InputError, LayerperfError
 from layerperf.heap import release
 from layerperf.inputs import InputSpec, make_feed, ort_type_to_numpy
 from layerperf.model_source import ModelSource
 from layerperf.profile_data import Measurement
+from layerperf.readers.ort import RunEvents, pool_workers, split_runs
 from layerperf.skeleton import INLINE_LIMIT_BYTES
 
 OPT_LEVELS = {
