@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
                    help="only ops of this type (repeatable)")
     p.add_argument("--name", metavar="REGEX", help="only ops whose name matches this regular expression")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    p.add_argument("--timeline", metavar="FILE.json",
+                   help="also write the calls (those --type and --name keep) as a timeline: Chrome trace JSON "
+                        "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
     p.set_defaults(func=run)
 
 
@@ -63,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.name is not None:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
+    if args.timeline is not None:  # and so does a place the timeline cannot be written
+        from pathlib import Path
+
+        from layerperf.renderers.files import check_dir
+
+        check_dir(Path(args.timeline).absolute().parent)
     table = read_table(args.trace)
     if args.aggregate_by == "kernel":
         return _kernels(table, args)
@@ -83,9 +92,24 @@ def run(args: argparse.Namespace) -> int:
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, tables.RATE_TIME)
     columns += render.counter_columns(list(table.counters))
     keys = list(rows[0]) if rows else ["name", "op_type", "provider", "calls", "time_us"]
+    _timeline(table, args)
     tables.emit(args.format, rows, columns, keys=keys, title=_title(table, result, len(ranked), args),
                 notes=_notes(table, args))
     return 0
+
+
+def _timeline(table: Any, args: argparse.Namespace) -> None:
+    """Write ``--timeline``: every call of the trace the row filters keep, as read (not aggregated)."""
+    if args.timeline is None:
+        return
+    from pathlib import Path
+
+    from layerperf import analysis
+    from layerperf.renderers import timeline
+
+    calls = table if args.aggregate_by == "kernel" else analysis.filter_table(table, types=args.types,
+                                                                                 name=args.name)
+    timeline.save(calls, Path(args.timeline))
 
 
 def default_top(top: int | None, fmt: str) -> int:
@@ -149,6 +173,7 @@ def _kernels(table: Any, args: argparse.Namespace) -> int:
              f"by {args.order_by or 'device time'}")
     notes = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
              "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
+    _timeline(table, args)
     tables.emit(args.format, shown, tables.KERNEL_COLUMNS, keys=list(kernels.KERNEL_COLUMNS), title=title,
                 notes=notes)
     return 0

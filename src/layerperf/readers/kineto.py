@@ -243,7 +243,9 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
         steps += _collect(chunk, threads, builder, cpu, dev)
 
     thread = np.asarray(cpu.thread, dtype=np.int64)
-    start = to_ns(cpu.ts_us)
+    cpu_ts, dev_ts = np.asarray(cpu.ts_us, dtype=np.float64), np.asarray(dev.ts_us, dtype=np.float64)
+    origin_us = earliest(np.concatenate([cpu_ts, dev_ts]))
+    start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.dur_us)
     parent = parents(thread, start, end)
     self_ns = nested_self_times(parent, start, end)
@@ -259,21 +261,20 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     idents = np.asarray(cpu.ident, dtype=np.int64)
     rows = np.flatnonzero(idents >= 0)
     lone = np.flatnonzero(~linked)
-    dev_start = to_ns(dev.ts_us)[lone]
-    origin = earliest(np.concatenate([start[rows], dev_start]))
+    dev_start = to_ns(dev_ts[lone] - origin_us)
     pid, tid = thread_ids(threads.values(), thread[rows])
     flops = np.asarray(cpu.flops, dtype=np.float64)
     builder.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
                    device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows],
                    device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None,
-                   ts_us=(start[rows] - origin) / 1e3, pid=pid, tid=tid)
+                   ts_us=start[rows] / 1e3, pid=pid, tid=tid)
     if lone.size:
         builder.extend(np.asarray(dev.ident, dtype=np.int64)[lone], dev_dur_ns[lone] / 1e3,
-                       device_us=dev_dur_ns[lone] / 1e3, ts_us=(dev_start - origin) / 1e3,
+                       device_us=dev_dur_ns[lone] / 1e3, ts_us=dev_start / 1e3,
                        pid=np.asarray(dev.pid, dtype=np.int64)[lone], tid=np.asarray(dev.tid, dtype=np.int64)[lone])
     row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])
     info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
-                            "device_unlinked": int(lone.size), "runs": steps or None, "ts_origin_us": origin / 1e3}
+                            "device_unlinked": int(lone.size), "runs": steps or None, "ts_origin_us": origin_us}
     if has_device:
         names = [ident[0] for ident in builder.idents()]
         info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns)

@@ -408,21 +408,22 @@ def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[
     """The table of the events in ``slices``, whose thread codes index ``threads`` ((pid, tid) keys)."""
     thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
     thread = thread.astype(np.int64)
-    start = to_ns(ts_us)
+    origin_us = earliest(ts_us)
+    start = to_ns(ts_us - origin_us)
     end = start + to_ns(dur_us)
     self_ns, parent = self_times_and_parents(thread, start, end)
-    origin = earliest(start)
     pid, tid = thread_ids(threads, thread)
     builder.extend(ident.astype(np.int32), self_ns / 1e3, incl_us=(end - start) / 1e3, flops=flops,
-                   bytes_=nbytes, ts_us=(start - origin) / 1e3, pid=pid, tid=tid)
-    table = builder.build({**meta, "ts_origin_us": origin / 1e3})
+                   bytes_=nbytes, ts_us=start / 1e3, pid=pid, tid=tid)
+    table = builder.build({**meta, "ts_origin_us": origin_us})
     return table if parent is None else with_outer(table, parent)  # rows are the events, in order
 
 
-def earliest(start_ns: np.ndarray) -> int:
+def earliest(ts_us: np.ndarray) -> float:
     """The time origin of a trace whose clock has no meaningful zero (often the epoch): its first
-    event's start, so that times relative to it keep their ns in a float64."""
-    return int(start_ns.min()) if start_ns.size else 0
+    event's start (µs). Times relative to it keep their ns: an epoch time in ns is past the integers
+    a float64 holds exactly (2**53), and ``to_ns`` of it would be off by up to 128 ns."""
+    return float(ts_us.min()) if ts_us.size else 0.0
 
 
 def thread_ids(threads: Sequence[tuple[Any, Any]], thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
