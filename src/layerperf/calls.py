@@ -222,7 +222,8 @@ class TableBuilder:
         thread (None/-1 unknown).
 
         Figures may be lists or arrays; anything numpy can't read as float64 (int64 for ids) raises
-        TypeError or ValueError before anything is appended.
+        TypeError or ValueError before anything is appended. Arrays of the right type may become the
+        table's columns as they are (a million rows are 8 MB a column): leave them unchanged.
         """
         n = len(keys)
         given = {"keys": keys, "dur_us": dur_us, "incl_us": incl_us, "device_us": device_us,
@@ -247,9 +248,7 @@ class TableBuilder:
 
     def build(self, meta: dict[str, Any] | None = None) -> Calls:
         idents = self._ident.values()
-        col: dict[str, np.ndarray] = {
-            k: np.concatenate(v) if v else np.zeros(0, dtype=_DTYPES.get(k, (np.float64,))[0])
-            for k, v in self._parts.items()}
+        col = {k: _joined(v, _DTYPES.get(k, (np.float64,))[0]) for k, v in self._parts.items()}
         keys = col["keys"]
         labels: dict[str, Labels] = {}
         for position, string_column in enumerate(STRING_COLUMNS):
@@ -275,6 +274,13 @@ class TableBuilder:
                        meta=dict(meta or {}),
                        device_incl_ns=np.multiply(col["device_incl_us"], 1e3),
                        ts_ns=np.multiply(col["ts_us"], 1e3), pid=col["pid"], tid=col["tid"])
+
+
+def _joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    # one part (one extend, as most readers do) is the column as it is: a copy would be the peak's
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
 _NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "int_ops", "device_incl_us", "ts_us",

@@ -67,19 +67,26 @@ MEMORY_KEYS = (
 )
 
 
-def is_kernel(cat: Any, ph: Any, name: Any) -> bool:
-    """Whether an event (by its fields) is the one that times a node's kernel."""
-    return cat == "Node" and ph == "X" and type(name) is str and name.endswith(KERNEL_SUFFIX)
+def kernel_flags(cats: Iterable[Any], names: Iterable[Any]) -> list[bool]:
+    """Which events time a node's kernel, from their ``cat`` and ``name`` fields (a column each: a
+    million events are filtered at the speed of one list comprehension)."""
+    return [cat == "Node" and type(name) is str and name.endswith(KERNEL_SUFFIX)
+            for cat, name in zip(cats, names, strict=True)]
+
+
+def run_flags(cats: Iterable[Any], names: Iterable[Any]) -> list[bool]:
+    """Which events span a whole run, from their ``cat`` and ``name`` fields."""
+    return [cat == "Session" and name == RUN_EVENT for cat, name in zip(cats, names, strict=True)]
 
 
 def is_kernel_event(ev: Any) -> bool:
-    """:func:`is_kernel` of an event as parsed JSON."""
-    return isinstance(ev, dict) and is_kernel(ev.get("cat"), ev.get("ph"), ev.get("name"))
+    """:func:`kernel_flags` of one event as parsed JSON."""
+    return isinstance(ev, dict) and kernel_flags([ev.get("cat")], [ev.get("name")])[0]
 
 
-def is_run(cat: Any, name: Any) -> bool:
-    """Whether an event (by its fields) is the one that spans a whole run."""
-    return cat == "Session" and name == RUN_EVENT
+def is_run_event(ev: Any) -> bool:
+    """:func:`run_flags` of one event as parsed JSON."""
+    return isinstance(ev, dict) and run_flags([ev.get("cat")], [ev.get("name")])[0]
 
 
 def node_name(event_name: str) -> str:
@@ -197,8 +204,7 @@ def _node(ev: dict[str, Any]) -> NodeEvent:
 
 def split_runs(events: list[Any]) -> list[RunEvents]:
     """Group kernel events (parsed JSON) into runs by the ``model_run`` event whose extent holds them."""
-    runs = sorted((RunEvents(int(e["ts"]), int(e["dur"])) for e in events
-                   if isinstance(e, dict) and is_run(e.get("cat"), e.get("name"))),
+    runs = sorted((RunEvents(int(e["ts"]), int(e["dur"])) for e in events if is_run_event(e)),
                   key=lambda r: r.ts_us)
     starts = [r.ts_us for r in runs]
     for ev in events:
@@ -326,8 +332,7 @@ def _arg_key(args: Args) -> tuple[Any, ...]:
 
 
 def _kernels(events: list[Event]) -> list[Event]:
-    hits = map(is_kernel, column(events, "cat"), column(events, "ph"), column(events, "name"))
-    return list(compress(events, hits))
+    return list(compress(events, kernel_flags(column(events, "cat"), column(events, "name"))))
 
 
 def part(stream: EventStream) -> Part:
@@ -340,7 +345,7 @@ def part(stream: EventStream) -> Part:
     n_events = runs = 0
     for chunk in stream.chunks():
         n_events += len(chunk)
-        runs += sum(map(is_run, column(chunk, "cat"), column(chunk, "name")))
+        runs += sum(run_flags(column(chunk, "cat"), column(chunk, "name")))
         nodes = _kernels(chunk)
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
         codes = idents.codes(list(zip(name)), list(args))
