@@ -241,3 +241,15 @@ def test_unknown_ids_get_a_named_track(tmp_path: Path) -> None:
     names = {(e["name"], e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
     assert names[("process_name", 4, 0)].startswith("unknown process")
     assert names[("thread_name", 3, 5)] == "unknown thread"
+
+
+def test_written_in_chunks_is_the_document(nested_profile: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    table = read_table(nested_profile)
+    monkeypatch.setattr(timeline, "CHUNK_ROWS", 7)  # several chunks, the last one short
+    assert len(table) > 3 * 7 and len(table) % 7
+    path = timeline.save(table, tmp_path / "t.json")
+    assert json.loads(path.read_text()) == timeline.document(table)
+    none = filter_table(table, types=["NoSuchOp"])  # no call left: an empty timeline, still one a viewer opens
+    empty = json.loads(timeline.save(none, tmp_path / "empty.json").read_text())
+    assert empty == timeline.document(none) and empty["traceEvents"] == []

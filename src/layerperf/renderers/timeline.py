@@ -12,6 +12,8 @@ of them has no timeline.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,19 +37,29 @@ def check(table: Calls) -> None:
 def document(table: Calls) -> dict[str, Any]:
     """The timeline of ``table`` as a Trace Event Format object (``traceEvents``, ``displayTimeUnit``)."""
     check(table)
-    timed = np.flatnonzero(~np.isnan(table.ts_ns))
-    pid, unknown_pid = _viewer_ids(table.pid[timed])
-    tid, unknown_tid = _viewer_ids(table.tid[timed])
-    events = _metadata(table, pid, tid, unknown_pid, unknown_tid) + _calls(table, timed, pid, tid)
-    meta = table.meta
-    other = {"source": meta.get("source"), "format": meta.get("format"), "ts_origin_us": meta.get("ts_origin_us"),
-             "calls": int(timed.size), "untimed_calls": len(table) - int(timed.size)}
-    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
+    timeline = _Timeline(table)
+    events = timeline.metadata() + [e for chunk in timeline.chunks() for e in chunk]
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": timeline.other()}
 
 
 def write(table: Calls, f: IO[bytes]) -> None:
-    """Write the timeline of ``table`` to an open binary file."""
-    f.write(orjson.dumps(document(table)))
+    """Write the timeline of ``table`` to an open binary file, a chunk of calls at a time (a million
+    calls are a million dicts: made and written in chunks, they never all exist at once)."""
+    check(table)
+    timeline = _Timeline(table)
+    was_enabled = gc.isenabled()
+    gc.disable()  # dicts of numbers and strings form no cycles: nothing for a collection to find
+    try:
+        f.write(b'{"traceEvents":' + orjson.dumps(timeline.metadata())[:-1])
+        sep = b"," if timeline.metadata() else b""
+        for chunk in timeline.chunks():
+            if chunk:
+                f.write(sep + orjson.dumps(chunk)[1:-1])
+                sep = b","
+        f.write(b'],"displayTimeUnit":"ns","otherData":' + orjson.dumps(timeline.other()) + b"}")
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def save(table: Calls, path: str | Path) -> Path:
@@ -56,6 +68,32 @@ def save(table: Calls, path: str | Path) -> Path:
 
     check(table)  # before any file is made
     return write_atomic(Path(path), lambda f: write(table, f))
+
+
+class _Timeline:
+    """The events of a table's timed rows, with ids a viewer takes."""
+
+    def __init__(self, table: Calls) -> None:
+        self.table = table
+        self.rows = np.flatnonzero(~np.isnan(table.ts_ns))
+        self.pid, self.unknown_pid = _viewer_ids(table.pid[self.rows])
+        self.tid, self.unknown_tid = _viewer_ids(table.tid[self.rows])
+
+    def metadata(self) -> list[dict[str, Any]]:
+        return _metadata(self.table, self.pid, self.tid, self.unknown_pid, self.unknown_tid)
+
+    def chunks(self) -> Iterator[list[dict[str, Any]]]:
+        for start in range(0, self.rows.size, CHUNK_ROWS):
+            at = slice(start, start + CHUNK_ROWS)
+            yield _calls(self.table, self.rows[at], self.pid[at], self.tid[at])
+
+    def other(self) -> dict[str, Any]:
+        meta = self.table.meta
+        return {"source": meta.get("source"), "format": meta.get("format"), "ts_origin_us": meta.get("ts_origin_us"),
+                "calls": int(self.rows.size), "untimed_calls": len(self.table) - int(self.rows.size)}
+
+
+CHUNK_ROWS = 1 << 16
 
 
 def _viewer_ids(ids: np.ndarray) -> tuple[np.ndarray, int | None]:
@@ -88,26 +126,29 @@ def _calls(table: Calls, rows: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> 
     # Trace Event Format times are µs; three decimals keep ns
     ts = np.round(table.ts_ns[rows] / 1e3, 3).tolist()
     dur = np.round(table.incl_ns[rows] / 1e3, 3).tolist()
-    names, types, providers, ins, outs = (table.labels(c).take(rows).tolist()
-                                          for c in ("name", "op_type", "provider", "in_shapes", "out_shapes"))
-    figures = {"flops": table.flops, "int_ops": table.int_ops, "bytes": table.bytes}
-    known = {k: _known(v[rows]) for k, v in figures.items()}
-    device = _known(np.round(table.device_ns[rows] / 1e3, 3)) if table.has_device else [None] * rows.size
-    out = []
-    for i, (p, t) in enumerate(zip(pid.tolist(), tid.tolist(), strict=True)):
-        args: dict[str, Any] = {"provider": providers[i]}
-        if ins[i]:
-            args["in_shapes"] = ins[i]
-        if outs[i]:
-            args["out_shapes"] = outs[i]
-        for key, values in known.items():
-            if values[i] is not None:
-                args[key] = values[i]
-        if device[i] is not None:
-            args["device_us"] = device[i]
-        out.append({"ph": "X", "name": names[i], "cat": types[i], "ts": ts[i], "dur": dur[i], "pid": p, "tid": t,
-                    "args": args})
-    return out
+    names, types = table.name.take(rows).tolist(), table.op_type.take(rows).tolist()
+    device = np.round(table.device_ns[rows] / 1e3, 3) if table.has_device else np.full(rows.size, np.nan)
+    # calls of one node mostly have equal arguments: one dict each, made once (and a key per call)
+    keys = zip(table.provider.codes[rows].tolist(), table.in_shapes.codes[rows].tolist(),
+               table.out_shapes.codes[rows].tolist(), _known(table.flops[rows]), _known(table.int_ops[rows]),
+               _known(table.bytes[rows]), _known(device), strict=True)
+    made: dict[tuple[Any, ...], dict[str, Any]] = {}
+    args = [made.get(k) or made.setdefault(k, _args(table, k)) for k in keys]
+    return [{"ph": "X", "name": n, "cat": c, "ts": t0, "dur": d, "pid": p, "tid": t, "args": a}
+            for n, c, t0, d, p, t, a in zip(names, types, ts, dur, pid.tolist(), tid.tolist(), args, strict=True)]
+
+
+def _args(table: Calls, key: tuple[Any, ...]) -> dict[str, Any]:
+    provider, ins, outs, *figures = key
+    args: dict[str, Any] = {"provider": table.provider.values[provider]}
+    if table.in_shapes.values[ins]:
+        args["in_shapes"] = table.in_shapes.values[ins]
+    if table.out_shapes.values[outs]:
+        args["out_shapes"] = table.out_shapes.values[outs]
+    for name, value in zip(("flops", "int_ops", "bytes", "device_us"), figures, strict=True):
+        if value is not None:
+            args[name] = value
+    return args
 
 
 def _known(values: np.ndarray) -> list[Any]:
