@@ -12,9 +12,9 @@ import pytest
 
 import layerperf
 from layerperf.backends.interleave import interleaved
-from layerperf.cli.common import print_profile
 from layerperf.overhead import BUSY_CPU_SHARE, OVERHEAD_WARN, SMALL_LAYER_EVENTS
 from layerperf.profile_data import Layer, Profile, Run, Span
+from layerperf.renderers.output import print_profile
 from layerperf.summary import summary
 
 US = 1000

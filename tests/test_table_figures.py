@@ -17,9 +17,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cli import main
-from layerperf.cli.common import print_profile
 from layerperf.profile_data import Layer, Profile, Run, Span
-from layerperf.renderers.terminal import LAYER_COLUMNS
+from layerperf.renderers.output import print_profile
+from layerperf.renderers.views.columns import LAYER_COLUMNS
 
 US = 1000
 # medians 664 < 665 < 668 µs, means 698 > 683.75 > 668 µs: the two orders are opposite

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import positive_int
+from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
 AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
@@ -49,7 +51,7 @@ def register(sub: Any) -> None:
     p.add_argument("--type", action="append", default=[], metavar="OPTYPE", dest="types",
                    help="only ops of this type (repeatable)")
     p.add_argument("--name", metavar="REGEX", help="only ops whose name matches this regular expression")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    add_output_args(p, FORMATS)
     p.add_argument("--timeline", metavar="FILE.json",
                    help="also write the calls (those --type and --name keep) as a timeline: Chrome trace JSON "
                         "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
@@ -57,44 +59,31 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from layerperf import analysis
     from layerperf.readers.detect import read_table
-    from layerperf.renderers import tables
-    from layerperf.renderers import terminal as render
+    from layerperf.renderers.output import show
+    from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
+    fmt = output_format(args)
     if args.name is not None:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
-    if args.timeline is not None:  # and so does a place the timeline cannot be written
-        from pathlib import Path
-
+    if args.aggregate_by == "kernel" and (args.types or args.min_time is not None):
+        raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
+    if args.timeline is not None:  # a place the timeline cannot be written fails before reading, too
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
     table = read_table(args.trace)
+    top = default_top(args.top, fmt)
     if args.aggregate_by == "kernel":
-        return _kernels(table, args)
-    if args.order_by is not None:
-        analysis.resolve_column(table, args.order_by)
-    ranked = analysis.analyze(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by,
-                              types=args.types, name=args.name, min_time_s=args.min_time)
-    result = analysis.top(ranked, default_top(args.top, args.format))
-    rows = analysis.rows(result)
-    columns = list(tables.ANALYZE_COLUMNS)
-    if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
-        columns = render.with_int_columns(columns)
-    nested = bool(len(table)) and not bool((table.incl_ns == table.dur_ns).all())
-    if nested:
-        columns.insert(3, tables.INCLUSIVE)
-    if result.has_device:
-        columns[3:3] = [tables.DEVICE, tables.DEVICE_INCL]
-        columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, tables.RATE_TIME)
-    columns += render.counter_columns(list(table.counters))
-    keys = list(rows[0]) if rows else ["name", "op_type", "provider", "calls", "time_us"]
+        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top)
+    else:
+        if args.order_by is not None:
+            analysis.resolve_column(table, args.order_by)
+        view = analyze_view(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by, top=top,
+                            types=args.types, name=args.name, min_time_s=args.min_time)
     _timeline(table, args)
-    tables.emit(args.format, rows, columns, keys=keys, title=_title(table, result, len(ranked), args),
-                notes=_notes(table, args))
+    show(view, fmt, args.output)
     return 0
 
 
@@ -102,78 +91,9 @@ def _timeline(table: Any, args: argparse.Namespace) -> None:
     """Write ``--timeline``: every call of the trace the row filters keep, as read (not aggregated)."""
     if args.timeline is None:
         return
-    from pathlib import Path
-
     from layerperf import analysis
     from layerperf.renderers import timeline
 
     calls = table if args.aggregate_by == "kernel" else analysis.filter_table(table, types=args.types,
                                                                                  name=args.name)
     timeline.save(calls, Path(args.timeline))
-
-
-def default_top(top: int | None, fmt: str) -> int:
-    """Rows to keep: what -t/--top says; else 20 for people (table, markdown) and all (0) for programs,
-    so a pipe never loses rows it was not asked to drop."""
-    if top is not None:
-        return top
-    return DEFAULT_TOP if fmt in ("table", "markdown") else 0
-
-
-DEFAULT_TOP = 20
-
-
-def _title(table: Any, result: Any, total: int, args: argparse.Namespace) -> str:
-    meta = table.meta
-    what = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
-    order = args.order_by or ("calls" if args.aggregate == "count" else "self time")
-    shown = f"top {len(result)} of {total}" if len(result) < total else f"{total}"
-    return (f"{meta.get('source')} ({meta.get('format')}): {shown} {what[args.aggregate_by]} "
-            f"by {order}, {args.aggregate} over calls")
-
-
-def _notes(table: Any, args: argparse.Namespace) -> list[str]:
-    from layerperf import units
-    from layerperf.analysis import grand_total_ns
-
-    meta = table.meta
-    runs = meta.get("runs")
-    lines = [f"{meta.get('events', 0)} events, {len(table)} op calls"
-             + (f", {runs} runs" if runs else "")
-             + f"; total self time {units.duration_us(grand_total_ns(table) / 1e3)}"]
-    if meta.get("device_unlinked"):
-        lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
-    if table.has_device:
-        lines.append("device self = kernels, copies and sets the op launched itself; device incl = also those of "
-                     "the ops nested in it; FLOPS and bandwidth are over device incl where an op has some "
-                     "(FLOPS over: device), else over its CPU self time (cpu)")
-    if table.outer:
-        lines.append("summed inclusive figures count a call nested in a call of its own group once")
-    lines.append("self time excludes nested events; cumulative = running share of total self time; "
-                 "computation in FLOPs (floating point), int ops (integer); ? = unknown")
-    return lines
-
-
-def _kernels(table: Any, args: argparse.Namespace) -> int:
-    from layerperf import kernels, units
-    from layerperf.errors import InputError
-    from layerperf.renderers import tables
-
-    if args.types or args.min_time is not None:
-        raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
-    kernel_table = kernels.of(table)
-    if kernel_table is None:
-        raise InputError(f"{table.meta.get('source')} has no GPU kernels to aggregate "
-                         f"({table.meta.get('format')} trace)", hint="--aggregate-by kernel reads PyTorch GPU traces")
-    rows = kernels.order(kernels.aggregate(kernel_table, name=args.name), args.order_by)
-    top = default_top(args.top, args.format)
-    shown = rows[:top] if top else rows
-    total_us = float(kernel_table.dur_ns.sum()) / 1e3
-    title = (f"{table.meta.get('source')} ({table.meta.get('format')}): {len(shown)} of {len(rows)} kernels "
-             f"by {args.order_by or 'device time'}")
-    notes = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
-             "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
-    _timeline(table, args)
-    tables.emit(args.format, shown, tables.KERNEL_COLUMNS, keys=list(kernels.KERNEL_COLUMNS), title=title,
-                notes=notes)
-    return 0

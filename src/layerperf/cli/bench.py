@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S
-from layerperf.cli.common import positive_int
+from layerperf.cli.common import add_output_args, output_format, positive_int
 
 if TYPE_CHECKING:
     from layerperf.bench import BenchResult
@@ -80,7 +78,7 @@ def register(sub: Any) -> None:
     run_g.add_argument("--no-overhead", action="store_true", help="skip timing the empty run")
     run_g.add_argument("--backend", default=BENCH_BACKEND, metavar="NAME",
                        help=f"runtime to measure on (default {BENCH_BACKEND}, the one bench supports today)")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    add_output_args(p, ["table", "csv", "json"])
     p.set_defaults(func=run)
 
 
@@ -166,30 +164,18 @@ def _measure(args: argparse.Namespace, progress: Any) -> list[BenchResult]:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.cli.common import progress_bar
+    from layerperf.renderers.output import show
+    from layerperf.renderers.views.bench import bench_view
 
     _check_mode(args)
+    fmt = output_format(args)
     with progress_bar() as progress:
         results = _measure(args, progress)
     many = len(results) > 1 or bool(args.sweep) or "," in str(args.threads)
-    if args.format == "json":
-        _print_json(results, many)
-    elif args.format == "csv":
-        from layerperf.bench.sweep import csv_text
-
-        sys.stdout.write(csv_text(results))
-    else:
-        from layerperf.renderers.bench import print_results
-
-        print_results(results, swept=[parse_name(s) for s in args.sweep] if not args.node else [])
+    swept = [parse_name(s) for s in args.sweep] if not args.node else []
+    show(bench_view(results, swept=swept, many=many), fmt, args.output)
     return 0
 
 
 def parse_name(item: str) -> str:
     return item.partition("=")[0].strip()
-
-
-def _print_json(results: Sequence[BenchResult], many: bool) -> None:
-    import orjson
-
-    doc: Any = [r.to_json() for r in results] if many else results[0].to_json()
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")

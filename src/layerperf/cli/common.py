@@ -1,16 +1,12 @@
-"""Flags and printing shared by subcommands."""
+"""Flags shared by subcommands; what they print is built and rendered in :mod:`layerperf.renderers`."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from layerperf.profile_data import Profile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 
 def positive_int(text: str) -> int:
@@ -103,135 +99,22 @@ def progress_bar() -> Iterator[Callable[[str, int, int], None] | None]:
         yield update
 
 
-# The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
-# the figure the cumulative column runs over; self time is the median per call, so its column need not
-# be monotonic. The title names the column the rows are ranked by.
-RANK_KEY = "share"
+def add_output_args(p: argparse.ArgumentParser, formats: Sequence[str], help: str = "output format (default table)"
+                    ) -> None:
+    """``--format`` (one of ``formats``; table when not given) and ``-o/--output FILE``, whose suffix may
+    name the format instead: the default is resolved by :func:`output_format`, once the suffix is known."""
+    p.add_argument("--format", choices=formats, default=None, help=help)
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the output to FILE (whole or not at all) instead of stdout; its suffix names the "
+                        "format: .txt (table), .csv, .json, .md (markdown)")
 
 
-def ranked(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
-    """Rows by :data:`RANK_KEY`, largest first (ties keep execution order); the first ``top`` of them
-    (all when ``top`` is None or 0)."""
-    out = sorted(rows, key=lambda r: -r[RANK_KEY])
-    return out[:top] if top else out
+def output_format(args: argparse.Namespace) -> str:
+    """The format ``--format`` or the ``--output`` file's suffix names (table when neither does);
+    a suffix no format has, a ``--format`` the suffix contradicts or an output file that could not
+    be written is an InputError, before any work."""
+    from layerperf.renderers.output import check_output, format_for
 
-
-def profile_title(prof: Profile, shown: int, total: int) -> str:
-    from layerperf.renderers.terminal import header
-
-    model = prof.metadata.get("model", {}).get("name", "model")
-    return f"{model}: top {shown} of {total} layers by {header(RANK_KEY)} (share of all measured layer time)"
-
-
-def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str, Path]) -> None:
-    """The profile on stdout: a table of the ``top`` layers (20 when None) and the summary lines, or
-    JSON with every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
-    import orjson
-
-    from layerperf import units
-    from layerperf.figures import extra_columns
-    from layerperf.renderers import terminal as render
-    from layerperf.summary import summary
-
-    summ = summary(prof)
-    if fmt == "json":
-        layers = prof.table() if top is None else ranked(prof.table(), top)
-        doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()},
-               "extra": prof.extra}
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-        return
-    con = render.console()
-    rows = render.marked_shapes(ranked(prof.table(), DEFAULT_TOP if top is None else top), prof.layers)
-    columns = render.layer_columns(summ["int_ops"] > 0) + render.counter_columns(extra_columns(prof))
-    if prof.parent_names:  # control flow: a parent's whole duration beside its self time
-        columns.insert(3, render.Column("incl_median_us", "inclusive", units.duration_us))
-    con.print(render.table(rows, columns, title=profile_title(prof, len(rows), summ["layers"])))
-    for line in summary_lines(prof, summ, units):
-        con.print(line, highlight=False)
-    for path in written.values():
-        con.print(f"wrote {path}", highlight=False)
-
-
-DEFAULT_TOP = 20
-
-
-def _event_cost(us: float, clock: str) -> str:
-    # A difference of two medians: below 0 it measured the host's noise, not a cost of the profiler.
-    return f"{us:+.2f} µs {clock}" + (" (below 0: noise, not a cost)" if us < 0 else "")
-
-
-def _passes(n: int) -> str:
-    return f"{n} pass" if n == 1 else f"{n} passes"
-
-
-def _threads(prof: Profile, summ: dict[str, Any]) -> str:
-    asked = prof.metadata.get("options", {}).get("threads")
-    used = summ.get("intra_op_threads")
-    if used is None:
-        return f"threads {asked or 'default'}" + (" (count unknown)" if prof.measurement is not None else "")
-    how = "counted: threads the session started + the calling thread"
-    return f"threads {used} ({'ONNX Runtime default, ' if not asked else ''}{how})"
-
-
-def _inputs(summ: dict[str, Any]) -> str | None:
-    from rich.markup import escape
-
-    inputs = summ.get("inputs")
-    if not inputs:
-        return None
-    return "inputs: " + escape(", ".join(f"{i['name']}={'x'.join(str(d) for d in i['shape']) or 'scalar'} {i['dtype']}"
-                                         for i in inputs))
-
-
-def _latency(summ: dict[str, Any], units: Any) -> str:
-    interleaved = summ.get("latency_interleaved")
-    how = "profiler off" + ("" if interleaved is None else ", runs interleaved with the profiled ones"
-                            if interleaved else ", measured apart")
-    overhead, cost = summ["profiler_overhead"], summ.get("profiler_event_cost_us")
-    text = (f"latency ({how}): median {units.duration_us(summ['latency_median_us'])}, "
-            f"p90 {units.duration_us(summ['latency_p90_us'])}; profiled run median "
-            f"{units.duration_us(summ['profiled_median_us'])}")
-    if overhead:
-        text += f"; profiler overhead x{overhead:.3f}"
-    cpu_cost = summ.get("profiler_event_cost_cpu_us")
-    if cost is not None and summ.get("nodes_per_run"):
-        text += (f"; per node event {_event_cost(cost, 'wall')}"
-                 + (f", {_event_cost(cpu_cost, 'CPU')}" if cpu_cost is not None else "")
-                 + f" ({summ['nodes_per_run']:g} nodes per run)")
-    return text
-
-
-def summary_lines(prof: Profile, summ: dict[str, Any], units: Any) -> list[str]:
-    meta = prof.metadata
-    lines = [
-        f"backend: {meta.get('backend')} {meta.get('backend_version')} ({meta.get('provider')}), "
-        f"opt level {meta.get('options', {}).get('opt_level')}, {_threads(prof, summ)}, {summ['runs']} runs",
-        *([inp] if (inp := _inputs(summ)) else []),
-        _latency(summ, units),
-        f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
-        f"{units.si(summ['flops'], 'FLOP')} + {units.si(summ['int_ops'])} int ops, "
-        f"{units.binary(summ['bytes'])} moved",
-        "legend: rows ranked by self % = share of all measured layer time (calls x mean); cumulative = running "
-        "self %; self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
-        "point; int ops count integer work likewise); ? = unknown, never 0",
-    ]
-    if summ.get("padded_layers"):
-        lines.append(f"{summ['padded_layers']} layers ran on channels padded to ONNX Runtime's NCHWc block, "
-                     f"shown as stored(real) dims; FLOPs count the real channels, the padding added "
-                     f"{units.si(summ['padding_flops'], 'FLOP')} of work")
-    fid = summ.get("fidelity")
-    if fid and prof.counters is not None:
-        corr = fid["rank_correlation"]
-        lines.append(f"counters: stepwise executor, {_passes(prof.counters.passes)} per event group; "
-                     f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
-                     + (f"{corr:.3f}" if corr is not None else "n/a"))
-    if summ.get("busy_host_warning"):
-        lines.append(f"[yellow]warning:[/] {summ['busy_host_warning']}")
-    if summ.get("profiler_warning"):
-        lines.append(f"[yellow]warning:[/] profiler cost: {summ['profiler_warning']}")
-    unknown = [f"{what} unknown for {summ[key]} layers" for what, key in
-               (("FLOPs", "flops_unknown_layers"), ("int ops", "int_ops_unknown_layers")) if summ.get(key)]
-    if unknown:
-        lines.append(f"[yellow]warning:[/] {'; '.join(unknown)}")
-    lines += [f"[yellow]warning:[/] {w}" for w in prof.warnings]
-    return lines
+    fmt = format_for(args.output, args.format)
+    check_output(args.output)
+    return fmt

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, output_format, positive_int
 
 
 def add_memory_args(p: argparse.ArgumentParser | Any) -> None:
@@ -30,22 +29,22 @@ def register(sub: Any) -> None:
     p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
     p.add_argument("--top", type=positive_int, default=None,
                    help="tensors at the peak to list, 0 for all (default: 10 for table, all for json)")
-    p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
+    add_output_args(p, ["table", "json"], help="terminal output format")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import orjson
-
     import layerperf
     from layerperf.cli.common import backend_flags, model_options, progress_bar
     from layerperf.memory import report
     from layerperf.renderers.files import check_dir
-    from layerperf.renderers.memory import print_report, summary
+    from layerperf.renderers.output import show
+    from layerperf.renderers.views.memory import memory_view
 
     options = backend_flags(args)
+    fmt = output_format(args)  # before profiling, not after
     if args.out:
-        check_dir(Path(args.out))  # before profiling, not after
+        check_dir(Path(args.out))
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
@@ -53,15 +52,5 @@ def run(args: argparse.Namespace) -> int:
             sample_rate=args.sample_rate, progress=progress)
     model = str(prof.metadata.get("model", {}).get("name", "model"))
     written = prof.save(Path(args.out) if args.out else Path(f"{model}-memory"))
-    rep = report(prof)
-    if args.format == "json":
-        doc = {"model": model, **summary(rep, args.top or None), "files": {k: str(v) for k, v in written.items()}}
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
-    print_report(rep, 10 if args.top is None else args.top or None)
-    from layerperf.renderers.terminal import console
-
-    con = console()
-    for path in written.values():
-        con.print(f"wrote {path}", highlight=False)
+    show(memory_view(report(prof), fmt=fmt, top=args.top, model=model, written=written), fmt, args.output)
     return 0

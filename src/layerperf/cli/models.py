@@ -12,8 +12,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerperf import zoo
+    from layerperf.renderers.output import show
+    from layerperf.renderers.views.lists import models_view
 
-    for name in zoo.names():
-        print(f"{name:14s} {zoo.describe(name)}")
+    show(models_view(), "table")
     return 0

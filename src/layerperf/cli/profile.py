@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, output_format, positive_int
 from layerperf.cli.memory import add_memory_args
 
 
@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
     p.add_argument("--top", type=positive_int, default=None,
                    help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
     p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
-    p.add_argument("--format", choices=["table", "json"], default="table", help="terminal output format")
+    add_output_args(p, ["table", "json"], help="terminal output format")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the whole-model latency measurement with the profiler off")
     c = p.add_argument_group("perf counters (per node, via the stepwise executor)")
@@ -42,12 +42,16 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import layerperf
-    from layerperf.cli.common import backend_flags, model_options, print_profile, progress_bar
+    from layerperf.cli.common import backend_flags, model_options, progress_bar
     from layerperf.renderers.files import check_dir
+    from layerperf.renderers.output import show
+    from layerperf.renderers.view import for_people
+    from layerperf.renderers.views.profile import profile_view
 
     options = backend_flags(args)
+    fmt = output_format(args)  # before minutes of profiling, not after
     if args.out:
-        check_dir(Path(args.out))  # before minutes of profiling, not after
+        check_dir(Path(args.out))
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
@@ -56,10 +60,11 @@ def run(args: argparse.Namespace) -> int:
             passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
             progress=progress)
     written = prof.save(args.out) if args.out else {}
-    print_profile(prof, top=args.top, fmt=args.format, written=written)
-    if args.memory and args.format == "table":
+    view = profile_view(prof, top=args.top, fmt=fmt, written=written)
+    if args.memory and for_people(fmt):  # JSON has the memory report in its "extra"
         from layerperf.memory import report
-        from layerperf.renderers import memory as render
+        from layerperf.renderers.views.memory import memory_view
 
-        render.print_report(report(prof))
+        view = view.then(memory_view(report(prof), fmt=fmt))
+    show(view, fmt, args.output)
     return 0

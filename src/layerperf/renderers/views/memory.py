@@ -1,14 +1,29 @@
-"""The memory report in the terminal: a few summary lines and the tensors alive at the peak."""
+"""The view of a memory report: the tensors alive at the peak, and a few summary lines."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.table import Table
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from layerperf import units
-from layerperf.memory.report import MemoryReport
-from layerperf.renderers import terminal as render
+from layerperf.renderers.view import Column, Note, Section, View, for_people, notes
+from layerperf.renderers.views.columns import text
+from layerperf.renderers.views.profile import wrote_notes
+
+if TYPE_CHECKING:
+    from layerperf.memory.report import MemoryReport
+
+DEFAULT_TOP = 10  # tensors at the peak people see when --top is not given
+PEAK_COLUMNS = (
+    text("name", "tensor at the peak"),
+    Column("bytes", "bytes", units.binary),
+    Column("share", "of peak", units.percent),
+    text("producer", "produced by"),
+    text("last_consumer", "last used by"),
+    text("shares", "stored with"),
+)
+PEAK_KEYS = ("name", "bytes", "share", "kind", "producer", "last_consumer")  # CSV: no lists of names
 
 
 def summary(rep: MemoryReport, top: int | None = 10) -> dict[str, Any]:
@@ -31,6 +46,7 @@ def summary(rep: MemoryReport, top: int | None = 10) -> dict[str, Any]:
 
 
 def summary_lines(rep: MemoryReport) -> list[str]:
+    """Where the peak is, max used against max allocated, the simulated arena, resident memory."""
     b = units.binary
     lines = []
     if rep.peak_index >= 0:
@@ -50,23 +66,17 @@ def summary_lines(rep: MemoryReport) -> list[str]:
         lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {len(rt.arena_runs)} runs: "
                      f"baseline {b(rt.rss_baseline_bytes)}, high-water {b(rt.rss_hwm_bytes)} "
                      f"(+{b(rt.rss_growth_bytes)})")
-    if rep.hint:
-        lines.append(f"[yellow]hint:[/] {rep.hint}")
-    lines += [f"[yellow]warning:[/] {w}" for w in rep.warnings]
     return lines
 
 
-PEAK_COLUMNS = (
-    render.Column("name", "tensor at the peak", str, "left"),
-    render.Column("bytes", "bytes", units.binary),
-    render.Column("share", "of peak", units.percent),
-    render.Column("producer", "produced by", str, "left"),
-    render.Column("last_consumer", "last used by", str, "left"),
-    render.Column("shares", "stored with", str, "left"),
-)
+def summary_notes(rep: MemoryReport) -> list[Note]:
+    """:func:`summary_lines`, then the hint and the warnings."""
+    return [*notes(summary_lines(rep)), *notes([rep.hint] if rep.hint else [], "hint"),
+            *notes(rep.warnings, "warning")]
 
 
-def peak_table(rep: MemoryReport, top: int | None) -> Table:
+def peak_section(rep: MemoryReport, top: int | None) -> Section:
+    """The ``top`` tensors alive at the peak (all when None), largest first, with the summary lines."""
     rows = []
     for entry in rep.peak_entries(top):
         others = entry["tensors"][1:]
@@ -74,11 +84,16 @@ def peak_table(rep: MemoryReport, top: int | None) -> Table:
                      "shares": ", ".join(others) if others else "-"})
     total = len(rep.tensors_at_peak())
     shown = f"top {len(rows)} of {total}" if len(rows) < total else f"all {total}"
-    return render.table(rows, PEAK_COLUMNS, title=f"{shown} tensors alive at the peak, largest first")
+    return Section(columns=PEAK_COLUMNS, rows=rows, keys=PEAK_KEYS, notes=summary_notes(rep),
+                   title=f"{shown} tensors alive at the peak, largest first")
 
 
-def print_report(rep: MemoryReport, top: int | None = 10) -> None:
-    con = render.console()
-    con.print(peak_table(rep, top))
-    for line in summary_lines(rep):
-        con.print(line, highlight=False)
+def memory_view(rep: MemoryReport, *, fmt: str = "table", top: int | None = None, model: str = "model",
+                written: Mapping[str, Path] | None = None) -> View:
+    """The memory report: for people the ``top`` tensors at the peak (10 when None, all when 0), for
+    programs all of them unless ``top`` says how many; the files written, if any, below."""
+    written = written or {}
+    people = for_people(fmt)
+    shown = (DEFAULT_TOP if top is None else top or None) if people else top or None
+    doc = {"model": model, **summary(rep, shown), "files": {k: str(v) for k, v in written.items()}}
+    return View(sections=(peak_section(rep, shown),), doc=doc).with_notes(wrote_notes(written))

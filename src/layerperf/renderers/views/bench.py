@@ -1,4 +1,4 @@
-"""Terminal output of bench results: one table row per measurement, then the details and warnings."""
+"""The view of bench results: one row per measurement, then the details (of a single one) and warnings."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 from layerperf import units
 from layerperf.bench.measure import SLOW_FACTOR
 from layerperf.bench.result import BenchResult
-from layerperf.renderers import terminal as render
-from layerperf.renderers.terminal import Column
+from layerperf.renderers.view import Column, Note, Section, View, notes
+from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, keys_of, text, with_int_columns
 
 
 def _as(key: str, header: str) -> Column:
     """The profile table's column for ``key`` (same formatting), under bench's header."""
-    return dataclasses.replace(next(c for c in render.LAYER_COLUMNS if c.key == key), header=header)
+    return dataclasses.replace(next(c for c in LAYER_COLUMNS if c.key == key), header=header)
 
 
 FIGURE_COLUMNS: tuple[Column, ...] = (
@@ -34,7 +34,7 @@ FIGURE_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def _row(r: BenchResult, swept: Sequence[str]) -> dict[str, Any]:
+def _shown(r: BenchResult, swept: Sequence[str]) -> dict[str, Any]:
     row = r.row()
     for name in swept:
         t = next((i for i in r.inputs if i is not None and i.name == name), None)
@@ -43,16 +43,16 @@ def _row(r: BenchResult, swept: Sequence[str]) -> dict[str, Any]:
 
 
 def _columns(results: Sequence[BenchResult], swept: Sequence[str]) -> list[Column]:
-    cols: list[Column] = [Column(f"in:{n}", n, str, "left") for n in swept]
+    cols: list[Column] = [text(f"in:{n}", n) for n in swept]
     if not swept and len({r.in_shapes for r in results}) > 1:
-        cols.append(Column("in_shapes", "in_shapes", str, "left"))
+        cols.append(text("in_shapes", "in_shapes"))
     if len(results) > 1:
         cols.append(Column("threads", "threads"))
     cols += FIGURE_COLUMNS
     if any(r.cost.int_ops for r in results):  # integer work only where there is some
-        cols = render.with_int_columns(cols)
+        cols = with_int_columns(cols)
     labels = list(dict.fromkeys(k for r in results for k in r.counters))
-    cols += render.counter_columns([f"{k}_per_call" for k in labels])
+    cols += counter_columns([f"{k}_per_call" for k in labels])
     return cols
 
 
@@ -60,6 +60,25 @@ def _tensor(t: Any, weights: Sequence[str]) -> str:
     if t is None:
         return "-"
     return f"{t.name} {t.shape_str()} {t.dtype}" + (" (initializer)" if t.name in weights else "")
+
+
+def _set_aside(r: BenchResult) -> str:
+    t = r.timing
+    aside = [f"{len(t.disturbed_ns)} disturbed (a thread waited for a CPU)" if t.disturbed_ns and not t.used_disturbed
+             else "", f"{t.slowed} slowed (the CPU ran slowed)" if t.slowed and not t.slowed_used else ""]
+    return f"; set aside: {', '.join(a for a in aside if a)}" if any(aside) else ""
+
+
+def _yardstick(r: BenchResult) -> list[str]:
+    if not r.yardstick_us:
+        return []
+    t = r.timing
+    p10, med, p90 = r.yardstick_us
+    held = (f"; full speed {t.speed_reference_ns / 1e3:.1f} µs, samples beside a reading above "
+            f"{SLOW_FACTOR * t.speed_reference_ns / 1e3:.1f} µs set aside" if t.speed_reference_ns
+            else "; runs at different yardsticks ran at different CPU speeds")
+    return [f"CPU speed yardstick: a fixed loop took {med:.1f} µs (p10 {p10:.1f}, p90 {p90:.1f}) "
+            f"between the samples{held}"]
 
 
 def detail_lines(r: BenchResult) -> list[str]:
@@ -70,14 +89,11 @@ def detail_lines(r: BenchResult) -> list[str]:
     outs = ", ".join(_tensor(o, ()) for o in r.outputs)
     attrs = " ".join(f"{k}={v}" for k, v in r.attrs.items())
     kernels = ", ".join(f"{k.op_type} ({k.provider.removesuffix('ExecutionProvider')})" for k in r.kernels)
-    aside = [f"{len(t.disturbed_ns)} disturbed (a thread waited for a CPU)" if t.disturbed_ns and not t.used_disturbed
-             else "", f"{t.slowed} slowed (the CPU ran slowed)" if t.slowed and not t.slowed_used else ""]
-    disturbed = f"; set aside: {', '.join(a for a in aside if a)}" if any(aside) else ""
     lines = [
         f"{r.label}: {ins} -> {outs}" + (f"; {attrs}" if attrs else ""),
         f"ran {kernels}; opt level {r.opt_level}, threads {r.threads or 'default'}",
         f"{st.n} samples of {t.loops} call{'s' if t.loops > 1 else ''} after {t.warmup_batches} warm-up batches "
-        f"({'settled' if t.warmup_settled else 'not settled'}, {t.warmup_s:.2f} s){disturbed}",
+        f"({'settled' if t.warmup_settled else 'not settled'}, {t.warmup_s:.2f} s){_set_aside(r)}",
         f"IQR outliers: {st.outliers_low} low, {st.outliers_high} high; Q1 {units.duration_us(st.q1_us)}, "
         f"Q3 {units.duration_us(st.q3_us)}",
     ]
@@ -86,24 +102,23 @@ def detail_lines(r: BenchResult) -> list[str]:
                      "included in the times above, not subtracted")
     lines.append(f"peak memory: {units.binary(r.peak_rss_delta_bytes)} above the resident size before the run "
                  f"({r.memory_source})")
-    if r.yardstick_us:
-        p10, med, p90 = r.yardstick_us
-        held = (f"; full speed {t.speed_reference_ns / 1e3:.1f} µs, samples beside a reading above "
-                f"{SLOW_FACTOR * t.speed_reference_ns / 1e3:.1f} µs set aside" if t.speed_reference_ns
-                else "; runs at different yardsticks ran at different CPU speeds")
-        lines.append(f"CPU speed yardstick: a fixed loop took {med:.1f} µs (p10 {p10:.1f}, p90 {p90:.1f}) "
-                     f"between the samples{held}")
-    return lines
+    return lines + _yardstick(r)
 
 
-def print_results(results: Sequence[BenchResult], swept: Sequence[str] = ()) -> None:
-    con = render.console()
-    rows = [_row(r, swept) for r in results]
+def _warnings(results: Sequence[BenchResult]) -> list[Note]:
+    many = len(results) > 1
+    return [Note(f"row {i + 1}: {w}" if many else w, "warning") for i, r in enumerate(results) for w in r.warnings]
+
+
+def bench_view(results: Sequence[BenchResult], *, swept: Sequence[str] = (), many: bool | None = None) -> View:
+    """``results`` as one table (the ``swept`` inputs' shapes first); JSON holds everything, an array
+    when ``many`` (several results, or a sweep or thread list that might give several), else one object.
+    CSV holds every figure of :meth:`BenchResult.row`, every digit."""
+    many = len(results) > 1 if many is None else many
+    rows = [r.row() for r in results]
     title = results[0].label if len({r.label for r in results}) == 1 else "bench"
-    con.print(render.table(rows, _columns(results, swept), title=title))
-    for line in detail_lines(results[0]) if len(results) == 1 else []:
-        con.print(line, highlight=False, markup=False)
-    for i, r in enumerate(results):
-        prefix = f"row {i + 1}: " if len(results) > 1 else ""
-        for w in r.warnings:
-            con.print(f"[yellow]warning:[/] {prefix}{w}", highlight=False)
+    lines = notes(detail_lines(results[0])) if len(results) == 1 else ()
+    section = Section(columns=_columns(results, swept), rows=rows, shown=[_shown(r, swept) for r in results],
+                      keys=keys_of(rows), title=title, notes=(*lines, *_warnings(results)), float_format=None)
+    doc: Any = [r.to_json() for r in results] if many else results[0].to_json()
+    return View(sections=(section,), doc=doc)

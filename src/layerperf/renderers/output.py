@@ -1,0 +1,89 @@
+"""Where a view goes: stdout in the format ``--format`` names, or a file whose suffix names it.
+
+Each format module states its name and its file suffix and renders a view to text; this module
+picks one by name or by suffix, refuses a suffix no format has and a ``--format`` the suffix
+contradicts, and writes files whole or not at all.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Protocol
+
+from layerperf.errors import InputError
+from layerperf.renderers import csv, json, markdown, terminal
+
+if TYPE_CHECKING:
+    from layerperf.profile_data import Profile
+    from layerperf.renderers.view import View
+
+
+class Renderer(Protocol):
+    NAME: str
+    SUFFIX: str
+
+    def render(self, view: View) -> str: ...
+
+
+RENDERERS: dict[str, Renderer] = {m.NAME: m for m in (terminal, csv, json, markdown)}
+BY_SUFFIX: dict[str, str] = {m.SUFFIX: name for name, m in RENDERERS.items()}
+DEFAULT = terminal.NAME
+
+
+def _known() -> str:
+    return ", ".join(f"{suffix} ({name})" for suffix, name in BY_SUFFIX.items())
+
+
+def format_for(output: str | Path | None, given: str | None, default: str = DEFAULT) -> str:
+    """The format to render in: the one ``--format`` gave, else the one the output file's suffix
+    names, else ``default``. An unknown suffix, or a suffix and a ``--format`` that disagree, is an
+    InputError."""
+    if output is None:
+        return given or default
+    suffix = Path(output).suffix
+    by_suffix = BY_SUFFIX.get(suffix.lower())
+    if by_suffix is None:
+        what = f"its suffix {suffix} names no format" if suffix else "it has no suffix to name a format"
+        raise InputError(f"cannot tell the format of --output {output}: {what}", hint=f"known: {_known()}")
+    if given is not None and given != by_suffix:
+        raise InputError(f"--format {given} disagrees with --output {output}, whose suffix {suffix} means {by_suffix}",
+                         hint="give one of them, or make them agree")
+    return by_suffix
+
+
+def check_output(output: str | Path | None) -> None:
+    """Refuse, before any work, an output file that could not be written; creates nothing."""
+    if output is None:
+        return
+    from layerperf.renderers.files import check_dir
+
+    path = Path(output)
+    if path.is_dir():
+        raise InputError(f"--output {output} is a directory", hint="name a file, e.g. report.md")
+    check_dir(path.absolute().parent)
+
+
+def show(view: View, fmt: str, output: str | Path | None = None) -> None:
+    """Print ``view`` on stdout as ``fmt``, or write it to ``output`` (whole or not at all)."""
+    if output is None and fmt == terminal.NAME:
+        terminal.print_view(view)  # rich picks colours and width for the terminal it prints on
+        return
+    text = RENDERERS[fmt].render(view)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    from layerperf.renderers.files import write_atomic
+
+    def write(f: IO[bytes]) -> None:
+        f.write(text.encode())
+
+    write_atomic(Path(output), write)
+
+
+def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str, Path]) -> None:
+    """The profile on stdout: a table of the ``top`` layers (20 when None) and the summary lines, or
+    JSON with every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
+    from layerperf.renderers.views.profile import profile_view
+
+    show(profile_view(prof, top=top, fmt=fmt, written=written), fmt)

@@ -1,0 +1,127 @@
+"""The view of ``analyze``: a trace's ops aggregated, filtered and ranked, or its GPU kernels.
+
+Columns are MegEngine profile_analyze's, in its order, self time being the aggregate; the JSON
+document is the rows array (CSV the same rows under the same keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from layerperf import units
+from layerperf.renderers.view import Column, Section, View, for_people, notes
+from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
+
+if TYPE_CHECKING:
+    from layerperf.calls import Calls
+
+DEFAULT_TOP = 20  # rows people see when --top is not given
+ANALYZE_COLUMNS: tuple[Column, ...] = (Column("time_us", "self time", units.duration_us), *LAYER_COLUMNS[1:])
+INCLUSIVE = Column("incl_us", "inclusive", units.duration_us)
+DEVICE = Column("device_us", "device self", units.duration_us)  # kernels the op launched itself
+DEVICE_INCL = Column("device_incl_us", "device incl", units.duration_us)  # ... or any op nested in it
+RATE_TIME = text("rate_time", "FLOPS over")  # "device" or "cpu" (self time)
+KERNEL_COLUMNS: tuple[Column, ...] = (
+    Column("total_us", "device time", units.duration_us),
+    Column("share", "share", units.percent),
+    text("name", "kernel"),
+    text("kind", "kind"),
+    text("device", "device"),
+    Column("calls", "calls"),
+    Column("mean_us", "mean", units.duration_us),
+    Column("launcher_share", "of launchers' device time", units.percent),
+    text("launched_by", "launched by (calls)"),
+)
+EMPTY_KEYS = ("name", "op_type", "provider", "calls", "time_us")  # CSV header of no rows
+GROUPS = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
+
+
+def default_top(top: int | None, fmt: str) -> int:
+    """Rows to keep: what -t/--top says; else 20 for people (table, markdown) and all (0) for programs,
+    so a pipe never loses rows it was not asked to drop."""
+    if top is not None:
+        return top
+    return DEFAULT_TOP if for_people(fmt) else 0
+
+
+def _columns(table: Calls, result: Calls) -> list[Column]:
+    columns = list(ANALYZE_COLUMNS)
+    if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
+        columns = with_int_columns(columns)
+    nested = bool(len(table)) and not bool((table.incl_ns == table.dur_ns).all())
+    if nested:
+        columns.insert(3, INCLUSIVE)
+    if result.has_device:
+        columns[3:3] = [DEVICE, DEVICE_INCL]
+        columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, RATE_TIME)
+    return columns + counter_columns(list(table.counters))
+
+
+def _title(table: Calls, shown: int, total: int, *, by: str, how: str, order_by: str | None) -> str:
+    meta = table.meta
+    order = order_by or ("calls" if how == "count" else "self time")
+    count = f"top {shown} of {total}" if shown < total else f"{total}"
+    return f"{meta.get('source')} ({meta.get('format')}): {count} {GROUPS[by]} by {order}, {how} over calls"
+
+
+def _notes(table: Calls) -> list[str]:
+    from layerperf.analysis import grand_total_ns
+
+    meta = table.meta
+    runs = meta.get("runs")
+    lines = [f"{meta.get('events', 0)} events, {len(table)} op calls"
+             + (f", {runs} runs" if runs else "")
+             + f"; total self time {units.duration_us(grand_total_ns(table) / 1e3)}"]
+    if meta.get("device_unlinked"):
+        lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
+    if table.has_device:
+        lines.append("device self = kernels, copies and sets the op launched itself; device incl = also those of "
+                     "the ops nested in it; FLOPS and bandwidth are over device incl where an op has some "
+                     "(FLOPS over: device), else over its CPU self time (cpu)")
+    if table.outer:
+        lines.append("summed inclusive figures count a call nested in a call of its own group once")
+    lines.append("self time excludes nested events; cumulative = running share of total self time; "
+                 "computation in FLOPs (floating point), int ops (integer); ? = unknown")
+    return lines
+
+
+def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: str | None = None, top: int = 0,
+                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None) -> View:
+    """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
+    the first ``top`` rows (all when 0)."""
+    from layerperf import analysis
+
+    ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
+                              min_time_s=min_time_s)
+    result = analysis.top(ranked, top)
+    rows = analysis.rows(result)
+    section = Section(columns=_columns(table, result), rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
+                      title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
+                      notes=notes(_notes(table)))
+    return View(sections=(section,), doc=rows)
+
+
+def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0) -> View:
+    """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (device
+    time when None); the first ``top`` rows (all when 0). InputError when the trace has no kernels."""
+    from layerperf import kernels
+    from layerperf.errors import InputError
+
+    meta = table.meta
+    kernel_table = kernels.of(table)
+    if kernel_table is None:
+        raise InputError(f"{meta.get('source')} has no GPU kernels to aggregate ({meta.get('format')} trace)",
+                         hint="--aggregate-by kernel reads PyTorch GPU traces")
+    rows = kernels.order(kernels.aggregate(kernel_table, name=name), order_by)
+    shown = rows[:top] if top else rows
+    total_us = float(kernel_table.dur_ns.sum()) / 1e3
+    title = (f"{meta.get('source')} ({meta.get('format')}): {len(shown)} of {len(rows)} kernels "
+             f"by {order_by or 'device time'}")
+    lines = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
+             "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
+    section = Section(columns=KERNEL_COLUMNS, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
+                      notes=notes(lines))
+    return View(sections=(section,), doc=shown)

@@ -1,0 +1,92 @@
+"""The view of ``diff``: per node (or op type) time in two traces, delta and speedup, totals below."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from layerperf import units
+from layerperf.renderers.view import Column, Section, View, notes
+from layerperf.renderers.views.columns import text
+
+if TYPE_CHECKING:
+    from layerperf.calls import Calls
+
+
+def signed_us(v: Any) -> str:
+    return ("+" if v > 0 else "-" if v < 0 else "") + units.duration_us(abs(v))
+
+
+def speedup(v: Any) -> str:
+    return f"x{v:.3f}"
+
+
+DIFF_COLUMNS: tuple[Column, ...] = (
+    text("key", "name"),
+    text("op_type", "type"),
+    Column("calls_a", "calls A"),
+    Column("calls_b", "calls B"),
+    Column("time_a_us", "time A", units.duration_us),
+    Column("time_b_us", "time B", units.duration_us),
+    Column("delta_us", "delta", signed_us),
+    Column("delta_pct", "delta %", lambda v: ("+" if v > 0 else "") + units.percent(v)),
+    Column("speedup", "speedup", speedup),
+    text("only_in", "only in"),
+)
+# shown when some pair's names differ
+DIFF_NAME_B = text("key_b", "name in B")
+DIFF_MATCH = text("match", "matched by")
+DIFF_TYPE_B = text("op_type_b", "type in B")
+
+
+def time_label(by: str, how: str) -> str:
+    """What a row's time is: a node's per-call figure, or by type the sum of its nodes' figures."""
+    if by == "name":
+        return f"per-node time: the {how} of its calls"
+    return f"per-op-type time: the sum over its nodes of each node's {how} per call"
+
+
+def _matched_line(totals: Mapping[str, Any], what: str = "nodes") -> str:
+    rules = ", ".join(f"{n} by {rule}" for rule, n in totals["matched_by"].items() if n)
+    return (f"matched {totals['matched']} of {totals['nodes_a']} {what} in A and {totals['nodes_b']} in B"
+            + (f" ({rules})" if rules else "") + f"; --match {totals['match']}")
+
+
+def _notes(totals: Mapping[str, Any], by: str, match: str) -> list[str]:
+    lines = [f"total: A {units.duration_us(totals['time_a_us'])}, B {units.duration_us(totals['time_b_us'])}, "
+             f"delta {signed_us(totals['delta_us'])}"
+             + (f", speedup {speedup(totals['speedup'])}" if totals["speedup"] else ""),
+             f"{totals['only_in_a']} only in A, {totals['only_in_b']} only in B; "
+             "delta = B - A, speedup = A / B (> 1: B is faster)"]
+    if by == "name" or match == "normalized":
+        lines.insert(1, _matched_line(totals, "nodes" if by == "name" else "op families"))
+    return lines
+
+
+def _source(table: Calls) -> str:
+    return f"{table.meta.get('source')} ({table.meta.get('format')})"
+
+
+def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match: str = "normalized",
+              order_by: str = "delta", top: int = 0) -> View:
+    """``a`` and ``b`` compared node by node (``by`` name) or op type by op type; rows ranked by
+    ``order_by``, the first ``top`` of them (all when 0)."""
+    from layerperf import analysis
+
+    rows, totals = analysis.diff(a, b, by=by, how=how, match=match)
+    rows = analysis.order_diff(rows, order_by)
+    if top:
+        rows = rows[:top]
+    columns = list(DIFF_COLUMNS)
+    shown = rows
+    if any(r["key_b"] not in (None, r["key"]) or r["op_type_b"] not in (None, r["op_type"]) for r in rows):
+        columns[1:1] = [DIFF_NAME_B, DIFF_MATCH]
+        columns.insert(4, DIFF_TYPE_B)
+        # no node in B: blank, not "?" (unknown)
+        shown = [{**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]
+    title = f"A = {_source(a)}, B = {_source(b)}: {time_label(by, how)}"
+    section = Section(columns=columns, rows=rows, shown=shown, keys=analysis.DIFF_COLUMNS, title=title,
+                      notes=notes(_notes(totals, by, match)))
+    doc = {"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source"),
+           "time": time_label(by, how)}
+    return View(sections=(section,), doc=doc)

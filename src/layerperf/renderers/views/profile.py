@@ -1,0 +1,184 @@
+"""The view of a Profile: its layer table, ranked, and the summary lines below it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layerperf import units
+from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
+from layerperf.renderers.views.columns import counter_columns, header, layer_columns
+
+if TYPE_CHECKING:
+    from layerperf.profile_data import Layer, Profile
+
+# The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
+# the figure the cumulative column runs over; self time is the median per call, so its column need not
+# be monotonic. The title names the column the rows are ranked by.
+RANK_KEY = "share"
+DEFAULT_TOP = 20  # rows people see when --top is not given
+INCLUSIVE = Column("incl_median_us", "inclusive", units.duration_us)
+
+
+def ranked(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
+    """Rows by :data:`RANK_KEY`, largest first (ties keep execution order); the first ``top`` of them
+    (all when ``top`` is None or 0)."""
+    out = sorted(rows, key=lambda r: -r[RANK_KEY])
+    return out[:top] if top else out
+
+
+def profile_title(prof: Profile, shown: int, total: int) -> str:
+    model = prof.metadata.get("model", {}).get("name", "model")
+    return f"{model}: top {shown} of {total} layers by {header(RANK_KEY)} (share of all measured layer time)"
+
+
+def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
+    """Rows whose shapes show padded dims as ``stored(real)``, e.g. ``1x24(20)x16x16``: for people only,
+    the rows' own ``in_shapes``/``out_shapes`` keep the plain stored dims."""
+    by_name = {layer.name: layer for layer in layers}
+    out = []
+    for row in rows:
+        layer = by_name.get(str(row.get("name")))
+        if layer is not None and layer.padded:
+            row = {**row, "in_shapes": ";".join(t.marked_shape_str() for t in layer.inputs),
+                   "out_shapes": ";".join(t.marked_shape_str() for t in layer.outputs)}
+        out.append(row)
+    return out
+
+
+def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
+    """The layers as programs read them (layers.csv): the columns of :data:`layerperf.figures.COLUMNS`,
+    then counters and metrics; every layer in execution order unless ``rows`` says which."""
+    from layerperf.figures import COLUMNS, extra_columns
+
+    keys = list(COLUMNS) + extra_columns(prof)
+    return Section(columns=(), rows=prof.table() if rows is None else rows, keys=keys)
+
+
+def _columns(prof: Profile, summ: Mapping[str, Any]) -> list[Column]:
+    from layerperf.figures import extra_columns
+
+    columns = layer_columns(summ["int_ops"] > 0) + counter_columns(extra_columns(prof))
+    if prof.parent_names:  # control flow: a parent's whole duration beside its self time
+        columns.insert(3, INCLUSIVE)
+    return columns
+
+
+def wrote_notes(written: Mapping[str, Path]) -> list[Note]:
+    return [Note(f"wrote {path}") for path in written.values()]
+
+
+def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path]) -> View:
+    """The layer table and the summary lines. For people the ``top`` layers by self % (20 when None);
+    for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
+    from layerperf.summary import summary
+
+    summ = summary(prof)
+    table = prof.table()
+    layers = table if top is None else ranked(table, top)
+    doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
+    section = layers_section(prof, layers)
+    if for_people(fmt):
+        rows = ranked(table, DEFAULT_TOP if top is None else top)
+        section = Section(columns=_columns(prof, summ), rows=rows, shown=marked_shapes(rows, prof.layers),
+                          title=profile_title(prof, len(rows), summ["layers"]), keys=section.keys,
+                          notes=(*summary_notes(prof, summ), *wrote_notes(written)))
+    return View(sections=(section,), doc=doc)
+
+
+def _event_cost(us: float, clock: str) -> str:
+    # A difference of two medians: below 0 it measured the host's noise, not a cost of the profiler.
+    return f"{us:+.2f} µs {clock}" + (" (below 0: noise, not a cost)" if us < 0 else "")
+
+
+def _passes(n: int) -> str:
+    return f"{n} pass" if n == 1 else f"{n} passes"
+
+
+def _threads(prof: Profile, summ: Mapping[str, Any]) -> str:
+    asked = prof.metadata.get("options", {}).get("threads")
+    used = summ.get("intra_op_threads")
+    if used is None:
+        return f"threads {asked or 'default'}" + (" (count unknown)" if prof.measurement is not None else "")
+    how = "counted: threads the session started + the calling thread"
+    return f"threads {used} ({'ONNX Runtime default, ' if not asked else ''}{how})"
+
+
+def _inputs(summ: Mapping[str, Any]) -> list[str]:
+    inputs = summ.get("inputs")
+    if not inputs:
+        return []
+    return ["inputs: " + ", ".join(f"{i['name']}={'x'.join(str(d) for d in i['shape']) or 'scalar'} {i['dtype']}"
+                                   for i in inputs)]
+
+
+def _latency(summ: Mapping[str, Any]) -> str:
+    interleaved = summ.get("latency_interleaved")
+    how = "profiler off" + ("" if interleaved is None else ", runs interleaved with the profiled ones"
+                            if interleaved else ", measured apart")
+    overhead, cost = summ["profiler_overhead"], summ.get("profiler_event_cost_us")
+    text = (f"latency ({how}): median {units.duration_us(summ['latency_median_us'])}, "
+            f"p90 {units.duration_us(summ['latency_p90_us'])}; profiled run median "
+            f"{units.duration_us(summ['profiled_median_us'])}")
+    if overhead:
+        text += f"; profiler overhead x{overhead:.3f}"
+    cpu_cost = summ.get("profiler_event_cost_cpu_us")
+    if cost is not None and summ.get("nodes_per_run"):
+        text += (f"; per node event {_event_cost(cost, 'wall')}"
+                 + (f", {_event_cost(cpu_cost, 'CPU')}" if cpu_cost is not None else "")
+                 + f" ({summ['nodes_per_run']:g} nodes per run)")
+    return text
+
+
+def _padding(summ: Mapping[str, Any]) -> list[str]:
+    if not summ.get("padded_layers"):
+        return []
+    return [f"{summ['padded_layers']} layers ran on channels padded to ONNX Runtime's NCHWc block, "
+            f"shown as stored(real) dims; FLOPs count the real channels, the padding added "
+            f"{units.si(summ['padding_flops'], 'FLOP')} of work"]
+
+
+def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
+    fid = summ.get("fidelity")
+    if not fid or prof.counters is None:
+        return []
+    corr = fid["rank_correlation"]
+    return [f"counters: stepwise executor, {_passes(prof.counters.passes)} per event group; "
+            f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
+            + (f"{corr:.3f}" if corr is not None else "n/a")]
+
+
+def _warnings(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
+    lines = [summ["busy_host_warning"]] if summ.get("busy_host_warning") else []
+    if summ.get("profiler_warning"):
+        lines.append(f"profiler cost: {summ['profiler_warning']}")
+    unknown = [f"{what} unknown for {summ[key]} layers" for what, key in
+               (("FLOPs", "flops_unknown_layers"), ("int ops", "int_ops_unknown_layers")) if summ.get(key)]
+    if unknown:
+        lines.append("; ".join(unknown))
+    return lines + list(prof.warnings)
+
+
+def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
+    """What was run, how long it took, the totals and the legend: the lines below the layer table."""
+    meta = prof.metadata
+    return [
+        f"backend: {meta.get('backend')} {meta.get('backend_version')} ({meta.get('provider')}), "
+        f"opt level {meta.get('options', {}).get('opt_level')}, {_threads(prof, summ)}, {summ['runs']} runs",
+        *_inputs(summ),
+        _latency(summ),
+        f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
+        f"{units.si(summ['flops'], 'FLOP')} + {units.si(summ['int_ops'])} int ops, "
+        f"{units.binary(summ['bytes'])} moved",
+        "legend: rows ranked by self % = share of all measured layer time (calls x mean); cumulative = running "
+        "self %; self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
+        "point; int ops count integer work likewise); ? = unknown, never 0",
+        *_padding(summ),
+        *_fidelity(prof, summ),
+    ]
+
+
+def summary_notes(prof: Profile, summ: Mapping[str, Any]) -> list[Note]:
+    """:func:`summary_lines`, then the warnings."""
+    return [*notes(summary_lines(prof, summ)), *notes(_warnings(prof, summ), "warning")]
