@@ -115,6 +115,5 @@ def output_format(args: argparse.Namespace) -> str:
     be written is an InputError, before any work."""
     from layerperf.renderers.output import check_output, format_for
 
-    fmt = format_for(args.output, args.format)
     check_output(args.output)
-    return fmt
+    return format_for(args.output, args.format)

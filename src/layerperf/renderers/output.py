@@ -32,7 +32,7 @@ DEFAULT = terminal.NAME
 
 
 def _known() -> str:
-    return ", ".join(f"{suffix} ({name})" for suffix, name in BY_SUFFIX.items())
+    return ", ".join(suffix + (f" ({name})" if suffix != f".{name}" else "") for suffix, name in BY_SUFFIX.items())
 
 
 def format_for(output: str | Path | None, given: str | None, default: str = DEFAULT) -> str:
