@@ -10,7 +10,7 @@ from layerperf import units
 from layerperf.bench.measure import SLOW_FACTOR
 from layerperf.bench.result import BenchResult
 from layerperf.renderers.view import Column, Note, Section, View, notes
-from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, keys_of, text, with_int_columns
+from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 
 
 def _as(key: str, header: str) -> Column:
@@ -119,6 +119,6 @@ def bench_view(results: Sequence[BenchResult], *, swept: Sequence[str] = (), man
     title = results[0].label if len({r.label for r in results}) == 1 else "bench"
     lines = notes(detail_lines(results[0])) if len(results) == 1 else ()
     section = Section(columns=_columns(results, swept), rows=rows, shown=[_shown(r, swept) for r in results],
-                      keys=keys_of(rows), title=title, notes=(*lines, *_warnings(results)), float_format=None)
+                      title=title, notes=(*lines, *_warnings(results)), float_format=None)
     doc: Any = [r.to_json() for r in results] if many else results[0].to_json()
     return View(sections=(section,), doc=doc)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from layerperf import units
-from layerperf.renderers.view import Column, Row
+from layerperf.renderers.view import Column
 
 
 def _ratio(unit: str) -> Callable[[Any], str]:
@@ -64,7 +64,3 @@ def text(key: str, header: str) -> Column:
     """A column of text, left-aligned."""
     return Column(key, header, str, "left")
 
-
-def keys_of(rows: Sequence[Row]) -> list[str]:
-    """Every key of ``rows``, first seen first."""
-    return list(dict.fromkeys(k for row in rows for k in row))
