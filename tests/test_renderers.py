@@ -248,3 +248,15 @@ def test_profile_output_beside_its_files(tiny_model_path: Path, tmp_path: Path,
     assert "layers by self %" in md and "backend: onnxruntime" in md and len(_md_rows(md)) >= 3
     assert run("-o", str(tmp_path / "r.json")) == 0
     assert set(orjson.loads((tmp_path / "r.json").read_bytes())) == {"summary", "layers", "files", "extra"}
+
+
+def test_names_with_brackets_print_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # exporters write names such as blocks[0]/attn; rich would read [...] as markup and drop it
+    events = [{"name": name, "ph": "X", "ts": 10 * i, "dur": 5, "pid": 1, "tid": 1, "cat": "op"}
+              for i, name in enumerate(["blocks[0]/attn", "[red]conv[/red]", "[bold]"])]
+    trace = tmp_path / "t.json"
+    trace.write_bytes(orjson.dumps({"traceEvents": events}))
+    assert main(["analyze", str(trace), "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    for name in ("blocks[0]/attn", "[red]conv[/red]", "[bold]"):
+        assert name in out

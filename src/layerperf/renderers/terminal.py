@@ -28,12 +28,13 @@ def console(stderr: bool = False) -> Console:
 
 
 def table(rows: Sequence[Row], columns: Sequence[Column], title: str | None = None) -> Table:
-    t = Table(title=title, title_justify="left", header_style="bold")
+    # Cells and titles are Text, never markup: a node named ``blocks[0]/attn`` prints as it is.
+    t = Table(title=Text(title) if title is not None else None, title_justify="left", header_style="bold")
     for col in columns:
-        t.add_column(col.header, justify=col.justify,  # type: ignore[arg-type]
+        t.add_column(Text(col.header, style="bold"), justify=col.justify,  # type: ignore[arg-type]
                      no_wrap=col.justify == "right", overflow="fold")
     for row in rows:
-        t.add_row(*(col.cell(row) for col in columns))
+        t.add_row(*(Text(col.cell(row)) for col in columns))
     return t
 
 
