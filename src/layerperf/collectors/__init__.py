@@ -1,8 +1,12 @@
-"""Collectors: what a backend measures besides its own timings — perf counters, resident memory.
+"""Collectors: what a backend measures at layer boundaries — time, perf counters, resident memory.
 
-A backend receives one :class:`Collectors` with the validated requests (None for what was not asked)
-and drives them at layer boundaries; requests are checked when made, before any model runs, so an
-unusable event or option fails in seconds, not after minutes of profiling.
+A backend receives one :class:`Collectors` with the validated requests (None for what was not asked);
+requests are checked when made, before any model runs, so an unusable event or option fails in
+seconds, not after minutes of profiling. The collectors themselves are small objects a backend calls
+around each pass and each layer (:class:`~layerperf.collectors.boundary.Collector`):
+:class:`~layerperf.collectors.timing.Timing`, :class:`~layerperf.collectors.counters.PerfCounters`,
+:class:`~layerperf.collectors.memory.ResidentMemory`; :meth:`Collectors.driver` gives the object that
+runs the passes a request needs and puts the results on the Profile.
 """
 
 from __future__ import annotations
@@ -10,13 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from layerperf.collectors.boundary import Boundaries, Collector, PassFn, empty_pass
 from layerperf.collectors.counters import CounterRequest
 from layerperf.collectors.memory import MemoryRequest
 
 Progress = Callable[[str, int, int], None]
 
-__all__ = ["Collectors", "CounterRequest", "MemoryRequest", "Progress"]
+if TYPE_CHECKING:
+    from layerperf.collectors.driver import Driver
+
+__all__ = ["Boundaries", "Collector", "Collectors", "CounterRequest", "MemoryRequest", "PassFn", "Progress"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +45,11 @@ class Collectors:
         if counters:
             counters.check()
         return cls(counters, MemoryRequest.make(memory, sample_rate), progress)
+
+    def driver(self, n_layers: int, *, threads: str = "all", calibrate: PassFn = empty_pass) -> Driver:
+        """The object that runs the passes these requests need over a backend's ``n_layers`` layers (see
+        :mod:`layerperf.collectors.driver`). ``threads``: the counter group's, ``"all"`` (this process's)
+        or ``"self"``; ``calibrate``: one pass over a layer that does nothing, run as a real one is."""
+        from layerperf.collectors.driver import Driver
+
+        return Driver(self, n_layers, threads=threads, calibrate=calibrate)

@@ -1,10 +1,16 @@
-"""The perf-counter collector's request: which events to count, under which labels, over how many passes."""
+"""The perf-counter collector: its request (which events, under which labels, over how many passes),
+and the collector that reads a counter group at each layer boundary."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+from layerperf.collectors.boundary import MarkLog, outside_pass, pairs
+from layerperf.counters.reading import Reading
 from layerperf.errors import CounterError
 
 
@@ -44,4 +50,65 @@ class CounterRequest:
                 cs.read()
 
 
-# -- parent side ------------------------------------------------------------------------------------
+class CounterGroup(Protocol):
+    """What the collector needs of a :class:`~layerperf.counters.CounterSet` (a test may pass its own)."""
+
+    names: tuple[str, ...]
+
+    def read_raw(self) -> tuple[int, ...]: ...
+
+
+class PerfCounters:
+    """One counter group, read raw at each layer boundary (``CounterSet.read_raw``: the enabled and
+    running times, then each event's count, summed over the group's threads).
+
+    Afterwards, :meth:`counts` gives each layer's delta per pass, scaled for multiplexing by
+    time_enabled / time_running, less ``overhead`` (what an empty boundary counts, per event) and
+    never below 0; calls of a layer within one pass add up. A layer that did not run in a pass has
+    NaN there, an unknown, not a 0.
+    """
+
+    def __init__(self, group: CounterGroup, overhead: Mapping[str, float] | None = None) -> None:
+        self.names = tuple(group.names)
+        self.overhead = dict(overhead or {})
+        self._read = group.read_raw
+        self._log: MarkLog[tuple[int, ...]] = MarkLog()
+        self._add: Callable[[tuple[int, tuple[int, ...]]], None] = outside_pass
+
+    def begin_pass(self) -> None:
+        self._add = self._log.begin()
+
+    def start(self, layer: int) -> None:
+        self._add((layer, self._read()))
+
+    def stop(self, layer: int) -> None:
+        self._add((~layer, self._read()))
+
+    def end_pass(self) -> None:
+        self._add = outside_pass
+
+    @property
+    def passes(self) -> int:
+        return len(self._log.passes)
+
+    def counts(self, n_layers: int) -> tuple[dict[str, list[list[float]]], list[list[float]]]:
+        """Per event, each layer's count per pass ``[layer][pass]``; and the fraction of its time the
+        group was counted, ``[layer][pass]`` (1.0: exact)."""
+        nan = float("nan")
+        counts = {name: [[nan] * self.passes for _ in range(n_layers)] for name in self.names}
+        fraction = [[nan] * self.passes for _ in range(n_layers)]
+        for p, marks in enumerate(self._log.passes):
+            times: dict[int, list[int]] = {}
+            for layer, a, b in pairs(marks):
+                delta = Reading(self.names, tuple(x - y for x, y in zip(b[2:], a[2:], strict=True)),
+                                b[0] - a[0], b[1] - a[1])
+                for name, value in delta.scaled().items():
+                    value = value if math.isnan(value) else max(0.0, value - self.overhead.get(name, 0.0))
+                    row = counts[name][layer]
+                    row[p] = value if math.isnan(row[p]) else row[p] + value
+                enabled_running = times.setdefault(layer, [0, 0])
+                enabled_running[0] += delta.time_enabled
+                enabled_running[1] += delta.time_running
+            for layer, (enabled, running) in times.items():
+                fraction[layer][p] = running / enabled if enabled > 0 else 1.0
+        return counts, fraction

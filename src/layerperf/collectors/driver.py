@@ -1,0 +1,142 @@
+"""The collector driver: the passes a :class:`~layerperf.collectors.Collectors` request needs, run
+through a backend's own pass function, and their results put on the Profile.
+
+A backend hands it one function that runs the model once, calling a collector's boundaries
+(:data:`~layerperf.collectors.boundary.PassFn`), and gets counters and memory with no code of its own::
+
+    driver = collectors.driver(len(layers))
+    driver.run(lambda c: run_once(feed, c))
+    driver.fill(profile)            # Layer.counters, profile.counters, profile.memory
+
+The passes, in this order: resident memory (:data:`MEMORY_PASSES` passes), then for each group of
+events the PMU counts together (:func:`~layerperf.counters.schedule`, or one group when
+multiplexing): ``calibrate`` :data:`CALIBRATION_PASSES` times and ``passes`` passes of the model,
+each on the group opened once; then the timing: ``calibrate`` again and ``passes`` passes with a
+clock alone, for the counting passes' own time per layer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from layerperf.collectors.boundary import Collector, PassFn, empty_pass
+from layerperf.collectors.counters import PerfCounters
+from layerperf.collectors.counts import CounterResult
+from layerperf.collectors.memory import ResidentMemory
+from layerperf.collectors.timing import Timing
+
+if TYPE_CHECKING:
+    from layerperf.collectors import Collectors, CounterRequest
+    from layerperf.counters import CounterSet, EventSpec
+    from layerperf.memory.runtime import RuntimeMemory
+    from layerperf.profile_data import Profile
+
+CALIBRATION_PASSES = 50
+MEMORY_PASSES = 2  # as a fresh session's first run allocates, and the second reuses
+
+
+class Driver:
+    """Runs the passes ``request`` needs over ``n_layers`` layers and keeps what they measured.
+
+    ``threads``: the threads the counter group is opened on (``"all"`` of this process: a runtime's
+    pool workers are counted; ``"self"``: the calling thread). ``calibrate`` runs a pass over one
+    layer that does nothing, the way the backend runs a real one (default: two bare boundaries).
+    """
+
+    def __init__(self, request: Collectors, n_layers: int, *, threads: str = "all",
+                 calibrate: PassFn = empty_pass) -> None:
+        self.request = request
+        self.n_layers = n_layers
+        self.threads = threads
+        self.calibrate = calibrate
+        self.counted: CounterResult | None = None
+        self.memory: RuntimeMemory | None = None
+        self._done = self._total = 0
+
+    def run(self, one_pass: PassFn) -> Driver:
+        """Run every pass the request needs through ``one_pass``; then :meth:`fill` the profile."""
+        counters, memory = self.request.counters, self.request.memory
+        labels, groups = _groups(counters) if counters else ({}, [])
+        rate = memory.sample_rate if memory else 0
+        self._total = (MEMORY_PASSES if rate else 0) + (len(groups) + 1) * (counters.passes if counters else 0)
+        if memory is not None:
+            self.memory = self._sample_memory(one_pass, rate)
+        if counters is not None:
+            self.counted = self._count(one_pass, counters.passes, labels, groups)
+        return self
+
+    def fill(self, profile: Profile) -> None:
+        """Counts onto ``profile.layers`` and ``profile.counters``; the memory report into ``profile.memory``
+        (the analysis of the profile's layers with the resident memory read here)."""
+        if self.counted is not None and self.request.counters is not None:
+            profile.counters = self.counted.apply(profile.layers, self.request.counters)
+        if self.request.memory is not None:
+            from layerperf.memory import analyze
+
+            profile.memory = analyze(profile, self.memory)
+
+    # -- the passes --------------------------------------------------------------------------------
+    def _passes(self, collector: Collector, one_pass: PassFn, n: int) -> None:
+        for _ in range(n):
+            one_pass(collector)
+            self._done += 1
+            if self.request.progress:
+                self.request.progress("collecting (counters, memory)", self._done, self._total)
+
+    def _sample_memory(self, one_pass: PassFn, rate: int) -> RuntimeMemory:
+        from layerperf.memory.runtime import RuntimeMemory
+
+        if not rate:
+            return RuntimeMemory(sample_rate=0)
+        with ResidentMemory(rate) as rss:
+            self._passes(rss, one_pass, MEMORY_PASSES)
+        return rss.runtime()
+
+    def _count(self, one_pass: PassFn, passes: int, name_label: dict[str, str],
+               groups: list[list[EventSpec]]) -> CounterResult:
+        from layerperf.counters import CounterSet
+
+        counts: dict[str, list[list[float]]] = {}
+        fraction: dict[str, list[list[float]]] = {}
+        calibration: dict[str, float] = {}
+        for group in groups:
+            with CounterSet(group, threads=self.threads) as cs:
+                cs.enable()
+                overhead = self._counter_overhead(cs)
+                counters = PerfCounters(cs, overhead)
+                self._passes(counters, one_pass, passes)
+            got, frac = counters.counts(self.n_layers)
+            calibration.update({name_label[k]: v for k, v in overhead.items()})
+            counts.update({name_label[k]: v for k, v in got.items()})
+            fraction.update({name_label[spec.name]: frac for spec in group})
+        call_ns, node_ns = self._time(one_pass, passes)
+        return CounterResult(counts=counts, fraction=fraction, calibration=calibration, call_overhead_ns=call_ns,
+                             node_ns=node_ns, schedule=[[spec.name for spec in group] for group in groups])
+
+    def _counter_overhead(self, cs: CounterSet) -> dict[str, float]:
+        """Median counts of an empty layer's boundary, read the same way as a real layer's."""
+        empty = PerfCounters(cs)
+        for _ in range(CALIBRATION_PASSES):
+            self.calibrate(empty)
+        got, _ = empty.counts(1)
+        return {name: float(np.median(per_layer[0])) for name, per_layer in got.items()}
+
+    def _time(self, one_pass: PassFn, passes: int) -> tuple[float, list[list[int]]]:
+        """What an empty layer takes (median ns), and each layer's call durations over ``passes`` passes."""
+        empty = Timing()
+        for _ in range(CALIBRATION_PASSES):
+            self.calibrate(empty)
+        timing = Timing()
+        self._passes(timing, one_pass, passes)
+        return float(np.median(empty.calls_ns(1)[0])), timing.calls_ns(self.n_layers)
+
+
+def _groups(request: CounterRequest) -> tuple[dict[str, str], list[list[EventSpec]]]:
+    """Each event's label by its resolved name, and the groups counted apart."""
+    from layerperf.counters import resolve, schedule
+
+    specs = [resolve(e) for e in request.events]
+    labels = {spec.name: label for spec, label in zip(specs, request.labels, strict=True)}
+    return labels, [specs] if request.multiplex else schedule(specs)

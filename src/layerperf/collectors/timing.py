@@ -1,0 +1,70 @@
+"""The timing collector: the wall time of every layer call and of every pass, from a monotonic clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from layerperf.collectors.boundary import MarkLog, outside_pass, pairs
+from layerperf.profile_data import Run, Span
+
+
+class Timing:
+    """``time.perf_counter_ns`` (or ``clock``) read at each boundary; spans and runs built afterwards.
+
+    Spans carry the thread that began the pass: a backend that runs its layers on other threads
+    says so itself.
+    """
+
+    def __init__(self, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._clock = clock
+        self._log: MarkLog[int] = MarkLog()
+        self._add: Callable[[tuple[int, int]], None] = outside_pass
+        self._extents: list[tuple[int, int, int]] = []  # (start, end, thread) of each pass
+        self._begun = 0
+        self._tid = 0
+
+    def begin_pass(self) -> None:
+        self._tid = threading.get_native_id()
+        self._add = self._log.begin()
+        self._begun = self._clock()
+
+    def start(self, layer: int) -> None:
+        self._add((layer, self._clock()))
+
+    def stop(self, layer: int) -> None:
+        self._add((~layer, self._clock()))
+
+    def end_pass(self) -> None:
+        end = self._clock()
+        self._add = outside_pass
+        self._extents.append((self._begun, end, self._tid))
+
+    @property
+    def passes(self) -> int:
+        return len(self._extents)
+
+    def calls_ns(self, n_layers: int) -> list[list[int]]:
+        """Each layer's call durations, pass after pass (body layers inside a parent included in its)."""
+        out: list[list[int]] = [[] for _ in range(n_layers)]
+        for marks in self._log.passes:
+            for layer, t0, t1 in sorted(pairs(marks), key=_start):
+                out[layer].append(t1 - t0)
+        return out
+
+    def runs(self, origin_ns: int | None = None) -> list[Run]:
+        """Every pass as a Run with its layers' spans, times relative to ``origin_ns`` (default: the
+        first pass's start)."""
+        if not self._extents:
+            return []
+        origin = self._extents[0][0] if origin_ns is None else origin_ns
+        out = []
+        for (begun, end, tid), marks in zip(self._extents, self._log.passes, strict=True):
+            spans = [Span(layer, t0 - origin, t1 - t0, tid) for layer, t0, t1 in sorted(pairs(marks), key=_start)]
+            out.append(Run(begun - origin, end - begun, spans))
+        return out
+
+
+def _start(pair: tuple[int, int, int]) -> int:
+    return pair[1]
