@@ -1,6 +1,10 @@
 """Per-node counters: the cost of a counter-group read at a node boundary, and the stepwise executor's
 fidelity against the in-situ profile, side by side for each model in one run.
 
+The boundary is measured twice: by hand (two raw reads and their delta, as a boundary once did it)
+and through the perf-counter collector (its start and stop: the two raw reads, kept; the delta waits
+until the pass is over).
+
     python benchmarks/counters.py [--models resnet50,bert-base] [--events task-clock,page-faults]
 """
 
@@ -37,6 +41,25 @@ def read_cost_us(events: list[str], threads: str, n: int = 10000) -> tuple[float
         return float(np.median(raw)) / 1e3, float(np.median(boundary)) / 1e3, len(cs.threads)
 
 
+def collector_cost_us(events: list[str], threads: str, n: int = 10000) -> float:
+    """Median µs of one layer's boundary through the PerfCounters collector: start + stop."""
+    from layerperf.collectors.counters import PerfCounters
+
+    with CounterSet(events, threads=threads) as cs:
+        cs.enable()
+        collector = PerfCounters(cs)
+        clock = time.perf_counter_ns
+        took = []
+        collector.begin_pass()
+        for _ in range(n):
+            t0 = clock()
+            collector.start(0)
+            collector.stop(0)
+            took.append(clock() - t0)
+        collector.end_pass()
+        return float(np.median(took)) / 1e3
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet50,bert-base")
@@ -55,8 +78,9 @@ def main() -> int:
     print(f"counter-group read, events {events}")
     for threads in ("self", "all"):
         raw, boundary, n = read_cost_us(events, threads)
+        collected = collector_cost_us(events, threads)
         print(f"  threads={threads:4s} ({n} threads): one read {raw:6.2f} µs; node boundary (2 reads + delta) "
-              f"{boundary:6.2f} µs")
+              f"{boundary:6.2f} µs; collector boundary (start + stop) {collected:6.2f} µs")
     del _keep
 
     print(f"\nstepwise vs in-situ ({args.runs} in-situ runs, {args.passes} stepwise passes)")

@@ -5,10 +5,13 @@ Why a worker process: every one-node session would otherwise start its own intra
 process can set ONNX Runtime's global thread pool before its environment exists, so all node
 sessions share one pool — the threads that do the model's work — and counters open on those.
 
-Counting: events are scheduled into groups the PMU counts exactly, each over ``passes`` passes of
-the whole graph; the cost of a stepwise call itself (calibrated on an empty Identity node, read
-the same way) is subtracted. With ``multiplex`` every event is in one group over the same passes,
-scaled by time_enabled/time_running, with the fraction counted kept beside each count.
+Counting is the collectors' (:mod:`layerperf.collectors.driver`), at the stepwise executor's node
+boundaries: events are scheduled into groups the PMU counts exactly, each over ``passes`` passes of
+the whole graph; the cost of a stepwise call itself (calibrated on an empty Identity node, run by a
+stepwise executor of its own and read the same way) is subtracted. With ``multiplex`` every event is
+in one group over the same passes, scaled by time_enabled/time_running, with the fraction counted
+kept beside each count. What is ONNX Runtime's stays here: the worker, its global thread pool, the
+optimized graph and the calibration node.
 """
 
 from __future__ import annotations
@@ -24,12 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.collectors.counters import CounterRequest
+from layerperf.collectors import Collectors, CounterRequest, PassFn
+from layerperf.collectors.counts import CounterResult
 from layerperf.errors import BackendError, CounterError, LayerperfError
 from layerperf.profile_data import CounterInfo
 from layerperf.tensor import lacks_numpy, numpy_dtype
-
-CALIBRATION_PASSES = 50
 
 
 def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndarray], order: list[str],
@@ -72,18 +74,7 @@ def _restored(arr: np.ndarray, dtype_name: str | None) -> np.ndarray:
 
 def apply_counts(layers: list[Any], result: dict[str, Any], request: CounterRequest) -> CounterInfo:
     """Put each node's per-pass counts on its layer; return how they were counted."""
-    for label, per_node in result["counts"].items():
-        for layer, values in zip(layers, per_node, strict=True):
-            layer.counters[label] = values
-    call_ns = result["call_overhead_ns"]
-    fractions = ({label: [float(np.mean(f)) for f in per_node] for label, per_node in result["fraction"].items()}
-                 if request.multiplex else None)
-    return CounterInfo(
-        events=dict(zip(request.labels, request.events, strict=True)), passes=request.passes,
-        multiplex=request.multiplex, schedule=result["schedule"], calibration=result["calibration"],
-        call_overhead_ns=call_ns,
-        stepwise_median_ns=[max(0.0, float(np.median(t)) - call_ns) for t in result["node_ns"]],
-        fraction_counted=fractions)
+    return CounterResult.from_json(result).apply(layers, request)
 
 
 # -- worker side ------------------------------------------------------------------------------------
@@ -124,52 +115,19 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path, workdir: P
     return model
 
 
-def _count_group(executor: Any, feed: dict[str, Any], specs: list[Any], passes: int,
-                 overhead: dict[str, float] | None) -> tuple[dict[str, list[list[float]]], list[list[float]]]:
-    """Counts [event][node][pass] (calibration subtracted) and fraction counted [node][pass]."""
-    from layerperf.counters import CounterSet
-
-    n = len(executor.steps)
-    names = [s.name for s in specs]
-    counts = {name: [[0.0] * passes for _ in range(n)] for name in names}
-    fraction = [[1.0] * passes for _ in range(n)]
-    marks: list[Any] = [None] * n
-    ends: list[Any] = [None] * n
-    with CounterSet(specs, threads="all") as cs:
-        # Only raw reads at the boundaries; turning them into counts waits until the pass is over.
-        def before(i: int) -> None:
-            marks[i] = cs.read_raw()
-
-        def after(i: int) -> None:
-            ends[i] = cs.read_raw()
-
-        cs.enable()
-        for p in range(passes):
-            executor.run_pass(feed, before, after)
-            for i in range(n):
-                delta = cs.reading(ends[i]) - cs.reading(marks[i])
-                fraction[i][p] = delta.fraction_counted
-                for name, value in delta.scaled().items():
-                    counts[name][i][p] = max(0.0, value - (overhead or {}).get(name, 0.0))
-    return counts, fraction
-
-
-def _calibrate(specs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, float], float]:
-    """Median counts and ns that one stepwise call of an empty node costs, read the same way."""
+def _calibration_pass(opts: dict[str, Any]) -> PassFn:
+    """One stepwise pass over an empty Identity node: what a stepwise call costs when the node does nothing."""
     from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 
     executor = StepwiseExecutor(calibration_model(), ["empty"], provider=opts["provider"], global_threads=True)
     feed = {"x": np.zeros(1, np.float32)}
-    counts, _ = _count_group(executor, feed, specs, CALIBRATION_PASSES, None)
-    times = [executor.run_pass(feed)[1][0] for _ in range(CALIBRATION_PASSES)]
-    return {k: float(np.median(v[0])) for k, v in counts.items()}, float(np.median(times))
+    return lambda collector: executor.run_pass(feed, collector=collector)
 
 
 def work(job: dict[str, Any]) -> dict[str, Any]:
     import onnxruntime.capi._pybind_state as ort_state
 
     from layerperf.backends.ort.stepwise import StepwiseExecutor
-    from layerperf.counters import resolve, schedule
     from layerperf.skeleton import read_skeleton
 
     opts, req = job["opts"], job["request"]
@@ -188,25 +146,15 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         executor = StepwiseExecutor(optimized, job["order"], provider=opts["provider"], global_threads=True,
                                     data_dir=workdir, original=read_skeleton(Path(job["model"])))
         # The first pass builds every node's session, each reading its weights; the second warms the caches.
-        times = [executor.run_pass(feed)[1] for _ in range(2)]
+        for _ in range(2):
+            executor.run_pass(feed)
         os.chdir(data_dir)  # out of the folder about to go
-    specs = [resolve(e) for e in req["events"]]
-    label = {s.name: lab for s, lab in zip(specs, req["labels"], strict=True)}
-    groups = [specs] if req["multiplex"] else schedule(specs)
-    counts: dict[str, Any] = {}
-    fractions: dict[str, Any] = {}
-    calibration: dict[str, float] = {}
-    call_ns = 0.0
-    for group in groups:
-        overhead, call_ns = _calibrate(group, opts)
-        calibration.update({label[k]: v for k, v in overhead.items()})
-        got, frac = _count_group(executor, feed, group, req["passes"], overhead)
-        counts.update({label[k]: v for k, v in got.items()})
-        fractions.update({label[s.name]: frac for s in group})
-    times += [executor.run_pass(feed)[1] for _ in range(req["passes"])]
-    return {"counts": counts, "fraction": fractions, "calibration": calibration, "call_overhead_ns": call_ns,
-            "node_ns": [[t[i] for t in times[2:]] for i in range(len(executor.steps))],
-            "schedule": [[s.name for s in g] for g in groups]}
+    request = CounterRequest(tuple(req["events"]), tuple(req["labels"]), int(req["passes"]), bool(req["multiplex"]))
+    driver = Collectors(counters=request).driver(len(executor.steps), threads="all",
+                                                 calibrate=_calibration_pass(opts))
+    driver.run(lambda collector: executor.run_pass(feed, collector=collector))
+    assert driver.counted is not None
+    return driver.counted.to_json()
 
 
 def main(argv: list[str]) -> int:

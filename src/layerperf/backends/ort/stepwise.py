@@ -2,9 +2,9 @@
 
 Each node gets its own InferenceSession (optimizations off: the graph is already optimized), and
 tensors are handed from node to node as OrtValues, never copied through numpy. That gives a
-boundary around every node where a caller can read counters — exact per-node attribution with
-stock ONNX Runtime. Sessions are built during the first pass, when the element types of every
-input are known from the OrtValues themselves.
+boundary around every node where a caller's collectors (:mod:`layerperf.collectors`) read counters
+— exact per-node attribution with stock ONNX Runtime. Sessions are built during the first pass,
+when the element types of every input are known from the OrtValues themselves.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -24,6 +24,9 @@ from layerperf import extdata
 from layerperf.backends.ort.names import nodes_by_name
 from layerperf.backends.ort.session import ORT_ERRORS, Session, elem_type, to_ortvalue
 from layerperf.errors import LayerperfError
+
+if TYPE_CHECKING:
+    from layerperf.collectors import Collector
 
 Hook = Callable[[int], None]  # called with the node's position, right before / right after it runs
 
@@ -126,9 +129,18 @@ class StepwiseExecutor:
             step.call = _fast_call(sess, step.outputs)
         return step.call
 
-    def run_pass(self, feed: dict[str, Any], before: Hook | None = None,
-                 after: Hook | None = None) -> tuple[dict[str, ort.OrtValue], list[int]]:  # noqa: D417
-        """One pass over every node; returns graph-output values and each node's wall time in ns."""
+    def run_pass(self, feed: dict[str, Any], before: Hook | None = None, after: Hook | None = None, *,
+                 collector: Collector | None = None) -> tuple[dict[str, ort.OrtValue], list[int]]:
+        """One pass over every node; returns graph-output values and each node's wall time in ns.
+
+        ``collector`` is called around the pass and at each node's boundaries (its start and stop are
+        the ``before`` and ``after`` hooks then), with the node's position in ``order``.
+        """
+        if collector is not None:
+            if before or after:
+                raise ValueError("run_pass takes hooks or a collector, not both")
+            before, after = collector.start, collector.stop
+            collector.begin_pass()
         values = {k: (v if isinstance(v, ort.OrtValue) else to_ortvalue(np.asarray(v)))._get_c_value()
                   for k, v in feed.items()}
         outputs = {o.name for o in self.model.graph.output}
@@ -149,6 +161,8 @@ class StepwiseExecutor:
             for name in step.inputs:  # free what no later node reads
                 if self._last_use.get(name) == i and name not in outputs:
                     values.pop(name, None)
+        if collector is not None:
+            collector.end_pass()
         return {k: ort.OrtValue(v) for k, v in values.items() if k in outputs}, times
 
 
