@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -85,9 +85,9 @@ def test_a_boundary_outside_a_pass_is_told() -> None:
 class FakeGroup:
     """A counter group whose raw reads are given: (enabled, running, count per event)."""
 
-    names = ("a", "b")
+    names: tuple[str, ...] = ("a", "b")
 
-    def __init__(self, reads: list[tuple[int, ...]]) -> None:
+    def __init__(self, reads: Sequence[tuple[int, ...]]) -> None:
         self._reads = iter(reads)
 
     def read_raw(self) -> tuple[int, ...]:

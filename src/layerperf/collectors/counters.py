@@ -53,7 +53,8 @@ class CounterRequest:
 class CounterGroup(Protocol):
     """What the collector needs of a :class:`~layerperf.counters.CounterSet` (a test may pass its own)."""
 
-    names: tuple[str, ...]
+    @property
+    def names(self) -> tuple[str, ...]: ...
 
     def read_raw(self) -> tuple[int, ...]: ...
 
