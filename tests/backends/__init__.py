@@ -1,0 +1,1 @@
+"""Toy backends for the backend contract test (not part of layerperf)."""

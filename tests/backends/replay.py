@@ -1,0 +1,184 @@
+"""A toy backend: an ONNX graph replayed node by node with numpy, through layerperf's Backend protocol.
+
+It proves the interface needs nothing else: it imports only layerperf's public pieces (the protocol,
+the collectors, the cost model, the model and input helpers, the Profile) and is registered with one
+line, ``layerperf.backends.register("replay", "backends.replay:ReplayBackend")``. Its layers are the
+graph's nodes in the graph's (topological) order; their shapes and dtypes are the values numpy
+computed; their timings come from the timing collector, counters and memory from the collector
+driver. An op it has no kernel for is refused, in one line, before anything runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from backends.replay_ops import KERNELS, Kernel
+from layerperf.backends.base import Availability, RunPlan, option
+from layerperf.collectors import Collector, Collectors
+from layerperf.collectors.timing import Timing
+from layerperf.cost import is_known, node_cost
+from layerperf.cost.graph import attributes
+from layerperf.errors import BackendError
+from layerperf.inputs import InputSpec, make_feed
+from layerperf.model_source import ModelSource, open_model
+from layerperf.profile_data import GraphSummary, Layer, Measurement, Profile
+from layerperf.profile_metadata import metadata
+from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
+
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    replay_dtype: str = field(default="float32", metadata=option(
+        "precision numpy computes the model's floating-point tensors in (default float32)", choices=DTYPES))
+
+
+@dataclass(slots=True)
+class _Step:
+    node: onnx.NodeProto
+    kernel: Kernel
+    attrs: dict[str, Any]
+
+
+def _nothing(layer: int) -> None:
+    pass
+
+
+class Replayer:
+    """The graph's nodes, run in order on numpy arrays; weights and floats in ``dtype``."""
+
+    def __init__(self, model: onnx.ModelProto, dtype: str) -> None:
+        missing = [n for n in model.graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in KERNELS]
+        if missing:
+            n = missing[0]
+            raise BackendError(f"the replay backend has no kernel for op type '{n.op_type}' (node '{n.name}')",
+                               hint="it runs " + ", ".join(sorted(KERNELS)))
+        self.dtype = np.dtype(dtype)
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.weights = {i.name: self.cast(numpy_helper.to_array(i)) for i in model.graph.initializer}
+        self.steps = [_Step(n, KERNELS[n.op_type], attributes(n)) for n in model.graph.node]
+
+    def cast(self, arr: np.ndarray) -> np.ndarray:
+        return arr.astype(self.dtype) if np.issubdtype(arr.dtype, np.floating) else arr
+
+    def run(self, feed: dict[str, np.ndarray], collector: Collector | None = None) -> dict[str, np.ndarray]:
+        """One pass; every value it computed, by name. ``collector`` sees each node's boundaries."""
+        values: dict[str, Any] = {**self.weights, **feed}
+        start, stop = (collector.start, collector.stop) if collector else (_nothing, _nothing)
+        if collector:
+            collector.begin_pass()
+        for i, step in enumerate(self.steps):
+            args = [values[name] if name else None for name in step.node.input]
+            start(i)
+            try:
+                outs = step.kernel(args, step.attrs, self.opset)
+            except (ValueError, TypeError, IndexError, NotImplementedError, np.linalg.LinAlgError) as exc:
+                raise BackendError(f"replay: node '{step.node.name}' ({step.node.op_type}) failed: {exc}") from None
+            stop(i)
+            values.update(zip(step.node.output, outs, strict=False))
+        if collector:
+            collector.end_pass()
+        return values
+
+
+def _info(name: str, value: np.ndarray | None) -> TensorInfo | None:
+    return None if value is None else TensorInfo(name, tuple(int(d) for d in value.shape), value.dtype.name)
+
+
+def _layer(step: _Step, values: dict[str, np.ndarray], weights: dict[str, np.ndarray]) -> Layer:
+    node = step.node
+    ins = [_info(n, values[n]) if n else None for n in node.input]
+    outs = [_info(n, values.get(n)) if n else None for n in node.output]
+    cost = node_cost(node.op_type, node.domain, step.attrs, ins, outs)
+    return Layer(name=node.name, op_type=node.op_type, domain=node.domain, provider="numpy",
+                 inputs=tuple(t for t in ins if t is not None), outputs=tuple(t for t in outs if t is not None),
+                 param_bytes=sum(weights[n].nbytes for n in dict.fromkeys(node.input) if n in weights),
+                 flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written, int_ops=cost.int_ops)
+
+
+def _specs(model: onnx.ModelProto) -> list[InputSpec]:
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        out.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
+    return out
+
+
+def _timed(runner: Replayer, feed: dict[str, np.ndarray], plan: RunPlan,
+           progress: Callable[[str, int, int], None] | None) -> tuple[Timing, list[int]]:
+    """The measured passes, each timed by the collector; with ``plan.latency`` a plain pass before each,
+    timed whole (the profiler-off latency)."""
+    timing, plain = Timing(), []
+    for r in range(plan.runs):
+        if plan.latency:
+            t0 = time.perf_counter_ns()
+            runner.run(feed)
+            plain.append(time.perf_counter_ns() - t0)
+        runner.run(feed, timing)
+        if progress:
+            progress("profiled runs", r + 1, plan.runs)
+    return timing, plain
+
+
+def _warnings(layers: list[Layer], plan: RunPlan) -> list[str]:
+    out = []
+    unknown = sorted({layer.op_type for layer in layers if not is_known(layer.op_type, layer.domain)})
+    if unknown:
+        out.append(f"FLOPs unknown for op types: {', '.join(unknown)}")
+    if plan.threads:
+        out.append("--threads is not applied by the replay backend: numpy's BLAS picks its own threads")
+    return out
+
+
+class ReplayBackend:
+    name: ClassVar[str] = "replay"
+    summary: ClassVar[str] = "a toy backend for the tests: the ONNX graph replayed node by node in numpy"
+    model_suffixes: ClassVar[tuple[str, ...]] = ()
+    options_type: ClassVar[type] = ReplayOptions
+
+    def availability(self) -> Availability:
+        return Availability(True, np.__version__)
+
+    def profile(self, model: Any, plan: RunPlan, options: Any, collectors: Collectors) -> Profile:
+        source = open_model(model, **plan.zoo_options)
+        full = _with_weights(source)
+        runner = Replayer(full, options.replay_dtype)
+        feed = {k: runner.cast(v) for k, v in make_feed(full, _specs(full), plan.shapes, plan.inputs_file,
+                                                        plan.seed).items()}
+        values = runner.run(feed)  # untimed: the shapes and dtypes every node really produced
+        layers = [_layer(step, values, runner.weights) for step in runner.steps]
+        for _ in range(plan.warmup):
+            runner.run(feed)
+        timing, plain = _timed(runner, feed, plan, collectors.progress)
+        run_list = timing.runs()
+        options_json = {"warmup": plan.warmup, "runs": plan.runs, "threads": plan.threads, "seed": plan.seed,
+                        "shapes": list(plan.shapes), **asdict(options)}
+        prof = Profile(
+            metadata=metadata(source, plan, self.name, np.__version__, "numpy", options_json),
+            layers=layers, runs=run_list, latency_ns=plain,
+            profiled_latency_ns=[r.dur_ns for r in run_list] if plain else [],
+            graph=GraphSummary(tuple(s.name for s in _specs(full)), tuple(o.name for o in full.graph.output),
+                               {k: v.nbytes for k, v in runner.weights.items()}),
+            measurement=Measurement(latency="interleaved" if plain else "off", inputs=[
+                {"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in feed.items()]),
+            warnings=_warnings(layers, plan))
+        # Counters and memory: the collector driver runs the passes they need, through one function.
+        collectors.driver(len(layers)).run(lambda c: runner.run(feed, c)).fill(prof)
+        return prof
+
+
+def _with_weights(source: ModelSource) -> onnx.ModelProto:
+    """The model with every weight's values (layerperf's own copy of it keeps large ones in the file)."""
+    return onnx.load(str(source.path))

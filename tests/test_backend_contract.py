@@ -1,0 +1,276 @@
+"""The backend contract: what every registered backend gives for a model it can run.
+
+Parametrized over the registry, so a backend that joins it (PyTorch, TVM...) is held to the same
+contract. The toy "replay" backend of tests/backends (numpy, node by node) is registered here with
+one line: it is the proof that a backend needs nothing beyond the interface.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import orjson
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import layerperf
+from layerperf import backends
+from layerperf.cli import main
+from layerperf.cost import is_known
+from layerperf.memory import MemoryReport
+
+backends.register("replay", "backends.replay:ReplayBackend")
+
+M, K, N = 256, 512, 256  # the MatMuls: big enough that every layer's work stands above a boundary's cost
+DETS = 2048  # 4x4 matrices: Det is an op the cost model does not know
+BACKENDS = backends.names()
+
+
+def contract_model() -> onnx.ModelProto:
+    """x -> MatMul -> Add -> Relu -> MatMul -> Tanh -> Softmax -> y, and m -> Det -> d beside it."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((N, N)) / np.sqrt(N)).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("Add", ["a", "b1"], ["ab"], name="bias"),
+             helper.make_node("Relu", ["ab"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["h"], name="mm2"),
+             helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
+             helper.make_node("Softmax", ["t"], ["y"], name="softmax", axis=-1),
+             helper.make_node("Det", ["m"], ["d"], name="det")]
+    graph = helper.make_graph(
+        nodes, "contract",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K]),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, [DETS, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N]),
+         helper.make_tensor_value_info("d", TensorProto.FLOAT, [DETS])], inits)
+    # ir_version 9 and opset 17: what ONNX Runtime 1.31 loads
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("contract") / "contract.onnx"
+    onnx.save(contract_model(), path)
+    return path
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    name = str(request.param)
+    avail = backends.get(name).availability()
+    if not avail.usable:
+        pytest.skip(f"backend {name} is not usable here: {avail.reason}")
+    return name
+
+
+@pytest.fixture(scope="module")
+def profiled(backend: str, model_path: Path) -> layerperf.Profile:
+    """One profile with everything asked: timings, a software counter, the memory profile."""
+    return layerperf.profile(model_path, backend=backend, warmup=1, runs=3, events=["task-clock"], passes=2,
+                             memory=True)
+
+
+@pytest.fixture(scope="module")
+def saved(profiled: layerperf.Profile, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("saved")
+    profiled.save(out)
+    return out
+
+
+def _producers(prof: layerperf.Profile) -> dict[str, int]:
+    return {t.name: i for i, layer in enumerate(prof.layers) for t in layer.outputs}
+
+
+def test_layers_in_execution_order(profiled: layerperf.Profile, backend: str) -> None:
+    assert profiled.metadata["backend"] == backend
+    names = [layer.name for layer in profiled.layers]
+    assert len(names) == len(set(names)) and names
+    produced = _producers(profiled)
+    graph_inputs = {"x", "m"}
+    for i, layer in enumerate(profiled.layers):
+        for t in layer.inputs:  # what a layer reads is a graph input, a weight, or an earlier layer's output
+            assert t.name in graph_inputs or t.name not in produced or produced[t.name] < i, (layer.name, t.name)
+    assert {"y", "d"} <= set(produced)  # the graph's outputs come from its layers
+
+
+def test_every_run_calls_every_layer_with_a_time(profiled: layerperf.Profile) -> None:
+    assert len(profiled.runs) == 3
+    for row in profiled.table():
+        assert row["calls"] == len(profiled.runs), row["name"]
+    for i in range(len(profiled.layers)):
+        assert profiled.durations_ns(i).size == 3 and np.median(profiled.durations_ns(i)) > 0
+    for run in profiled.runs:
+        starts = [s.start_ns for s in run.spans]
+        assert starts == sorted(starts) and all(s.start_ns >= run.start_ns for s in run.spans)
+
+
+def test_shapes_and_dtypes_are_what_ran(profiled: layerperf.Profile) -> None:
+    declared = {o.name: o for o in contract_model().graph.output}
+    for layer in profiled.layers:
+        for t in (*layer.inputs, *layer.outputs):
+            assert t.is_static and t.dtype, (layer.name, t)
+        for t in layer.inputs:
+            if t.name == "x":
+                assert t.shape == (M, K) and t.dtype == "float32"
+        for t in layer.outputs:
+            if t.name in declared:
+                dims = tuple(d.dim_value for d in declared[t.name].type.tensor_type.shape.dim)
+                assert t.shape == dims and t.dtype == "float32"
+
+
+def test_flops_known_or_flagged_unknown(profiled: layerperf.Profile) -> None:
+    for layer in profiled.layers:
+        if is_known(layer.op_type, layer.domain):
+            assert layer.flops is not None and layer.flops >= 0, layer.name
+        else:
+            assert layer.flops is None, layer.name  # unknown, never a silent 0
+    det = [layer for layer in profiled.layers if layer.op_type == "Det"]
+    assert det and det[0].flops is None
+    from layerperf.summary import summary
+
+    summ = summary(profiled)
+    assert summ["flops_unknown_layers"] >= 1
+    assert summ["flops"] >= 2 * (M * K * N + M * N * N)  # at least the two MatMuls' work, whatever fused them
+    assert any("Det" in w for w in profiled.warnings)
+
+
+def test_save_load_round_trip(profiled: layerperf.Profile, saved: Path) -> None:
+    again = layerperf.load(saved / "trace.json")
+    assert again == profiled
+    assert [layer.counters for layer in again.layers] == [layer.counters for layer in profiled.layers]
+    assert again.memory is not None and again.memory.peak_bytes == profiled.memory.peak_bytes  # type: ignore[union-attr]
+
+
+def test_analyze_and_diff_read_it(profiled: layerperf.Profile, saved: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(saved / "trace.json"), "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)
+    assert {r["name"] for r in rows} == {layer.name for layer in profiled.layers}
+    assert all(r["calls"] == len(profiled.runs) for r in rows)
+    assert main(["diff", str(saved / "trace.json"), str(saved / "trace.json"), "--format", "json"]) == 0
+    diffed = orjson.loads(capsys.readouterr().out)["rows"]
+    assert {r["key"] for r in diffed} == {layer.name for layer in profiled.layers}
+    assert all(r["match"] == "exact" and not r["only_in"] and r["delta_us"] == 0 for r in diffed)
+
+
+def test_counters_per_layer(profiled: layerperf.Profile) -> None:
+    assert profiled.counters is not None and profiled.counters.events == {"task-clock": "task-clock"}
+    assert profiled.counters.passes == 2
+    for layer in profiled.layers:
+        counts = layer.counters["task-clock"]
+        assert len(counts) == 2 and all(math.isfinite(c) for c in counts), layer.name
+        assert np.median(counts) > 0, layer.name  # CPU ns of real work, above an empty boundary's
+    assert len(profiled.counters.stepwise_median_ns) == len(profiled.layers)
+
+
+def test_memory_report(profiled: layerperf.Profile) -> None:
+    rep = profiled.memory
+    assert isinstance(rep, MemoryReport)
+    biggest = max(sum(t.nbytes or 0 for t in layer.outputs) for layer in profiled.layers)
+    assert rep.peak_bytes >= biggest > 0  # a tensor is live while its layer writes it
+    assert rep.peak_node in {layer.name for layer in profiled.layers}
+    assert rep.runtime is not None and rep.runtime.rss_samples
+    assert rep.runtime.rss_hwm_bytes is not None and rep.runtime.rss_baseline_bytes is not None
+    assert rep.runtime.rss_hwm_bytes >= rep.runtime.rss_baseline_bytes
+    assert {s.node for s in rep.runtime.rss_samples} <= set(range(len(profiled.layers)))
+
+
+def test_profile_command(backend: str, model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["profile", str(model_path), "--backend", backend, "--warmup", "0", "--runs", "2", "--no-latency",
+                 "--format", "json", "--out", str(out)]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["summary"]["runs"] == 2 and doc["layers"]
+    assert json.loads((out / "trace.json").read_text())["traceEvents"]
+    assert (out / "layers.csv").read_text().count("\n") == len(doc["layers"]) + 1
+
+
+def test_bad_model_is_one_line(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07not a model at all")
+    out = tmp_path / "out"
+    assert main(["profile", str(bad), "--backend", backend, "--runs", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(bad) in err
+    assert not out.exists()
+
+
+def test_backends_command_lists_it(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backends", "--format", "json"]) == 0
+    found = {b["name"]: b for b in orjson.loads(capsys.readouterr().out)["backends"]}
+    assert found[backend]["usable"] is True and found[backend]["version"]
+
+
+# -- the toy backend's own -------------------------------------------------------------------------
+
+@pytest.fixture
+def replay_only() -> Iterator[None]:
+    if "replay" not in backends.names():
+        pytest.skip("the replay backend is not registered")
+    yield
+
+
+def test_replay_computes_what_onnxruntime_does(replay_only: None) -> None:
+    import onnxruntime as ort
+
+    from backends.replay import Replayer
+
+    model = contract_model()
+    rng = np.random.default_rng(1)
+    feed = {"x": rng.standard_normal((M, K)).astype(np.float32),
+            "m": rng.standard_normal((DETS, 4, 4)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+    got = Replayer(model, "float32").run(feed)
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got["d"], want[1], rtol=1e-3, atol=1e-4)
+
+
+def test_replay_conv_matches_onnxruntime(replay_only: None) -> None:
+    import onnxruntime as ort
+
+    from backends.replay import Replayer
+
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 2, 1, 0], strides=[2, 1],
+                            dilations=[1, 2])
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    feed = {"x": rng.standard_normal((2, 3, 9, 10)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_allclose(Replayer(model, "float32").run(feed)["y"], want, rtol=1e-4, atol=1e-5)
+
+
+def test_replay_refuses_an_op_it_cannot_run(replay_only: None, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="ok"),
+                               helper.make_node("Erf", ["r"], ["y"], name="erf")], "g", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "erf.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    out = tmp_path / "out"
+    assert main(["profile", str(path), "--backend", "replay", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no kernel for op type 'Erf' (node 'erf')" in err
+    assert not out.exists()
+
+
+def test_replay_flag_reaches_it(replay_only: None, model_path: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["profile", str(model_path), "--backend", "replay", "--replay-dtype", "float64", "--runs", "1",
+                 "--warmup", "0", "--no-latency", "--out", str(out)]) == 0
+    prof = layerperf.load(out)
+    assert prof.metadata["options"]["replay_dtype"] == "float64"
+    tanh = next(layer for layer in prof.layers if layer.op_type == "Tanh")
+    assert [t.dtype for t in tanh.outputs] == ["float64"] and tanh.bytes_written == M * N * 8
