@@ -125,6 +125,16 @@ def test_counter_calls_of_a_layer_add_up_and_a_group_never_counted_is_nan() -> N
     assert math.isnan(counts["a"][1][0]) and fraction[1] == [0.0]
 
 
+def test_a_count_less_an_unknown_overhead_is_unknown() -> None:
+    pc = PerfCounters(FakeGroup([(0, 0, 0, 0), (10, 10, 50, 5)]), overhead={"a": math.nan})
+    pc.begin_pass()
+    pc.start(0)
+    pc.stop(0)
+    pc.end_pass()
+    counts, _ = pc.counts(1)
+    assert math.isnan(counts["a"][0][0]) and counts["b"][0] == [5.0]
+
+
 def statm(pages: Iterator[int]) -> object:
     return lambda: f"999 {next(pages)} 0 0 0 0 0\n".encode()
 

@@ -52,15 +52,20 @@ def _nothing(layer: int) -> None:
     pass
 
 
+def check_ops(model: onnx.ModelProto) -> None:
+    """BackendError naming the first node the replay backend has no kernel for."""
+    missing = [n for n in model.graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in KERNELS]
+    if missing:
+        n = missing[0]
+        raise BackendError(f"the replay backend has no kernel for op type '{n.op_type}' (node '{n.name}')",
+                           hint="it runs " + ", ".join(sorted(KERNELS)))
+
+
 class Replayer:
     """The graph's nodes, run in order on numpy arrays; weights and floats in ``dtype``."""
 
     def __init__(self, model: onnx.ModelProto, dtype: str) -> None:
-        missing = [n for n in model.graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in KERNELS]
-        if missing:
-            n = missing[0]
-            raise BackendError(f"the replay backend has no kernel for op type '{n.op_type}' (node '{n.name}')",
-                               hint="it runs " + ", ".join(sorted(KERNELS)))
+        check_ops(model)
         self.dtype = np.dtype(dtype)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.weights = {i.name: self.cast(numpy_helper.to_array(i)) for i in model.graph.initializer}
@@ -153,6 +158,7 @@ class ReplayBackend:
 
     def profile(self, model: Any, plan: RunPlan, options: Any, collectors: Collectors) -> Profile:
         source = open_model(model, **plan.zoo_options)
+        check_ops(source.proto)  # before reading any weight
         full = _with_weights(source)
         runner = Replayer(full, options.replay_dtype)
         feed = {k: runner.cast(v) for k, v in make_feed(full, _specs(full), plan.shapes, plan.inputs_file,

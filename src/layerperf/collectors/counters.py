@@ -103,8 +103,9 @@ class PerfCounters:
             for layer, a, b in pairs(marks):
                 delta = Reading(self.names, tuple(x - y for x, y in zip(b[2:], a[2:], strict=True)),
                                 b[0] - a[0], b[1] - a[1])
-                for name, value in delta.scaled().items():
-                    value = value if math.isnan(value) else max(0.0, value - self.overhead.get(name, 0.0))
+                for name, scaled in delta.scaled().items():
+                    value = scaled - self.overhead.get(name, 0.0)  # NaN stays: unknown, not 0
+                    value = value if math.isnan(value) else max(0.0, value)
                     row = counts[name][layer]
                     row[p] = value if math.isnan(row[p]) else row[p] + value
                 enabled_running = times.setdefault(layer, [0, 0])

@@ -42,7 +42,8 @@ class Driver:
 
     ``threads``: the threads the counter group is opened on (``"all"`` of this process: a runtime's
     pool workers are counted; ``"self"``: the calling thread). ``calibrate`` runs a pass over one
-    layer that does nothing, the way the backend runs a real one (default: two bare boundaries).
+    layer (index 0) that does nothing, the way the backend runs a real one (default: two bare
+    boundaries); its median counts and time are subtracted from every layer's.
     """
 
     def __init__(self, request: Collectors, n_layers: int, *, threads: str = "all",
