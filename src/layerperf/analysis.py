@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from layerperf import figures
 from layerperf.calls import GROUPINGS, STRING_COLUMNS, Calls, Labels, group_codes
 from layerperf.errors import InputError
 
@@ -62,51 +62,21 @@ def _label_mask(labels: Labels, test: Any) -> np.ndarray:
 
 
 # -- aggregate -------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Groups:
-    inverse: np.ndarray  # group of each row
-    count: int
-    rows: np.ndarray  # rows sorted by group
-    starts: np.ndarray  # first position in ``rows`` of each group
-    sizes: np.ndarray  # rows per group
+# --aggregate's words for the statistic (layerperf.figures.STATS) combining a group's calls; ``count``
+# sums like ``sum``, and is meant for ordering by calls
+_STAT = {"sum": "total", "count": "total", "mean": "mean", "median": "median", "max": "max", "min": "min"}
 
 
-def _groups(table: Calls, by: str) -> _Groups:
-    inverse = group_codes(table, by)
-    count = int(inverse.max()) + 1 if inverse.size else 0
-    rows = np.argsort(inverse, kind="stable")
-    sizes = np.bincount(inverse, minlength=count)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if count else np.zeros(0, np.int64)
-    return _Groups(inverse, count, rows, starts, sizes)
+def _groups(table: Calls, by: str) -> figures.Groups:
+    return figures.groups(group_codes(table, by))
 
 
-def _reduce(values: np.ndarray, g: _Groups, how: str) -> np.ndarray:
+def _reduce(values: np.ndarray, g: figures.Groups, how: str) -> np.ndarray:
     """One value per group; NaN where any value of the group is NaN (unknown stays unknown)."""
-    if not g.count:
-        return np.zeros(0)
-    if how in ("sum", "count"):
-        return np.bincount(g.inverse, weights=values, minlength=g.count)
-    if how == "mean":
-        return np.bincount(g.inverse, weights=values, minlength=g.count) / g.sizes
-    nan = np.isnan(values)
-    if nan.all():
-        return np.full(g.count, np.nan)
-    if how in ("min", "max"):
-        ufunc = np.minimum if how == "min" else np.maximum
-        out: np.ndarray = ufunc.reduceat(values[g.rows], g.starts)
-        return out
-    # median: sort by value within each group
-    order = np.lexsort((values, g.inverse))
-    v = values[order]
-    lo = v[g.starts + (g.sizes - 1) // 2]
-    hi = v[g.starts + g.sizes // 2]
-    out = (lo + hi) / 2
-    if nan.any():
-        out[np.bincount(g.inverse, weights=nan, minlength=g.count) > 0] = np.nan
-    return out
+    return figures.grouped(values, g, _STAT[how])
 
 
-def _group_labels(labels: Labels, g: _Groups, mixed: Any) -> Labels:
+def _group_labels(labels: Labels, g: figures.Groups, mixed: Any) -> Labels:
     """Each group's value when all its rows agree; ``mixed(n)`` for a group of n different values."""
     n_values = max(len(labels.values), 1)
     pairs = np.unique(g.inverse.astype(np.int64) * n_values + labels.codes)
@@ -149,7 +119,7 @@ def aggregate(table: Calls, by: str = "name", how: str = "sum") -> Calls:
         dur_ns=_reduce(table.dur_ns, g, how), total_ns=_reduce(table.total_ns, g, "sum"),
         incl_ns=_reduce(_once(table, by, table.incl_ns, how), g, how), device_ns=_reduce(table.device_ns, g, how),
         device_incl_ns=_reduce(_once(table, by, table.device_incl, how), g, how),
-        calls=np.bincount(g.inverse, weights=table.calls, minlength=g.count).astype(np.int64),
+        calls=figures.grouped(table.calls, g, "total").astype(np.int64),
         flops=_reduce(_once(table, by, table.flops, how) if table.meta.get("inclusive_flops") else table.flops,
                       g, how),
         bytes=_reduce(table.bytes, g, how), int_ops=_reduce(table.int_ops, g, how),
@@ -173,11 +143,6 @@ def grand_total_ns(table: Calls) -> float:
     return float(total) if total else float(np.nansum(table.total_ns))
 
 
-def _rate(amount: np.ndarray, time_ns: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(time_ns > 0, amount / (time_ns * 1e-9), np.nan)
-
-
 def on_device(table: Calls) -> np.ndarray:
     """Rows whose work ran on a device: some device time was launched under them."""
     with np.errstate(invalid="ignore"):
@@ -195,17 +160,16 @@ def rate_time_ns(table: Calls) -> np.ndarray:
 
 def numeric_columns(table: Calls) -> dict[str, np.ndarray]:
     """Every numeric column by its JSON name, derived ones included (cum_share in table order)."""
-    grand = grand_total_ns(table) or 1.0
-    share = table.total_ns / grand
-    rate_ns = rate_time_ns(table)
+    grand = grand_total_ns(table)
+    rate_s = rate_time_ns(table) * 1e-9
     cols = {
-        "time_us": table.dur_ns / 1e3, "total_us": table.total_ns / 1e3, "share": share,
-        "cum_share": np.cumsum(share), "incl_us": table.incl_ns / 1e3, "device_us": table.device_ns / 1e3,
-        "device_incl_us": table.device_incl / 1e3,
+        "time_us": table.dur_ns / 1e3, "total_us": table.total_ns / 1e3,
+        "share": figures.shares(table.total_ns, grand), "cum_share": figures.cumulative_shares(table.total_ns, grand),
+        "incl_us": table.incl_ns / 1e3, "device_us": table.device_ns / 1e3, "device_incl_us": table.device_incl / 1e3,
         "calls": table.calls.astype(np.float64), "flops": table.flops,
-        "flops_per_s": _rate(table.flops, rate_ns), "bytes": table.bytes,
-        "bytes_per_s": _rate(table.bytes, rate_ns),
-        "int_ops": table.int_ops, "int_ops_per_s": _rate(table.int_ops, rate_ns),
+        "flops_per_s": figures.rates(table.flops, rate_s), "bytes": table.bytes,
+        "bytes_per_s": figures.rates(table.bytes, rate_s),
+        "int_ops": table.int_ops, "int_ops_per_s": figures.rates(table.int_ops, rate_s),
     }
     cols.update(table.counters)
     return cols

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.figures import distribution, known, median
+
 if TYPE_CHECKING:
     from layerperf.profile_data import Profile
 
@@ -23,11 +25,6 @@ SMALL_LAYER_EVENTS = 3
 BUSY_CPU_SHARE = 0.8
 
 
-def _median_us(ns: Any) -> float | None:
-    arr = np.asarray(ns, dtype=np.float64)
-    return float(np.median(arr)) / 1e3 if arr.size else None
-
-
 def _per_event(profiled_us: float | None, plain_us: float | None, nodes: float | None) -> float | None:
     return (profiled_us - plain_us) / nodes if nodes and profiled_us and plain_us else None
 
@@ -38,17 +35,17 @@ def cpu_share(profile: Profile) -> float | None:
     wall = np.asarray(profile.latency_ns, dtype=np.float64)
     if not cpu.size or cpu.size != wall.size or not (wall > 0).all():
         return None
-    return float(np.median(cpu / wall))
+    return median(cpu / wall)
 
 
 def figures(profile: Profile, rows: list[dict[str, Any]], latency_med: float | None,
             profiled_med: float | None, layers_sum: float) -> dict[str, Any]:
     """Per-event cost in wall and CPU time, the least of it inside the layer times, the layers it may
     swamp, the host's business, warnings."""
-    nodes = float(np.median([len(r.spans) for r in profile.runs])) if profile.runs else None
+    nodes = known(median([len(r.spans) for r in profile.runs]))
     wall_cost = _per_event(profiled_med, latency_med, nodes)
-    cpu_cost = _per_event(_median_us(profile.profiled_cpu_ns),
-                          _median_us(profile.latency_cpu_ns), nodes)
+    cpu_cost = _per_event(known(distribution(profile.profiled_cpu_ns).median_us),
+                          known(distribution(profile.latency_cpu_ns).median_us), nodes)
     # preemption inflates wall time only, so the CPU-time figure is the estimate when there is one
     cost = cpu_cost if cpu_cost is not None else wall_cost
     # Layer times that sum past the plain run must hold that much of the cost; below it, how much

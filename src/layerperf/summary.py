@@ -7,19 +7,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf import overhead
+from layerperf.figures import distribution, known
 
 if TYPE_CHECKING:
     from layerperf.profile_data import Profile
-
-
-def _median_us(ns: Any) -> float | None:
-    arr = np.asarray(ns, dtype=np.float64)
-    return float(np.median(arr)) / 1e3 if arr.size else None
-
-
-def _p90_us(ns: Any) -> float | None:
-    arr = np.asarray(ns, dtype=np.float64)
-    return float(np.percentile(arr, 90)) / 1e3 if arr.size else None
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -62,17 +53,18 @@ def summary(profile: Profile) -> dict[str, Any]:
     # Per run: a loop body's layer runs several times a run, and a control-flow layer's FLOPs and
     # bytes are its body's again, so totals count the layers that are no parent, once per call.
     leaves = [r for r in rows if r["name"] not in profile.parent_names]
-    latency_med = _median_us(profile.latency_ns)
-    profiled_med = _median_us(profile.profiled_latency_ns)
+    latency = distribution(profile.latency_ns)
+    latency_med = known(latency.median_us)
+    profiled_med = known(distribution(profile.profiled_latency_ns).median_us)
     layers_sum = float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"]))
     return {
         "layers": len(profile.layers),
         "runs": len(profile.runs),
         "latency_median_us": latency_med,
-        "latency_p90_us": _p90_us(profile.latency_ns),
+        "latency_p90_us": known(latency.p90_us),
         "profiled_median_us": profiled_med,
         "profiler_overhead": profiled_med / latency_med if latency_med and profiled_med else None,
-        "run_median_us": _median_us(profile.run_durations_ns),
+        "run_median_us": known(distribution(profile.run_durations_ns).median_us),
         "layers_sum_median_us": layers_sum,
         "flops": round(sum(r["flops"] * r["calls"] for r in leaves if r["flops"] is not None) / runs),
         "flops_unknown_layers": sum(f is None for f in flops),

@@ -10,7 +10,7 @@ from layerperf.bench.measure import Timing
 from layerperf.bench.runner import Kernel
 from layerperf.bench.stats import SampleStats, deciles_us, describe
 from layerperf.cost import Cost
-from layerperf.figures import per_second
+from layerperf.figures import intensity, rate
 from layerperf.tensor import TensorInfo
 
 
@@ -88,17 +88,17 @@ class BenchResult:
         """The flat figures: one table or CSV row (no lists)."""
         st = self.stats
         byt = self.cost.bytes
+        time_s = st.median_us * 1e-6  # rates are over the median call
         return {
             "op_type": self.op_type, "domain": self.domain, "node": self.node_name,
             "in_shapes": self.in_shapes, "out_shapes": self.out_shapes, "threads": self.threads,
             "median_us": st.median_us, "min_us": st.min_us, "mean_us": st.mean_us, "p90_us": st.p90_us,
             "max_us": st.max_us, "stddev_us": st.stddev_us, "cv": st.cv, "outliers": st.outliers,
             "n_samples": st.n, "loops_per_sample": self.timing.loops, "disturbed": len(self.timing.disturbed_ns),
-            "flops": self.cost.flops, "flops_per_s": per_second(self.cost.flops, st.median_us),
+            "flops": self.cost.flops, "flops_per_s": rate(self.cost.flops, time_s),
             "bytes": byt, "bytes_read": self.cost.bytes_read, "bytes_written": self.cost.bytes_written,
-            "bytes_per_s": per_second(byt, st.median_us),
-            "intensity": self.cost.flops / byt if self.cost.flops is not None and byt else None,
-            "int_ops": self.cost.int_ops, "int_ops_per_s": per_second(self.cost.int_ops, st.median_us),
+            "bytes_per_s": rate(byt, time_s), "intensity": intensity(self.cost.flops, byt),
+            "int_ops": self.cost.int_ops, "int_ops_per_s": rate(self.cost.int_ops, time_s),
             "peak_rss_delta_bytes": self.peak_rss_delta_bytes, "overhead_us": self.overhead_us,
             "yardstick_us": self.yardstick_us[1] if self.yardstick_us else None,
             "slowed": self.timing.slowed,

@@ -1,8 +1,8 @@
 """Statistics of the samples of one measurement: location, spread and IQR outliers.
 
-Location figures (min, median, mean, p90, max) come from :func:`layerperf.figures.distribution`, the
-same function the per-layer table uses; this module adds what a repeated measurement needs: the
-spread (stddev, coefficient of variation) and Tukey's IQR outliers.
+Location figures (min, median, mean, p90, max) and quartiles come from :mod:`layerperf.figures`, the
+code the per-layer table uses; this module adds what a repeated measurement needs: the spread
+(stddev, coefficient of variation) and Tukey's IQR outliers.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerperf.figures import distribution
+from layerperf.figures import distribution, percentile
 
 # Above this coefficient of variation a figure is flagged as not to be trusted.
 NOISY_CV = 0.05
@@ -49,7 +49,7 @@ def outlier_masks(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.
     v = np.asarray(values, dtype=np.float64)
     if v.size == 0:
         return np.zeros(0, bool), np.zeros(0, bool)
-    q1, q3 = np.percentile(v, [25, 75])
+    q1, q3 = percentile(v, 25), percentile(v, 75)
     iqr = q3 - q1
     return v < q1 - 1.5 * iqr, v > q3 + 1.5 * iqr
 
@@ -59,13 +59,13 @@ def describe(per_call_ns: Sequence[float] | np.ndarray) -> SampleStats:
     ns = np.asarray(per_call_ns, dtype=np.float64)
     if ns.size == 0:
         raise ValueError("no samples")
-    _, mean, median, p90, low_us, high_us = distribution(ns)
+    d = distribution(ns)
     us = ns / 1e3
     below, above = outlier_masks(us)
     std = float(us.std(ddof=1)) if us.size > 1 else float("nan")
-    q1, q3 = np.percentile(us, [25, 75])
-    return SampleStats(n=int(us.size), min_us=low_us, median_us=median, mean_us=mean, p90_us=p90, max_us=high_us,
-                       stddev_us=std, cv=std / mean if mean > 0 else float("nan"), q1_us=float(q1), q3_us=float(q3),
+    return SampleStats(n=d.n, min_us=d.min_us, median_us=d.median_us, mean_us=d.mean_us, p90_us=d.p90_us,
+                       max_us=d.max_us, stddev_us=std, cv=std / d.mean_us if d.mean_us > 0 else float("nan"),
+                       q1_us=percentile(us, 25), q3_us=percentile(us, 75),
                        outliers_low=int(below.sum()), outliers_high=int(above.sum()))
 
 
@@ -73,5 +73,5 @@ def deciles_us(values_ns: Sequence[float]) -> tuple[float, float, float] | None:
     """(p10, median, p90) in µs, or None without values: the spread of the CPU-speed yardstick."""
     if not values_ns:
         return None
-    p10, med, p90 = np.percentile(np.asarray(values_ns, dtype=np.float64) / 1e3, [10, 50, 90])
-    return float(p10), float(med), float(p90)
+    us = np.asarray(values_ns, dtype=np.float64) / 1e3
+    return percentile(us, 10), percentile(us, 50), percentile(us, 90)

@@ -43,10 +43,9 @@ class Cost:
     @property
     def intensity(self) -> float | None:
         """Arithmetic intensity in FLOPs per byte moved, or None when undefined."""
-        total = self.bytes
-        if self.flops is None or not total:
-            return None
-        return self.flops / total
+        from layerperf.figures import intensity
+
+        return intensity(self.flops, self.bytes)
 
 
 class ShapeUnknown(Exception):

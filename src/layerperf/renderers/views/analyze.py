@@ -7,11 +7,13 @@ document is the rows array (CSV the same rows under the same keys).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from layerperf import units
+from layerperf.figures import ANALYZE_KEYS
 from layerperf.renderers.view import Column, Section, View, for_people, notes
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 
@@ -19,7 +21,8 @@ if TYPE_CHECKING:
     from layerperf.calls import Calls
 
 DEFAULT_TOP = 20  # rows people see when --top is not given
-ANALYZE_COLUMNS: tuple[Column, ...] = (Column("time_us", "self time", units.duration_us), *LAYER_COLUMNS[1:])
+# the layer table's columns under analyze's names (figures.ANALYZE_KEYS: self time is the aggregate, not the median)
+ANALYZE_COLUMNS: tuple[Column, ...] = tuple(replace(c, key=ANALYZE_KEYS.get(c.key, c.key)) for c in LAYER_COLUMNS)
 INCLUSIVE = Column("incl_us", "inclusive", units.duration_us)
 DEVICE = Column("device_us", "device self", units.duration_us)  # kernels the op launched itself
 DEVICE_INCL = Column("device_incl_us", "device incl", units.duration_us)  # ... or any op nested in it
