@@ -77,6 +77,10 @@ def grouped(values: Any, g: Groups, stat: str) -> np.ndarray:
     """One ``stat`` (:data:`STATS`) of ``values`` per group; NaN for an empty group and for one holding a
     NaN (unknown stays unknown)."""
     v = np.asarray(values, dtype=np.float64)
+    if stat not in STATS:
+        raise ValueError(f"unknown statistic {stat!r}")
+    if np.isnan(v).all():  # a column nothing filled (no device time, no counter): no sort to make
+        return np.full(g.count, np.nan)
     if stat in ("total", "mean"):
         out = np.bincount(g.inverse, weights=v, minlength=g.count)
         if stat == "mean":
@@ -86,10 +90,8 @@ def grouped(values: Any, g: Groups, stat: str) -> np.ndarray:
         out = _extreme(v, g, np.minimum if stat == "min" else np.maximum)
     elif stat == "median":
         out = _median(_sorted(v, g), g)
-    elif stat == "p90":
-        out = _percentile(_sorted(v, g), g, 90)
     else:
-        raise ValueError(f"unknown statistic {stat!r}")
+        out = _percentile(_sorted(v, g), g, 90)
     return np.where(g.sizes > 0, out, np.nan)
 
 
