@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from layerperf.bench.stats import deciles_us, describe
 from layerperf.calls import STRING_COLUMNS
 from layerperf.cost import Cost
 from layerperf.profile_data import CounterInfo, Layer, Profile, Run, Span
+from layerperf.renderers.output import print_profile
 from layerperf.renderers.views import analyze as analyze_view
 from layerperf.renderers.views import columns as layer_view
 
@@ -81,6 +83,20 @@ def test_a_layer_that_never_ran_has_unknown_times_not_zero(tmp_path: Path) -> No
     rows = {r["name"]: r for r in csv.DictReader(io.StringIO((tmp_path / "layers.csv").read_text()))}
     assert rows["never"]["median_us"] == "" and rows["never"]["share"] == ""
     assert rows["ran"]["share"] == "1"
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+@pytest.mark.parametrize("durations", [{"ran": [10, 20], "never": []}, {"a": [0, 0], "b": [0, 0]}])
+def test_a_profile_with_unknown_shares_prints_them_unknown_and_last(durations: dict[str, list[int]], fmt: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    print_profile(_profile(durations), top=None, fmt=fmt, written={})
+    out = capsys.readouterr().out
+    assert all(name in out for name in durations)
+    if fmt == "json":
+        shares = [r["share"] for r in json.loads(out)["layers"]]
+        assert shares[-1] is None and all(x is None or x > 0 for x in shares)
+    if fmt in ("table", "markdown"):
+        assert "?" in out and "nan" not in out.lower()
 
 
 # -- shares --------------------------------------------------------------------------------------

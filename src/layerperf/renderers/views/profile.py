@@ -22,9 +22,9 @@ INCLUSIVE = Column("incl_median_us", "inclusive", units.duration_us)
 
 
 def ranked(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
-    """Rows by :data:`RANK_KEY`, largest first (ties keep execution order); the first ``top`` of them
-    (all when ``top`` is None or 0)."""
-    out = sorted(rows, key=lambda r: -r[RANK_KEY])
+    """Rows by :data:`RANK_KEY`, largest first (ties keep execution order; unknown last); the first ``top``
+    of them (all when ``top`` is None or 0)."""
+    out = sorted(rows, key=lambda r: (r[RANK_KEY] is None, -(r[RANK_KEY] or 0.0)))
     return out[:top] if top else out
 
 
