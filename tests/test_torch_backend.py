@@ -200,3 +200,28 @@ def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_level_must_be_1_or_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", "resnet18", "--backend", "torch", "--level", "3"]) == 2
     assert "--level must be 1" in capsys.readouterr().err
+
+
+# -- level 2 -----------------------------------------------------------------------------------------
+
+def test_level2_ops_nested_under_their_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prof = layerperf.profile("resnet18", backend="torch", level=2, **SMALL)  # type: ignore[arg-type]
+    idx = _by_name(prof)
+    op = prof.layers[idx["layer1.0.conv1/aten::conv2d"]]
+    module = idx["layer1.0.conv1"]
+    assert op.parent == "layer1.0.conv1" and op.op_type == "aten::conv2d" and op.domain == "aten"
+    level1 = layerperf.profile("resnet18", backend="torch", **{**SMALL, "runs": 1})  # type: ignore[arg-type]
+    assert op.flops == level1.layers[_by_name(level1)["layer1.0.conv1"]].flops
+    assert prof.layers[module].flops is None  # its work is on the op row
+    own, incl = prof.durations_ns(module), prof.inclusive_ns(module)
+    assert np.all(own == incl - prof.inclusive_ns(idx["layer1.0.conv1/aten::conv2d"]))
+    prof.save(tmp_path)
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "trace.json"), "--aggregate-by", "type", "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)
+    assert {"aten::conv2d", "Conv2d"} <= {r.get("op_type", r.get("name")) for r in rows}
+
+
+def test_level2_refuses_counters() -> None:
+    with pytest.raises(layerperf.errors.InputError, match="level 1"):
+        layerperf.profile("resnet18", backend="torch", level=2, memory=True, **SMALL)  # type: ignore[arg-type]

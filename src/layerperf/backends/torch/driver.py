@@ -39,6 +39,10 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
     for _ in range(plan.warmup):
         session.call()
     if options.level == 2:
+        if collectors.counters or collectors.memory:
+            from layerperf.errors import InputError
+
+            raise InputError("perf counters and the memory profile run at --level 1 (modules) only")
         from layerperf.backends.torch.ops import profile_ops
 
         return profile_ops(session, rec, layers, plan, collectors, _metadata(loaded, plan, options))
