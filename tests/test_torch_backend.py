@@ -225,3 +225,14 @@ def test_level2_ops_nested_under_their_module(tmp_path: Path, capsys: pytest.Cap
 def test_level2_refuses_counters() -> None:
     with pytest.raises(layerperf.errors.InputError, match="level 1"):
         layerperf.profile("resnet18", backend="torch", level=2, memory=True, **SMALL)  # type: ignore[arg-type]
+
+
+def test_counters_at_module_boundaries() -> None:
+    prof = layerperf.profile("resnet18", backend="torch", events=["task-clock"], passes=2,
+                             **{**SMALL, "runs": 1})  # type: ignore[arg-type]
+    assert prof.counters is not None and prof.counters.passes == 2
+    idx = _by_name(prof)
+    conv, block = prof.layers[idx["layer1.0.conv1"]], prof.layers[idx["layer1.0"]]
+    assert len(conv.counters["task-clock"]) == 2 and np.median(conv.counters["task-clock"]) > 0
+    # a module's count covers its children's boundaries too: the block holds its conv's
+    assert np.median(block.counters["task-clock"]) > np.median(conv.counters["task-clock"])
