@@ -10,6 +10,11 @@ OUT    ?= out/$(MODEL)
 # lowest ones pyproject.toml admits (requirements/oldest.txt), each in a venv of its own.
 LOCK   := requirements/lock.txt
 PIP     = $(1)/bin/python -m pip install -q --disable-pip-version-check
+# torch is locked to its CPU wheel (2.13.0+cpu), which PyPI does not serve: pip finds it in the machine's
+# wheel links, or in PyTorch's CPU index given here (make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu).
+# A pin that cannot be met fails the install rather than pulling the multi-GB CUDA build.
+TORCH_INDEX ?=
+TORCH_SRC   = $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 .PHONY: demo test test-nodes setup system-deps lint typecheck bench clean lock test-latest test-oldest
 
@@ -26,7 +31,7 @@ system-deps:
 
 setup: $(BIN)/python system-deps
 	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
-	$(call PIP,$(VENV)) -c $(LOCK) --no-build-isolation -e '.[test]'
+	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch]'
 
 demo: setup
 	$(BIN)/layerperf profile $(MODEL) --out $(OUT)
@@ -52,7 +57,7 @@ lock:
 	rm -rf .venv-lock
 	$(PYTHON) -m venv .venv-lock
 	$(call PIP,.venv-lock) --upgrade pip setuptools wheel
-	$(call PIP,.venv-lock) '.[test,pandas]'
+	$(call PIP,.venv-lock) $(TORCH_SRC) '.[test,pandas,torch]'
 	{ echo "# Exact versions \`make setup\` installs (a constraints file). Made by \`make lock\` with"; \
 	  echo "# $$(.venv-lock/bin/python -V) on $$(date -u +%Y-%m-%d); regenerate on purpose, then run make test."; \
 	  .venv-lock/bin/python -m pip freeze --all --exclude layerperf; } > $(LOCK).tmp

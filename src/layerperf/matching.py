@@ -72,8 +72,17 @@ def normalize_name(name: str) -> str:
         name = stripped
 
 
+# PyTorch module classes (the torch backend's layer op types) and the ONNX op each computes
+_TORCH_MODULES = {"Conv1d": "Conv", "Conv2d": "Conv", "Conv3d": "Conv", "Linear": "MatMul", "ReLU": "Relu",
+                  "BatchNorm1d": "BatchNormalization", "BatchNorm2d": "BatchNormalization", "MaxPool2d": "MaxPool",
+                  "AdaptiveAvgPool2d": "GlobalAveragePool", "LayerNorm": "LayerNormalization", "GELU": "Gelu",
+                  "Embedding": "Gather", "Softmax": "Softmax", "Flatten": "Flatten"}
+
+
 def op_family(op_type: str) -> str:
-    """The op an op type computes, whatever its fused, layout or quantized variant."""
+    """The op an op type computes, whatever its fused, layout or quantized variant (or PyTorch module)."""
+    if op_type in _TORCH_MODULES:
+        return _TORCH_MODULES[op_type]
     match = _FAMILY.match(op_type)
     core = match.group(1) if match and match.group(1) else op_type
     return "MatMul" if core == "Gemm" else core

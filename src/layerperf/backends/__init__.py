@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 BUILTIN: dict[str, str] = {
     "onnxruntime": "layerperf.backends.ort:OnnxRuntimeBackend",
+    "torch": "layerperf.backends.torch:TorchBackend",
 }
 DEFAULT = "onnxruntime"
 

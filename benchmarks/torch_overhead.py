@@ -1,0 +1,110 @@
+"""What profiling a PyTorch model costs: layerperf's levels beside torch.profiler, interleaved in one run.
+
+Variants, each a call of the same module on the same inputs in inference mode, taken in turn (one
+call of each per round, so drift on a shared machine hits all alike); each is timed around the model
+call alone (a profiler session is opened and closed outside the timed span):
+
+    plain       no profiling
+    level1      layerperf level 1: forward hooks on every module, the timing collector at each boundary
+    level2      layerperf level 2: level 1's hooks as profiler ranges, torch.profiler with
+                record_shapes=True, with_flops=True
+    tp_default  torch.profiler, CPU activity, default options
+    tp_shapes   torch.profiler with record_shapes=True, with_flops=True
+
+Printed: median ms per variant and its ratio to plain (median over rounds of the per-round ratio).
+
+    python benchmarks/torch_overhead.py [--models resnet50,bert-base] [--threads 1,2] [--runs 20]
+        [--image-size 224] [--seq-len 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as torch_profile
+
+from layerperf.backends.base import RunPlan
+from layerperf.backends.torch.driver import Session
+from layerperf.backends.torch.hooks import module_hooks
+from layerperf.backends.torch.models import load
+from layerperf.backends.torch.ops import RUN_MARK, _marks
+from layerperf.collectors.timing import Timing
+
+VARIANTS = ("plain", "level1", "level2", "tp_default", "tp_shapes")
+
+
+def _timed(call: Callable[[], Any]) -> int:
+    t0 = time.perf_counter_ns()
+    call()
+    return time.perf_counter_ns() - t0
+
+
+def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], int]]:
+    timing = Timing()
+    start, stop = _marks(index)
+
+    def level1() -> int:
+        with module_hooks(index, timing.start, timing.stop):
+            timing.begin_pass()
+            ns = _timed(session.call)
+            timing.end_pass()
+        return ns
+
+    def level2() -> int:
+        with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True), \
+                module_hooks(index, start, stop), torch.autograd.profiler.record_function(RUN_MARK):
+            ns = _timed(session.call)
+        return ns
+
+    def tp(**kw: Any) -> Callable[[], int]:
+        def run() -> int:
+            with torch_profile(activities=[ProfilerActivity.CPU], **kw):
+                return _timed(session.call)
+        return run
+
+    return {"plain": lambda: _timed(session.call), "level1": level1, "level2": level2,
+            "tp_default": tp(), "tp_shapes": tp(record_shapes=True, with_flops=True)}
+
+
+def bench(model: str, threads: int, runs: int, zoo: dict[str, int]) -> None:
+    torch.set_num_threads(threads)
+    session = Session(load(model, RunPlan(zoo_options=zoo)))
+    rec = session.record()
+    index = session.index(rec)
+    calls = variants(session, index)
+    for call in calls.values():  # warm-up, every variant
+        call()
+    times: dict[str, list[int]] = {v: [] for v in VARIANTS}
+    for _ in range(runs):
+        for v in VARIANTS:
+            times[v].append(calls[v]())
+    plain = np.asarray(times["plain"], dtype=float)
+    print(f"\n{model}, {threads} thread(s), {len(index)} modules hooked, {runs} rounds")
+    for v in VARIANTS:
+        t = np.asarray(times[v], dtype=float)
+        print(f"  {v:<11} median {np.median(t) / 1e6:9.2f} ms   x{np.median(t / plain):.3f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="resnet50,bert-base")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--seq-len", type=int, default=128)
+    args = p.parse_args()
+    print(f"torch {torch.__version__}")
+    for model in args.models.split(","):
+        zoo = {"seq_len": args.seq_len} if model.startswith(("bert", "gpt")) else {"image_size": args.image_size}
+        for threads in (int(t) for t in args.threads.split(",")):
+            bench(model, threads, args.runs, zoo)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""One profile on PyTorch, start to end: the model and its inputs, one recorded pass (layers, shapes,
+FLOPs), warm-up, hooked runs alternating with plain ones, then counters and memory through the
+collector driver at the same module boundaries."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from layerperf.backends.base import RunPlan
+from layerperf.backends.torch import TorchOptions
+from layerperf.backends.torch.hooks import module_hooks
+from layerperf.backends.torch.models import TorchModel, forward_failed, load
+from layerperf.backends.torch.record import Recorder, Seen, record
+from layerperf.profile_data import GraphSummary, Layer, Measurement, Profile
+from layerperf.profile_metadata import metadata
+
+if TYPE_CHECKING:
+    from layerperf.collectors import Collector, Collectors
+    from layerperf.collectors.timing import Timing
+
+MODULE_DOMAIN = "torch.nn"  # a module's op type is its class name, never an ONNX op's
+
+
+def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collectors) -> Profile:
+    import torch
+
+    options.validate()
+    if plan.threads:
+        torch.set_num_threads(plan.threads)
+    loaded = load(model, plan)
+    session = Session(loaded)
+    rec = session.record()
+    weights = frozenset(i.name for i in loaded.onnx.graph.initializer) if loaded.onnx is not None else frozenset()
+    layers = layers_from(rec, weights)
+    index = session.index(rec)
+    for _ in range(plan.warmup):
+        session.call()
+    if options.level == 2:
+        if collectors.counters or collectors.memory:
+            from layerperf.errors import InputError
+
+            raise InputError("perf counters and the memory profile run at --level 1 (modules) only")
+        from layerperf.backends.torch.ops import profile_ops
+
+        return profile_ops(session, rec, layers, plan, collectors, _metadata(loaded, plan, options))
+    timing, plain = timed_runs(session, index, plan, collectors.progress)
+    runs = timing.runs()
+    prof = Profile(
+        metadata=_metadata(loaded, plan, options), layers=layers, runs=runs, latency_ns=plain.wall_ns,
+        profiled_latency_ns=[r.dur_ns for r in runs] if plain.wall_ns else [],
+        latency_cpu_ns=plain.cpu_ns, profiled_cpu_ns=session.cpu_ns if plain.cpu_ns else [],
+        graph=graph_summary(loaded, rec), measurement=measurement(loaded, plan, bool(plain.wall_ns)),
+        warnings=warnings(loaded, rec))
+    if collectors.counters or collectors.memory:
+        collectors.driver(len(layers)).run(lambda c: session.hooked_pass(index, c)).fill(prof)
+    return prof
+
+
+class Session:
+    """The model, its inputs, and the calls the profile makes of it (in inference mode)."""
+
+    def __init__(self, model: TorchModel) -> None:
+        self.model = model
+        self.cpu_ns: list[int] = []
+
+    def call(self) -> Any:
+        import torch
+
+        with torch.inference_mode():
+            return self.model.module(*self.model.args, **self.model.kwargs)
+
+    def record(self) -> Recorder:
+        try:
+            return record(self.model, self.call)
+        except Exception as exc:  # the model's own forward: torch's message, in one line
+            raise forward_failed(exc, self.model) from None
+
+    def index(self, rec: Recorder) -> dict[int, int]:
+        return dict(rec.order)
+
+    def hooked_pass(self, index: dict[int, int], collector: Collector,
+                    context: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
+        """One call with ``collector`` at every module's boundaries."""
+        with module_hooks(index, collector.start, collector.stop), context():
+            collector.begin_pass()
+            self.call()
+            collector.end_pass()
+
+
+def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
+               progress: Callable[[str, int, int], None] | None) -> tuple[Timing, Any]:
+    """``plan.runs`` hooked passes timed by the timing collector; with ``plan.latency`` a plain call
+    before each (the profiler-off latency, see backends/interleave)."""
+    from layerperf.backends.interleave import Timings
+    from layerperf.collectors.timing import Timing
+
+    timing, plain = Timing(), Timings()
+    session.cpu_ns = []
+    for r in range(plan.runs):
+        if plan.latency:
+            plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
+        c0 = time.thread_time_ns()
+        session.hooked_pass(index, timing)
+        session.cpu_ns.append(time.thread_time_ns() - c0)
+        if progress:
+            progress("profiled runs", r + 1, plan.runs)
+    return timing, plain
+
+
+def layers_from(rec: Recorder, weights: frozenset[str] = frozenset()) -> list[Layer]:
+    return [_layer(seen, rec.seen, weights) for seen in rec.seen]
+
+
+def _layer(seen: Seen, every: list[Seen], weights: frozenset[str]) -> Layer:
+    parent = every[seen.parent].path if seen.parent is not None else None
+    if seen.domain is not None:  # an ONNX node: the ONNX cost model knows its op type
+        from layerperf.cost import node_cost
+
+        cost = node_cost(seen.op_type, seen.domain, seen.attrs or {}, list(seen.inputs), list(seen.outputs))
+        return Layer(name=seen.path, op_type=seen.op_type, domain=seen.domain, provider="cpu", inputs=seen.inputs,
+                     outputs=seen.outputs, param_bytes=sum(t.nbytes or 0 for t in seen.inputs if t.name in weights),
+                     flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
+                     int_ops=cost.int_ops, parent=parent)
+    return Layer(name=seen.path, op_type=seen.op_type, domain=MODULE_DOMAIN, provider="cpu",
+                 inputs=seen.inputs, outputs=seen.outputs, param_bytes=seen.param_bytes, flops=seen.flops,
+                 bytes_read=seen.bytes_read, bytes_written=seen.bytes_written, parent=parent)
+
+
+def graph_summary(model: TorchModel, rec: Recorder) -> GraphSummary:
+    from layerperf.backends.torch.record import _input_names
+
+    params = {name: p.numel() * p.element_size() for name, p in model.module.named_parameters()}
+    tops = [s for s in rec.seen if s.parent is None]
+    outputs = tuple(t.name for t in tops[-1].outputs) if tops else ()
+    return GraphSummary(tuple(n for n, _ in _input_names(model)), outputs, params)
+
+
+def measurement(model: TorchModel, plan: RunPlan, interleaved: bool) -> Measurement:
+    import torch
+
+    from layerperf.backends.torch.record import _input_names
+
+    inputs = [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+              for n, t in _input_names(model) if isinstance(t, torch.Tensor)]
+    return Measurement(latency="interleaved" if interleaved else "off", block_runs=1 if interleaved else None,
+                       intra_op_threads=torch.get_num_threads(),
+                       intra_op_threads_source="set" if plan.threads else "torch default", inputs=inputs)
+
+
+def warnings(model: TorchModel, rec: Recorder) -> list[str]:
+    out = list(model.warnings)
+    from layerperf.cost import is_known
+
+    onnx_unknown = sorted({s.op_type for s in rec.seen if s.domain is not None and not is_known(s.op_type, s.domain)})
+    if onnx_unknown:
+        out.append(f"FLOPs unknown for op types: {', '.join(onnx_unknown)}")
+    unknown = sorted({op for s in rec.seen if s.domain is None for op in s.unknown_ops})
+    if unknown:
+        out.append(f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}")
+    return out
+
+
+def _metadata(model: TorchModel, plan: RunPlan, options: TorchOptions) -> dict[str, Any]:
+    import torch
+
+    opts = {"warmup": plan.warmup, "runs": plan.runs, "threads": plan.threads, "seed": plan.seed,
+            "shapes": list(plan.shapes), "level": options.level}
+    return metadata(model.description, plan, "torch", torch.__version__, "cpu", opts)

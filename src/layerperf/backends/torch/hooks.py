@@ -1,0 +1,42 @@
+"""Forward hooks that call a collector at every module's boundaries.
+
+The hooks are global (``torch.nn.modules.module.register_module_forward_pre_hook``): two registrations
+however many modules, and a module not in the profiled model is looked up and passed over. They are
+installed for a profiled pass only: a module with no hook left takes torch's fast call path again,
+so the plain runs they alternate with carry no cost of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+Boundary = Callable[[int], None]
+
+
+@contextmanager
+def module_hooks(index: dict[int, int], start: Boundary, stop: Boundary) -> Iterator[None]:
+    """While inside: ``start(i)`` before and ``stop(i)`` after the forward of each module whose ``id``
+    ``index`` maps to layer ``i`` (stop also when the forward raises)."""
+    from torch.nn.modules import module as torch_module
+
+    lookup = index.get
+
+    def pre(mod: Any, _args: Any) -> None:
+        i = lookup(id(mod))
+        if i is not None:
+            start(i)
+
+    def post(mod: Any, _args: Any, _out: Any) -> None:
+        i = lookup(id(mod))
+        if i is not None:
+            stop(i)
+
+    handles = [torch_module.register_module_forward_pre_hook(pre),
+               torch_module.register_module_forward_hook(post, always_call=True)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()

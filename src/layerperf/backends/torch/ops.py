@@ -1,0 +1,146 @@
+"""Level 2: the modules and, inside each, the aten ops it calls, from torch.profiler
+(``record_shapes=True, with_flops=True``).
+
+Each hooked run goes under a profiler session of its own, so the plain runs it alternates with carry
+no profiler. The hooks mark each module's forward with a profiler range (``layerperf::<layer>``), so
+modules and ops come from one clock, and an op's module is the range it was recorded under
+(``cpu_parent``). An op layer is the k-th call of one aten op directly inside one module's forward:
+``layer1.0.conv1/aten::conv2d`` (``#k`` from the second call on), its parent that module; its
+FLOPs are the profiler's over the op's whole call tree (None where the profiler knows no formula for
+an op that computes). A module's own work is on its op rows at this level: its FLOPs and bytes stay
+unknown there, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from layerperf.backends.base import RunPlan
+from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder
+from layerperf.profile_data import Layer, Profile, Run, Span
+
+if TYPE_CHECKING:
+    from layerperf.backends.torch.driver import Session
+    from layerperf.collectors import Collectors
+
+MARK = "layerperf::"
+RUN_MARK = "layerperf::run"
+
+
+@dataclass(slots=True)
+class _Op:
+    key: str
+    op: str
+    parent: str | None
+    start_ns: int
+    dur_ns: int
+    tid: int
+    flops: int | None
+
+
+def _marks(index: dict[int, int]) -> tuple[Callable[..., None], Callable[..., None]]:
+    import torch
+
+    enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
+    stack: list[Any] = []
+    names = {i: f"{MARK}{i}" for i in index.values()}
+
+    def start(i: int) -> None:
+        stack.append(enter(names[i], None))
+
+    def stop(i: int) -> None:
+        leave(stack.pop())
+
+    return start, stop
+
+
+def _subtree_flops(ev: Any) -> int:
+    return int(ev.flops or 0) + sum(_subtree_flops(c) for c in ev.cpu_children)
+
+
+def _ops(events: Any, layers: list[Layer], origin_ns: int) -> tuple[list[tuple[int, int, int, int]], list[_Op]]:
+    """Module spans (layer, start, dur, tid) and op calls of one run, times from ``origin_ns``."""
+    run = next(e for e in events if e.name == RUN_MARK)
+    base = origin_ns - int(run.time_range.start * 1000)
+    spans, ops = [], []
+    counts: dict[tuple[str | None, str], int] = {}
+    for ev in events:
+        start, dur = base + int(ev.time_range.start * 1000), int((ev.time_range.end - ev.time_range.start) * 1000)
+        if ev.name.startswith(MARK) and ev.name != RUN_MARK:
+            spans.append((int(ev.name[len(MARK):]), start, dur, int(ev.thread)))
+            continue
+        parent = ev.cpu_parent
+        if parent is None or not parent.name.startswith(MARK) or not ev.name.startswith("aten::"):
+            continue
+        module = None if parent.name == RUN_MARK else layers[int(parent.name[len(MARK):])].name
+        k = counts.get((module, ev.name), 0)
+        counts[(module, ev.name)] = k + 1
+        key = f"{module}/{ev.name}" if module else ev.name
+        key += f"#{k}" if k else ""
+        flops = _subtree_flops(ev)
+        unknown = flops == 0 and ev.name.removeprefix("aten::") not in NO_ARITHMETIC
+        ops.append(_Op(key, ev.name, module, start, dur, int(ev.thread), None if unknown else flops))
+    return spans, ops
+
+
+def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunPlan, collectors: Collectors,
+                meta: dict[str, Any]) -> Profile:
+    """The level-2 profile: hooked runs each under torch.profiler, plain runs between them."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from layerperf.backends.interleave import Timings
+    from layerperf.backends.torch import driver
+    from layerperf.backends.torch.hooks import module_hooks
+
+    index = session.index(rec)
+    start, stop = _marks(index)
+    plain, wall, cpu = Timings(), [], []
+    per_run: list[tuple[int, int, Any]] = []
+    for r in range(plan.runs):
+        if plan.latency:
+            plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
+        with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof, \
+                module_hooks(index, start, stop):
+            c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+            with torch.autograd.profiler.record_function(RUN_MARK):
+                session.call()
+            t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+        wall.append(t1 - t0)
+        cpu.append(c1 - c0)
+        per_run.append((t0, t1 - t0, prof.events()))
+        if collectors.progress:
+            collectors.progress("profiled runs (level 2)", r + 1, plan.runs)
+    all_layers, runs = _assemble(layers, per_run)
+    loaded = session.model
+    prof_out = Profile(metadata=meta, layers=all_layers, runs=runs, latency_ns=plain.wall_ns,
+                       profiled_latency_ns=wall if plain.wall_ns else [], latency_cpu_ns=plain.cpu_ns,
+                       profiled_cpu_ns=cpu if plain.cpu_ns else [], graph=driver.graph_summary(loaded, rec),
+                       measurement=driver.measurement(loaded, plan, bool(plain.wall_ns)),
+                       warnings=[*driver.warnings(loaded, rec), "level 2: a module's own work is on its aten op "
+                                 "rows; its FLOPs and bytes are left unknown so nothing counts twice"])
+    return prof_out
+
+
+def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]]) -> tuple[list[Layer], list[Run]]:
+    origin = per_run[0][0] if per_run else 0
+    layers = [replace(m, flops=None, bytes_read=None, bytes_written=None) for m in modules]
+    op_index: dict[str, int] = {}
+    runs = []
+    for t0, dur, events in per_run:
+        mod_spans, ops = _ops(events, modules, t0 - origin)
+        spans = [Span(i, s, d, tid) for i, s, d, tid in mod_spans]
+        for op in ops:
+            i = op_index.get(op.key)
+            if i is None:
+                i = op_index[op.key] = len(layers)
+                layers.append(Layer(name=op.key, op_type=op.op, domain="aten", provider="cpu", flops=op.flops,
+                                    parent=op.parent))
+            spans.append(Span(i, op.start_ns, op.dur_ns, op.tid))
+        spans.sort(key=lambda s: s.start_ns)
+        runs.append(Run(t0 - origin, dur, spans))
+    return layers, runs

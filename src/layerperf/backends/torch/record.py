@@ -1,0 +1,185 @@
+"""One untimed pass over the model: which modules run, in which order, on which tensors, doing what work.
+
+The modules become the profile's layers in the order they first start (a parent before what it
+calls); each keeps the shapes and dtypes of its first call. The aten ops the pass dispatches are
+attributed to the innermost module running them — its *self* work, as its self time excludes its
+children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) and
+the bytes of their tensor arguments and results. An op with no formula that does arithmetic makes
+its module's FLOPs unknown (None), never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from layerperf.tensor import TensorInfo
+
+# aten ops that move or view data but do no floating-point arithmetic: 0 FLOPs, known.
+NO_ARITHMETIC = frozenset((
+    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "flatten",
+    "unflatten", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind",
+    "narrow", "as_strided", "contiguous", "clone", "detach", "alias", "cat", "stack", "copy_", "_to_copy",
+    "to", "lift_fresh", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "fill_",
+    "arange", "embedding", "index_select", "gather", "index",
+    "_reshape_alias", "masked_fill", "new_zeros", "new_empty", "new_ones", "zero_", "lift_fresh_copy",
+    "view_as",
+))
+
+
+@dataclass(slots=True)
+class Seen:
+    """What one module did in the recorded pass."""
+
+    path: str
+    op_type: str
+    parent: int | None  # index (in first-call order) of the enclosing module, None at top level
+    inputs: tuple[TensorInfo, ...] = ()
+    outputs: tuple[TensorInfo, ...] = ()
+    param_bytes: int = 0
+    flops: int | None = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    unknown_ops: set[str] = field(default_factory=set)
+    domain: str | None = None  # an ONNX node's (a module run for one, see from_onnx); None for a module
+    attrs: dict[str, Any] | None = None
+    ops: list[str] = field(default_factory=list)  # the aten ops it ran itself, in order
+
+
+def _dtype(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _info(name: str, t: Any) -> TensorInfo:
+    return TensorInfo(name, tuple(int(d) for d in t.shape), _dtype(t))
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _nbytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(value))
+
+
+class Recorder:
+    """Hooks and a dispatch mode for one pass; :attr:`seen` the modules in first-call order."""
+
+    def __init__(self, modules: dict[int, tuple[str, Any]], input_names: dict[int, tuple[str, Any]]) -> None:
+        self.modules = modules  # id -> (path, module)
+        self.seen: list[Seen] = []
+        self.order: dict[int, int] = {}  # module id -> index in seen
+        self.stack: list[int] = []
+        self.names: dict[int, tuple[str, Any]] = dict(input_names)  # tensor id -> (name, tensor kept alive)
+        self.root_ops: list[str] = []
+        self.root_unknown: set[str] = set()
+
+    def _name(self, t: Any, fallback: str) -> str:
+        known = self.names.get(id(t))
+        return known[0] if known is not None and known[1] is t else fallback
+
+    def pre(self, mod: Any, args: Any, kwargs: Any) -> None:
+        entry = self.modules.get(id(mod))
+        if entry is None:
+            return
+        i = self.order.get(id(mod))
+        if i is None:
+            path = entry[0]
+            i = self.order[id(mod)] = len(self.seen)
+            ins = _tensors((args, kwargs))
+            own = getattr(mod, "layerperf_io", None)
+            names = own[0] if own else [self._name(t, f"{path}:in{k}") for k, t in enumerate(ins)]
+            params = sum(p.numel() * p.element_size() for p in mod.parameters(recurse=False))
+            self.seen.append(Seen(path, getattr(mod, "layerperf_op_type", type(mod).__name__),
+                                  self.stack[-1] if self.stack else None,
+                                  tuple(_info(n, t) for n, t in zip(names, ins, strict=False)), (), params,
+                                  domain=getattr(mod, "layerperf_domain", None), attrs=getattr(mod, "attrs", None)))
+        self.stack.append(i)
+
+    def post(self, mod: Any, args: Any, kwargs: Any, out: Any) -> None:
+        if id(mod) not in self.modules:
+            return
+        i = self.stack.pop()
+        seen = self.seen[i]
+        if seen.outputs:
+            return
+        outs = _tensors(out)
+        own = getattr(mod, "layerperf_io", None)
+        names = own[1] if own else [seen.path if len(outs) == 1 else f"{seen.path}:{k}" for k in range(len(outs))]
+        seen.outputs = tuple(_info(n, t) for n, t in zip(names, outs, strict=False))
+        for n, t in zip(names, outs, strict=False):
+            self.names.setdefault(id(t), (n, t))  # the innermost producer names a tensor its parents pass on
+
+    def op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        from torch.utils.flop_counter import flop_registry
+
+        name = func.overloadpacket.__name__
+        formula = flop_registry.get(func.overloadpacket)
+        seen = self.seen[self.stack[-1]] if self.stack else None
+        if seen is None:
+            self.root_ops.append(name)
+            if formula is None and name not in NO_ARITHMETIC:
+                self.root_unknown.add(name)
+            return
+        seen.ops.append(name)
+        seen.bytes_read += _nbytes((args, kwargs))
+        seen.bytes_written += _nbytes(out)
+        if formula is not None:
+            if seen.flops is not None:
+                seen.flops += int(formula(*args, **kwargs, out_val=out))
+        elif name not in NO_ARITHMETIC:
+            seen.unknown_ops.add(name)
+            seen.flops = None
+
+
+def record(model: Any, call: Any) -> Recorder:
+    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside)."""
+    from torch.nn.modules import module as torch_module
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    own = getattr(model.module, "layerperf_paths", {})
+    modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
+    inputs = {id(t): (n, t) for n, t in _input_names(model)}
+    rec = Recorder(modules, inputs)
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            from torch.utils.flop_counter import flop_registry
+
+            if func.overloadpacket not in flop_registry:
+                # a composite op (conv2d, linear...) counted as the ops it stands for, which have formulas;
+                # the mode is off inside its own handler, so it is entered again for them
+                with self:
+                    out = func.decompose(*args, **kwargs)
+                if out is not NotImplemented:
+                    return out
+            out = func(*args, **kwargs)
+            rec.op(func, args, kwargs, out)
+            return out
+
+    handles = [torch_module.register_module_forward_pre_hook(lambda m, a: rec.pre(m, a, {})),
+               torch_module.register_module_forward_hook(lambda m, a, o: rec.post(m, a, {}, o), always_call=True)]
+    try:
+        with Mode():
+            call()
+    finally:
+        for h in handles:
+            h.remove()
+    return rec
+
+
+def _input_names(model: Any) -> list[tuple[str, Any]]:
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.module.forward).parameters)
+    except (TypeError, ValueError):
+        params = []
+    own = getattr(model.module, "layerperf_inputs", None)
+    names = list(own) if own else params
+    out = [(names[k] if k < len(names) else f"input{k}", a) for k, a in enumerate(model.args)]
+    return out + list(model.kwargs.items())

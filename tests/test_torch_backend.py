@@ -1,0 +1,238 @@
+"""The PyTorch backend: modules as layers (hierarchy, self time, shapes, FLOPs), the zoo's torch forms,
+user factories and their bad input, and ONNX Runtime vs PyTorch in one diff."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import layerperf  # noqa: E402
+from layerperf.cli import main  # noqa: E402
+
+SMALL = {"image_size": 32, "threads": 1, "warmup": 1, "runs": 3}
+
+
+@pytest.fixture(scope="module")
+def resnet18() -> layerperf.Profile:
+    return layerperf.profile("resnet18", backend="torch", **SMALL)  # type: ignore[arg-type]
+
+
+def _by_name(prof: layerperf.Profile) -> dict[str, int]:
+    return {layer.name: i for i, layer in enumerate(prof.layers)}
+
+
+def test_modules_are_layers_with_their_paths_and_parents(resnet18: layerperf.Profile) -> None:
+    idx = _by_name(resnet18)
+    conv = resnet18.layers[idx["layer1.0.conv1"]]
+    assert conv.op_type == "Conv2d" and conv.parent == "layer1.0"
+    assert resnet18.layers[idx["layer1.0"]].parent == "layer1" and resnet18.layers[idx["layer1"]].parent is None
+    assert idx["layer1"] < idx["layer1.0"] < idx["layer1.0.conv1"] < idx["layer1.0.conv2"]  # first-call order
+    assert resnet18.metadata["backend"] == "torch" and resnet18.metadata["options"]["level"] == 1
+
+
+def test_self_time_is_own_less_children(resnet18: layerperf.Profile) -> None:
+    idx = _by_name(resnet18)
+    block = idx["layer1.0"]
+    kids = [i for i, layer in enumerate(resnet18.layers) if layer.parent == "layer1.0"]
+    own, incl = resnet18.durations_ns(block), resnet18.inclusive_ns(block)
+    children = sum(resnet18.inclusive_ns(k) for k in kids)
+    assert np.all(own == incl - children) and np.all(own >= 0) and np.all(own < incl)
+    leaf = idx["layer1.0.conv1"]
+    assert np.array_equal(resnet18.durations_ns(leaf), resnet18.inclusive_ns(leaf))
+
+
+def test_relu_called_twice_is_two_calls_per_run() -> None:
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin, self.act = torch.nn.Linear(8, 8), torch.nn.ReLU()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.lin(self.act(x)))
+
+    prof = layerperf.profile((Twice().eval(), torch.randn(4, 8)), backend="torch", warmup=0, runs=2)
+    rows = {r["name"]: r for r in prof.table()}
+    assert rows["act"]["calls"] == 4 and rows["lin"]["calls"] == 2
+
+
+def test_shapes_and_flops_from_what_ran(resnet18: layerperf.Profile) -> None:
+    idx = _by_name(resnet18)
+    conv = resnet18.layers[idx["layer2.0.conv1"]]
+    (x,), (y,) = conv.inputs, conv.outputs
+    assert x.dtype == y.dtype == "float32" and x.shape[1] == 64 and y.shape[1] == 128
+    n, cout, h, w = y.shape  # type: ignore[misc]
+    assert conv.flops == 2 * n * cout * h * w * x.shape[1] * 3 * 3  # type: ignore[operator]
+    weight = cout * x.shape[1] * 9 * 4  # type: ignore[operator]
+    assert conv.param_bytes == weight and conv.bytes_read is not None and conv.bytes_read >= weight + x.nbytes
+    fc = resnet18.layers[idx["fc"]]
+    assert fc.flops == 2 * 512 * 1000 + 0 or fc.flops == 2 * 512 * 1000 + 1000  # addmm: the bias add may count
+    bn = resnet18.layers[idx["layer1.0.bn1"]]
+    assert bn.flops is None  # no formula: unknown, never 0
+    assert any("batch_norm" in w for w in resnet18.warnings)
+
+
+def test_overhead_interleaved(resnet18: layerperf.Profile) -> None:
+    assert len(resnet18.latency_ns) == len(resnet18.profiled_latency_ns) == 3
+    assert resnet18.measurement is not None and resnet18.measurement.latency == "interleaved"
+    assert resnet18.measurement.intra_op_threads == 1
+
+
+def test_zoo_torch_forms_compute_what_onnxruntime_does() -> None:
+    import onnxruntime as ort
+
+    from layerperf import zoo
+    from layerperf.backends.torch.models import _specs
+    from layerperf.inputs import make_feed
+    from layerperf.zoo.torch_models import build_torch, example_inputs
+
+    for name, kw in (("resnet50", {"image_size": 32}), ("bert-base", {"seq_len": 8})):
+        proto = zoo.build(name, **kw)
+        feed = make_feed(proto, _specs(proto))
+        want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+        with torch.inference_mode():
+            got = build_torch(name, proto)(*example_inputs(proto, feed)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_diff_pairs_conv_and_gemm_across_runtimes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "ort", tmp_path / "torch"
+    common = ["--image-size", "32", "--runs", "2", "--warmup", "1", "--format", "json"]
+    assert main(["profile", "resnet18", "--backend", "onnxruntime", "--out", str(a), *common]) == 0
+    assert main(["profile", "resnet18", "--backend", "torch", "--threads", "1", "--out", str(b), *common]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(a / "trace.json"), str(b / "trace.json"), "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)["rows"]
+    ort_side = [r for r in rows if r["calls_a"] and r["op_type"] in ("Conv", "Gemm", "FusedConv", "FusedGemm")]
+    paired = [r for r in ort_side if not r["only_in"]]
+    assert ort_side and len(paired) >= math.ceil(0.9 * len(ort_side))
+    convs = {r["key_b"] for r in paired}
+    assert "layer1.0.conv1" in convs and "fc" in convs
+
+
+# -- user models and bad input -----------------------------------------------------------------------
+
+FACTORIES = '''
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+def with_inputs():
+    return Net().eval(), (torch.randn(2, 16),)
+
+def module_only():
+    return Net().eval()
+
+def training():
+    return Net(), torch.randn(2, 16)
+
+def raises():
+    raise RuntimeError("weights not found")
+
+def not_a_module():
+    return 42
+
+def bad_shapes():
+    return Net().eval(), torch.randn(2, 5)
+'''
+
+
+@pytest.fixture
+def factories(tmp_path: Path) -> Path:
+    path = tmp_path / "nets.py"
+    path.write_text(FACTORIES)
+    return path
+
+
+def test_factory_with_inputs(factories: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(["profile", f"{factories}:with_inputs", "--backend", "torch", "--runs", "2", "--warmup", "0",
+                 "--out", str(out)]) == 0
+    prof = layerperf.load(out)
+    assert [layer.name for layer in prof.layers] == ["fc1", "act", "fc2"]
+    assert prof.layers[0].flops == 2 * 2 * 16 * 32 + 2 * 32 or prof.layers[0].flops == 2 * 2 * 16 * 32
+    assert prof.layers[0].inputs[0].shape == (2, 16) and prof.layers[2].outputs[0].shape == (2, 4)
+
+
+def test_factory_module_only_takes_shapes(factories: Path) -> None:
+    prof = layerperf.profile(f"{factories}:module_only", backend="torch", shapes=["x=3x16"], runs=1, warmup=0)
+    assert prof.layers[0].inputs[0].shape == (3, 16)
+
+
+def test_training_mode_warns(factories: Path) -> None:
+    prof = layerperf.profile(f"{factories}:training", backend="torch", runs=1, warmup=0)
+    assert any("training mode" in w and ".eval()" in w for w in prof.warnings)
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("raises", "the factory raised RuntimeError: weights not found"),
+    ("not_a_module", "the factory returned int, not an nn.Module"),
+    ("bad_shapes", "forward failed on inputs [2x5]: RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
+    ("module_only", "without example inputs"),
+    ("missing", "has no callable 'missing'"),
+])
+def test_bad_factory_is_one_line(factories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 target: str, words: str) -> None:
+    out = tmp_path / "out"
+    assert main(["profile", f"{factories}:{target}", "--backend", "torch", "--runs", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and words in err, err
+    assert not out.exists()
+
+
+def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", str(tmp_path / "nope.py:make"), "--backend", "torch"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model file not found" in err
+
+
+def test_level_must_be_1_or_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "resnet18", "--backend", "torch", "--level", "3"]) == 2
+    assert "--level must be 1" in capsys.readouterr().err
+
+
+# -- level 2 -----------------------------------------------------------------------------------------
+
+def test_level2_ops_nested_under_their_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prof = layerperf.profile("resnet18", backend="torch", level=2, **SMALL)  # type: ignore[arg-type]
+    idx = _by_name(prof)
+    op = prof.layers[idx["layer1.0.conv1/aten::conv2d"]]
+    module = idx["layer1.0.conv1"]
+    assert op.parent == "layer1.0.conv1" and op.op_type == "aten::conv2d" and op.domain == "aten"
+    level1 = layerperf.profile("resnet18", backend="torch", **{**SMALL, "runs": 1})  # type: ignore[arg-type]
+    assert op.flops == level1.layers[_by_name(level1)["layer1.0.conv1"]].flops
+    assert prof.layers[module].flops is None  # its work is on the op row
+    own, incl = prof.durations_ns(module), prof.inclusive_ns(module)
+    assert np.all(own == incl - prof.inclusive_ns(idx["layer1.0.conv1/aten::conv2d"]))
+    prof.save(tmp_path)
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "trace.json"), "--aggregate-by", "type", "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)
+    assert {"aten::conv2d", "Conv2d"} <= {r.get("op_type", r.get("name")) for r in rows}
+
+
+def test_level2_refuses_counters() -> None:
+    with pytest.raises(layerperf.errors.InputError, match="level 1"):
+        layerperf.profile("resnet18", backend="torch", level=2, memory=True, **SMALL)  # type: ignore[arg-type]
+
+
+def test_counters_at_module_boundaries() -> None:
+    prof = layerperf.profile("resnet18", backend="torch", events=["task-clock"], passes=2,
+                             **{**SMALL, "runs": 1})  # type: ignore[arg-type]
+    assert prof.counters is not None and prof.counters.passes == 2
+    idx = _by_name(prof)
+    conv, block = prof.layers[idx["layer1.0.conv1"]], prof.layers[idx["layer1.0"]]
+    assert len(conv.counters["task-clock"]) == 2 and np.median(conv.counters["task-clock"]) > 0
+    # a module's count covers its children's boundaries too: the block holds its conv's
+    assert np.median(block.counters["task-clock"]) > np.median(conv.counters["task-clock"])
