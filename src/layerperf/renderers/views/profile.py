@@ -101,8 +101,24 @@ def _threads(prof: Profile, summ: Mapping[str, Any]) -> str:
     used = summ.get("intra_op_threads")
     if used is None:
         return f"threads {asked or 'default'}" + (" (count unknown)" if prof.measurement is not None else "")
+    if prof.metadata.get("backend") != "onnxruntime":
+        source = prof.measurement.intra_op_threads_source if prof.measurement is not None else None
+        return f"threads {used}" + (f" ({source})" if source else "")
     how = "counted: threads the session started + the calling thread"
     return f"threads {used} ({'ONNX Runtime default, ' if not asked else ''}{how})"
+
+
+# The options every backend takes (RunPlan's), not repeated on the backend line.
+_PLAN_OPTIONS = frozenset({"warmup", "runs", "threads", "seed", "shapes", "inputs_file", "latency", "max_events",
+                           "provider"})
+
+
+def _backend_options(meta: Mapping[str, Any]) -> str:
+    """The backend's own options: ONNX Runtime's opt level, or each option another backend recorded."""
+    opts = meta.get("options", {})
+    if meta.get("backend") == "onnxruntime":
+        return f"opt level {opts.get('opt_level')}"
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in opts.items() if k not in _PLAN_OPTIONS)
 
 
 def _inputs(summ: Mapping[str, Any]) -> list[str]:
@@ -165,7 +181,7 @@ def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     meta = prof.metadata
     return [
         f"backend: {meta.get('backend')} {meta.get('backend_version')} ({meta.get('provider')}), "
-        f"opt level {meta.get('options', {}).get('opt_level')}, {_threads(prof, summ)}, {summ['runs']} runs",
+        f"{_backend_options(meta)}, {_threads(prof, summ)}, {summ['runs']} runs",
         *_inputs(summ),
         _latency(summ),
         f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
