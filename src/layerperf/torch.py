@@ -4,74 +4,115 @@
 ...     model(x)
 >>> prof.profile.save("out")                          # doctest: +SKIP
 
-Every module called inside is timed at its boundaries (forward hooks), by its path under the
-outermost module called (``layer1.0.conv1``); each call of that module is one run. The first
+>>> @layerperf.torch.profile(path="out")              # doctest: +SKIP
+... def train_step(x, y):
+...     loss = loss_fn(model(x), y); opt.zero_grad(); loss.backward(); opt.step()
+
+Every module called inside is timed at its boundaries, by its path under the outermost module called
+(``layer1.0.conv1``); a backward pass adds a row per module call's backward (``layer1.0.conv1
+(backward)``), an optimizer step a row ``optimizer.step (SGD)``. A run is one call of the decorated
+function, or in a ``with`` block (and between ``start()`` and ``stop()``) one outermost call of the
+model with what follows it up to the next (see :mod:`layerperf.backends.torch.insitu`). The first
 ``warmup`` runs are left out. When the profile ends, the first timed run's inputs are run once more,
-untimed and in inference mode, for each module's shapes, FLOPs and bytes (modules in training mode
-are not re-run: their FLOPs stay unknown). Only level 1 (modules) is offered here; counters and the
-memory profile come with ``layerperf profile --backend torch``.
+untimed and in inference mode, for each module's shapes, FLOPs and bytes (a model in training mode is
+not re-run: its FLOPs stay unknown, as do every backward and step row's).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from layerperf.backends.torch import INSTALL_HINT, import_torch
-from layerperf.errors import InputError
-from layerperf.profile_data import Layer, Profile
+from layerperf.backends.torch import INSTALL_HINT, LEVELS, import_torch
+from layerperf.errors import InputError, LayerperfError
+from layerperf.profile_data import Profile
+
+if TYPE_CHECKING:
+    from layerperf.backends.torch.incode import Recording, Settings
 
 __all__ = ["INSTALL_HINT", "Profiler", "profile"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-FORMATS = ("trace.json", "layers.csv")
+TRACE, CSV, FLOW_SVG, TIMELINE_SVG = "trace.json", "layers.csv", "memory_flow.svg", "memory_timeline.svg"
+FORMATS = (TRACE, CSV, FLOW_SVG, TIMELINE_SVG)
+DEVICES = ("cpu", "cuda")
 
 
 class Profiler:
-    """Times every module called between :meth:`start` and :meth:`stop` (or inside ``with``).
+    """Times every module called between :meth:`start` and :meth:`stop` (or inside ``with``), the
+    backward of each and each optimizer step.
 
-    ``level``: 1 (modules; the only level offered in code, see the module doc). ``warmup``: runs of the
-    outermost module to leave out. ``path``: a directory the profile is saved to when it ends;
-    ``formats``: which of its files (trace.json, layers.csv; default both).
+    ``level``: 1 modules (forward hooks, lowest cost); 2 modules and the aten ops inside each forward
+    (torch.profiler with record_shapes and with_flops). ``warmup``: runs to leave out.
+    ``events`` (perf event strings) / ``perf_config`` (a JSON file, event string -> label): per-row
+    perf counters, read at the same boundaries on the runs that happen (level 1). ``memory``: the
+    memory profile (``Profile.memory``), resident memory read every ``sample_rate`` row ends (default
+    1; 0: none read). ``profile_device``: ``"cpu"``, or ``"cuda"`` (where torch.cuda is available:
+    each boundary waits for the device, so times cover its work). ``path``: a directory the profile
+    is saved to when it ends; ``formats``: which of its files (trace.json, layers.csv, and with
+    ``memory`` memory_flow.svg and memory_timeline.svg; default all it has). Every option is checked
+    here, before anything runs.
     """
 
     def __init__(self, *, level: int = 1, warmup: int = 0, path: str | Path | None = None,
-                 formats: Sequence[str] | None = None) -> None:
-        if level != 1:
-            raise InputError(f"layerperf.torch.Profiler offers level 1 (modules) only, got {level!r}",
-                             hint="level 2 (aten ops) runs with layerperf profile --backend torch --level 2")
-        if warmup < 0:
-            raise InputError(f"warmup must be 0 or more, got {warmup}")
-        bad = [f for f in (formats or ()) if f not in FORMATS]
-        if bad:
-            raise InputError(f"unknown format {bad[0]!r}", hint="one of: " + ", ".join(FORMATS))
+                 formats: Sequence[str] | None = None, events: Sequence[str] | None = None,
+                 perf_config: str | Path | None = None, memory: bool = False, sample_rate: int | None = None,
+                 profile_device: str = "cpu") -> None:
         self._torch = import_torch()
-        self.warmup, self.path, self.formats = warmup, path, tuple(formats or FORMATS)
-        self._state = _State(warmup)
-        self._handles: list[Any] = []
+        self.settings = _settings(level, warmup, path, formats, events, perf_config, memory, sample_rate,
+                                  profile_device)
+        self._rec: Recording | None = None
+        self._stack: ExitStack | None = None
         self._profile: Profile | None = None
+        self._busy = threading.Lock()  # the decorator's: one profiled call at a time
+
+    @property
+    def path(self) -> Path | None:
+        return self.settings.path
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        return self.settings.formats
 
     def start(self) -> Profiler:
-        from torch.nn.modules import module as torch_module
-
-        if self._handles:
+        """Hooks on until :meth:`stop`; runs are the outermost calls of the model."""
+        if self._stack is not None or self._rec is not None:
             raise InputError("this Profiler is already started")
-        state = self._state
-        self._handles = [torch_module.register_module_forward_pre_hook(state.pre),
-                         torch_module.register_module_forward_hook(state.post, always_call=True)]
+        self._refuse_ended()
+        from layerperf.backends.torch.incode import Recording
+
+        rec = self._rec = Recording(self.settings, runs_by_call=False)
+        stack = ExitStack()
+        stack.callback(rec.close)
+        if self.settings.level == 2:
+            stack.enter_context(rec.level2_session())
+        stack.enter_context(rec.state.hooks())
+        self._stack = stack
         return self
 
     def stop(self) -> Profile:
         """End the profile: hooks off, shapes and FLOPs taken, saved to ``path`` when given."""
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-        self._profile = self._state.build()
-        if self.path is not None:
-            _save(self._profile, Path(self.path), self.formats)
+        if self._profile is not None:
+            return self._profile
+        rec = self._rec
+        if rec is None:
+            raise InputError("this Profiler was never started", hint="use it in a with block, call start(), or "
+                             "call the decorated function first")
+        rec.state.finish()  # the last run ends inside the profiler session and the hooks
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        try:
+            self._profile = rec.build()
+        finally:
+            rec.close()
+        if self.settings.path is not None:
+            _save(self._profile, self.settings.path, self.settings.formats)
         return self._profile
 
     def __enter__(self) -> Profiler:
@@ -87,159 +128,130 @@ class Profiler:
             raise InputError("the profile is not ended yet: call stop() or leave the with block first")
         return self._profile
 
-
-class _State:
-    """What the hooks keep: the modules by id, their first-call order, the timing collector's reads."""
-
-    def __init__(self, warmup: int) -> None:
-        from layerperf.collectors.timing import Timing
-
-        self.timing = Timing()
-        self.warmup = warmup
-        self.root: Any = None
-        self.paths: dict[int, str] = {}
-        self.index: dict[int, int] = {}
-        self.order: list[tuple[str, Any]] = []
-        self.depth = 0
-        self.tid = threading.get_ident()
-        self.calls = 0
-        self.first: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-
-    def _adopt(self, mod: Any) -> None:
-        """``mod`` called with nothing running: the root (its calls are the runs), or another top module."""
-        if self.root is None:
-            self.root = mod
-            self.paths.update({id(m): p for p, m in mod.named_modules() if p})
-            return
-        prefix = type(mod).__name__
-        self.paths.setdefault(id(mod), prefix)
-        for p, m in mod.named_modules():
-            if p:
-                self.paths.setdefault(id(m), f"{prefix}.{p}")
-
-    def pre(self, mod: Any, args: Any) -> None:
-        if threading.get_ident() != self.tid:
-            return
-        if self.depth == 0:
-            if id(mod) not in self.paths and mod is not self.root:
-                self._adopt(mod)
-            if mod is self.root:
-                self.calls += 1
-                if self.calls > self.warmup:
-                    if self.first is None:
-                        self.first = (tuple(args), {})
-                    self.timing.begin_pass()
-        self.depth += 1
-        if self.calls <= self.warmup:
-            return
-        i = self.index.get(id(mod))
-        if i is None and id(mod) in self.paths:
-            i = self.index[id(mod)] = len(self.order)
-            self.order.append((self.paths[id(mod)], mod))
-        if i is not None:
-            self.timing.start(i)
-
-    def post(self, mod: Any, args: Any, out: Any) -> None:
-        if threading.get_ident() != self.tid:
-            return
-        self.depth -= 1
-        if self.calls > self.warmup:
-            i = self.index.get(id(mod))
-            if i is not None:
-                self.timing.stop(i)
-            if self.depth == 0 and mod is self.root:
-                self.timing.end_pass()
-
-    def build(self) -> Profile:
-        import torch
-
-        from layerperf.backends.base import RunPlan
-        from layerperf.profile_metadata import metadata
-
-        layers = [Layer(name=path, op_type=type(mod).__name__, domain="torch.nn", provider="cpu",
-                        param_bytes=sum(p.numel() * p.element_size() for p in mod.parameters(recurse=False)),
-                        parent=_parent(path, {p for p, _ in self.order}))
-                  for path, mod in self.order]
-        warnings = self._costs(layers)
-        desc = {"name": type(self.root).__name__ if self.root is not None else "?"}
-        meta = metadata(desc, RunPlan(warmup=self.warmup, runs=max(self.timing.passes, 1)), "torch",
-                        torch.__version__, "cpu", {"warmup": self.warmup, "level": 1, "in_situ": True})
-        return Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings)
-
-    def _costs(self, layers: list[Layer]) -> list[str]:
-        """Shapes, FLOPs and bytes from one more untimed call of the root on the first timed run's inputs."""
-        from layerperf.backends.torch.models import TorchModel
-        from layerperf.backends.torch.record import record
-
-        if self.root is None or self.first is None:
-            return ["no call of a module was profiled"]
-        if self.root.training:
-            return [f"{type(self.root).__name__} is in training mode: not re-run for shapes and FLOPs "
-                    "(they stay unknown)"]
-        import torch
-
-        model = TorchModel(self.root, self.first[0], self.first[1])
-
-        def call() -> Any:
-            with torch.inference_mode():
-                return self.root(*model.args)
-
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)`` as one run (the decorator's). A call made while another is being
+        profiled (nested, or on another thread) is not a run of its own: nested, it is part of the outer."""
+        if self._profile is not None or self._stack is not None or not self._busy.acquire(blocking=False):
+            return fn(*args, **kwargs)
         try:
-            rec = record(model, call)
-        except Exception as exc:  # the user's forward; the timings stand without the costs
-            return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"]
-        seen = {s.path: s for s in rec.seen}
-        for layer in layers:
-            s = seen.get(layer.name)
-            if s is not None:
-                layer.inputs, layer.outputs, layer.flops = s.inputs, s.outputs, s.flops
-                layer.bytes_read, layer.bytes_written = s.bytes_read, s.bytes_written
-        unknown = sorted({op for s in rec.seen for op in s.unknown_ops})
-        return [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
-            if unknown else []
+            from layerperf.backends.torch.incode import Recording
+
+            if self._rec is None:
+                self._rec = Recording(self.settings, runs_by_call=True)
+            rec = self._rec
+            rec.state.tid = threading.get_ident()
+            with ExitStack() as stack:
+                if self.settings.level == 2 and rec.state.calls >= self.settings.warmup:
+                    stack.enter_context(rec.level2_session())
+                stack.enter_context(rec.state.hooks())
+                rec.state.begin_call()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    rec.state.end_call()
+        finally:
+            self._busy.release()
+
+    def _refuse_ended(self) -> None:
+        if self._profile is not None:
+            raise InputError("this Profiler has ended: make a new one to profile again")
+
+    def _stop_at_exit(self) -> None:
+        if self._rec is None or self._profile is not None:
+            return
+        try:
+            self.stop()
+        except LayerperfError as exc:  # the process is ending: one line, no traceback
+            print(f"layerperf.torch: the profile was not saved: {exc}", file=sys.stderr)
 
 
-def _parent(path: str, layers: set[str]) -> str | None:
-    """The nearest enclosing module that is a layer (a container never called is not)."""
-    while "." in path:
-        path = path.rpartition(".")[0]
-        if path in layers:
-            return path
-    return None
+def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequence[str] | None,
+              events: Sequence[str] | None, perf_config: str | Path | None, memory: bool,
+              sample_rate: int | None, device: str) -> Settings:
+    """The options checked, each fault in one line, before anything runs."""
+    from layerperf.backends.torch.incode import Settings
+    from layerperf.collectors import Collectors
+
+    if isinstance(level, bool) or level not in LEVELS:
+        raise InputError(f"level must be 1 (modules) or 2 (modules and aten ops), got {level!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise InputError(f"warmup must be an integer, 0 or more, got {warmup!r}")
+    if isinstance(events, str):
+        raise InputError(f"events must be a list of event strings, got the string {events!r}",
+                         hint=f"events=[{events!r}]")
+    if not memory and sample_rate is not None:
+        raise InputError("sample_rate applies to the memory profile only", hint="add memory=True")
+    if level == 2 and (events or perf_config or memory):
+        raise InputError("perf counters and the memory profile run at level 1 (modules) only")
+    if device not in DEVICES:
+        raise InputError(f"profile_device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("profile_device='cuda' but torch.cuda is not available here",
+                             hint="profile_device='cpu', or a CUDA build of torch on a machine with a GPU")
+    chosen = _formats(formats, memory)
+    out = Path(path) if path is not None else None
+    if out is not None:
+        from layerperf.renderers.files import check_dir
+
+        check_dir(out)
+    collectors = Collectors.make(events=events, perf_config=perf_config, passes=1, multiplex=True,
+                                 memory=memory, sample_rate=sample_rate)
+    return Settings(level, warmup, collectors, device, out, chosen)
+
+
+def _formats(formats: Sequence[str] | None, memory: bool) -> tuple[str, ...]:
+    if formats is None:
+        return FORMATS if memory else (TRACE, CSV)
+    if isinstance(formats, str):
+        formats = [formats]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise InputError(f"unknown format {bad[0]!r}", hint="one of: " + ", ".join(FORMATS))
+    pictures = [f for f in formats if f in (FLOW_SVG, TIMELINE_SVG)]
+    if pictures and not memory:
+        raise InputError(f"format {pictures[0]!r} needs the memory profile", hint="add memory=True")
+    if not formats:
+        raise InputError("formats is empty: nothing would be saved", hint="one or more of: " + ", ".join(FORMATS))
+    return tuple(dict.fromkeys(formats))
 
 
 def _save(prof: Profile, out: Path, formats: Sequence[str]) -> None:
     """The chosen files of the profile, written atomically (nothing partial on failure)."""
-    from layerperf.renderers.files import atomic_files, writers
+    from layerperf.renderers.files import atomic_files, ensure_dir, writers
 
     table = writers(prof)
     names = [n for n in table if n in formats]
+    ensure_dir(out)
     with atomic_files(out, names) as files:
         for name, f in zip(names, files, strict=True):
             table[name](prof, f)
 
 
 def profile(*, level: int = 1, warmup: int = 0, path: str | Path | None = None,
-            formats: Sequence[str] | None = None) -> Callable[[F], F]:
-    """Decorate a function: every call of it runs under one Profiler, the runs aggregated; the
-    function's ``.profiler`` ends it (``.profiler.stop()``), or the end of the process does, saving
-    to ``path`` when given."""
+            formats: Sequence[str] | None = None, events: Sequence[str] | None = None,
+            perf_config: str | Path | None = None, memory: bool = False, sample_rate: int | None = None,
+            profile_device: str = "cpu") -> Callable[[F], F]:
+    """Decorate a function: each call of it is one run (a training step: forward, loss, backward and
+    optimizer step), the runs aggregated into one profile; options as :class:`Profiler`'s, checked
+    when decorating. The hooks are on only during the calls. The function's ``.profiler`` ends the
+    profile (``.profiler.stop()`` returns it), or the end of the process does, saving to ``path``."""
 
     def wrap(fn: F) -> F:
-        prof = Profiler(level=level, warmup=warmup, path=path, formats=formats)
-        lock = threading.Lock()
+        prof = Profiler(level=level, warmup=warmup, path=path, formats=formats, events=events,
+                        perf_config=perf_config, memory=memory, sample_rate=sample_rate,
+                        profile_device=profile_device)
 
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                if not prof._handles and prof._profile is None:
-                    prof.start()
-                    if path is not None:
-                        import atexit
+            return prof.call(fn, args, kwargs)
 
-                        atexit.register(lambda: prof._handles and prof.stop())
-            return fn(*args, **kwargs)
+        if path is not None:
+            import atexit
 
+            atexit.register(prof._stop_at_exit)
         inner.profiler = prof  # type: ignore[attr-defined]
         return inner  # type: ignore[return-value]
 

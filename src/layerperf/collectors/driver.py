@@ -117,21 +117,31 @@ class Driver:
                              node_ns=node_ns, schedule=[[spec.name for spec in group] for group in groups])
 
     def _counter_overhead(self, cs: CounterSet) -> dict[str, float]:
-        """Median counts of an empty layer's boundary, read the same way as a real layer's."""
-        empty = PerfCounters(cs)
-        for _ in range(CALIBRATION_PASSES):
-            self.calibrate(empty)
-        got, _ = empty.counts(1)
-        return {name: float(np.median(per_layer[0])) for name, per_layer in got.items()}
+        return counter_overhead(cs, self.calibrate)
 
     def _time(self, one_pass: PassFn, passes: int) -> tuple[float, list[list[int]]]:
         """What an empty layer takes (median ns), and each layer's call durations over ``passes`` passes."""
-        empty = Timing()
-        for _ in range(CALIBRATION_PASSES):
-            self.calibrate(empty)
+        call_ns = boundary_ns(self.calibrate)
         timing = Timing()
         self._passes(timing, one_pass, passes)
-        return float(np.median(empty.calls_ns(1)[0])), timing.calls_ns(self.n_layers)
+        return call_ns, timing.calls_ns(self.n_layers)
+
+
+def counter_overhead(cs: CounterSet, calibrate: PassFn = empty_pass) -> dict[str, float]:
+    """Median counts of an empty layer's boundary (``calibrate``), read the same way as a real layer's."""
+    empty = PerfCounters(cs)
+    for _ in range(CALIBRATION_PASSES):
+        calibrate(empty)
+    got, _ = empty.counts(1)
+    return {name: float(np.median(per_layer[0])) for name, per_layer in got.items()}
+
+
+def boundary_ns(calibrate: PassFn = empty_pass) -> float:
+    """Median time of an empty layer's boundary (``calibrate``) under the timing collector."""
+    empty = Timing()
+    for _ in range(CALIBRATION_PASSES):
+        calibrate(empty)
+    return float(np.median(empty.calls_ns(1)[0]))
 
 
 def _groups(request: CounterRequest) -> tuple[dict[str, str], list[list[EventSpec]]]:

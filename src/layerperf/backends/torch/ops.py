@@ -41,15 +41,19 @@ class _Op:
     flops: int | None
 
 
-def _marks(index: dict[int, int]) -> tuple[Callable[..., None], Callable[..., None]]:
+def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[..., None]]:
+    """A profiler range per layer call (``layerperf::<layer>``); ``index`` None: layers made as they run."""
     import torch
 
     enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
     stack: list[Any] = []
-    names = {i: f"{MARK}{i}" for i in index.values()}
+    names = {i: f"{MARK}{i}" for i in (index or {}).values()}
 
     def start(i: int) -> None:
-        stack.append(enter(names[i], None))
+        name = names.get(i)
+        if name is None:
+            name = names[i] = f"{MARK}{i}"
+        stack.append(enter(name, None))
 
     def stop(i: int) -> None:
         leave(stack.pop())

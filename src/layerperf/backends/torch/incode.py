@@ -1,0 +1,295 @@
+"""One in-code profile (:mod:`layerperf.torch`) from its validated settings to its Profile: the
+collectors opened for the whole profile, the rows and runs (:mod:`.insitu`), level 2's
+torch.profiler sessions, and the Profile built at the end.
+
+The user runs their code as often as they do, so nothing is re-run to count: every collector reads
+at the boundaries of the runs that happen. Level 1 calls, at every row's start and stop, the perf
+counters (one group per set of events the PMU counts together, all open for the whole profile, so
+the kernel multiplexes them: each delta scaled by the time its group was counted, which the profile
+keeps as ``fraction_counted``; opened on every thread of the process and on new ones at each run's
+start, torch's intra-op threads included), resident memory (read at each row's end, every
+``sample_rate``-th read kept as a sample) and the clock — in that order, so the clock reads nearest
+the row's work. Counting adds its reads to the times (see the README).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layerperf.backends.torch.insitu import FORWARD, InSitu, RunClock
+from layerperf.profile_data import Layer, Profile
+
+if TYPE_CHECKING:
+    from layerperf.collectors import Collector, Collectors
+    from layerperf.collectors.counters import PerfCounters
+    from layerperf.collectors.memory import ResidentMemory
+    from layerperf.collectors.timing import Timing
+    from layerperf.counters import CounterSet
+    from layerperf.memory.runtime import RuntimeMemory
+
+TRACE, CSV = "trace.json", "layers.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """An in-code profile's validated options."""
+
+    level: int
+    warmup: int
+    collectors: Collectors
+    device: str
+    path: Path | None
+    formats: tuple[str, ...]
+
+    def options(self) -> dict[str, Any]:
+        """The options as the profile's metadata records them."""
+        c = self.collectors
+        return {"warmup": self.warmup, "level": self.level, "in_situ": True, "profile_device": self.device,
+                "events": list(c.counters.labels) if c.counters else [],
+                "memory": c.memory is not None, "sample_rate": c.memory.sample_rate if c.memory else None}
+
+
+class _Ranges:
+    """Level 2's boundaries: each row a torch.profiler range (:func:`.ops._marks`), each run the run range."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from layerperf.backends.torch.ops import _marks
+
+        self.start, self.stop = _marks(None)
+        self._enter, self._leave = torch.ops.profiler._record_function_enter_new, \
+            torch.ops.profiler._record_function_exit
+        self._run: list[Any] = []
+
+    def begin_pass(self) -> None:
+        from layerperf.backends.torch.ops import RUN_MARK
+
+        self._run.append(self._enter(RUN_MARK, None))
+
+    def end_pass(self) -> None:
+        self._leave(self._run.pop())
+
+
+class _NewThreads:
+    """Opens the counter groups on threads started since the last run (torch starts its pool lazily)."""
+
+    def __init__(self, sets: list[CounterSet]) -> None:
+        self.sets = sets
+
+    def begin_pass(self) -> None:
+        for cs in self.sets:
+            cs.refresh_threads()
+
+    def start(self, layer: int) -> None:
+        pass
+
+    def stop(self, layer: int) -> None:
+        pass
+
+    def end_pass(self) -> None:
+        pass
+
+
+class Recording:
+    """The collectors and the rows of one in-code profile; :meth:`build` makes its Profile."""
+
+    def __init__(self, settings: Settings, *, runs_by_call: bool) -> None:
+        import torch
+
+        from layerperf.collectors import Boundaries
+        from layerperf.collectors.timing import Timing
+
+        self.settings = settings
+        self.clock = RunClock()
+        self.timing: Timing | None = None
+        self.sets: list[CounterSet] = []
+        self.perf: list[PerfCounters] = []
+        self.groups: list[list[str]] = []
+        self.labels: dict[str, str] = {}
+        self.call_ns = math.nan
+        self.rss: ResidentMemory | None = None
+        self.sessions: list[Any] = []  # level 2: the torch.profiler sessions, in order
+        boundary: Collector
+        if settings.level == 2:
+            boundary = _Ranges()
+        else:
+            self.timing = Timing(self.clock)
+            collectors: list[Collector] = []
+            try:
+                collectors += self._open_counters()
+                collectors += self._open_memory()
+            except BaseException:
+                self.close()
+                raise
+            boundary = Boundaries([*collectors, self.timing]) if collectors else self.timing
+        sync = torch.cuda.synchronize if settings.device == "cuda" else None
+        self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, sync=sync)
+
+    def _open_counters(self) -> list[Collector]:
+        request = self.settings.collectors.counters
+        if request is None:
+            return []
+        import torch
+
+        from layerperf.collectors.boundary import empty_pass
+        from layerperf.collectors.counters import PerfCounters
+        from layerperf.collectors.driver import _groups, boundary_ns, counter_overhead
+        from layerperf.counters import CounterSet
+
+        torch.ones(1 << 20).add_(1)  # a parallel op: torch's intra-op pool starts now, before the groups open
+        self.labels, groups = _groups(replace(request, multiplex=False))
+        for group in groups:
+            cs = CounterSet(group, threads="all").open()
+            self.sets.append(cs)
+            cs.enable()
+            self.perf.append(PerfCounters(cs, counter_overhead(cs, empty_pass)))
+            self.groups.append([spec.name for spec in group])
+        self.call_ns = boundary_ns(empty_pass)
+        return [_NewThreads(self.sets), *self.perf]
+
+    def _open_memory(self) -> list[Collector]:
+        from layerperf.collectors.memory import ResidentMemory
+
+        request = self.settings.collectors.memory
+        if request is None or not request.sample_rate:
+            return []
+        self.rss = ResidentMemory(request.sample_rate)
+        return [self.rss]
+
+    def close(self) -> None:
+        for cs in self.sets:
+            cs.close()
+        if self.rss is not None:
+            self.rss.close()
+
+    def level2_session(self) -> Any:
+        """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        session = torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True)
+        self.sessions.append(session)
+        return session
+
+    # -- the profile ------------------------------------------------------------------------------------
+    def build(self) -> Profile:
+        import torch
+
+        from layerperf.backends.base import RunPlan
+        from layerperf.profile_metadata import metadata
+
+        state = self.state
+        state.finish()
+        names = {r.name for r in state.rows}
+        layers = [Layer(name=r.name, op_type=r.op_type, domain=r.domain, provider=self.settings.device,
+                        param_bytes=_param_bytes(r.owner) if r.kind == FORWARD else 0,
+                        parent=state.rows[r.parent].name if r.parent is not None else None)
+                  for r in state.rows]
+        warnings = forward_costs(state.root, state.first, layers, names) + state.warnings()
+        desc = {"name": type(state.root).__name__ if state.root is not None else "?"}
+        meta = metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
+                        torch.__version__, self.settings.device, self.settings.options())
+        if self.settings.level == 2:
+            from layerperf.backends.torch.ops import _assemble
+
+            layers, runs = _assemble(layers, self._level2_runs())
+            warnings.append("level 2: a module's own work is on its aten op rows; its FLOPs and bytes are left "
+                            "unknown so nothing counts twice")
+            return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings)
+        assert self.timing is not None
+        prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings)
+        if self.perf and state.runs:
+            self._fill_counters(prof)
+        if self.settings.collectors.memory is not None:
+            self._fill_memory(prof)
+        return prof
+
+    def _fill_counters(self, prof: Profile) -> None:
+        from layerperf.collectors.counts import CounterResult
+
+        request = self.settings.collectors.counters
+        assert request is not None and self.timing is not None
+        n = len(prof.layers)
+        counts: dict[str, list[list[float]]] = {}
+        fraction: dict[str, list[list[float]]] = {}
+        calibration: dict[str, float] = {}
+        for perf, group in zip(self.perf, self.groups, strict=True):
+            got, frac = perf.counts(n)
+            calibration.update({self.labels[k]: v for k, v in perf.overhead.items()})
+            counts.update({self.labels[k]: v for k, v in got.items()})
+            fraction.update({self.labels[name]: frac for name in group})
+        result = CounterResult(counts=counts, fraction=fraction, calibration=calibration,
+                               call_overhead_ns=self.call_ns, node_ns=self.timing.calls_ns(n), schedule=self.groups)
+        prof.counters = result.apply(prof.layers, replace(request, passes=self.state.runs, multiplex=True))
+
+    def _fill_memory(self, prof: Profile) -> None:
+        """The memory report: what the collectors give (resident memory at row boundaries, the tensors'
+        live bytes from the forward rows' shapes). The one place a per-module allocation report (from
+        torch.profiler's allocation events) is to be attached to the profile."""
+        from layerperf.memory import analyze
+        from layerperf.memory.runtime import RuntimeMemory
+
+        runtime: RuntimeMemory = self.rss.runtime() if self.rss is not None else RuntimeMemory(sample_rate=0)
+        prof.memory = analyze(prof, runtime)
+
+    def _level2_runs(self) -> list[tuple[int, int, Any]]:
+        """(start ns, duration ns, its profiler events) for each run, the events cut at the run's end."""
+        import bisect
+
+        from layerperf.backends.torch.ops import RUN_MARK
+
+        marks_events: list[tuple[Any, list[Any]]] = []
+        for session in self.sessions:
+            events = sorted(session.events(), key=lambda e: e.time_range.start)
+            starts = [e.time_range.start for e in events]
+            for mark in (e for e in events if e.name == RUN_MARK):
+                marks_events.append((mark, events[bisect.bisect_left(starts, mark.time_range.start):]))
+        out = []
+        for (mark, after), (t0, t1) in zip(marks_events, self.state.extents, strict=False):
+            end_us = mark.time_range.start + (t1 - t0) / 1000
+            inside = [mark] + [e for e in after if e is not mark and e.name != RUN_MARK
+                               and e.time_range.start <= end_us]
+            out.append((t0, t1 - t0, inside))
+        return out
+
+
+def _param_bytes(mod: Any) -> int:
+    return sum(p.numel() * p.element_size() for p in mod.parameters(recurse=False))
+
+
+def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | None, layers: list[Layer],
+                  names: set[str]) -> list[str]:
+    """Shapes, FLOPs and bytes of the forward rows, from one more untimed call of the model on the first
+    timed run's inputs (eval mode only: a model in training mode is not re-run, its costs stay unknown)."""
+    from layerperf.backends.torch.models import TorchModel
+    from layerperf.backends.torch.record import record
+
+    if root is None or first is None:
+        return ["no call of a module was profiled"]
+    if root.training:
+        return [f"{type(root).__name__} is in training mode: not re-run for shapes and FLOPs (they stay unknown)"]
+    import torch
+
+    model = TorchModel(root, first[0], first[1])
+
+    def call() -> Any:
+        with torch.inference_mode():
+            return root(*model.args)
+
+    try:
+        rec = record(model, call)
+    except Exception as exc:  # the user's forward; the timings stand without the costs
+        return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"]
+    seen = {s.path: s for s in rec.seen if s.path in names}
+    for layer in layers:
+        s = seen.get(layer.name)
+        if s is not None and layer.domain == "torch.nn":
+            layer.inputs, layer.outputs, layer.flops = s.inputs, s.outputs, s.flops
+            layer.bytes_read, layer.bytes_written = s.bytes_read, s.bytes_written
+    unknown = sorted({op for s in rec.seen for op in s.unknown_ops})
+    return [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
+        if unknown else []
