@@ -84,5 +84,98 @@ def test_profile_before_stop_is_refused(net: Net) -> None:
     prof = lt.Profiler()
     with pytest.raises(InputError, match="not ended"):
         _ = prof.profile
-    with pytest.raises(InputError, match="level 1"):
-        lt.Profiler(level=2)
+    with pytest.raises(InputError, match="never started"):
+        prof.stop()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"level": 3}, "level must be 1"),
+    ({"level": True}, "level must be 1"),
+    ({"warmup": -1}, "warmup must be"),
+    ({"sample_rate": 2}, "memory profile only"),
+    ({"memory": True, "sample_rate": -1}, "sample-rate"),
+    ({"level": 2, "memory": True}, "level 1"),
+    ({"level": 2, "events": ["task-clock"]}, "level 1"),
+    ({"events": "task-clock"}, "list of event strings"),
+    ({"profile_device": "tpu"}, "'cpu' or 'cuda'"),
+    ({"formats": ["report.pdf"]}, "unknown format"),
+    ({"formats": ["memory_flow.svg"]}, "needs the memory profile"),
+    ({"formats": []}, "nothing would be saved"),
+])
+def test_options_refused_up_front(options: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message) as err:
+        lt.Profiler(**options)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match=message):
+        lt.profile(**options)  # type: ignore[arg-type]
+
+
+def test_cuda_only_where_available() -> None:
+    if torch.cuda.is_available():
+        assert lt.Profiler(profile_device="cuda").settings.device == "cuda"
+    else:
+        with pytest.raises(InputError, match="cuda is not available"):
+            lt.Profiler(profile_device="cuda")
+
+
+def test_path_that_cannot_be_a_directory_is_refused_before_running(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        lt.Profiler(path=tmp_path / "file" / "out")
+
+
+def _counters_usable() -> bool:
+    from layerperf.collectors import Collectors
+    from layerperf.errors import LayerperfError
+
+    try:
+        Collectors.make(events=["task-clock"])
+    except LayerperfError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _counters_usable(), reason="perf counters not permitted here")
+def test_counters_per_module_on_the_runs_that_happen(net: Net) -> None:
+    x = torch.randn(64, 32)
+    with lt.Profiler(events=["task-clock", "page-faults"], warmup=1) as prof:
+        for _ in range(4):
+            net(x)
+    p = prof.profile
+    assert p.counters is not None and p.counters.passes == 3 and p.counters.multiplex
+    assert p.counters.fraction_counted is not None
+    assert all(0 < f <= 1 for f in p.counters.fraction_counted["task-clock"])
+    for layer in p.layers:
+        assert len(layer.counters["task-clock"]) == 3
+        assert all(v >= 0 for v in layer.counters["page-faults"])
+    body, lin = p.layers[0], p.layers[1]
+    assert np.median(body.counters["task-clock"]) >= np.median(lin.counters["task-clock"]) > 0
+    # task-clock and the clock measure the same calls: same order of magnitude
+    ratio = np.median(lin.counters["task-clock"]) / np.median(p.durations_ns(1))
+    assert 0.2 < ratio < 5
+
+
+def test_memory_profile_and_its_pictures(net: Net, tmp_path: Path) -> None:
+    x = torch.randn(8, 32)
+    with lt.Profiler(memory=True, sample_rate=2, path=tmp_path / "mem") as prof:
+        for _ in range(2):
+            net(x)
+    p = prof.profile
+    assert p.memory is not None and p.memory.runtime is not None
+    stops_per_run = len(p.layers)  # every module once a run
+    assert len(p.memory.runtime.rss_samples) == 2 * ((stops_per_run + 1) // 2)
+    assert p.memory.runtime.rss_hwm_bytes >= p.memory.runtime.rss_baseline_bytes > 0
+    assert sorted(f.name for f in (tmp_path / "mem").iterdir()) == [
+        "layers.csv", "memory_flow.svg", "memory_timeline.svg", "trace.json"]
+    assert (tmp_path / "mem" / "memory_flow.svg").read_text().startswith("<svg")
+
+
+def test_level2_in_a_with_block(net: Net) -> None:
+    x = torch.randn(4, 32)
+    with lt.Profiler(level=2) as prof:
+        for _ in range(2):
+            net(x)
+    p = prof.profile
+    by_name = {layer.name: layer for layer in p.layers}
+    assert by_name["body.0/aten::linear"].parent == "body.0" and by_name["body.0"].flops is None
+    assert len(p.runs) == 2 and all(row["calls"] == 2 for row in p.table())

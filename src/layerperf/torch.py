@@ -238,6 +238,8 @@ def profile(*, level: int = 1, warmup: int = 0, path: str | Path | None = None,
     optimizer step), the runs aggregated into one profile; options as :class:`Profiler`'s, checked
     when decorating. The hooks are on only during the calls. The function's ``.profiler`` ends the
     profile (``.profiler.stop()`` returns it), or the end of the process does, saving to ``path``."""
+    import_torch()
+    _settings(level, warmup, path, formats, events, perf_config, memory, sample_rate, profile_device)
 
     def wrap(fn: F) -> F:
         prof = Profiler(level=level, warmup=warmup, path=path, formats=formats, events=events,

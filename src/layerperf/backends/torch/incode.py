@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.torch.insitu import FORWARD, InSitu, RunClock
-from layerperf.profile_data import Layer, Profile
+from layerperf.profile_data import GraphSummary, Layer, Profile
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collector, Collectors
@@ -189,7 +189,8 @@ class Recording:
                         param_bytes=_param_bytes(r.owner) if r.kind == FORWARD else 0,
                         parent=state.rows[r.parent].name if r.parent is not None else None)
                   for r in state.rows]
-        warnings = forward_costs(state.root, state.first, layers, names) + state.warnings()
+        warnings, graph = forward_costs(state.root, state.first, layers, names)
+        warnings += state.warnings()
         desc = {"name": type(state.root).__name__ if state.root is not None else "?"}
         meta = metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
                         torch.__version__, self.settings.device, self.settings.options())
@@ -199,9 +200,9 @@ class Recording:
             layers, runs = _assemble(layers, self._level2_runs())
             warnings.append("level 2: a module's own work is on its aten op rows; its FLOPs and bytes are left "
                             "unknown so nothing counts twice")
-            return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings)
+            return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
         assert self.timing is not None
-        prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings)
+        prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings, graph=graph)
         if self.perf and state.runs:
             self._fill_counters(prof)
         if self.settings.collectors.memory is not None:
@@ -262,19 +263,23 @@ def _param_bytes(mod: Any) -> int:
 
 
 def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | None, layers: list[Layer],
-                  names: set[str]) -> list[str]:
+                  names: set[str]) -> tuple[list[str], GraphSummary | None]:
     """Shapes, FLOPs and bytes of the forward rows, from one more untimed call of the model on the first
-    timed run's inputs (eval mode only: a model in training mode is not re-run, its costs stay unknown)."""
+    timed run's inputs (eval mode only: a model in training mode is not re-run, its costs stay unknown);
+    with the warnings, the model's graph summary (inputs, outputs, parameters)."""
+    from layerperf.backends.torch.driver import graph_summary
     from layerperf.backends.torch.models import TorchModel
-    from layerperf.backends.torch.record import record
+    from layerperf.backends.torch.record import _input_names, record
 
     if root is None or first is None:
-        return ["no call of a module was profiled"]
-    if root.training:
-        return [f"{type(root).__name__} is in training mode: not re-run for shapes and FLOPs (they stay unknown)"]
-    import torch
-
+        return ["no call of a module was profiled"], None
     model = TorchModel(root, first[0], first[1])
+    params = {name: p.numel() * p.element_size() for name, p in root.named_parameters()}
+    bare = GraphSummary(tuple(n for n, _ in _input_names(model)), (), params)
+    if root.training:
+        return [f"{type(root).__name__} is in training mode: not re-run for shapes and FLOPs (they stay "
+                "unknown)"], bare
+    import torch
 
     def call() -> Any:
         with torch.inference_mode():
@@ -283,7 +288,7 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
     try:
         rec = record(model, call)
     except Exception as exc:  # the user's forward; the timings stand without the costs
-        return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"]
+        return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"], bare
     seen = {s.path: s for s in rec.seen if s.path in names}
     for layer in layers:
         s = seen.get(layer.name)
@@ -291,5 +296,6 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
             layer.inputs, layer.outputs, layer.flops = s.inputs, s.outputs, s.flops
             layer.bytes_read, layer.bytes_written = s.bytes_read, s.bytes_written
     unknown = sorted({op for s in rec.seen for op in s.unknown_ops})
-    return [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
+    warnings = [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
         if unknown else []
+    return warnings, graph_summary(model, rec)

@@ -222,7 +222,8 @@ class InSitu:
         if kind == FORWARD:
             row = Row(self._paths[id(owner)], cls, "torch.nn", kind, owner, parent)
         elif kind == BACKWARD:
-            row = Row(f"{self._paths[id(owner)]} (backward)", f"{cls} (backward)", "torch.autograd", kind, owner, parent)
+            name = f"{self._paths[id(owner)]} (backward)"
+            row = Row(name, f"{cls} (backward)", "torch.autograd", kind, owner, parent)
         else:
             taken = {r.name for r in self.rows}
             name = base = f"optimizer.step ({cls})"
