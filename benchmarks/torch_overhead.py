@@ -8,6 +8,8 @@ call alone (a profiler session is opened and closed outside the timed span):
     level1      layerperf level 1: forward hooks on every module, the timing collector at each boundary
     level2      layerperf level 2: level 1's hooks as profiler ranges, torch.profiler with
                 record_shapes=True, with_flops=True
+    api_level1  layerperf.torch's decorator (level 1) around the call: its hooks (forward, optimizer
+                step, and the bookkeeping for backward rows) installed for the call, one run per call
     tp_default  torch.profiler, CPU activity, default options
     tp_shapes   torch.profiler with record_shapes=True, with_flops=True
 
@@ -36,7 +38,7 @@ from layerperf.backends.torch.models import load
 from layerperf.backends.torch.ops import RUN_MARK, _marks
 from layerperf.collectors.timing import Timing
 
-VARIANTS = ("plain", "level1", "level2", "tp_default", "tp_shapes")
+VARIANTS = ("plain", "level1", "api_level1", "level2", "tp_default", "tp_shapes")
 
 
 def _timed(call: Callable[[], Any]) -> int:
@@ -68,7 +70,12 @@ def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], 
                 return _timed(session.call)
         return run
 
-    return {"plain": lambda: _timed(session.call), "level1": level1, "level2": level2,
+    import layerperf.torch as lt
+
+    api_call = lt.profile()(session.call)  # never stopped: the profile is not built
+
+    return {"plain": lambda: _timed(session.call), "level1": level1, "api_level1": lambda: _timed(api_call),
+            "level2": level2,
             "tp_default": tp(), "tp_shapes": tp(record_shapes=True, with_flops=True)}
 
 
