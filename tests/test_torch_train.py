@@ -209,3 +209,38 @@ def test_level2_training_step() -> None:
     assert "features.0 (backward)" in by_name and "optimizer.step (SGD)" in by_name
     assert any(n.startswith("optimizer.step (SGD)/aten::") for n in by_name)
     assert len(p.runs) == 2 and all(np.all(p.durations_ns(i) > 0) for i in range(len(p.layers)))
+
+
+def _global_hooks() -> int:
+    from torch.nn.modules import module as torch_module
+    from torch.optim import optimizer as torch_optim
+
+    return (len(torch_module._global_forward_pre_hooks) + len(torch_module._global_forward_hooks)
+            + len(torch_optim._global_optimizer_pre_hooks) + len(torch_optim._global_optimizer_post_hooks))
+
+
+def test_hooks_only_during_calls_and_a_failing_call_leaves_none() -> None:
+    net, loss_fn, opt, x, y = _setup()
+    before = _global_hooks()
+    seen: list[int] = []
+
+    @lt.profile()
+    def step(fail: bool) -> None:
+        seen.append(_global_hooks())
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        if fail:
+            raise RuntimeError("the user's own error")
+        opt.step()
+
+    step(False)
+    assert _global_hooks() == before  # off between calls
+    with pytest.raises(RuntimeError, match="own error"):
+        step(True)
+    assert _global_hooks() == before
+    step(False)
+    p = step.profiler.stop()  # type: ignore[attr-defined]
+    assert seen == [before + 4] * 3
+    assert len(p.runs) == 3
+    calls = {row["name"]: row["calls"] for row in p.table()}
+    assert calls["optimizer.step (SGD)"] == 2 and calls["fc (backward)"] == 3

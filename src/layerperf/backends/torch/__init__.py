@@ -5,7 +5,9 @@ Its modules: :mod:`.driver` (one profile, start to end), :mod:`.models` (a zoo n
 forward hooks that call a collector at each module's boundaries), :mod:`.record` (one untimed pass:
 the modules in execution order, their shapes, FLOPs and bytes), :mod:`.from_onnx` (an ONNX graph as
 one module per node), :mod:`.ops` (level 2: the aten ops inside each module, from torch.profiler).
-torch itself is imported only inside functions.
+In code (:mod:`layerperf.torch`): :mod:`.incode` (one in-code profile, its collectors, its Profile),
+:mod:`.insitu` (its rows and runs as the user's code runs), :mod:`.backward` (a row per module
+call's backward, from autograd node hooks). torch itself is imported only inside functions.
 """
 
 from __future__ import annotations
