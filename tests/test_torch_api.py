@@ -71,13 +71,15 @@ def test_decorator_aggregates_calls(net: Net, tmp_path: Path) -> None:
     assert [layer.name for layer in again.layers] == [layer.name for layer in p.layers]
 
 
-def test_training_model_keeps_timings_without_costs(net: Net) -> None:
+def test_training_model_costs_from_a_forward_and_backward_rerun(net: Net) -> None:
     net.train()
     with lt.Profiler() as prof:
         net(torch.randn(2, 32)).sum().backward()
     p = prof.profile
-    assert len(p.runs) == 1 and all(layer.flops is None for layer in p.layers)
-    assert any("training mode" in w for w in p.warnings)
+    flops = {layer.name: layer.flops for layer in p.layers}
+    assert len(p.runs) == 1 and flops["body.0"] == 2 * 2 * 32 * 64
+    assert flops["body.0 (backward)"] is None  # its bias's gradient is a sum: no formula, unknown
+    assert any("threshold_backward" in w and "sum" in w for w in p.warnings)
 
 
 def test_profile_before_stop_is_refused(net: Net) -> None:

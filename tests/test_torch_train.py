@@ -85,7 +85,13 @@ def test_train_step_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert spans["features.0 (backward)"][1] <= spans["features (backward)"][1]
         assert spans["fc (backward)"][0] >= spans["CrossEntropyLoss"][1]
         assert spans["optimizer.step (SGD)"][0] >= spans["features (backward)"][1]
-    assert all(layer.flops is None for layer in p.layers)  # a model in training mode: costs unknown
+    flops = {layer.name: layer.flops for layer in p.layers}
+    conv0, conv2 = 2 * 2 * 8 * 8 * 8 * 3 * 9, 2 * 2 * 8 * 8 * 8 * 8 * 9  # 2 FLOPs a multiply-add
+    assert flops["features.0"] == conv0 and flops["features.2"] == conv2
+    assert flops["features.2 (backward)"] == 2 * conv2  # the gradients of its input and of its weight
+    assert flops["features.0 (backward)"] == conv0  # of its weight only: the data needs none
+    assert flops["features.1 (backward)"] is None  # threshold_backward: no formula, unknown
+    assert flops["CrossEntropyLoss (backward)"] is None and flops["optimizer.step (SGD)"] is None  # not re-run
     again = layerperf.load(tmp_path / "train")
     assert [layer.name for layer in again.layers] == [layer.name for layer in p.layers]
     assert [layer.parent for layer in again.layers] == [layer.parent for layer in p.layers]
@@ -244,3 +250,22 @@ def test_hooks_only_during_calls_and_a_failing_call_leaves_none() -> None:
     assert len(p.runs) == 3
     calls = {row["name"]: row["calls"] for row in p.table()}
     assert calls["optimizer.step (SGD)"] == 2 and calls["fc (backward)"] == 3
+
+
+def test_costs_rerun_leaves_buffers_and_random_state_as_they_were() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.Flatten(), nn.LazyLinear(2))
+    x = torch.randn(2, 3, 6, 6)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    prof = lt.Profiler().start()
+    net(x).sum().backward()
+    opt.step()
+    buffers = [b.clone() for b in net.buffers()]
+    params = [p.detach().clone() for p in net.parameters()]
+    rng = torch.get_rng_state()
+    p = prof.stop()  # re-runs forward and backward for the costs
+    assert all(torch.equal(a, b) for a, b in zip(buffers, net.buffers(), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(params, net.parameters(), strict=True))
+    assert all(q.grad is not None for q in net.parameters())
+    assert torch.equal(rng, torch.get_rng_state())
+    assert {layer.name: layer.flops for layer in p.layers}["0 (backward)"] == 2 * 2 * 4 * 4 * 4 * 3 * 9

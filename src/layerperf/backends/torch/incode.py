@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf.backends.torch.insitu import FORWARD, InSitu, RunClock
+from layerperf.backends.torch.insitu import BACKWARD, FORWARD, InSitu, RunClock
 from layerperf.profile_data import GraphSummary, Layer, Profile
 
 if TYPE_CHECKING:
+    from layerperf.backends.torch.record import Recorder, Seen
     from layerperf.collectors import Collector, Collectors
     from layerperf.collectors.counters import PerfCounters
     from layerperf.collectors.memory import ResidentMemory
@@ -189,7 +190,8 @@ class Recording:
                         param_bytes=_param_bytes(r.owner) if r.kind == FORWARD else 0,
                         parent=state.rows[r.parent].name if r.parent is not None else None)
                   for r in state.rows]
-        warnings, graph = forward_costs(state.root, state.first, layers, names)
+        grad = any(r.kind == BACKWARD for r in state.rows)
+        warnings, graph = forward_costs(state.root, state.first, layers, names, grad=grad)
         warnings += state.warnings()
         desc = {"name": type(state.root).__name__ if state.root is not None else "?"}
         meta = metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
@@ -263,10 +265,12 @@ def _param_bytes(mod: Any) -> int:
 
 
 def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | None, layers: list[Layer],
-                  names: set[str]) -> tuple[list[str], GraphSummary | None]:
-    """Shapes, FLOPs and bytes of the forward rows, from one more untimed call of the model on the first
-    timed run's inputs (eval mode only: a model in training mode is not re-run, its costs stay unknown);
-    with the warnings, the model's graph summary (inputs, outputs, parameters)."""
+                  names: set[str], *, grad: bool = False) -> tuple[list[str], GraphSummary | None]:
+    """Shapes, FLOPs and bytes of the rows, from one more untimed call of the model on the first timed
+    run's inputs: in inference mode for a model in eval mode whose backward did not run; otherwise
+    (``grad``: a backward ran, or the model is in training mode) a forward and backward in the
+    model's own mode, for the backward rows' work too (:mod:`.gradcost`). With the warnings, the
+    model's graph summary (inputs, outputs, parameters)."""
     from layerperf.backends.torch.driver import graph_summary
     from layerperf.backends.torch.models import TorchModel
     from layerperf.backends.torch.record import _input_names, record
@@ -276,26 +280,37 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
     model = TorchModel(root, first[0], first[1])
     params = {name: p.numel() * p.element_size() for name, p in root.named_parameters()}
     bare = GraphSummary(tuple(n for n, _ in _input_names(model)), (), params)
-    if root.training:
-        return [f"{type(root).__name__} is in training mode: not re-run for shapes and FLOPs (they stay "
-                "unknown)"], bare
     import torch
 
     def call() -> Any:
         with torch.inference_mode():
             return root(*model.args)
 
+    back: dict[str, Seen] = {}
     try:
-        rec = record(model, call)
+        if grad or root.training:
+            from layerperf.backends.torch.gradcost import grad_pass
+
+            rec, back = grad_pass(model)
+        else:
+            rec = record(model, call)
     except Exception as exc:  # the user's forward; the timings stand without the costs
         return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"], bare
-    seen = {s.path: s for s in rec.seen if s.path in names}
+    _put(layers, {s.path: s for s in rec.seen if s.path in names}, "torch.nn")
+    _put(layers, back, "torch.autograd")
+    return _unknown_ops(rec, back), graph_summary(model, rec)
+
+
+def _put(layers: list[Layer], seen: dict[str, Seen], domain: str) -> None:
     for layer in layers:
         s = seen.get(layer.name)
-        if s is not None and layer.domain == "torch.nn":
-            layer.inputs, layer.outputs, layer.flops = s.inputs, s.outputs, s.flops
-            layer.bytes_read, layer.bytes_written = s.bytes_read, s.bytes_written
-    unknown = sorted({op for s in rec.seen for op in s.unknown_ops})
-    warnings = [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
+        if s is not None and layer.domain == domain:
+            if domain == "torch.nn":
+                layer.inputs, layer.outputs = s.inputs, s.outputs
+            layer.flops, layer.bytes_read, layer.bytes_written = s.flops, s.bytes_read, s.bytes_written
+
+
+def _unknown_ops(rec: Recorder, back: dict[str, Seen]) -> list[str]:
+    unknown = sorted({op for s in [*rec.seen, *back.values()] for op in s.unknown_ops})
+    return [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
         if unknown else []
-    return warnings, graph_summary(model, rec)

@@ -124,47 +124,61 @@ class Recorder:
             if formula is None and name not in NO_ARITHMETIC:
                 self.root_unknown.add(name)
             return
-        seen.ops.append(name)
-        seen.bytes_read += _nbytes((args, kwargs))
-        seen.bytes_written += _nbytes(out)
-        if formula is not None:
-            if seen.flops is not None:
-                seen.flops += int(formula(*args, **kwargs, out_val=out))
-        elif name not in NO_ARITHMETIC:
-            seen.unknown_ops.add(name)
-            seen.flops = None
+        add_op(seen, func, args, kwargs, out)
 
 
-def record(model: Any, call: Any) -> Recorder:
-    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside)."""
-    from torch.nn.modules import module as torch_module
+def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    """One aten op's work onto ``seen``: its FLOPs (unknown, None, for an op with no formula that
+    computes) and the bytes of its tensor arguments and results."""
+    from torch.utils.flop_counter import flop_registry
+
+    name = func.overloadpacket.__name__
+    formula = flop_registry.get(func.overloadpacket)
+    seen.ops.append(name)
+    seen.bytes_read += _nbytes((args, kwargs))
+    seen.bytes_written += _nbytes(out)
+    if formula is not None:
+        if seen.flops is not None:
+            seen.flops += int(formula(*args, **kwargs, out_val=out))
+    elif name not in NO_ARITHMETIC:
+        seen.unknown_ops.add(name)
+        seen.flops = None
+
+
+def counting_mode(on_op: Any) -> Any:
+    """A dispatch mode calling ``on_op(func, args, kwargs, out)`` for each aten op that runs; a composite
+    op (conv2d, linear...) is counted as the ops it stands for, which have FLOP formulas."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    own = getattr(model.module, "layerperf_paths", {})
-    modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
-    inputs = {id(t): (n, t) for n, t in _input_names(model)}
-    rec = Recorder(modules, inputs)
+    from torch.utils.flop_counter import flop_registry
 
     class Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            from torch.utils.flop_counter import flop_registry
-
             if func.overloadpacket not in flop_registry:
-                # a composite op (conv2d, linear...) counted as the ops it stands for, which have formulas;
-                # the mode is off inside its own handler, so it is entered again for them
+                # the mode is off inside its own handler, so it is entered again for the parts
                 with self:
                     out = func.decompose(*args, **kwargs)
                 if out is not NotImplemented:
                     return out
             out = func(*args, **kwargs)
-            rec.op(func, args, kwargs, out)
+            on_op(func, args, kwargs, out)
             return out
 
+    return Mode()
+
+
+def record(model: Any, call: Any) -> Recorder:
+    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside)."""
+    from torch.nn.modules import module as torch_module
+
+    own = getattr(model.module, "layerperf_paths", {})
+    modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
+    inputs = {id(t): (n, t) for n, t in _input_names(model)}
+    rec = Recorder(modules, inputs)
     handles = [torch_module.register_module_forward_pre_hook(lambda m, a: rec.pre(m, a, {})),
                torch_module.register_module_forward_hook(lambda m, a, o: rec.post(m, a, {}, o), always_call=True)]
     try:
-        with Mode():
+        with counting_mode(rec.op):
             call()
     finally:
         for h in handles:
