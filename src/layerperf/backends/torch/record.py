@@ -27,6 +27,11 @@ NO_ARITHMETIC = frozenset((
 ))
 
 
+# what autograd itself dispatches with grad on (a saved tensor's detach): the model's work is the same
+# without it, so a module's bytes in training mode are not made larger by it
+AUTOGRAD_ONLY = frozenset(("detach",))
+
+
 @dataclass(slots=True)
 class Seen:
     """What one module did in the recorded pass."""
@@ -135,8 +140,9 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     name = func.overloadpacket.__name__
     formula = flop_registry.get(func.overloadpacket)
     seen.ops.append(name)
-    seen.bytes_read += _nbytes((args, kwargs))
-    seen.bytes_written += _nbytes(out)
+    if name not in AUTOGRAD_ONLY:
+        seen.bytes_read += _nbytes((args, kwargs))
+        seen.bytes_written += _nbytes(out)
     if formula is not None:
         if seen.flops is not None:
             seen.flops += int(formula(*args, **kwargs, out_val=out))
