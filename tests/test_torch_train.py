@@ -269,3 +269,23 @@ def test_costs_rerun_leaves_buffers_and_random_state_as_they_were() -> None:
     assert all(q.grad is not None for q in net.parameters())
     assert torch.equal(rng, torch.get_rng_state())
     assert {layer.name: layer.flops for layer in p.layers}["0 (backward)"] == 2 * 2 * 4 * 4 * 4 * 3 * 9
+
+
+class TwoOut(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * 2, x.exp()
+
+
+def test_backward_of_an_output_the_loss_does_not_use_ends_with_the_backward() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 3), TwoOut())
+    x = torch.randn(2, 3)
+    with lt.Profiler() as prof:
+        a, _unused = net(x)
+        a.sum().backward()
+    p = prof.profile
+    names = [layer.name for layer in p.layers]
+    assert "1 (backward)" in names and "0 (backward)" in names
+    assert any("ended with the backward pass" in w for w in p.warnings)
+    spans = _spans(p, 0)  # its row runs on to the backward's end: the Linear's backward falls inside it
+    assert spans["1 (backward)"][0] < spans["0 (backward)"][0] <= spans["0 (backward)"][1] <= spans["1 (backward)"][1]
