@@ -152,9 +152,6 @@ def test_counters_per_module_on_the_runs_that_happen(net: Net) -> None:
         assert all(v >= 0 for v in layer.counters["page-faults"])
     body, lin = p.layers[0], p.layers[1]
     assert np.median(body.counters["task-clock"]) >= np.median(lin.counters["task-clock"]) > 0
-    # task-clock and the clock measure the same calls: same order of magnitude
-    ratio = np.median(lin.counters["task-clock"]) / np.median(p.durations_ns(1))
-    assert 0.2 < ratio < 5
 
 
 def test_memory_profile_and_its_pictures(net: Net, tmp_path: Path) -> None:

@@ -197,7 +197,8 @@ def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequenc
         from layerperf.renderers.files import check_dir
 
         check_dir(out)
-    collectors = Collectors.make(events=events, perf_config=perf_config, passes=1, multiplex=True,
+    # each group the PMU counts together is checked here, as it is opened (all at once) when profiling
+    collectors = Collectors.make(events=events, perf_config=perf_config, passes=1, multiplex=False,
                                  memory=memory, sample_rate=sample_rate)
     return Settings(level, warmup, collectors, device, out, chosen)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -118,16 +118,12 @@ class InSitu:
         self.boundary.begin_pass()
 
     def _end_run(self, *, held: bool) -> None:
-        while self._open:  # a row left open (a forward that never returned to its hook)
-            self._emit_stop(self._open.pop())
-        self._skip.clear()
-        if held:
-            with self.clock.held_at_last():
-                self.boundary.end_pass()
-                end = self.clock()
-        else:
+        with self.clock.held_at_last() if held else nullcontext():
+            while self._open:  # a row left open (a forward that never returned to its hook)
+                self._emit_stop(self._open.pop())
             self.boundary.end_pass()
             end = self.clock()
+        self._skip.clear()
         self.extents.append((self._run_start, end))
         self.runs += 1
         self._in_run = False
