@@ -56,6 +56,10 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
         warnings=warnings(loaded, rec))
     if collectors.counters or collectors.memory:
         collectors.driver(len(layers)).run(lambda c: session.hooked_pass(index, c)).fill(prof)
+    if collectors.memory:  # what torch's allocator did, per module: one more pass under torch.profiler
+        from layerperf.backends.torch.memory import allocation_report
+
+        prof.memory = allocation_report(session, index, prof)
     return prof
 
 
