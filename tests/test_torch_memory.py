@@ -145,3 +145,28 @@ def test_memory_cli_prints_modules_and_draws_the_allocator_timeline(tmp_path: Pa
                  "--runs", "1", "--out", str(tmp_path / "j"), "--format", "json"]) == 0
     doc = orjson.loads(capsys.readouterr().out)
     assert doc["allocations"]["peak_module"] and len(doc["allocations"]["modules"]) == len(allocs.modules) + 1
+
+
+class Between(torch.nn.Module):
+    """Its own code makes a tensor between two children: no layer produces it and it is no input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.ReLU(), torch.nn.ReLU(), torch.nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        z = self.b(y)
+        return self.c(z * 2)  # z * 2: made by this code, used by c only
+
+
+def test_a_tensor_made_between_layers_lives_from_its_first_use() -> None:
+    from layerperf.memory import analyze
+
+    prof = layerperf.profile((Between().eval(), torch.zeros(1024)), backend="torch", runs=1, warmup=0)
+    rep = analyze(prof)
+    names = [n.name for n in rep.nodes]
+    made = [b for b in rep.blocks if b.kind == "code"]
+    assert len(made) == 1 and made[0].first == made[0].last == names.index("c") and made[0].nbytes == 4096
+    assert rep.peak_entries()[0]["producer"] in {"a", "b", "c", "(code before c)", "(graph input)"}
+    assert rep.nodes[names.index("a")].live_bytes == 2 * 4096  # x and a's output; not z * 2, made later

@@ -93,7 +93,9 @@ class MemoryReport:
         """The buffers live at the peak as JSON objects: name, bytes, tensors, kind, producer, last consumer."""
         out = []
         for b in self.tensors_at_peak()[:top]:
-            producer = "(graph input)" if b.kind == timeline.INPUT else self.node_name(b.first)
+            producer = ("(graph input)" if b.kind == timeline.INPUT else
+                        f"(code before {self.node_name(b.first)})" if b.kind == timeline.CODE else
+                        self.node_name(b.first))
             out.append({"name": b.name, "bytes": b.nbytes, "tensors": list(b.tensors), "kind": b.kind,
                         "producer": producer, "last_consumer": self.node_name(b.last)})
         return out

@@ -30,7 +30,7 @@ TIMELINE_FILENAME = "memory_timeline.svg"
 WIDTH, HEIGHT = 1200, 640
 LEFT, RIGHT, TOP, BOTTOM = 90, 24, 64, 110  # margins around the plot area
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
-KIND_COLORS = {"input": "#4c78a8", "output": "#54a24b"}
+KIND_COLORS = {"input": "#4c78a8", "output": "#54a24b", "code": "#9ecae9"}
 # Distinct hues for the op types that produce the most bytes, in that order; the rest share grey.
 PALETTE = ("#f58518", "#72b7b2", "#e45756", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#17becf", "#8c6d31",
            "#637939")
@@ -184,7 +184,9 @@ def _node_label(rep: MemoryReport, index: int) -> str:
 
 def block_title(rep: MemoryReport, b: PlacedBlock) -> str:
     names = ", ".join(b.tensors)
-    made = "graph input" if b.kind == "input" else f"produced by {_node_label(rep, b.first)}"
+    made = ("graph input" if b.kind == "input" else
+            f"made by the model's code before {_node_label(rep, b.first)}" if b.kind == "code" else
+            f"produced by {_node_label(rep, b.first)}")
     return (f"{names}: {units.binary(b.nbytes)} ({b.nbytes:,} bytes) at offset {b.offset:,}; {made}; "
             f"last used by {_node_label(rep, b.last)}" + ("; graph output" if b.kind == "output" else ""))
 
@@ -210,6 +212,8 @@ def flow_svg(rep: MemoryReport, model: str = "model") -> bytes:
     c.legend([("box", KIND_COLORS["input"], "graph input"), ("box", KIND_COLORS["output"], "graph output")]
              + [("box", color, f"made by {op}") for op, color in colors.items()]
              + ([("box", OTHER_COLOR, "made by other ops")] if others else [])
+             + ([("box", KIND_COLORS["code"], "made between layers")] if any(b.kind == "code" for b in rep.blocks)
+                else [])
              + [("dash", "#333", "live peak")])
     return c.render()
 
