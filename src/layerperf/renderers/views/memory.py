@@ -130,7 +130,8 @@ def summary_lines(rep: MemoryReport) -> list[str]:
                  f"initializers {b(rep.initializer_bytes)}, counted apart")
     rt = rep.runtime
     if rt and rt.rss_hwm_bytes is not None:
-        lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {len(rt.arena_runs)} runs: "
+        runs = len(rt.arena_runs) or len({s.run for s in rt.rss_samples})  # a backend with no arena: its samples'
+        lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {runs} runs: "
                      f"baseline {b(rt.rss_baseline_bytes)}, high-water {b(rt.rss_hwm_bytes)} "
                      f"(+{b(rt.rss_growth_bytes)})")
     return lines
