@@ -170,3 +170,24 @@ def test_a_tensor_made_between_layers_lives_from_its_first_use() -> None:
     assert len(made) == 1 and made[0].first == made[0].last == names.index("c") and made[0].nbytes == 4096
     assert rep.peak_entries()[0]["producer"] in {"a", "b", "c", "(code before c)", "(graph input)"}
     assert rep.nodes[names.index("a")].live_bytes == 2 * 4096  # x and a's output; not z * 2, made later
+
+
+def test_allocation_report_for_a_profile_made_elsewhere() -> None:
+    """What the in-code Profiler calls: its own layers and module index, one more call, no graph section."""
+    from dataclasses import replace
+
+    from layerperf.backends.torch.memory import allocation_report
+
+    model = Known().eval()
+    x = torch.zeros(4)
+    prof = replace(layerperf.profile((model, x), backend="torch", runs=1, warmup=0), graph=None, memory=None)
+    names = {layer.name: i for i, layer in enumerate(prof.layers)}
+    index = {id(m): names[p] for p, m in model.named_modules() if p in names}
+
+    def call() -> torch.Tensor:
+        with torch.inference_mode():
+            return model(x)
+
+    rep = allocation_report(call, index, prof)
+    assert rep.allocations is not None and rep.allocations.peak_module == "outer.inner"
+    assert rep.allocations.peak_live_bytes == KEEP + BIG and any("no graph section" in w for w in rep.warnings)

@@ -70,7 +70,7 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
     if collectors.memory:  # what torch's allocator did, per module: one more pass under torch.profiler
         from layerperf.backends.torch.memory import allocation_report
 
-        prof.memory = allocation_report(session, index, prof, on_gpu.device_name("cuda") if cuda else "cpu")
+        prof.memory = allocation_report(session.call, index, prof, on_gpu.device_name("cuda") if cuda else "cpu")
     return prof
 
 

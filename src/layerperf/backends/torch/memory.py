@@ -9,13 +9,12 @@ itself is ``layerperf::run``, so only what happened inside the model's call coun
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from layerperf.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
 
 if TYPE_CHECKING:
-    from layerperf.backends.torch.driver import Session
     from layerperf.memory.report import MemoryReport
     from layerperf.profile_data import Profile
 
@@ -109,14 +108,27 @@ def _device_name(device: Any) -> str:
     return kind if kind == "cpu" or index is None else f"{kind}:{index}"
 
 
-def allocation_report(session: Session, index: dict[int, int], profile: Profile, device: str = "cpu") -> MemoryReport:
-    """One more pass of ``session`` under an :class:`AllocationCapture`; ``profile``'s memory report
-    (the one the collectors made, or the analysis of its layers) with those allocations in it."""
+def allocation_report(call: Callable[[], Any], index: dict[int, int], profile: Profile,
+                      device: str = "cpu") -> MemoryReport:
+    """One more ``call()`` (one pass of the model) under an :class:`AllocationCapture` of the modules in
+    ``index`` (module id -> index in ``profile.layers``); ``profile``'s memory report (the one the
+    collectors made, or the analysis of its layers now) with those allocations in it. A profile with no
+    graph section (model inputs and outputs unknown) gets the analysis as if the model had none, and a
+    warning saying so."""
+    from dataclasses import replace
+
     from layerperf.memory.report import analyze, with_allocations
+    from layerperf.profile_data import GraphSummary
 
     with AllocationCapture(index, device) as cap:
-        out = session.call()  # held to the pass's end, as a caller holds it: the outputs stay allocated
+        out = call()  # held to the pass's end, as a caller holds it: the outputs stay allocated
     del out
     allocs = cap.allocations([layer.name for layer in profile.layers])
-    base = profile.memory if profile.memory is not None else analyze(profile)
+    base = profile.memory
+    if base is None and profile.graph is None:
+        base = analyze(replace(profile, graph=GraphSummary()))
+        base = replace(base, warnings=(*base.warnings, "no graph section: the model's inputs and outputs are "
+                                       "unknown, so the live tensors between layers are approximate"))
+    elif base is None:
+        base = analyze(profile)
     return with_allocations(base, allocs)
