@@ -154,3 +154,17 @@ def test_timeline_svg_draws_the_allocator_peak_and_its_module() -> None:
     assert "allocator events" not in plain  # no events: the live-tensor timeline as before
     empty = timeline_svg(_report(replace(_allocs([]), events=0)), "toy").decode()
     assert "allocator events" not in empty
+
+
+def test_a_long_legend_grows_the_picture_instead_of_being_cut() -> None:
+    import re
+
+    from layerperf.renderers.svg import HEIGHT, Canvas
+
+    c = Canvas(10, 100.0, "t", "s")
+    c.legend([("box", "#000000", f"made by a module type with a long name {k}") for k in range(20)])
+    svg = c.render().decode()
+    height = int(re.search(r"<svg [^>]*height='(\d+)'", svg).group(1))  # type: ignore[union-attr]
+    lowest = max(float(y) for y in re.findall(r"<text x='[\d.]+' y='([\d.]+)'", svg))
+    assert height > HEIGHT and lowest < height
+    assert f"<rect width='1200' height='{height}' fill='white'/>" in svg

@@ -52,11 +52,11 @@ class Canvas:
         self.max_bytes = max(max_bytes, 1.0)
         self.x0, self.x1 = LEFT, WIDTH - RIGHT
         self.y0, self.y1 = TOP, HEIGHT - BOTTOM
+        self.height = HEIGHT  # grows when the legend needs more rows than the bottom margin holds
         self.parts = [
-            f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' "
-            f"viewBox='0 0 {WIDTH} {HEIGHT}' {FONT} font-size='12'>",
+            "",  # the <svg> element and the background, written by render() once the height is known
             f"<title>{esc(title)}</title>",
-            f"<rect width='{WIDTH}' height='{HEIGHT}' fill='white'/>",
+            "",
             f"<text x='{LEFT}' y='24' font-size='16' font-weight='bold'>{esc(title)}</text>",
             f"<text x='{LEFT}' y='44' fill='#444'>{esc(subtitle)}</text>",
         ]
@@ -119,6 +119,7 @@ class Canvas:
                 self.line(x, y - 4, x + 18, y - 4, color, "stroke-width='2.5'" +
                           (" stroke-dasharray='6 4'" if kind == "dash" else ""))
             self.text(x + 22, y, label)
+            self.height = max(self.height, y + 12)
             x += width
 
     def peak_marker(self, node: int, label: str) -> None:
@@ -131,6 +132,10 @@ class Canvas:
                   "paint-order='stroke'")
 
     def render(self) -> bytes:
+        h = self.height
+        self.parts[0] = (f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{h}' "
+                         f"viewBox='0 0 {WIDTH} {h}' {FONT} font-size='12'>")
+        self.parts[2] = f"<rect width='{WIDTH}' height='{h}' fill='white'/>"
         return ("\n".join([*self.parts, "</svg>"]) + "\n").encode("utf-8")
 
 
