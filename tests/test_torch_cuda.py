@@ -143,3 +143,53 @@ def test_kernels_go_under_the_module_whose_op_launched_them() -> None:
     assert [(k.module, k.name, k.dur_us, k.stream) for k in got] == [
         ("block.conv", "implicit_gemm", 30.0, 7), ("block", "elementwise_add", 2.0, 7), (None, "copy", 1.0, 7),
         (None, "orphan", 1.0, 7)]
+
+
+def test_the_driver_takes_its_times_and_memory_from_the_device_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole --torch-device cuda path through the driver, on the CPU: torch.cuda's calls faked (events
+    stamped by the host clock, the allocator's counters by the test), the model left where it is."""
+    import time
+
+    from layerperf.backends.torch import cuda as on_gpu
+
+    dev = FakeDevice()
+    api = dev.api()
+
+    def stamp() -> Any:
+        ev = api.event()
+        real_record = ev.record
+
+        def record() -> None:
+            dev.t_ms = time.perf_counter() * 1e3
+            dev.alloc(64)  # something allocated between any two boundaries
+            real_record()
+
+        ev.record = record
+        return ev
+
+    fake = CudaApi(event=stamp, synchronize=api.synchronize, allocated=api.allocated,
+                   max_allocated=api.max_allocated, reset_peak=api.reset_peak)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(on_gpu, "to_device", lambda model, device: model)
+    monkeypatch.setattr(on_gpu.CudaApi, "real", classmethod(lambda cls: fake))
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.block(x)
+
+    prof = layerperf.profile((Net().eval(), torch.randn(2, 8)), backend="torch", torch_device="cuda",
+                             runs=2, warmup=0)  # type: ignore[arg-type]
+    assert prof.metadata["provider"] == "cuda" and {layer.provider for layer in prof.layers} == {"cuda"}
+    # once before the runs, after each of the 2 plain (latency) calls, and once to read every pair of events
+    assert dev.syncs == 1 + 2 + 1
+    assert len(prof.runs) == 2 and all(len(r.spans) == 3 for r in prof.runs)
+    block, linear = (prof.layers.index(next(la for la in prof.layers if la.name == n)) for n in ("block", "block.0"))
+    spans = {s.layer: s for s in prof.runs[1].spans}
+    assert spans[block].start_ns <= spans[linear].start_ns and spans[linear].dur_ns < spans[block].dur_ns
+    for layer in prof.layers:
+        assert set(layer.memory) == set(on_gpu.MEMORY_KEYS) and layer.memory["cuda_peak_rise_bytes"] > 0

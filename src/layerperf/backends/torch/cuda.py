@@ -214,10 +214,13 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
         sync()
 
     sync()
+    session.cpu_ns = []
     for r in range(plan.runs):
         if plan.latency:
             plain.take(synced, 1, time.perf_counter_ns, time.thread_time_ns)
+        c0 = time.thread_time_ns()
         session.hooked_pass(index, events)
+        session.cpu_ns.append(time.thread_time_ns() - c0)
         if progress:
             progress("profiled runs (cuda)", r + 1, plan.runs)
     return events, plain
