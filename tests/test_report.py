@@ -307,3 +307,14 @@ def test_gzip_and_profile_directory(tmp_path: Path, hostile: layerperf.Profile) 
         dom = check_safe(html.html(source, peaks=None))
         assert len(dom.rows["layers"]) == len(hostile.layers)
         assert dom.by_id("memory")  # a layerperf trace is read as its Profile: memory, counters, summary
+
+
+def test_diff_command_writes_the_page_by_suffix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tef_trace(tmp_path / "a.json"), tef_trace(tmp_path / "b.json", runs=2)
+    out = tmp_path / "x.html"
+    assert main(["diff", str(a), str(b), "--by", "type", "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    dom = check_safe(out.read_text())
+    assert sorted(str(r["data-name"]) for r in dom.rows["diff"]) == sorted(["Conv", "Relu", HOSTILE_TYPE])
+    assert main(["diff", str(a), str(b), "--format", "json", "-o", str(tmp_path / "y.html")]) == 2
+    assert not (tmp_path / "y.html").exists()
