@@ -318,3 +318,28 @@ def test_diff_command_writes_the_page_by_suffix(tmp_path: Path, capsys: pytest.C
     assert sorted(str(r["data-name"]) for r in dom.rows["diff"]) == sorted(["Conv", "Relu", HOSTILE_TYPE])
     assert main(["diff", str(a), str(b), "--format", "json", "-o", str(tmp_path / "y.html")]) == 2
     assert not (tmp_path / "y.html").exists()
+
+
+def test_timeline_nests_calls_and_keeps_threads_apart(tmp_path: Path) -> None:
+    """Two runs of a parent holding a child holding a grandchild, a sibling after, and a call on another
+    thread: one run drawn, a lane per thread, each nested call one bar height below its parent."""
+    events = []
+    for run in range(2):
+        t = run * 1000.0
+        events += [{"ph": "X", "name": n, "pid": 1, "tid": tid, "ts": t + a, "dur": d, "args": {"op_type": op}}
+                   for n, op, tid, a, d in (("loop", "Loop", 1, 0, 100), ("body", "MatMul", 1, 10, 40),
+                                            ("inner", "Add", 1, 20, 10), ("after", "Relu", 1, 60, 30),
+                                            ("worker", "Conv", 2, 5, 50))]
+    trace = tmp_path / "nested.json"
+    trace.write_bytes(orjson.dumps({"traceEvents": events}))
+    page = html.html(trace, peaks=None)
+    svg = page[page.index('<svg id="timeline"'):]
+    svg = svg[:svg.index("</svg>")]
+    bars = re.findall(r'<g class="span" data-name="([^"]+)"><title>([^<]*)</title><rect x="[^"]+" y="([^"]+)"', svg)
+    y = {name: float(top) for name, _, top in bars}
+    assert sorted(y) == ["after", "body", "inner", "loop", "worker"]  # one run of the two
+    assert y["body"] - y["loop"] == y["inner"] - y["body"] == 15  # one bar height per level
+    assert y["after"] == y["body"] and y["worker"] > y["inner"]  # a sibling at its level; thread 2 below
+    titles = dict((name, title) for name, title, _ in bars)
+    assert "nested 2 deep" in titles["inner"] and "nested" not in titles["loop"]
+    assert "thread 1" in svg and "thread 2" in svg and "run 1 of 2" in page

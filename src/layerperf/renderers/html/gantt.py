@@ -90,13 +90,24 @@ def _depths(ts: np.ndarray, end: np.ndarray) -> list[int]:
     return depth
 
 
-def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline") -> str:
+def span_ns(calls: Calls, window: Window) -> float:
+    """How long the window's calls take, first start to last end."""
+    rows = window.rows
+    if not rows.size:
+        return 1.0
+    ts = calls.ts_ns[rows]
+    return max(float((ts + np.nan_to_num(calls.incl_ns[rows], nan=0.0)).max() - ts.min()), 1.0)
+
+
+def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline",
+                 scale_ns: float | None = None) -> str:
+    """The window's calls as bars; ``scale_ns``: the time the width stands for (two timelines drawn to one
+    scale), the window's own span when None."""
     rows = window.rows
     ts = calls.ts_ns[rows]
     dur = np.nan_to_num(calls.incl_ns[rows], nan=0.0)
     t0 = float(ts.min()) if rows.size else 0.0
-    t1 = float((ts + dur).max()) if rows.size else 1.0
-    span = max(t1 - t0, 1.0)
+    span = max(scale_ns or 0.0, span_ns(calls, window))
     lanes: dict[tuple[int, int], list[int]] = {}
     for j, (p, t) in enumerate(zip(calls.pid[rows].tolist(), calls.tid[rows].tolist(), strict=True)):
         lanes.setdefault((p, t), []).append(j)
