@@ -7,6 +7,7 @@ lines theirs, the op-type breakdown ``analyze --aggregate-by type``'s, the diff 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -170,7 +171,7 @@ def _memory(src: Source) -> str:
 
     drawn = svg.timeline_svg(src.profile.memory, str(src.label)).decode("utf-8")
     # inline SVG needs no namespace (and the page holds no URL); the id is the page's
-    drawn = drawn.replace(" xmlns='http://www.w3.org/2000/svg'", "", 1)
+    drawn = re.sub(r"""\s+xmlns=(['"])[^'"]*\1""", "", drawn, count=1)
     drawn = drawn.replace("<svg ", "<svg id=\"memory\" class=\"chart\" ", 1)
     return section_html("memory-section", "Memory", f'<div class="chartbox">{drawn}</div>',
                         "live tensor bytes node by node, beside what the runtime held (layerperf memory)")
