@@ -9,7 +9,7 @@ occurs again (the window of median length is drawn), or, where it never recurs, 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,6 +35,8 @@ class Window:
     rows: np.ndarray
     label: str
     cut: int = 0  # calls of the run left out (beyond MAX_SPANS)
+    start_ns: float | None = None  # where the run starts and ends, when the trace says (a layerperf run)
+    end_ns: float | None = None
 
 
 def _median_index(durations: list[float]) -> int:
@@ -52,7 +54,8 @@ def one_run(calls: Calls, profile: Profile | None) -> Window | None:
         start = sum(len(r.spans) for r in profile.runs[:k])
         rows = np.arange(start, start + len(profile.runs[k].spans))
         label = f"run {k + 1} of {len(profile.runs)} (the one of median duration, {units.duration_us(durs[k] / 1e3)})"
-        return _cut(calls, rows, label)
+        run = profile.runs[k]
+        return replace(_cut(calls, rows, label), start_ns=float(run.start_ns), end_ns=float(run.start_ns + run.dur_ns))
     timed = np.flatnonzero(~np.isnan(calls.ts_ns))
     timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
     first = calls.name.codes[timed[0]]
@@ -90,13 +93,21 @@ def _depths(ts: np.ndarray, end: np.ndarray) -> list[int]:
     return depth
 
 
-def span_ns(calls: Calls, window: Window) -> float:
-    """How long the window's calls take, first start to last end."""
+def extent_ns(calls: Calls, window: Window) -> tuple[float, float]:
+    """Where the window starts and ends: its run's extent where known, else its calls' first start and last end."""
     rows = window.rows
-    if not rows.size:
-        return 1.0
     ts = calls.ts_ns[rows]
-    return max(float((ts + np.nan_to_num(calls.incl_ns[rows], nan=0.0)).max() - ts.min()), 1.0)
+    first = float(ts.min()) if rows.size else 0.0
+    last = float((ts + np.nan_to_num(calls.incl_ns[rows], nan=0.0)).max()) if rows.size else first
+    start = first if window.start_ns is None else min(window.start_ns, first)
+    end = last if window.end_ns is None else max(window.end_ns, last)
+    return start, end
+
+
+def span_ns(calls: Calls, window: Window) -> float:
+    """How long the window lasts."""
+    start, end = extent_ns(calls, window)
+    return max(end - start, 1.0)
 
 
 def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline",
@@ -106,7 +117,7 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
     rows = window.rows
     ts = calls.ts_ns[rows]
     dur = np.nan_to_num(calls.incl_ns[rows], nan=0.0)
-    t0 = float(ts.min()) if rows.size else 0.0
+    t0 = extent_ns(calls, window)[0]
     span = max(scale_ns or 0.0, span_ns(calls, window))
     lanes: dict[tuple[int, int], list[int]] = {}
     for j, (p, t) in enumerate(zip(calls.pid[rows].tolist(), calls.tid[rows].tolist(), strict=True)):
