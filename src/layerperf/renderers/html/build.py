@@ -216,7 +216,8 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
     roof_intro = (f"each layer a point: FLOPs per byte moved against FLOP/s achieved (hollow: integer work, "
                   f"against its own int8 ceiling); {cal_line}")
     if missing:
-        roof_intro += f"; {missing} layers without known FLOPs, bytes or rate are not drawn"
+        roof_intro += (f"; {missing} layers are not drawn: no arithmetic counted (data movement), or FLOPs, bytes "
+                       "or rate unknown")
     table = Table("layers", section)
     summary = facts_html(facts(src)) + notes_html(lines) + _warnings_html(warnings)
     parts = [

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from layerperf.profile_data import Profile
 
 MAX_SPANS = 3000  # bars drawn at most; a run with more is cut, and the page says so
-WIDTH = 1100
+WIDTH = 1100  # px, at least
+PX_PER_CALL, MAX_WIDTH = 5, 6000
 LEFT, RIGHT, BAR_H, LANE_GAP = 150, 20, 15, 10
 
 
@@ -132,8 +133,10 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
         lane_depth.append(max(depths, default=0) + 1)
     lane_top = np.concatenate([[0], np.cumsum([d * BAR_H + LANE_GAP for d in lane_depth])]) + 34
     height = float(lane_top[-1]) + 10
-    svg = Svg(element_id, WIDTH, height, "timeline of one run")
-    x0, x1 = LEFT, WIDTH - RIGHT
+    # a run of many calls gets a wider picture (the page scrolls it) rather than bars too thin to tell apart
+    width = float(min(max(WIDTH, PX_PER_CALL * rows.size), MAX_WIDTH))
+    svg = Svg(element_id, width, height, "timeline of one run")
+    x0, x1 = LEFT, width - RIGHT
 
     def sx(t: float) -> float:
         return x0 + (t - t0) / span * (x1 - x0)
@@ -145,7 +148,7 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
         svg.text(x, 20, time_label(k * step, unit), 'text-anchor="middle" fill="#555" font-size="11"')
     for lane, ((pid, tid), depth) in enumerate(zip(lanes, lane_depth, strict=True)):
         y = float(lane_top[lane])
-        svg.rect(0, y - 2, WIDTH, depth * BAR_H + 4, "#f6f6f8" if lane % 2 == 0 else "#ffffff")
+        svg.rect(0, y - 2, width, depth * BAR_H + 4, "#f6f6f8" if lane % 2 == 0 else "#ffffff")
         who = ("thread ?" if tid < 0 else f"thread {tid}") + ("" if pid < 0 or len({p for p, _ in lanes}) < 2
                                                               else f" (pid {pid})")
         svg.text(8, y + 11, clip(who, LEFT - 12))
