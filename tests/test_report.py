@@ -378,3 +378,13 @@ def test_integer_layers_on_their_own_ceiling(tmp_path: Path) -> None:
     data = orjson.loads(dom.scripts[0][1])["tables"]["layers"]
     row = data["rows"][data["names"].index("qmm")]
     assert row[data["keys"].index("peak_share")] == pytest.approx(qmm["int_ops_per_s"] / 1e12)  # the int8 peak
+
+
+def test_table_of_very_many_ops_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf.renderers.html import build
+
+    monkeypatch.setattr(build, "MAX_ROWS", 2)
+    page = html.html(tef_trace(tmp_path / "t.json"), peaks=None)
+    dom = Dom(page)
+    assert [r["data-name"] for r in dom.rows["layers"]] == ["conv1", HOSTILE[0]]  # the most self time first
+    assert "the 2 rows with the most self time of 3" in page
