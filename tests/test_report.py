@@ -401,6 +401,11 @@ def test_calibration_file_and_calls_table(tmp_path: Path, monkeypatch: pytest.Mo
     assert main(["report", str(trace), "--calibration", str(saved), "-o", str(out)]) == 0
     assert len(Dom(out.read_text()).with_class("line", "ceiling")) == 2
     assert main(["report", str(trace), "--calibration", str(tmp_path / "none.json"), "-o", str(out)]) == 2
+    only_peak = Peaks("other cpu", 8, flops_per_s={8: 1e11})  # no bandwidth measured: the peak alone
+    assert len(Dom(html.html(trace, peaks=only_peak)).with_class("line", "ceiling")) == 1
+    (tmp_path / "cache" / "calibration" / saved.name).write_text("{damaged")
+    monkeypatch.setattr(calibration, "machine_key", lambda *a: saved.stem)  # this machine: the damaged file
+    assert "calibration unreadable" in html.html(trace)
     dom = Dom(html.html(read_table(trace), peaks=None))  # a Calls table in hand
     assert len(dom.rows["layers"]) == 3
     with pytest.raises(TypeError):

@@ -55,6 +55,7 @@ def _threads(src: Source) -> int | None:
 def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, str]:
     """The peaks to draw as ceilings and a line saying whose they are (or why there are none)."""
     from layerperf import calibration as cal
+    from layerperf.errors import LayerperfError
 
     if peaks is not AUTO:
         assert not isinstance(peaks, str)
@@ -69,7 +70,7 @@ def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, s
             found = cal.load(file)
             return found, f"ceilings: calibration of {machine['cpu']}, {machine['cores']} cores ({file.name})"
         found = cal.load()
-    except Exception as exc:  # a damaged calibration must not cost the report: say so on the page
+    except (LayerperfError, OSError, ValueError) as exc:  # a damaged calibration costs the ceilings, not the page
         return None, f"calibration unreadable ({exc}): run `layerperf calibrate` again"
     if found is None:
         return None, "this machine was never calibrated: run `layerperf calibrate` to draw its peaks as ceilings"

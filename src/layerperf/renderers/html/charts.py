@@ -172,8 +172,9 @@ def roofline_svg(pts: Sequence[Point], colors: Mapping[str, str], ceilings: Ceil
     bw = ceilings.bytes_per_s if ceilings else None
     if bw:
         xs += [v / bw for v in peaks]  # the ridge points
+    ys += peaks  # every ceiling within the picture
     lo_x, hi_x = decades(min(xs) / 1.5, max(xs) * 1.5)[0], decades(min(xs) / 1.5, max(xs) * 1.5)[-1]
-    lo_y, hi_y = decades(min(ys) / 1.5, max(ys + peaks) * 1.5)[0], decades(min(ys) / 1.5, max(ys + peaks) * 1.5)[-1]
+    lo_y, hi_y = decades(min(ys) / 1.5, max(ys) * 1.5)[0], decades(min(ys) / 1.5, max(ys) * 1.5)[-1]
 
     def sx(v: float) -> float:
         return x0 + (math.log10(v) - math.log10(lo_x)) / (math.log10(hi_x) - math.log10(lo_x)) * (x1 - x0)
@@ -193,23 +194,8 @@ def roofline_svg(pts: Sequence[Point], colors: Mapping[str, str], ceilings: Ceil
              'text-anchor="middle"')
     svg.text(16, (y0 + y1) / 2, "achieved FLOP/s (integer: op/s)",
              f'text-anchor="middle" transform="rotate(-90 16 {(y0 + y1) / 2:.0f})"')
-    if ceilings is not None and bw:
-        for peak, label, dash in ((ceilings.flops_per_s, "float32 peak", ""),
-                                  (ceilings.int_ops_per_s, "int8 peak", ' stroke-dasharray="7 4"')):
-            if not peak:
-                continue
-            ridge = peak / bw
-            start = max(lo_x, lo_y / bw)
-            svg.add(f'<line class="ceiling" x1="{sx(start):.1f}" y1="{sy(bw * start):.1f}" x2="{sx(ridge):.1f}" '
-                    f'y2="{sy(peak):.1f}" stroke="#444" stroke-width="1.6"{dash}><title>memory bandwidth '
-                    f"{units.binary(bw)}/s (calibrated)</title></line>")
-            svg.add(f'<line class="ceiling" x1="{sx(ridge):.1f}" y1="{sy(peak):.1f}" x2="{x1:.1f}" y2="{sy(peak):.1f}" '
-                    f'stroke="#444" stroke-width="1.6"{dash}><title>{label} {units.si(peak, "/s")} (calibrated)'
-                    "</title></line>")
-            svg.text(x1 - 4, sy(peak) - 5, f"{label} {units.si(peak, 'OP/s' if 'int' in label else 'FLOP/s')}",
-                     'text-anchor="end" fill="#444"')
-        svg.text(sx(max(lo_x, lo_y / bw)) + 4, sy(bw * max(lo_x, lo_y / bw)) - 8,
-                 f"bandwidth {units.binary(bw)}/s", 'fill="#444"')
+    if ceilings is not None:
+        _ceilings(svg, ceilings, sx, sy, (lo_x, x1), lo_y)
     if not pts:
         svg.text((x0 + x1) / 2, (y0 + y1) / 2, "no layer with known FLOPs (or integer ops), bytes and rate to place",
                  'text-anchor="middle" fill="#8a3b00"')
@@ -225,6 +211,29 @@ def roofline_svg(pts: Sequence[Point], colors: Mapping[str, str], ceilings: Ceil
                 f'cx="{sx(p.intensity):.1f}" cy="{sy(p.rate):.1f}" r="4.5" {style}>'
                 f"<title>{_attr(title)}</title></circle>")
     return svg.render()
+
+
+def _ceilings(svg: Svg, ceilings: Ceilings, sx: Any, sy: Any, x_range: tuple[float, float], lo_y: float) -> None:
+    """The calibrated roofs: for each peak (float32, int8), the bandwidth slope up to where it meets the
+    peak, then the peak; a peak alone (no bandwidth measured) across the whole width."""
+    lo_x, x1 = x_range
+    bw = ceilings.bytes_per_s
+    start = max(lo_x, lo_y / bw) if bw else lo_x
+    for peak, label, unit, dash in ((ceilings.flops_per_s, "float32 peak", "FLOP/s", ""),
+                                    (ceilings.int_ops_per_s, "int8 peak", "OP/s", ' stroke-dasharray="7 4"')):
+        if not peak:
+            continue
+        ridge = max(peak / bw, start) if bw else start
+        if bw:
+            svg.add(f'<line class="ceiling" x1="{sx(start):.1f}" y1="{sy(bw * start):.1f}" x2="{sx(ridge):.1f}" '
+                    f'y2="{sy(peak):.1f}" stroke="#444" stroke-width="1.6"{dash}><title>memory bandwidth '
+                    f"{units.binary(bw)}/s (calibrated)</title></line>")
+        svg.add(f'<line class="ceiling" x1="{sx(ridge):.1f}" y1="{sy(peak):.1f}" x2="{x1:.1f}" y2="{sy(peak):.1f}" '
+                f'stroke="#444" stroke-width="1.6"{dash}><title>{label} {units.si(peak, unit)} (calibrated)'
+                "</title></line>")
+        svg.text(x1 - 4, sy(peak) - 5, f"{label} {units.si(peak, unit)}", 'text-anchor="end" fill="#444"')
+    if bw:
+        svg.text(sx(start) + 4, sy(bw * start) - 8, f"bandwidth {units.binary(bw)}/s", 'fill="#444"')
 
 
 def _rate_tick(v: float) -> str:
