@@ -410,3 +410,15 @@ def test_calibration_file_and_calls_table(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(dom.rows["layers"]) == 3
     with pytest.raises(TypeError):
         html.html(42)
+
+
+def test_a_trace_of_one_run_is_drawn_whole() -> None:
+    """PyTorch's trace says it holds one step: its ops recurring within it mark no runs."""
+    from layerperf.readers.detect import read_table
+
+    trace = DATA / "torch_cuda" / "trace.json.gz"
+    calls = read_table(trace)
+    assert calls.meta["runs"] == 1
+    page = html.html(trace, peaks=None)
+    assert "the whole trace (it holds one run)" in page
+    assert len(Dom(page).with_class("g", "span")) == int((~np.isnan(calls.ts_ns)).sum())

@@ -3,7 +3,9 @@
 One run, not all of them: a hundred runs of a few hundred layers would be tens of thousands of
 elements for the browser to lay out, and the runs look alike. A layerperf Profile says where its runs
 are (the run of median duration is drawn); in a foreign trace a run starts where the trace's first op
-occurs again (the window of median length is drawn), or, where it never recurs, the trace is one run.
+occurs again (the window of median length is drawn), unless it never recurs, or the trace says it holds
+one run, or a number of runs those recurrences do not match: then the trace is drawn whole (its first
+calls, up to :data:`MAX_SPANS`).
 """
 
 from __future__ import annotations
@@ -61,8 +63,14 @@ def one_run(calls: Calls, profile: Profile | None) -> Window | None:
     timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
     first = calls.name.codes[timed[0]]
     starts = timed[calls.name.codes[timed] == first]
+    runs = calls.meta.get("runs")  # what the trace says: ONNX Runtime's model_run events, PyTorch's steps
+    if runs == 1:
+        return _cut(calls, timed, "the whole trace (it holds one run)")
     if starts.size < 2:
         return _cut(calls, timed, "the whole trace (no op recurs to mark where runs start)")
+    if runs and starts.size != runs:
+        return _cut(calls, timed, f"the whole trace (it holds {runs} runs, which the recurrences of its first op, "
+                                  f"{calls.name.values[first]}, do not mark)")
     bounds = calls.ts_ns[starts]
     ends = np.append(bounds[1:], np.inf)
     # the last window has no next start to end it: the median is taken over the others
