@@ -1,0 +1,413 @@
+"""The HTML report in a real headless Chromium (tests/browser.py drives it over WebDriver).
+
+Reports are made here from real profiles (mobilenet_v2 with memory data, a diff of two profiles, and a
+model whose node names are HTML/script injections), opened from disk, and checked through the DOM
+against the contract the report keeps (element ids and attributes) and against the figures layerperf
+itself computes for the same traces. Without Chromium these tests skip, except under CI (CI set), where
+a missing browser fails them: a green CI run must have run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from browser import Browser, require_binaries
+from layerperf.profile_data import Profile
+from layerperf.readers.layerperf import load_profile
+
+from conftest import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+HOSTILE_NAMES = ("<script>alert(1)</script>", "</script><img src=x onerror=alert(1)>")
+BACKSPACE = "\ue003"
+
+
+# --- the browser ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the whole module (a start costs ~1 s); each test loads its page afresh."""
+    with Browser(*require_binaries()) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    """Where screenshots go: $LAYERPERF_ARTIFACTS, else out/test-artifacts in the checkout (gitignored)."""
+    path = Path(os.environ.get("LAYERPERF_ARTIFACTS") or REPO / "out" / "test-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_report(browser: Browser, path: Path) -> list[str]:
+    """Load a report from disk, wait for its script to finish building it; the console errors it logged."""
+    assert path.is_file(), f"no report at {path}"
+    browser.console_log()  # drain what earlier pages logged
+    browser.open_file(path)
+    browser.wait_for("return document.body && document.body.dataset.ready === '1'")
+    return browser.console_errors()
+
+
+def save_png(artifacts: Path, name: str, png: bytes) -> Path:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    path = artifacts / name
+    path.write_bytes(png)
+    return path
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk comes first
+    return int(width), int(height)
+
+
+# --- the reports ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report file and the figures layerperf computes for the same trace(s), to check the page against."""
+
+    html: Path
+    profile: Profile
+    rows: dict[str, dict[str, Any]]  # `layerperf analyze --format json` rows by name
+
+
+def cli_ok(*args: str) -> str:
+    done = run_cli(*args)
+    assert done.returncode == 0, f"layerperf {' '.join(args)} -> {done.returncode}\n{done.stderr}"
+    return done.stdout
+
+
+def profile_with_report(model: str, out: Path, *extra: str) -> Report:
+    cli_ok("profile", model, "--runs", "3", "--warmup", "1", "--no-latency", "--top", "1",
+           "--out", str(out), "--report", *extra)
+    trace = out / "trace.json"
+    rows = json.loads(cli_ok("analyze", str(trace), "--format", "json"))
+    return Report(out / "report.html", load_profile(trace), {row["name"]: row for row in rows})
+
+
+@pytest.fixture(scope="module")
+def mobilenet(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return profile_with_report("mobilenet_v2", tmp_path_factory.mktemp("mobilenet"), "--memory")
+
+
+def hostile_model() -> onnx.ModelProto:
+    """Relu -> Sigmoid, the nodes named after script injections (ONNX accepts any string as a name)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name=HOSTILE_NAMES[0]),
+             helper.make_node("Sigmoid", ["h"], ["y"], name=HOSTILE_NAMES[1])]
+    graph = helper.make_graph(nodes, "<b onmouseover=alert(2)>graph</b>", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    base = tmp_path_factory.mktemp("hostile")
+    onnx.save(hostile_model(), base / "hostile.onnx")
+    # no graph optimization, so ONNX Runtime keeps both nodes under their own names
+    return profile_with_report(str(base / "hostile.onnx"), base / "out", "--opt-level", "disable")
+
+
+# --- the driver itself: its checks must be able to fail ---------------------------------------------
+
+
+def test_driver_sees_errors_requests_and_alerts(browser: Browser, tmp_path: Path) -> None:
+    throws = tmp_path / "throws.html"
+    throws.write_text("<!doctype html><body><script>document.body.dataset.ready = '1';"
+                      "throw new Error('thrown-by-the-page')</script></body>")
+    errors = open_report(browser, throws)
+    assert any("thrown-by-the-page" in e for e in errors), errors
+
+    fetches = tmp_path / "fetches.html"
+    fetches.write_text("<!doctype html><head><meta http-equiv='Content-Security-Policy' content=\"default-src "
+                       "'none'\"></head><body data-ready='1'><img src='http://example.invalid/x.png'></body>")
+    errors = open_report(browser, fetches)
+    assert any("Content Security Policy" in e for e in errors), errors  # a blocked request is logged
+    assert browser.execute("return performance.getEntriesByType('resource').length") == 1  # and still listed
+
+    assert browser.alert_text() is None
+    browser.execute("setTimeout(() => alert('opened'), 0)")
+    deadline = time.monotonic() + 5
+    while browser.alert_text() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert browser.alert_text() == "opened"
+    finally:
+        browser.dismiss_alert()
+    assert browser.alert_text() is None
+
+
+# --- reading the page -------------------------------------------------------------------------------
+
+ROWS_JS = """
+const keys = [...document.querySelectorAll('#layers thead th')].map(th => th.dataset.key);
+return [...document.querySelectorAll('#layers tbody tr')].map(tr => ({
+  name: tr.dataset.name, hidden: tr.hidden,
+  cells: Object.fromEntries([...tr.cells].map((td, i) => [keys[i], {text: td.textContent.trim(),
+                                                                    value: td.dataset.value ?? null}]))}));
+"""
+
+HEADERS_JS = """
+return [...document.querySelectorAll('#layers thead th')].map(th => ({
+  key: th.dataset.key, sort: th.getAttribute('aria-sort')}));
+"""
+
+FOREIGN_URLS_JS = """
+return [...document.querySelectorAll('[src],[href],[srcset],[action],[data],[poster]')]
+  .flatMap(e => ['src', 'href', 'srcset', 'action', 'data', 'poster'].map(a => e.getAttribute(a)))
+  .filter(v => v !== null && !v.startsWith('#'));
+"""
+
+BOX_JS = """
+const svg = document.getElementById(arguments[0]);
+if (!svg) return null;
+const box = svg.getBoundingClientRect();
+const marks = sel => [...svg.querySelectorAll(sel)].filter(m => {
+  const b = m.getBoundingClientRect(); return b.width > 0 || b.height > 0; }).length;
+return {tag: svg.tagName.toLowerCase(), width: box.width, height: box.height,
+        rects: marks('rect'), circles: marks('circle'), paths: marks('path, polyline, polygon, line'),
+        points: [...svg.querySelectorAll('circle.point')].map(c => c.dataset.name)};
+"""
+
+_UNIT = {"ns": 1e-3, "µs": 1.0, "us": 1.0, "ms": 1e3, "s": 1e6, "%": 1.0, "": 1.0,
+         "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+_NUMBER = re.compile(r"^([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([a-zA-Zµ%]*)")
+
+
+def cell_number(text: str) -> float | None:
+    """A cell's figure: '?' and '' are unknown (None); units and SI prefixes scaled ('1.5 ms' -> 1500 µs)."""
+    match = _NUMBER.match(text.strip())
+    if match is None:
+        return None
+    unit = match.group(2)
+    scale = _UNIT.get(unit) or _UNIT.get(unit[:2]) or _UNIT.get(unit[:1]) or 1.0
+    return float(match.group(1).replace(",", "")) * scale
+
+
+def column_values(report: Report, rows: list[dict[str, Any]], key: str) -> list[Any]:
+    """Each row's value of a column, in the page's row order: layerperf's own figure for the layer where
+    `analyze --format json` has that key (so the page's order is checked against the data, not its own
+    text), else the cell's data-value, else its text read as a number where it is one."""
+    values: list[Any] = []
+    for row in rows:
+        truth = report.rows.get(row["name"], {})
+        if key in truth:
+            values.append(truth[key])
+            continue
+        cell = row["cells"].get(key) or {"text": "", "value": None}
+        raw = cell["value"] if cell["value"] is not None else cell["text"]
+        number = cell_number(raw)
+        values.append(number if number is not None or raw in ("?", "") else raw)
+    return values
+
+
+def is_sorted(values: list[Any], descending: bool) -> bool:
+    """Known values in order (unknowns, None, may sit anywhere); text in code-point, case-folded or natural order."""
+    known = [v for v in values if v is not None and not (isinstance(v, float) and v != v)]
+    if all(isinstance(v, (int, float)) for v in known):
+        keys: list[Any] = [known]
+    else:
+        text = [str(v) for v in known]
+        natural = [[int(part) if part.isdigit() else part for part in re.split(r"(\d+)", t.casefold())]
+                   for t in text]
+        keys = [text, [t.casefold() for t in text], natural]
+    for seq in keys:
+        pairs = list(zip(seq, seq[1:], strict=False))
+        try:
+            if all((a >= b) if descending else (a <= b) for a, b in pairs):
+                return True
+        except TypeError:  # natural keys of mixed shapes
+            continue
+    return False
+
+
+# --- the per-model report ---------------------------------------------------------------------------
+
+
+def test_report_loads_offline_without_errors(browser: Browser, mobilenet: Report) -> None:
+    errors = open_report(browser, mobilenet.html)
+    assert errors == []
+    assert browser.execute("return performance.getEntriesByType('resource').map(e => e.name)") == []
+    assert browser.execute(FOREIGN_URLS_JS) == []
+    summary = browser.execute("const s = document.getElementById('summary'); return s && s.textContent")
+    assert summary and "mobilenet_v2" in summary
+    assert browser.execute("return document.getElementById('warnings') !== null")
+
+
+def test_table_has_one_row_per_layer(browser: Browser, mobilenet: Report) -> None:
+    open_report(browser, mobilenet.html)
+    rows = browser.execute(ROWS_JS)
+    layers = mobilenet.profile.layers
+    assert len(layers) > 20  # mobilenet_v2: a real table, not a toy
+    assert len(rows) == len(layers)
+    assert sorted(r["name"] for r in rows) == sorted(layer.name for layer in layers)
+    name_cells = [r["cells"].get("name", {}).get("text") for r in rows]
+    assert name_cells == [r["name"] for r in rows]  # the name column shows the name the row stands for
+
+
+def test_clicking_headers_sorts_each_column(browser: Browser, mobilenet: Report) -> None:
+    open_report(browser, mobilenet.html)
+    headers = browser.execute(HEADERS_JS)
+    keys = [h["key"] for h in headers]
+    assert {"name", "op_type"} <= set(keys), keys
+    assert not any(h["sort"] in ("ascending", "descending") for h in headers)  # unsorted until clicked
+    elements = browser.find_all("#layers thead th")
+    numeric_checked = 0
+    for key, element in zip(keys, elements, strict=True):
+        for direction in ("ascending", "descending"):
+            browser.click(element)
+            rows = browser.execute(ROWS_JS)
+            values = column_values(mobilenet, rows, key)
+            assert is_sorted(values, descending=direction == "descending"), (key, direction, values)
+            sorts = {h["key"]: h["sort"] for h in browser.execute(HEADERS_JS)}
+            assert sorts[key] == direction
+            assert all(s in (None, "none") for k, s in sorts.items() if k != key), sorts
+            assert len(rows) == len(mobilenet.profile.layers)  # sorting moves rows, never drops them
+        known = [v for v in values if isinstance(v, (int, float))]
+        numeric_checked += len(set(known)) > 1
+    assert numeric_checked >= 2  # at least two columns sorted on distinct numbers (not text)
+    assert browser.console_errors() == []
+
+
+def visible_names(browser: Browser) -> list[str]:
+    return [r["name"] for r in browser.execute(ROWS_JS) if not r["hidden"]]
+
+
+def test_filter_narrows_rows(browser: Browser, mobilenet: Report) -> None:
+    open_report(browser, mobilenet.html)
+    layers = mobilenet.profile.layers
+    box = browser.find("#filter")
+    for text in ("depthwise", "GEMM", "features.1"):  # GEMM: an op type, in other case
+        expected = sorted(layer.name for layer in layers
+                          if text.casefold() in layer.name.casefold() or text.casefold() in layer.op_type.casefold())
+        assert 0 < len(expected) < len(layers), text  # the filter must narrow, to show it works
+        browser.type(box, text)
+        assert sorted(visible_names(browser)) == expected, text
+        count = browser.execute("return document.getElementById('row-count').textContent")
+        assert f"{len(expected)} of {len(layers)}" in count, count
+        browser.type(box, BACKSPACE * len(text))
+        assert len(visible_names(browser)) == len(layers)
+    assert browser.console_errors() == []
+
+
+def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, artifacts: Path) -> None:
+    open_report(browser, mobilenet.html)
+    layers = mobilenet.profile.layers
+    charts = {chart: browser.execute(BOX_JS, chart) for chart in ("breakdown", "timeline", "roofline", "memory")}
+    for chart, box in charts.items():
+        assert box is not None, f"no <svg id={chart}>"
+        assert box["tag"] == "svg" and box["width"] > 0 and box["height"] > 0, (chart, box)
+    op_types = {layer.op_type for layer in layers}
+    assert charts["breakdown"]["rects"] >= len(op_types), charts["breakdown"]  # a bar per op type
+    assert charts["timeline"]["rects"] >= len(layers), charts["timeline"]  # a bar per layer of the run
+    assert charts["memory"]["paths"] + charts["memory"]["rects"] > 0, charts["memory"]
+    points = charts["roofline"]["points"]
+    placeable = {layer.name for layer in layers if (layer.flops or 0) > 0 or (layer.int_ops or 0) > 0}
+    assert set(points) <= {layer.name for layer in layers}
+    assert placeable <= set(points), sorted(placeable - set(points))  # every layer with work is a point
+
+    png = browser.screenshot()
+    path = save_png(artifacts, "report.png", png)
+    width, height = png_size(png)
+    assert width >= 800 and height >= 600, (width, height)
+    assert path.stat().st_size > 20_000  # a drawn page, not a blank one (a blank 1400x1000 PNG is ~6 KB)
+
+
+# --- the diff report --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    html: Path
+    rows: list[dict[str, Any]]  # `layerperf diff --format json` rows
+
+
+@pytest.fixture(scope="module")
+def diff(tmp_path_factory: pytest.TempPathFactory) -> DiffReport:
+    base = tmp_path_factory.mktemp("diff")
+    # all optimizations against basic ones: layers matched by name, by scope, and some on one side only
+    for name, level in (("a", "all"), ("b", "basic")):
+        cli_ok("profile", "resnet18", "--runs", "3", "--warmup", "1", "--no-latency", "--top", "1",
+               "--opt-level", level, "--out", str(base / name))
+    a, b = str(base / "a" / "trace.json"), str(base / "b" / "trace.json")
+    cli_ok("report", a, b, "-o", str(base / "diff.html"))
+    return DiffReport(base / "diff.html", json.loads(cli_ok("diff", a, b, "--format", "json"))["rows"])
+
+
+def test_diff_report_shows_every_layer_side_by_side(browser: Browser, diff: DiffReport, artifacts: Path) -> None:
+    assert open_report(browser, diff.html) == []
+    assert browser.execute("return performance.getEntriesByType('resource').length") == 0
+    names = browser.execute("return [...document.querySelectorAll('#diff tbody tr')].map(tr => tr.dataset.name)")
+    assert len(names) == len(diff.rows)
+    assert sorted(names) == sorted(str(row["key"]) for row in diff.rows)
+    assert any(row["only_in"] for row in diff.rows)  # the fixture has unmatched layers, to show them
+    save_png(artifacts, "diff.png", browser.screenshot())
+
+
+# --- hostile names ----------------------------------------------------------------------------------
+
+
+def test_hostile_names_render_as_text(browser: Browser, hostile: Report, artifacts: Path) -> None:
+    assert sorted(layer.name for layer in hostile.profile.layers) == sorted(HOSTILE_NAMES)
+    assert open_report(browser, hostile.html) == []
+    assert browser.alert_text() is None  # no injected alert() ran
+    rows = browser.execute(ROWS_JS)
+    assert sorted(r["name"] for r in rows) == sorted(HOSTILE_NAMES)
+    for row in rows:
+        assert row["cells"]["name"]["text"] == row["name"]  # the raw name, as text
+    injected = browser.execute("""
+        return {imgs: document.querySelectorAll('img').length,
+                handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(
+                    a => a.name.startsWith('on'))).map(e => e.outerHTML.slice(0, 80)),
+                scripts: [...document.scripts].filter(s => s.textContent.includes('alert(')).length,
+                bold: document.querySelectorAll('b').length,
+                text: document.body.textContent};""")
+    assert injected["imgs"] == 0 and injected["handlers"] == [] and injected["scripts"] == 0, injected
+    assert injected["bold"] == 0
+    assert all(name in injected["text"] for name in HOSTILE_NAMES)
+    assert browser.execute("return performance.getEntriesByType('resource').length") == 0
+    save_png(artifacts, "hostile.png", browser.screenshot())
+
+
+def test_page_runs_no_script_but_its_own(browser: Browser, hostile: Report) -> None:
+    """The page's Content-Security-Policy stops a script or handler that got in (checked by adding them)."""
+    open_report(browser, hostile.html)
+    browser.execute("""
+        const s = document.createElement('script'); s.textContent = 'window.__ran = "script"';
+        document.body.appendChild(s);
+        const d = document.createElement('div');
+        d.innerHTML = '<img src="x" onerror="window.__ran = \\'handler\\'">';
+        document.body.appendChild(d);""")
+    time.sleep(0.3)  # let the image fail and the handler be refused
+    assert browser.execute("return window.__ran === undefined ? null : window.__ran") is None
+    assert browser.alert_text() is None
+    errors = browser.console_errors()
+    assert any("Content Security Policy" in e for e in errors), errors  # refused, and said so
+
+
+def test_missing_browser_is_a_skip_locally_and_a_failure_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule the browser fixture applies, with Chromium hidden: a skip without CI, a failure with CI=true."""
+    monkeypatch.setenv("LAYERPERF_CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("LAYERPERF_CHROMEDRIVER", "/nonexistent/chromedriver")
+    for ci in ("", "0", "false"):
+        monkeypatch.setenv("CI", ci)
+        with pytest.raises(pytest.skip.Exception, match="Chromium not found"):
+            require_binaries()
+    for ci in ("true", "1"):
+        monkeypatch.setenv("CI", ci)
+        with pytest.raises(pytest.fail.Exception, match="CI is set and the browser tests cannot run"):
+            require_binaries()
