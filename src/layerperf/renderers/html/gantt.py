@@ -1,0 +1,142 @@
+"""The timeline of one run: a lane per thread, each call a bar, calls nested in another drawn below it.
+
+One run, not all of them: a hundred runs of a few hundred layers would be tens of thousands of
+elements for the browser to lay out, and the runs look alike. A layerperf Profile says where its runs
+are (the run of median duration is drawn); in a foreign trace a run starts where the trace's first op
+occurs again (the window of median length is drawn), or, where it never recurs, the trace is one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from layerperf import units
+from layerperf.renderers.html.draw import Svg, clip, color, time_label, time_ticks
+from layerperf.renderers.html.page import esc
+
+if TYPE_CHECKING:
+    from layerperf.calls import Calls
+    from layerperf.profile_data import Profile
+
+MAX_SPANS = 3000  # bars drawn at most; a run with more is cut, and the page says so
+WIDTH = 1100
+LEFT, RIGHT, BAR_H, LANE_GAP = 150, 20, 15, 10
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The rows of one run (indices into the table, by start time), which run it is, and what was left out."""
+
+    rows: np.ndarray
+    label: str
+    cut: int = 0  # calls of the run left out (beyond MAX_SPANS)
+
+
+def _median_index(durations: list[float]) -> int:
+    order = sorted(range(len(durations)), key=lambda i: durations[i])
+    return order[(len(order) - 1) // 2]
+
+
+def one_run(calls: Calls, profile: Profile | None) -> Window | None:
+    """The calls of one representative run, or None when the table has no start times."""
+    if not calls.has_times:
+        return None
+    if profile is not None and profile.runs and len(calls) == sum(len(r.spans) for r in profile.runs):
+        durs = [float(r.dur_ns) for r in profile.runs]
+        k = _median_index(durs)
+        start = sum(len(r.spans) for r in profile.runs[:k])
+        rows = np.arange(start, start + len(profile.runs[k].spans))
+        label = f"run {k + 1} of {len(profile.runs)} (the one of median duration, {units.duration_us(durs[k] / 1e3)})"
+        return _cut(calls, rows, label)
+    timed = np.flatnonzero(~np.isnan(calls.ts_ns))
+    timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
+    first = calls.name.codes[timed[0]]
+    starts = timed[calls.name.codes[timed] == first]
+    if starts.size < 2:
+        return _cut(calls, timed, "the whole trace (no op recurs to mark where runs start)")
+    bounds = calls.ts_ns[starts]
+    ends = np.append(bounds[1:], np.inf)
+    # the last window has no next start to end it: the median is taken over the others
+    k = _median_index([float(bounds[i + 1] - bounds[i]) for i in range(len(bounds) - 1)])
+    ts = calls.ts_ns[timed]
+    rows = timed[(ts >= bounds[k]) & (ts < ends[k])]
+    label = (f"run {k + 1} of {len(bounds)} (a run starts where the trace's first op, "
+             f"{calls.name.values[first]}, occurs again; the run of median length)")
+    return _cut(calls, rows, label)
+
+
+def _cut(calls: Calls, rows: np.ndarray, label: str) -> Window:
+    rows = rows[np.argsort(calls.ts_ns[rows], kind="stable")]
+    if rows.size > MAX_SPANS:
+        return Window(rows[:MAX_SPANS], label, int(rows.size - MAX_SPANS))
+    return Window(rows, label)
+
+
+def _depths(ts: np.ndarray, end: np.ndarray) -> list[int]:
+    """Each call's nesting depth within its lane: how many calls still open when it starts (calls given by
+    start, the longer first at equal starts, so a parent comes before its children)."""
+    depth: list[int] = []
+    open_ends: list[float] = []
+    for t, e in zip(ts.tolist(), end.tolist(), strict=True):
+        while open_ends and open_ends[-1] <= t:
+            open_ends.pop()
+        depth.append(len(open_ends))
+        open_ends.append(e)
+    return depth
+
+
+def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline") -> str:
+    rows = window.rows
+    ts = calls.ts_ns[rows]
+    dur = np.nan_to_num(calls.incl_ns[rows], nan=0.0)
+    t0 = float(ts.min()) if rows.size else 0.0
+    t1 = float((ts + dur).max()) if rows.size else 1.0
+    span = max(t1 - t0, 1.0)
+    lanes: dict[tuple[int, int], list[int]] = {}
+    for j, (p, t) in enumerate(zip(calls.pid[rows].tolist(), calls.tid[rows].tolist(), strict=True)):
+        lanes.setdefault((p, t), []).append(j)
+    placed: list[tuple[int, int, int]] = []  # (row position, lane, depth)
+    lane_depth: list[int] = []
+    for lane, members in enumerate(lanes.values()):
+        idx = np.asarray(members)
+        order = idx[np.lexsort((-dur[idx], ts[idx]))]
+        depths = _depths(ts[order], ts[order] + dur[order])
+        placed += [(int(j), lane, d) for j, d in zip(order.tolist(), depths, strict=True)]
+        lane_depth.append(max(depths, default=0) + 1)
+    lane_top = np.concatenate([[0], np.cumsum([d * BAR_H + LANE_GAP for d in lane_depth])]) + 34
+    height = float(lane_top[-1]) + 10
+    svg = Svg(element_id, WIDTH, height, "timeline of one run")
+    x0, x1 = LEFT, WIDTH - RIGHT
+
+    def sx(t: float) -> float:
+        return x0 + (t - t0) / span * (x1 - x0)
+
+    step, unit = time_ticks(span)
+    for k in range(int(span // step) + 1):
+        x = sx(t0 + k * step)
+        svg.line(x, 26, x, height - 6, "#eee")
+        svg.text(x, 20, time_label(k * step, unit), 'text-anchor="middle" fill="#555" font-size="11"')
+    for lane, ((pid, tid), depth) in enumerate(zip(lanes, lane_depth, strict=True)):
+        y = float(lane_top[lane])
+        svg.rect(0, y - 2, WIDTH, depth * BAR_H + 4, "#f6f6f8" if lane % 2 == 0 else "#ffffff")
+        who = ("thread ?" if tid < 0 else f"thread {tid}") + ("" if pid < 0 or len({p for p, _ in lanes}) < 2
+                                                              else f" (pid {pid})")
+        svg.text(8, y + 11, clip(who, LEFT - 12))
+    names, types = calls.name, calls.op_type
+    for j, lane, depth in placed:
+        row = int(rows[j])
+        x, w = sx(float(ts[j])), float(dur[j]) / span * (x1 - x0)
+        y = float(lane_top[lane]) + depth * BAR_H
+        name, op = names[row], types[row]
+        title = (f"{name} ({op}): {units.duration_us(float(dur[j]) / 1e3)}, starts at "
+                 f"{units.duration_us((float(ts[j]) - t0) / 1e3)}" + (f", nested {depth} deep" if depth else ""))
+        svg.add(f'<g class="span" data-name="{esc(name)}"><title>{esc(title)}</title>'
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.6):.1f}" height="{BAR_H - 2}" '
+                f'fill="{color(dict(colors), op)}" stroke="#fff" stroke-width="0.3"/>'
+                + (f'<text x="{x + 2:.1f}" y="{y + 10.5:.1f}" font-size="10" fill="#111">{esc(label)}</text>'
+                   if (label := clip(name, w - 4, 5.8)) else "") + "</g>")
+    return svg.render()
