@@ -239,6 +239,12 @@ class Browser:
         """Key events for each character of text, as a user typing into the focused element."""
         self._cmd("POST", f"/element/{element}/value", {"text": text})
 
+    def hover(self, element: str) -> None:
+        """Move the mouse pointer to the centre of an element (mousemove/mouseover events, as a user's)."""
+        move = {"type": "pointerMove", "duration": 0, "origin": self.ref(element), "x": 0, "y": 0}
+        self._cmd("POST", "/actions", {"actions": [
+            {"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [move]}]})
+
     def clear(self, element: str) -> None:
         self._cmd("POST", f"/element/{element}/clear")
 
@@ -272,6 +278,10 @@ class Browser:
                               "params": {"format": "png", "captureBeyondViewport": True}})
             return base64.b64decode(shot["data"])
         return base64.b64decode(self._cmd("GET", "/screenshot"))
+
+    def element_screenshot(self, element: str) -> bytes:
+        """A PNG of one element (scrolled into view first)."""
+        return base64.b64decode(self._cmd("GET", f"/element/{element}/screenshot"))
 
     def wait_for(self, script: str, timeout_s: float = 10.0) -> Any:
         """Poll a script until it returns a truthy value; TimeoutError with the last value otherwise."""

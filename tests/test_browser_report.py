@@ -23,7 +23,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from browser import Browser, require_binaries
+from browser import Browser, WebDriverError, require_binaries
 from layerperf.profile_data import Profile
 from layerperf.readers.layerperf import load_profile
 
@@ -55,9 +55,18 @@ def artifacts() -> Path:
 def open_report(browser: Browser, path: Path) -> list[str]:
     """Load a report from disk, wait for its script to finish building it; the console errors it logged."""
     assert path.is_file(), f"no report at {path}"
+    if browser.alert_text() is not None:  # left open by an earlier failure: it would block every command
+        browser.dismiss_alert()
     browser.console_log()  # drain what earlier pages logged
-    browser.open_file(path)
-    browser.wait_for("return document.body && document.body.dataset.ready === '1'")
+    try:
+        browser.open_file(path)
+        browser.wait_for("return document.body && document.body.dataset.ready === '1'")
+    except WebDriverError as exc:
+        if exc.error != "unexpected alert open":
+            raise
+        text = browser.alert_text()
+        browser.dismiss_alert()
+        pytest.fail(f"{path.name} opened an alert ({text!r}): a script ran that is not the page's own")
     return browser.console_errors()
 
 
@@ -82,7 +91,7 @@ class Report:
 
     html: Path
     profile: Profile
-    rows: dict[str, dict[str, Any]]  # `layerperf analyze --format json` rows by name
+    rows: dict[str, dict[str, Any]]  # the same run's `layerperf profile --format json` layers, by name
 
 
 def cli_ok(*args: str) -> str:
@@ -92,11 +101,11 @@ def cli_ok(*args: str) -> str:
 
 
 def profile_with_report(model: str, out: Path, *extra: str) -> Report:
-    cli_ok("profile", model, "--runs", "3", "--warmup", "1", "--no-latency", "--top", "1",
-           "--out", str(out), "--report", *extra)
-    trace = out / "trace.json"
-    rows = json.loads(cli_ok("analyze", str(trace), "--format", "json"))
-    return Report(out / "report.html", load_profile(trace), {row["name"]: row for row in rows})
+    # one run writes the report, the trace and the JSON output: the page is checked against that run's figures
+    cli_ok("profile", model, "--runs", "3", "--warmup", "1", "--no-latency", "--out", str(out), "--report",
+           "-o", str(out / "layers.json"), *extra)
+    rows = json.loads((out / "layers.json").read_text())["layers"]
+    return Report(out / "report.html", load_profile(out / "trace.json"), {row["name"]: row for row in rows})
 
 
 @pytest.fixture(scope="module")
@@ -154,15 +163,16 @@ def test_driver_sees_errors_requests_and_alerts(browser: Browser, tmp_path: Path
 # --- reading the page -------------------------------------------------------------------------------
 
 ROWS_JS = """
-const keys = [...document.querySelectorAll('#layers thead th')].map(th => th.dataset.key);
-return [...document.querySelectorAll('#layers tbody tr')].map(tr => ({
+const table = document.getElementById(arguments[0] || 'layers');
+const keys = [...table.querySelectorAll('thead th')].map(th => th.dataset.key);
+return [...table.querySelectorAll('tbody tr')].map(tr => ({
   name: tr.dataset.name, hidden: tr.hidden,
   cells: Object.fromEntries([...tr.cells].map((td, i) => [keys[i], {text: td.textContent.trim(),
                                                                     value: td.dataset.value ?? null}]))}));
 """
 
 HEADERS_JS = """
-return [...document.querySelectorAll('#layers thead th')].map(th => ({
+return [...document.getElementById(arguments[0] || 'layers').querySelectorAll('thead th')].map(th => ({
   key: th.dataset.key, sort: th.getAttribute('aria-sort')}));
 """
 
@@ -180,7 +190,8 @@ const marks = sel => [...svg.querySelectorAll(sel)].filter(m => {
   const b = m.getBoundingClientRect(); return b.width > 0 || b.height > 0; }).length;
 return {tag: svg.tagName.toLowerCase(), width: box.width, height: box.height,
         rects: marks('rect'), circles: marks('circle'), paths: marks('path, polyline, polygon, line'),
-        points: [...svg.querySelectorAll('circle.point')].map(c => c.dataset.name)};
+        points: [...svg.querySelectorAll('circle.point')].map(c => c.dataset.name),
+        named: [...svg.querySelectorAll('[data-name]')].map(e => e.dataset.name), text: svg.textContent};
 """
 
 _UNIT = {"ns": 1e-3, "µs": 1.0, "us": 1.0, "ms": 1e3, "s": 1e6, "%": 1.0, "": 1.0,
@@ -198,13 +209,13 @@ def cell_number(text: str) -> float | None:
     return float(match.group(1).replace(",", "")) * scale
 
 
-def column_values(report: Report, rows: list[dict[str, Any]], key: str) -> list[Any]:
+def column_values(truth_rows: dict[str, dict[str, Any]], rows: list[dict[str, Any]], key: str) -> list[Any]:
     """Each row's value of a column, in the page's row order: layerperf's own figure for the layer where
-    `analyze --format json` has that key (so the page's order is checked against the data, not its own
+    `profile --format json` has that key (so the page's order is checked against the data, not its own
     text), else the cell's data-value, else its text read as a number where it is one."""
     values: list[Any] = []
     for row in rows:
-        truth = report.rows.get(row["name"], {})
+        truth = truth_rows.get(row["name"], {})
         if key in truth:
             values.append(truth[key])
             continue
@@ -259,28 +270,36 @@ def test_table_has_one_row_per_layer(browser: Browser, mobilenet: Report) -> Non
     assert name_cells == [r["name"] for r in rows]  # the name column shows the name the row stands for
 
 
-def test_clicking_headers_sorts_each_column(browser: Browser, mobilenet: Report) -> None:
-    open_report(browser, mobilenet.html)
-    headers = browser.execute(HEADERS_JS)
+def check_sorting(browser: Browser, table: str, truth: dict[str, dict[str, Any]]) -> None:
+    """Click every header of a table twice: rows ascending then descending by that column (checked against
+    layerperf's figures), aria-sort on that header only, no row lost."""
+    headers = browser.execute(HEADERS_JS, table)
     keys = [h["key"] for h in headers]
-    assert {"name", "op_type"} <= set(keys), keys
+    assert all(keys) and len(set(keys)) == len(keys), keys  # every column named, once
     assert not any(h["sort"] in ("ascending", "descending") for h in headers)  # unsorted until clicked
-    elements = browser.find_all("#layers thead th")
+    elements = browser.find_all(f"#{table} thead th")
+    n_rows = len(browser.execute(ROWS_JS, table))
     numeric_checked = 0
     for key, element in zip(keys, elements, strict=True):
         for direction in ("ascending", "descending"):
             browser.click(element)
-            rows = browser.execute(ROWS_JS)
-            values = column_values(mobilenet, rows, key)
-            assert is_sorted(values, descending=direction == "descending"), (key, direction, values)
-            sorts = {h["key"]: h["sort"] for h in browser.execute(HEADERS_JS)}
+            rows = browser.execute(ROWS_JS, table)
+            values = column_values(truth, rows, key)
+            assert is_sorted(values, descending=direction == "descending"), (table, key, direction, values)
+            sorts = {h["key"]: h["sort"] for h in browser.execute(HEADERS_JS, table)}
             assert sorts[key] == direction
             assert all(s in (None, "none") for k, s in sorts.items() if k != key), sorts
-            assert len(rows) == len(mobilenet.profile.layers)  # sorting moves rows, never drops them
+            assert len(rows) == n_rows  # sorting moves rows, never drops them
         known = [v for v in values if isinstance(v, (int, float))]
         numeric_checked += len(set(known)) > 1
-    assert numeric_checked >= 2  # at least two columns sorted on distinct numbers (not text)
+    assert numeric_checked >= 2  # at least two columns sorted on distinct numbers (not only text)
     assert browser.console_errors() == []
+
+
+def test_clicking_headers_sorts_each_column(browser: Browser, mobilenet: Report) -> None:
+    open_report(browser, mobilenet.html)
+    assert {"name", "op_type"} <= {h["key"] for h in browser.execute(HEADERS_JS, "layers")}
+    check_sorting(browser, "layers", mobilenet.rows)
 
 
 def visible_names(browser: Browser) -> list[str]:
@@ -308,12 +327,16 @@ def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, art
     open_report(browser, mobilenet.html)
     layers = mobilenet.profile.layers
     charts = {chart: browser.execute(BOX_JS, chart) for chart in ("breakdown", "timeline", "roofline", "memory")}
+    assert mobilenet.profile.memory is not None  # --memory: the memory chart is due
     for chart, box in charts.items():
         assert box is not None, f"no <svg id={chart}>"
         assert box["tag"] == "svg" and box["width"] > 0 and box["height"] > 0, (chart, box)
     op_types = {layer.op_type for layer in layers}
     assert charts["breakdown"]["rects"] >= len(op_types), charts["breakdown"]  # a bar per op type
+    assert all(op in charts["breakdown"]["text"] for op in op_types), charts["breakdown"]["text"]
     assert charts["timeline"]["rects"] >= len(layers), charts["timeline"]  # a bar per layer of the run
+    if charts["timeline"]["named"]:  # bars that name their layer: every layer ran once in the run shown
+        assert sorted(charts["timeline"]["named"]) == sorted(layer.name for layer in layers)
     assert charts["memory"]["paths"] + charts["memory"]["rects"] > 0, charts["memory"]
     points = charts["roofline"]["points"]
     placeable = {layer.name for layer in layers if (layer.flops or 0) > 0 or (layer.int_ops or 0) > 0}
@@ -341,8 +364,8 @@ def diff(tmp_path_factory: pytest.TempPathFactory) -> DiffReport:
     base = tmp_path_factory.mktemp("diff")
     # all optimizations against basic ones: layers matched by name, by scope, and some on one side only
     for name, level in (("a", "all"), ("b", "basic")):
-        cli_ok("profile", "resnet18", "--runs", "3", "--warmup", "1", "--no-latency", "--top", "1",
-               "--opt-level", level, "--out", str(base / name))
+        cli_ok("profile", "resnet18", "--image-size", "64", "--runs", "3", "--warmup", "1", "--no-latency",
+               "--top", "1", "--opt-level", level, "--out", str(base / name))
     a, b = str(base / "a" / "trace.json"), str(base / "b" / "trace.json")
     cli_ok("report", a, b, "-o", str(base / "diff.html"))
     return DiffReport(base / "diff.html", json.loads(cli_ok("diff", a, b, "--format", "json"))["rows"])
@@ -356,6 +379,11 @@ def test_diff_report_shows_every_layer_side_by_side(browser: Browser, diff: Diff
     assert sorted(names) == sorted(str(row["key"]) for row in diff.rows)
     assert any(row["only_in"] for row in diff.rows)  # the fixture has unmatched layers, to show them
     save_png(artifacts, "diff.png", browser.screenshot())
+
+
+def test_diff_table_sorts(browser: Browser, diff: DiffReport) -> None:
+    open_report(browser, diff.html)
+    check_sorting(browser, "diff", {str(row["key"]): row for row in diff.rows})
 
 
 # --- hostile names ----------------------------------------------------------------------------------
@@ -373,11 +401,15 @@ def test_hostile_names_render_as_text(browser: Browser, hostile: Report, artifac
         return {imgs: document.querySelectorAll('img').length,
                 handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(
                     a => a.name.startsWith('on'))).map(e => e.outerHTML.slice(0, 80)),
-                scripts: [...document.scripts].filter(s => s.textContent.includes('alert(')).length,
+                scripts: [...document.scripts].filter(s => s.textContent.includes('alert(') &&  // code, not data
+                    !['application/json', 'application/ld+json'].includes(s.type)).length,
+                data: [...document.scripts].filter(s => s.type === 'application/json').map(s => s.textContent),
                 bold: document.querySelectorAll('b').length,
                 text: document.body.textContent};""")
     assert injected["imgs"] == 0 and injected["handlers"] == [] and injected["scripts"] == 0, injected
     assert injected["bold"] == 0
+    for text in injected["data"]:  # a JSON data block holding the names was not cut short by a </script>
+        json.loads(text)
     assert all(name in injected["text"] for name in HOSTILE_NAMES)
     assert browser.execute("return performance.getEntriesByType('resource').length") == 0
     save_png(artifacts, "hostile.png", browser.screenshot())
@@ -411,3 +443,30 @@ def test_missing_browser_is_a_skip_locally_and_a_failure_under_ci(monkeypatch: p
         monkeypatch.setenv("CI", ci)
         with pytest.raises(pytest.fail.Exception, match="CI is set and the browser tests cannot run"):
             require_binaries()
+
+
+SHOWN_JS = """
+// visible elements outside the table and the charts with a text of their own naming the layer (a tooltip)
+const name = arguments[0];
+return [...document.querySelectorAll('body *')].filter(e => !e.closest('table') && !e.closest('svg')
+  && e.checkVisibility() && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.includes(name))).length;
+"""
+
+POINT_JS = """
+// a roofline point the pointer can reach: the one hit at its own centre (points may overlap)
+return [...document.querySelectorAll('#roofline circle.point')].find(c => {
+  c.scrollIntoView({block: 'center'});
+  const r = c.getBoundingClientRect();
+  const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+  return hit === c || c.contains(hit); }) || null;
+"""
+
+
+def test_hovering_a_roofline_point_names_its_layer(browser: Browser, mobilenet: Report) -> None:
+    open_report(browser, mobilenet.html)
+    point = browser.execute(POINT_JS)
+    assert point is not None, "no roofline point can be hovered"
+    name = browser.execute("return arguments[0].dataset.name", point)
+    before = browser.execute(SHOWN_JS, name)
+    browser.hover(next(iter(point.values())))
+    assert browser.execute(SHOWN_JS, name) > before  # the pointer over the point brought its name up
