@@ -27,15 +27,18 @@ SUFFIXES = (".html", ".htm")
 __all__ = ["NAME", "SUFFIXES", "Source", "check_output", "html", "report"]
 
 
-def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str = "normalized") -> str:
+def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str = "normalized",
+         **diff: Any) -> str:
     """The page's text: the report of ``a`` (a Profile, a Calls table or a trace path), or, with ``b``, the
-    side-by-side report of ``a`` (baseline) and ``b``. ``peaks``: the calibration drawn as roofline ceilings
-    (default: the calibration of the machine the profile ran on, when there is one; None: none)."""
+    side-by-side report of ``a`` (baseline) and ``b`` (``match`` and ``diff``: ``how``, ``by``, ``order_by``,
+    ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them). ``peaks``: the calibration drawn
+    as roofline ceilings (default: the calibration of the machine the profile ran on, when there is one;
+    None: none)."""
     from layerperf.renderers.html import build, source
 
     if b is None:
         return build.single(source.of(a), peaks)
-    return build.pair(source.of(a), source.of(b), match=match)
+    return build.pair(source.of(a), source.of(b), match=match, **diff)
 
 
 def check_output(path: str | Path) -> Path:

@@ -233,12 +233,14 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
                     {"kind": "report", "source": src.calls.meta.get("source"), "format": src.format})
 
 
-def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean") -> str:
-    """A side-by-side page of two traces: both summaries, op-type times paired, the per-node diff."""
+def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", by: str = "name",
+         order_by: str = "delta", top: int = 0) -> str:
+    """A side-by-side page of two traces: both summaries, op-type times paired, the per-node (``by`` type: per
+    op type) diff as ``layerperf diff`` makes it with the same options."""
     from layerperf import analysis
     from layerperf.renderers.views.diff import diff_view
 
-    view = diff_view(a.calls, b.calls, by="name", how=how, match=match)
+    view = diff_view(a.calls, b.calls, by=by, how=how, match=match, order_by=order_by, top=top)
     diff_section = view.sections[0]
     by_type, _ = analysis.diff(a.calls, b.calls, by="type", how=how, match=match)
     colors = _colors(charts.type_times(a.calls))

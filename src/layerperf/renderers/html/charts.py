@@ -186,7 +186,7 @@ def roofline_svg(pts: Sequence[Point], colors: Mapping[str, str], ceilings: Ceil
         svg.text(sx(v), y1 + 16, f"{v:g}", 'text-anchor="middle" fill="#333"')
     for v in decades(lo_y, hi_y):
         svg.line(x0, sy(v), x1, sy(v), "#eee")
-        svg.text(x0 - 6, sy(v) + 4, units.si(v, "/s"), 'text-anchor="end" fill="#333"')
+        svg.text(x0 - 6, sy(v) + 4, _rate_tick(v), 'text-anchor="end" fill="#333"')
     svg.line(x0, y1, x1, y1)
     svg.line(x0, y0, x0, y1)
     svg.text((x0 + x1) / 2, y1 + 36, "arithmetic intensity (FLOPs or integer ops per byte moved)",
@@ -210,6 +210,9 @@ def roofline_svg(pts: Sequence[Point], colors: Mapping[str, str], ceilings: Ceil
                      'text-anchor="end" fill="#444"')
         svg.text(sx(max(lo_x, lo_y / bw)) + 4, sy(bw * max(lo_x, lo_y / bw)) - 8,
                  f"bandwidth {units.binary(bw)}/s", 'fill="#444"')
+    if not pts:
+        svg.text((x0 + x1) / 2, (y0 + y1) / 2, "no layer with known FLOPs (or integer ops), bytes and rate to place",
+                 'text-anchor="middle" fill="#8a3b00"')
     for p in pts:
         peak = ceilings.peak(p.integer) if ceilings else None
         of_peak = f", {units.percent(p.rate / peak)} of peak" if peak else ""
@@ -222,3 +225,11 @@ def roofline_svg(pts: Sequence[Point], colors: Mapping[str, str], ceilings: Ceil
                 f'cx="{sx(p.intensity):.1f}" cy="{sy(p.rate):.1f}" r="4.5" {style}>'
                 f"<title>{_attr(title)}</title></circle>")
     return svg.render()
+
+
+def _rate_tick(v: float) -> str:
+    """A decade as a short rate label: 1 G/s, 100 M/s."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g} {prefix}/s"
+    return f"{v:g} /s"

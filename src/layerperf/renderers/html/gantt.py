@@ -17,6 +17,7 @@ import numpy as np
 from layerperf import units
 from layerperf.renderers.html.draw import Svg, clip, color, time_label, time_ticks
 from layerperf.renderers.html.page import esc
+from layerperf.renderers.svg import shade
 
 if TYPE_CHECKING:
     from layerperf.calls import Calls
@@ -127,7 +128,7 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
                                                               else f" (pid {pid})")
         svg.text(8, y + 11, clip(who, LEFT - 12))
     names, types = calls.name, calls.op_type
-    for j, lane, depth in placed:
+    for n, (j, lane, depth) in enumerate(placed):
         row = int(rows[j])
         x, w = sx(float(ts[j])), float(dur[j]) / span * (x1 - x0)
         y = float(lane_top[lane]) + depth * BAR_H
@@ -136,7 +137,7 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
                  f"{units.duration_us((float(ts[j]) - t0) / 1e3)}" + (f", nested {depth} deep" if depth else ""))
         svg.add(f'<g class="span" data-name="{esc(name)}"><title>{esc(title)}</title>'
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.6):.1f}" height="{BAR_H - 2}" '
-                f'fill="{color(dict(colors), op)}" stroke="#fff" stroke-width="0.3"/>'
+                f'fill="{shade(color(dict(colors), op), n)}" stroke="#fff" stroke-width="0.3"/>'
                 + (f'<text x="{x + 2:.1f}" y="{y + 10.5:.1f}" font-size="10" fill="#111">{esc(label)}</text>'
                    if (label := clip(name, w - 4, 5.8)) else "") + "</g>")
     return svg.render()

@@ -83,11 +83,12 @@ def table_html(table: Table) -> str:
     section = table.section
     columns: Sequence[Column] = section.columns
     numeric = [_numeric(section.rows, c.key) for c in columns]
-    head = "".join(f'<th data-key="{esc(c.key)}" scope="col" class="{"num" if n else "txt"}" tabindex="0">'
+    head = "".join(f'<th data-key="{esc(c.key)}" scope="col" class="{"num" if n else "t"}" tabindex="0">'
                    f"{esc(c.header)}</th>" for c, n in zip(columns, numeric, strict=True))
     body = []
     for i, shown in enumerate(section.people_rows):
-        cells = "".join(f'<td class="{"num" if n else "txt"}">{esc(c.cell(shown))}</td>'
+        # numbers are most cells: they go bare (right-aligned by the style), text cells are marked
+        cells = "".join(f"<td>{esc(c.cell(shown))}</td>" if n else f'<td class="t">{esc(c.cell(shown))}</td>'
                         for c, n in zip(columns, numeric, strict=True))
         body.append(f'<tr data-name="{esc(section.rows[i].get(table.name_key, ""))}">{cells}</tr>')
     return (f'<table id="{esc(table.element_id)}" class="sortable"><thead><tr>{head}</tr></thead>'

@@ -119,5 +119,6 @@
   });
 
   applyFilter();
+  document.body.dataset.readyMs = String(Math.round(performance.now()));
   document.body.dataset.ready = "1";
 }());
