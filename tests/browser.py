@@ -271,13 +271,20 @@ class Browser:
         return [str(e.get("message")) for e in self.console_log() if e.get("level") == "SEVERE"]
 
     def screenshot(self, full_page: bool = True) -> bytes:
-        """A PNG of the page: the whole document when full_page (through the DevTools protocol), else the viewport."""
-        if full_page:
-            shot = self._cmd("POST", "/goog/cdp/execute",
-                             {"cmd": "Page.captureScreenshot",
-                              "params": {"format": "png", "captureBeyondViewport": True}})
-            return base64.b64decode(shot["data"])
-        return base64.b64decode(self._cmd("GET", "/screenshot"))
+        """A PNG of the page: the whole document when full_page, else the viewport. The whole document is
+        taken by growing the window to its height (then restoring it), so that content the page renders only
+        on screen (content-visibility: auto, lazy sections) is drawn, as a user scrolling to it would see it."""
+        if not full_page:
+            return base64.b64decode(self._cmd("GET", "/screenshot"))
+        rect = self._cmd("GET", "/window/rect")
+        height = int(self.execute("return Math.ceil(document.documentElement.scrollHeight)"))
+        # the window's height includes no browser chrome in headless mode; cap it for a page gone wild
+        self._cmd("POST", "/window/rect", {"width": rect["width"], "height": min(max(height, 100), 16_000)})
+        try:
+            self.execute("return new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            return base64.b64decode(self._cmd("GET", "/screenshot"))
+        finally:
+            self._cmd("POST", "/window/rect", {"width": rect["width"], "height": rect["height"]})
 
     def element_screenshot(self, element: str) -> bytes:
         """A PNG of one element (scrolled into view first)."""

@@ -350,12 +350,52 @@ def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, art
     assert path.stat().st_size > 20_000  # a drawn page, not a blank one (a blank 1400x1000 PNG is ~6 KB)
 
 
+# --- a foreign trace -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ort_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """ONNX Runtime's own profile of mobilenet_v2 (64x64, 2 runs), its report, and `analyze --format json` rows."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from layerperf import zoo
+
+    base = tmp_path_factory.mktemp("ort")
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(base / "onnxruntime_profile")
+    sess = ort.InferenceSession(str(zoo.path("mobilenet_v2", image_size=64)), opts,
+                                providers=["CPUExecutionProvider"])
+    feed = {i.name: np.zeros([int(d) for d in i.shape], np.float32) for i in sess.get_inputs()}
+    for _ in range(2):
+        sess.run(None, feed)
+    trace = Path(sess.end_profiling())
+    cli_ok("report", str(trace), "-o", str(base / "report.html"))
+    rows = json.loads(cli_ok("analyze", str(trace), "--format", "json"))
+    return base / "report.html", {row["name"]: row for row in rows}
+
+
+def test_report_of_a_runtime_trace(browser: Browser, ort_trace: tuple[Path, dict[str, dict[str, Any]]]) -> None:
+    """A trace layerperf did not write (no Profile behind it): analyze's table, one row per node, sortable."""
+    html, truth = ort_trace
+    assert open_report(browser, html) == []
+    assert browser.execute("return performance.getEntriesByType('resource').length") == 0
+    rows = browser.execute(ROWS_JS)
+    assert len(truth) > 20
+    assert sorted(r["name"] for r in rows) == sorted(truth)
+    check_sorting(browser, "layers", truth)
+    for chart in ("breakdown", "timeline"):
+        box = browser.execute(BOX_JS, chart)
+        assert box is not None and box["width"] > 0 and box["height"] > 0, (chart, box)
+
+
 # --- the diff report --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class DiffReport:
-    html: Path
+    pages: dict[str, Path]  # the side-by-side page as `layerperf report A B` and `layerperf diff A B -o` write it
     rows: list[dict[str, Any]]  # `layerperf diff --format json` rows
 
 
@@ -367,22 +407,27 @@ def diff(tmp_path_factory: pytest.TempPathFactory) -> DiffReport:
         cli_ok("profile", "resnet18", "--image-size", "64", "--runs", "3", "--warmup", "1", "--no-latency",
                "--top", "1", "--opt-level", level, "--out", str(base / name))
     a, b = str(base / "a" / "trace.json"), str(base / "b" / "trace.json")
-    cli_ok("report", a, b, "-o", str(base / "diff.html"))
-    return DiffReport(base / "diff.html", json.loads(cli_ok("diff", a, b, "--format", "json"))["rows"])
+    cli_ok("report", a, b, "-o", str(base / "report.html"))
+    cli_ok("diff", a, b, "-o", str(base / "diff.html"))
+    return DiffReport({"report": base / "report.html", "diff": base / "diff.html"},
+                      json.loads(cli_ok("diff", a, b, "--format", "json"))["rows"])
 
 
-def test_diff_report_shows_every_layer_side_by_side(browser: Browser, diff: DiffReport, artifacts: Path) -> None:
-    assert open_report(browser, diff.html) == []
+@pytest.mark.parametrize("command", ["report", "diff"])
+def test_diff_report_shows_every_layer_side_by_side(browser: Browser, diff: DiffReport, artifacts: Path,
+                                                    command: str) -> None:
+    assert open_report(browser, diff.pages[command]) == []
     assert browser.execute("return performance.getEntriesByType('resource').length") == 0
     names = browser.execute("return [...document.querySelectorAll('#diff tbody tr')].map(tr => tr.dataset.name)")
     assert len(names) == len(diff.rows)
     assert sorted(names) == sorted(str(row["key"]) for row in diff.rows)
     assert any(row["only_in"] for row in diff.rows)  # the fixture has unmatched layers, to show them
-    save_png(artifacts, "diff.png", browser.screenshot())
+    if command == "report":
+        save_png(artifacts, "diff.png", browser.screenshot())
 
 
 def test_diff_table_sorts(browser: Browser, diff: DiffReport) -> None:
-    open_report(browser, diff.html)
+    open_report(browser, diff.pages["report"])
     check_sorting(browser, "diff", {str(row["key"]): row for row in diff.rows})
 
 
