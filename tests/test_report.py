@@ -27,6 +27,7 @@ DATA = Path(__file__).parent / "data"
 KINETO = DATA / "torch_cpu" / "trace.json.gz"
 HOSTILE = ("<script>alert(1)</script>", "</script><img src=x onerror=alert(1)>")
 HOSTILE_TYPE = "<svg onload=alert(3)>"
+HOSTILE_INPUT = '"><svg onload=alert(5)>'
 
 
 class Dom(HTMLParser):
@@ -77,10 +78,12 @@ class Dom(HTMLParser):
 
 
 def hostile_model() -> onnx.ModelProto:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    """Node names, tensor names (shown in the summary's inputs and the memory picture) and the graph's name
+    are markup."""
+    x = helper.make_tensor_value_info(HOSTILE_INPUT, TensorProto.FLOAT, [1, 64])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name=HOSTILE[0]),
-             helper.make_node("Tanh", ["r"], ["y"], name=HOSTILE[1])]
+    nodes = [helper.make_node("Relu", [HOSTILE_INPUT], ["r&<b>"], name=HOSTILE[0]),
+             helper.make_node("Tanh", ["r&<b>"], ["y"], name=HOSTILE[1])]
     graph = helper.make_graph(nodes, "</title><script>alert(2)</script>", [x], [y])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
@@ -111,10 +114,11 @@ def check_safe(page: str) -> Dom:
     """The page parses as its own markup only: two scripts (the data block and the page's, allowed by its
     hash), no element or attribute a model or trace could have smuggled in, no URL."""
     dom = Dom(page)
-    for raw in (*HOSTILE, HOSTILE_TYPE, "<b onmouseover", "</title><script>"):
+    for raw in (*HOSTILE, HOSTILE_TYPE, HOSTILE_INPUT, "<b onmouseover", "</title><script>", "r&<b>"):
         assert raw not in page
     tags = {t for t, _ in dom.elements}
     assert not tags & {"img", "b", "iframe", "object", "embed", "link", "base", "form"}
+    assert all(a.get("class") == "chart" or a.get("id") in ("memory",) for t, a in dom.elements if t == "svg")
     assert [a.get("type") for a, _ in dom.scripts] == ["application/json", None]
     for _, attrs in dom.elements:
         assert not any(k.startswith("on") for k in attrs), attrs  # no event handler attribute anywhere
@@ -153,6 +157,7 @@ def test_hostile_names_render_as_text(hostile: layerperf.Profile, tmp_path: Path
     assert sorted(data["tables"]["layers"]["names"]) == sorted(names)
     assert dom.by_id("memory") and dom.by_id("warnings")  # the memory timeline, warnings escaped in it
     assert "&lt;/script&gt;&lt;b onmouseover=alert(4)&gt;" in page
+    assert "&quot;&gt;&lt;svg onload=alert(5)&gt;=1x64 float32" in page  # the summary's inputs line, as text
 
 
 def test_trace_with_markup_in_names_and_types(tmp_path: Path) -> None:
@@ -318,3 +323,58 @@ def test_diff_command_writes_the_page_by_suffix(tmp_path: Path, capsys: pytest.C
     assert sorted(str(r["data-name"]) for r in dom.rows["diff"]) == sorted(["Conv", "Relu", HOSTILE_TYPE])
     assert main(["diff", str(a), str(b), "--format", "json", "-o", str(tmp_path / "y.html")]) == 2
     assert not (tmp_path / "y.html").exists()
+
+
+def test_timeline_nests_calls_and_keeps_threads_apart(tmp_path: Path) -> None:
+    """Two runs of a parent holding a child holding a grandchild, a sibling after, and a call on another
+    thread: one run drawn, a lane per thread, each nested call one bar height below its parent."""
+    events = []
+    for run in range(2):
+        t = run * 1000.0
+        events += [{"ph": "X", "name": n, "pid": 1, "tid": tid, "ts": t + a, "dur": d, "args": {"op_type": op}}
+                   for n, op, tid, a, d in (("loop", "Loop", 1, 0, 100), ("body", "MatMul", 1, 10, 40),
+                                            ("inner", "Add", 1, 20, 10), ("after", "Relu", 1, 60, 30),
+                                            ("worker", "Conv", 2, 5, 50))]
+    trace = tmp_path / "nested.json"
+    trace.write_bytes(orjson.dumps({"traceEvents": events}))
+    page = html.html(trace, peaks=None)
+    svg = page[page.index('<svg id="timeline"'):]
+    svg = svg[:svg.index("</svg>")]
+    bars = re.findall(r'<g class="span" data-name="([^"]+)"><title>([^<]*)</title><rect x="[^"]+" y="([^"]+)"', svg)
+    y = {name: float(top) for name, _, top in bars}
+    assert sorted(y) == ["after", "body", "inner", "loop", "worker"]  # one run of the two
+    assert y["body"] - y["loop"] == y["inner"] - y["body"] == 15  # one bar height per level
+    assert y["after"] == y["body"] and y["worker"] > y["inner"]  # a sibling at its level; thread 2 below
+    titles = dict((name, title) for name, title, _ in bars)
+    assert "nested 2 deep" in titles["inner"] and "nested" not in titles["loop"]
+    assert "thread 1" in svg and "thread 2" in svg and "run 1 of 2" in page
+
+
+def int_model() -> onnx.ModelProto:
+    """A MatMulInteger (integer work, no FLOP) after a float Relu."""
+    rng = np.random.default_rng(0)
+    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [16, 256])
+    f = helper.make_tensor_value_info("f", TensorProto.FLOAT, [16, 256])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [16, 256])
+    g = helper.make_tensor_value_info("g", TensorProto.FLOAT, [16, 256])
+    w = onnx.numpy_helper.from_array(rng.integers(0, 255, (256, 256), dtype=np.uint8), "w")
+    nodes = [helper.make_node("MatMulInteger", ["a", "w"], ["y"], name="qmm"),
+             helper.make_node("Relu", ["f"], ["g"], name="relu")]
+    graph = helper.make_graph(nodes, "int", [a, f], [y, g], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_integer_layers_on_their_own_ceiling(tmp_path: Path) -> None:
+    path = tmp_path / "int.onnx"
+    onnx.save(int_model(), path)
+    prof = layerperf.profile(str(path), runs=3, warmup=1)
+    qmm = next(r for r in prof.table() if r["name"] == "qmm")
+    assert qmm["int_ops"] and not qmm["flops"]
+    peaks = Peaks("test cpu", 2, flops_per_s={2: 1e9}, int_ops_per_s={2: 1e12}, bytes_per_s={2: 1e10})
+    dom = Dom(html.html(prof, peaks=peaks))
+    ints = dom.with_class("circle", "int")
+    assert [a["data-name"] for a in ints] == ["qmm"]
+    assert "relu" in [a["data-name"] for a in dom.with_class("circle", "point")]
+    data = orjson.loads(dom.scripts[0][1])["tables"]["layers"]
+    row = data["rows"][data["names"].index("qmm")]
+    assert row[data["keys"].index("peak_share")] == pytest.approx(qmm["int_ops_per_s"] / 1e12)  # the int8 peak

@@ -7,6 +7,7 @@ lines theirs, the op-type breakdown ``analyze --aggregate-by type``'s, the diff 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -170,14 +171,15 @@ def _memory(src: Source) -> str:
 
     drawn = svg.timeline_svg(src.profile.memory, str(src.label)).decode("utf-8")
     # inline SVG needs no namespace (and the page holds no URL); the id is the page's
-    drawn = drawn.replace(" xmlns='http://www.w3.org/2000/svg'", "", 1)
+    drawn = re.sub(r"""\s+xmlns=(['"])[^'"]*\1""", "", drawn, count=1)
     drawn = drawn.replace("<svg ", "<svg id=\"memory\" class=\"chart\" ", 1)
     return section_html("memory-section", "Memory", f'<div class="chartbox">{drawn}</div>',
                         "live tensor bytes node by node, beside what the runtime held (layerperf memory)")
 
 
-def _timeline(src: Source, colors: Mapping[str, str], element_id: str = "timeline", title: str = "Timeline") -> str:
-    window = gantt.one_run(src.calls, src.profile)
+def _timeline(src: Source, colors: Mapping[str, str], element_id: str = "timeline", title: str = "Timeline",
+              window: gantt.Window | None = None, scale_ns: float | None = None) -> str:
+    window = window or gantt.one_run(src.calls, src.profile)
     if window is None:
         return section_html(f"{element_id}-section", title, '<p class="missing">no start times in this trace: '
                             "nothing to place on a timeline</p>")
@@ -185,7 +187,7 @@ def _timeline(src: Source, colors: Mapping[str, str], element_id: str = "timelin
              "call, click it to filter the table")
     if window.cut:
         intro += f"; the first {len(window.rows)} calls drawn, {window.cut} more left out"
-    drawn = gantt.timeline_svg(src.calls, window, colors, element_id)
+    drawn = gantt.timeline_svg(src.calls, window, colors, element_id, scale_ns)
     return section_html(f"{element_id}-section", title, f'<div class="chartbox">{drawn}</div>', intro)
 
 
@@ -214,7 +216,8 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
     roof_intro = (f"each layer a point: FLOPs per byte moved against FLOP/s achieved (hollow: integer work, "
                   f"against its own int8 ceiling); {cal_line}")
     if missing:
-        roof_intro += f"; {missing} layers without known FLOPs, bytes or rate are not drawn"
+        roof_intro += (f"; {missing} layers are not drawn: no arithmetic counted (data movement), or FLOPs, bytes "
+                       "or rate unknown")
     table = Table("layers", section)
     summary = facts_html(facts(src)) + notes_html(lines) + _warnings_html(warnings)
     parts = [
@@ -258,12 +261,19 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
                      "click a bar to filter the table"),
         section_html("diff-section", "Layers, A and B", filter_bar([table]) + f'<div class="tablebox">'
                      f"{table_html(table)}</div>", diff_section.title or ""),
-        _timeline(a, colors, "timeline", f"Timeline of A: {a.label}"),
-        _timeline(b, colors, "timeline-b", f"Timeline of B: {b.label}"),
+        *_timelines(a, b, colors),
     ]
     return document(f"layerperf diff: {a.label} vs {b.label}", f"A = {a.calls.meta.get('source')}, "
                     f"B = {b.calls.meta.get('source')}; delta = B - A, speedup = A / B", parts, [table],
                     {"kind": "diff", "a": a.calls.meta.get("source"), "b": b.calls.meta.get("source")})
+
+
+def _timelines(a: Source, b: Source, colors: Mapping[str, str]) -> list[str]:
+    """A's and B's timelines drawn to one time scale, so that the longer run is the longer picture."""
+    wa, wb = gantt.one_run(a.calls, a.profile), gantt.one_run(b.calls, b.profile)
+    scale = max((gantt.span_ns(src.calls, w) for src, w in ((a, wa), (b, wb)) if w is not None), default=None)
+    return [_timeline(a, colors, "timeline", f"Timeline of A: {a.label}", wa, scale),
+            _timeline(b, colors, "timeline-b", f"Timeline of B: {b.label}", wb, scale)]
 
 
 def _warnings_html(warnings: Sequence[str]) -> str:

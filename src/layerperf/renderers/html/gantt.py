@@ -9,7 +9,7 @@ occurs again (the window of median length is drawn), or, where it never recurs, 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from layerperf.profile_data import Profile
 
 MAX_SPANS = 3000  # bars drawn at most; a run with more is cut, and the page says so
-WIDTH = 1100
+WIDTH = 1100  # px, at least
+PX_PER_CALL, MAX_WIDTH = 5, 6000
 LEFT, RIGHT, BAR_H, LANE_GAP = 150, 20, 15, 10
 
 
@@ -35,6 +36,8 @@ class Window:
     rows: np.ndarray
     label: str
     cut: int = 0  # calls of the run left out (beyond MAX_SPANS)
+    start_ns: float | None = None  # where the run starts and ends, when the trace says (a layerperf run)
+    end_ns: float | None = None
 
 
 def _median_index(durations: list[float]) -> int:
@@ -52,7 +55,8 @@ def one_run(calls: Calls, profile: Profile | None) -> Window | None:
         start = sum(len(r.spans) for r in profile.runs[:k])
         rows = np.arange(start, start + len(profile.runs[k].spans))
         label = f"run {k + 1} of {len(profile.runs)} (the one of median duration, {units.duration_us(durs[k] / 1e3)})"
-        return _cut(calls, rows, label)
+        run = profile.runs[k]
+        return replace(_cut(calls, rows, label), start_ns=float(run.start_ns), end_ns=float(run.start_ns + run.dur_ns))
     timed = np.flatnonzero(~np.isnan(calls.ts_ns))
     timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
     first = calls.name.codes[timed[0]]
@@ -90,13 +94,32 @@ def _depths(ts: np.ndarray, end: np.ndarray) -> list[int]:
     return depth
 
 
-def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline") -> str:
+def extent_ns(calls: Calls, window: Window) -> tuple[float, float]:
+    """Where the window starts and ends: its run's extent where known, else its calls' first start and last end."""
+    rows = window.rows
+    ts = calls.ts_ns[rows]
+    first = float(ts.min()) if rows.size else 0.0
+    last = float((ts + np.nan_to_num(calls.incl_ns[rows], nan=0.0)).max()) if rows.size else first
+    start = first if window.start_ns is None else min(window.start_ns, first)
+    end = last if window.end_ns is None else max(window.end_ns, last)
+    return start, end
+
+
+def span_ns(calls: Calls, window: Window) -> float:
+    """How long the window lasts."""
+    start, end = extent_ns(calls, window)
+    return max(end - start, 1.0)
+
+
+def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline",
+                 scale_ns: float | None = None) -> str:
+    """The window's calls as bars; ``scale_ns``: the time the width stands for (two timelines drawn to one
+    scale), the window's own span when None."""
     rows = window.rows
     ts = calls.ts_ns[rows]
     dur = np.nan_to_num(calls.incl_ns[rows], nan=0.0)
-    t0 = float(ts.min()) if rows.size else 0.0
-    t1 = float((ts + dur).max()) if rows.size else 1.0
-    span = max(t1 - t0, 1.0)
+    t0 = extent_ns(calls, window)[0]
+    span = max(scale_ns or 0.0, span_ns(calls, window))
     lanes: dict[tuple[int, int], list[int]] = {}
     for j, (p, t) in enumerate(zip(calls.pid[rows].tolist(), calls.tid[rows].tolist(), strict=True)):
         lanes.setdefault((p, t), []).append(j)
@@ -110,8 +133,10 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
         lane_depth.append(max(depths, default=0) + 1)
     lane_top = np.concatenate([[0], np.cumsum([d * BAR_H + LANE_GAP for d in lane_depth])]) + 34
     height = float(lane_top[-1]) + 10
-    svg = Svg(element_id, WIDTH, height, "timeline of one run")
-    x0, x1 = LEFT, WIDTH - RIGHT
+    # a run of many calls gets a wider picture (the page scrolls it) rather than bars too thin to tell apart
+    width = float(min(max(WIDTH, PX_PER_CALL * rows.size), MAX_WIDTH))
+    svg = Svg(element_id, width, height, "timeline of one run")
+    x0, x1 = LEFT, width - RIGHT
 
     def sx(t: float) -> float:
         return x0 + (t - t0) / span * (x1 - x0)
@@ -123,7 +148,7 @@ def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], elemen
         svg.text(x, 20, time_label(k * step, unit), 'text-anchor="middle" fill="#555" font-size="11"')
     for lane, ((pid, tid), depth) in enumerate(zip(lanes, lane_depth, strict=True)):
         y = float(lane_top[lane])
-        svg.rect(0, y - 2, WIDTH, depth * BAR_H + 4, "#f6f6f8" if lane % 2 == 0 else "#ffffff")
+        svg.rect(0, y - 2, width, depth * BAR_H + 4, "#f6f6f8" if lane % 2 == 0 else "#ffffff")
         who = ("thread ?" if tid < 0 else f"thread {tid}") + ("" if pid < 0 or len({p for p, _ in lanes}) < 2
                                                               else f" (pid {pid})")
         svg.text(8, y + 11, clip(who, LEFT - 12))
