@@ -358,6 +358,45 @@ def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, art
     assert path.stat().st_size > 20_000  # a drawn page, not a blank one (a blank 1400x1000 PNG is ~6 KB)
 
 
+# --- nested calls ----------------------------------------------------------------------------------
+
+SPANS_JS = """
+return [...document.querySelectorAll('#timeline [data-name]')].map(g => {
+  const r = (g.querySelector('rect') || g).getBoundingClientRect();
+  return {name: g.dataset.name, left: r.left, right: r.right, top: r.top, bottom: r.bottom}; });
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_modules(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """resnet18 on the torch backend, level 1: modules nested in modules (layer1 > layer1.0 > layer1.0.conv1)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (pip install 'layerperf[torch]')")
+    return profile_with_report("resnet18", tmp_path_factory.mktemp("torch"), "--backend", "torch",
+                               "--image-size", "64")
+
+
+def test_timeline_draws_nested_calls_inside_their_parent(browser: Browser, torch_modules: Report) -> None:
+    assert open_report(browser, torch_modules.html) == []
+    parents = {layer.name: layer.parent for layer in torch_modules.profile.layers if layer.parent}
+    assert len(parents) > 20  # resnet18's blocks nest three deep
+    spans = browser.execute(SPANS_JS)
+    assert sorted({s["name"] for s in spans}) == sorted(layer.name for layer in torch_modules.profile.layers)
+    by_name: dict[str, list[dict[str, float]]] = {}
+    for span in spans:
+        by_name.setdefault(span["name"], []).append(span)
+    slack_px = 1.0  # bars are drawn to a tenth of a pixel
+    for span in spans:
+        parent = parents.get(span["name"])
+        if parent is None:
+            continue
+        assert any(p["left"] - slack_px <= span["left"] and span["right"] <= p["right"] + slack_px
+                   and p["bottom"] <= span["top"] + slack_px for p in by_name[parent]), (span, by_name[parent])
+    assert len(browser.execute(ROWS_JS)) == len(torch_modules.profile.layers)
+
+
 # --- a foreign trace -------------------------------------------------------------------------------
 
 
