@@ -358,6 +358,38 @@ def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, art
     assert path.stat().st_size > 20_000  # a drawn page, not a blank one (a blank 1400x1000 PNG is ~6 KB)
 
 
+# --- calibrated peaks ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def calibrated(mobilenet: Report, tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """mobilenet's trace reported with a calibration of its machine in a cache of the test's own: ceilings on
+    the roofline and a "% of peak" column. The peaks are test input (round figures), not measured."""
+    from layerperf import calibration
+
+    base = tmp_path_factory.mktemp("calibrated")
+    machine = mobilenet.profile.metadata["machine"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERPERF_CACHE", str(base / "cache"))  # read by the report's subprocess too
+        calibration.save(calibration.Peaks(
+            str(machine["cpu"]), int(machine["cores"]), flops_per_s={1: 250e9, 2: 500e9},
+            int_ops_per_s={1: 1e12, 2: 2e12}, bytes_per_s={1: 20e9, 2: 30e9}, measured_at="2026-11-24T00:00:00Z"))
+        cli_ok("report", str(mobilenet.html.parent / "trace.json"), "-o", str(base / "report.html"))
+    return Report(base / "report.html", mobilenet.profile, mobilenet.rows)
+
+
+def test_calibrated_report_draws_ceilings_and_sorts_by_share_of_peak(browser: Browser, calibrated: Report,
+                                                                      artifacts: Path) -> None:
+    assert open_report(browser, calibrated.html) == []
+    ceilings = browser.execute("""return [...document.querySelectorAll('#roofline line.ceiling')].map(l => {
+        const b = l.getBoundingClientRect(); return b.width + b.height; });""")
+    assert ceilings and all(size > 0 for size in ceilings), ceilings
+    save_png(artifacts, "roofline-calibrated.png", browser.element_screenshot(browser.find("#roofline")))
+    keys = [h["key"] for h in browser.execute(HEADERS_JS, "layers")]
+    assert set(keys) - set(calibrated.rows[next(iter(calibrated.rows))]), keys  # a column beyond profile's own
+    check_sorting(browser, "layers", calibrated.rows)  # the new column by its cells' figures
+
+
 # --- nested calls ----------------------------------------------------------------------------------
 
 SPANS_JS = """
