@@ -378,3 +378,30 @@ def test_integer_layers_on_their_own_ceiling(tmp_path: Path) -> None:
     data = orjson.loads(dom.scripts[0][1])["tables"]["layers"]
     row = data["rows"][data["names"].index("qmm")]
     assert row[data["keys"].index("peak_share")] == pytest.approx(qmm["int_ops_per_s"] / 1e12)  # the int8 peak
+
+
+def test_table_of_very_many_ops_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf.renderers.html import build
+
+    monkeypatch.setattr(build, "MAX_ROWS", 2)
+    page = html.html(tef_trace(tmp_path / "t.json"), peaks=None)
+    dom = Dom(page)
+    assert [r["data-name"] for r in dom.rows["layers"]] == ["conv1", HOSTILE[0]]  # the most self time first
+    assert "the 2 rows with the most self time of 3" in page
+
+
+def test_calibration_file_and_calls_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf import calibration
+    from layerperf.readers.detect import read_table
+
+    monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
+    trace = tef_trace(tmp_path / "t.json")
+    saved = calibration.save(Peaks("other cpu", 8, flops_per_s={8: 1e11}, bytes_per_s={8: 1e10}))
+    out = tmp_path / "r.html"
+    assert main(["report", str(trace), "--calibration", str(saved), "-o", str(out)]) == 0
+    assert len(Dom(out.read_text()).with_class("line", "ceiling")) == 2
+    assert main(["report", str(trace), "--calibration", str(tmp_path / "none.json"), "-o", str(out)]) == 2
+    dom = Dom(html.html(read_table(trace), peaks=None))  # a Calls table in hand
+    assert len(dom.rows["layers"]) == 3
+    with pytest.raises(TypeError):
+        html.html(42)

@@ -21,16 +21,24 @@ def register(sub: Any) -> None:
                    help="the page to write (default report.html); its directory must exist")
     p.add_argument("--match", choices=("normalized", "exact"), default="normalized",
                    help="with B: how nodes are paired, as `layerperf diff --match`")
+    p.add_argument("--calibration", metavar="FILE.json",
+                   help="peaks to draw as roofline ceilings: a file `layerperf calibrate` wrote (default: the "
+                        "calibration of the machine the profile ran on, or of this machine for a foreign trace)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from layerperf import units
     from layerperf.renderers import html
-    from layerperf.renderers.html.build import write
+    from layerperf.renderers.html.build import AUTO, write
 
     target = html.check_output(args.output)  # before reading traces, not after
-    page = html.html(args.trace, args.b, match=args.match).encode("utf-8")
+    peaks = AUTO
+    if args.calibration is not None:
+        from layerperf import calibration
+
+        peaks = calibration.load(args.calibration)
+    page = html.html(args.trace, args.b, match=args.match, peaks=peaks).encode("utf-8")
     write(page, target)
     print(f"wrote {target} ({units.binary(len(page))})")
     return 0

@@ -38,7 +38,7 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
 
     if b is None:
         return build.single(source.of(a), peaks)
-    return build.pair(source.of(a), source.of(b), match=match, **diff)
+    return build.pair(source.of(a), source.of(b), match=match, **diff)  # no roofline: peaks do not apply
 
 
 def check_output(path: str | Path) -> Path:

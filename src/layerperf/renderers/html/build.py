@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
 PEAK = Column("peak_share", "% of peak", units.percent)
+MAX_ROWS = 5000  # layer table rows at most (the page stays quick to open)
 
 
 # -- the parts a single report and a diff share ----------------------------------------------------
@@ -203,9 +204,22 @@ def _runs(src: Source) -> int | None:
 
 
 # -- the pages -------------------------------------------------------------------------------------
+def _capped(section: Section) -> tuple[Section, str]:
+    """The table's first :data:`MAX_ROWS` rows (ranked by self time: the ones that matter), and a line saying
+    how many were left out; a trace of a million distinct names would otherwise be a page no browser opens."""
+    n = len(section.rows)
+    if n <= MAX_ROWS:
+        return section, ""
+    shown = None if section.shown is None else section.shown[:MAX_ROWS]
+    return (replace(section, rows=section.rows[:MAX_ROWS], shown=shown),
+            f"the {MAX_ROWS} rows with the most self time of {n} are in the table and the roofline; "
+            "`layerperf analyze` lists them all")
+
+
 def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
     """The report of one trace as an HTML page."""
     section, notes = _layer_section(src)
+    section, cut = _capped(section)
     lines, warnings = _split(notes)
     found, cal_line = calibration(src, peaks)
     ceilings = charts.Ceilings.of(found, _threads(src))
@@ -230,7 +244,8 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
                      f'<div class="chartbox">{charts.roofline_svg(pts, colors, ceilings)}</div>', roof_intro),
         _memory(src),
         section_html("layers-section", "Layers", filter_bar([table]) + f'<div class="tablebox">{table_html(table)}'
-                     "</div>", f"{section.title}; click a column header to sort, again to reverse"),
+                     "</div>", "; ".join(x for x in (section.title, "click a column header to sort, again to "
+                                                     "reverse", cut) if x)),
     ]
     return document(f"layerperf report: {src.label}", _generated(src), [p for p in parts if p], [table],
                     {"kind": "report", "source": src.calls.meta.get("source"), "format": src.format})
