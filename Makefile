@@ -22,12 +22,24 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
 
-# libpfm4 resolves libpfm4 event strings (perf::..., PMU names); loaded with ctypes when used.
+# System packages, each installed only when missing and only as root with apt-get (one `apt-get update` for
+# all); otherwise a note. libpfm4 resolves libpfm4 event strings (perf::..., PMU names; loaded with ctypes
+# when used). chromium + chromium-driver run the HTML report's tests in a headless browser (~25 s to install,
+# ~130 MB); without them those tests skip, or fail under CI (CI set): a green CI run must have run them.
 system-deps:
-	@$(PYTHON) -c "import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library('pfm') else 1)" 2>/dev/null \
-	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-	       && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpfm4 >/dev/null) \
-	       || echo "note: libpfm4 not installed (apt-get install libpfm4); libpfm4 event strings will be unavailable"; }
+	@pfm=; browser=; apt_ok=; \
+	$(PYTHON) -c "import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library('pfm') else 1)" 2>/dev/null \
+	  || pfm="libpfm4"; \
+	{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 \
+	  || browser="chromium chromium-driver fonts-liberation"; \
+	[ -n "$$pfm$$browser" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt_ok=1; \
+	apt_install() { [ -n "$$apt_ok" ] \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@" >/dev/null; }; \
+	[ -z "$$pfm" ] || apt_install $$pfm \
+	  || echo "note: libpfm4 not installed (apt-get install libpfm4); libpfm4 event strings will be unavailable"; \
+	[ -z "$$browser" ] || apt_install $$browser \
+	  || echo "note: chromium not installed (apt-get install chromium chromium-driver); the HTML report's" \
+	          "browser tests will skip (and fail under CI)"
 
 setup: $(BIN)/python system-deps
 	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel

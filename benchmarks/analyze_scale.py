@@ -1,11 +1,14 @@
 """Analysing a 1,000,000-event trace: layerperf next to json.load + pandas groupby, same file, same run.
 
     .venv/bin/python benchmarks/analyze_scale.py [--events 1000000] [--keep DIR]
+    .venv/bin/python benchmarks/analyze_scale.py --before /tmp/old/src   # another checkout, alternately
 
 Writes a Trace Event Format file shaped like ONNX Runtime's node events (name, cat, ph, ts, dur,
 pid, tid, args with op_name, provider, input/output shapes), 200 nodes per run, then runs each tool
 in its own subprocess so its peak RSS is its own, and prints wall time and peak RSS of both. The
-peer (pandas) runs only when pandas is installed (pip install 'layerperf[pandas]').
+peer (pandas) runs only when pandas is installed (pip install 'layerperf[pandas]'). ``--before SRC``
+names another checkout's ``src`` folder: its ``layerperf analyze`` runs alternately with this one's
+on the same file, and the ratio of their medians is printed.
 """
 
 from __future__ import annotations
@@ -90,11 +93,28 @@ def measure(argv: list[str]) -> tuple[float, float, int]:
     return wall, max(usage.ru_maxrss, tree_peak) / 1024, proc.returncode
 
 
+HERE_SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def analyze_argv(src: Path, trace: Path) -> list[str]:
+    code = f"import sys; sys.path.insert(0, {str(src)!r}); from layerperf.cli import entry; sys.exit(entry())"
+    return [sys.executable, "-c", code, "analyze", str(trace), "--format", "csv"]
+
+
+def _summary(label: str, runs: list[tuple[float, float, int]]) -> tuple[float, float, int]:
+    walls = sorted(r[0] for r in runs)
+    out = (walls[len(walls) // 2], max(r[1] for r in runs), max(r[2] for r in runs))
+    print(f"{label + ' analyze':26s}: {out[0]:6.2f} s wall, {out[1]:7.0f} MiB peak RSS (exit {out[2]})"
+          f"  [median of {len(runs)}: " + ", ".join(f"{w:.2f}" for w in walls) + " s]")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keep", metavar="DIR", help="write the trace here and keep it")
     parser.add_argument("--repeat", type=int, default=3, help="layerperf runs; the median is reported (default 3)")
+    parser.add_argument("--before", type=Path, help="another checkout's src folder, run alternately")
     parser.add_argument("--make", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.make:
@@ -106,12 +126,16 @@ def main() -> None:
             # in a subprocess: a child's peak RSS starts from its parent's size when it forks
             subprocess.run([sys.executable, __file__, "--make", str(path), "--events", str(args.events)], check=True)
         print(f"trace: {args.events:,} events, {path.stat().st_size / 2**20:.0f} MiB; {os.cpu_count()} CPUs")
-        runs = [measure([sys.executable, "-m", "layerperf", "analyze", str(path), "--format", "csv"])
-                for _ in range(args.repeat)]
-        walls = sorted(r[0] for r in runs)
-        lp = (walls[len(walls) // 2], max(r[1] for r in runs), max(r[2] for r in runs))
-        print(f"layerperf analyze         : {lp[0]:6.2f} s wall, {lp[1]:7.0f} MiB peak RSS (exit {lp[2]})"
-              f"  [median of {len(runs)}: " + ", ".join(f"{w:.2f}" for w in walls) + " s]")
+        trees = [("before", args.before), ("layerperf", HERE_SRC)] if args.before else [("layerperf", HERE_SRC)]
+        runs: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in trees}
+        for _ in range(args.repeat):  # alternately, so the host's slow spells hit both alike
+            for label, src in trees:
+                runs[label].append(measure(analyze_argv(src, path)))
+        results = {label: _summary(label, rs) for label, rs in runs.items()}
+        lp = results["layerperf"]
+        if args.before:
+            before = results["before"]
+            print(f"after / before            : time x{lp[0] / before[0]:.3f}, peak RSS x{lp[1] / before[1]:.3f}")
         try:
             import pandas  # noqa: F401
         except ImportError:

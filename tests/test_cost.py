@@ -706,3 +706,14 @@ def test_ort_level_all_keeps_the_cost(zoo_model: Callable[[str], onnx.ModelProto
     model = zoo_model(name)
     optimized = _optimize(model, "all", tmp_path / "all.onnx")
     assert _assert_fully_costed(optimized) == pytest.approx(model_flops(model), rel=0.02)
+
+
+def test_a_layer_holds_its_cost() -> None:
+    from layerperf.cost.core import Cost
+    from layerperf.profile_data import Layer
+
+    layer = Layer(name="c", op_type="Conv", flops=200, bytes_read=60, bytes_written=40, int_ops=0, padded_flops=240)
+    assert layer.cost == Cost(200, 60, 40, 0, 240)
+    assert (layer.bytes, layer.flops_as_stored, layer.cost.intensity) == (100, 240, 2.0)
+    unknown = Layer(name="d", op_type="Det", bytes_read=8)
+    assert (unknown.cost.flops, unknown.bytes, unknown.cost.intensity) == (None, None, None)

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from layerperf.api import profile
     from layerperf.bench import BenchResult, bench_node, bench_op
     from layerperf.profile_data import Layer, Profile, Run, Span, load
+    from layerperf.renderers.html import report
 
 __all__ = ["BenchResult", "Layer", "Profile", "Run", "Span", "__version__", "bench_node", "bench_op", "load",
-           "profile"]
+           "profile", "report"]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from layerperf import profile_data as data
 
         return getattr(data, name)
+    if name == "report":
+        from layerperf.renderers.html import report
+
+        return report
     if name == "zoo":
         import importlib
 

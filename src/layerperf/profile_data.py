@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas
 
     from layerperf.calls import Calls
+    from layerperf.cost.core import Cost
     from layerperf.figures import LayerStats
     from layerperf.memory.report import MemoryReport
 
@@ -52,10 +53,15 @@ class Layer:
     parent: str | None = None
 
     @property
+    def cost(self) -> Cost:
+        """The layer's work as the cost model's record (FLOPs, int ops, bytes; None where unknown)."""
+        from layerperf.cost.core import Cost
+
+        return Cost(self.flops, self.bytes_read, self.bytes_written, self.int_ops, self.padded_flops)
+
+    @property
     def bytes(self) -> int | None:
-        if self.bytes_read is None or self.bytes_written is None:
-            return None
-        return self.bytes_read + self.bytes_written
+        return self.cost.bytes
 
     @property
     def in_shapes(self) -> str:
@@ -83,7 +89,7 @@ class Layer:
     @property
     def flops_as_stored(self) -> int | None:
         """FLOPs of the work on the stored shapes, padding included: ``padded_flops`` or ``flops``."""
-        return self.flops if self.padded_flops is None else self.padded_flops
+        return self.cost.flops_as_stored
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,8 @@ def register(sub: Any) -> None:
                    help="delta (|B - A|, default), time_a, time_b, speedup, delta_pct, calls_a, calls_b, key")
     p.add_argument("-t", "--top", type=positive_int, default=0, help="rows to show, 0 for all (default)")
     add_output_args(p, FORMATS)
+    p.epilog = (p.epilog or "") + " -o FILE.html writes the visual report of A and B side by side (as `layerperf " \
+        "report A B`)."
     p.set_defaults(func=run)
 
 
@@ -37,9 +39,38 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.renderers.output import show
     from layerperf.renderers.views.diff import diff_view
 
+    if is_html(args.output):
+        return _page(args)
     fmt = output_format(args)
     analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
     a, b = read_table(args.a), read_table(args.b)
     view = diff_view(a, b, by=args.by, how=args.aggregate, match=args.match, order_by=args.order_by, top=args.top)
     show(view, fmt, args.output)
+    return 0
+
+
+def is_html(output: str | None) -> bool:
+    from pathlib import Path
+
+    from layerperf.renderers import html
+
+    return output is not None and Path(output).suffix.lower() in html.SUFFIXES
+
+
+def _page(args: argparse.Namespace) -> int:
+    """``-o FILE.html``: the visual report of A and B, their diff made with the same options."""
+    from layerperf import analysis, units
+    from layerperf.errors import InputError
+    from layerperf.renderers import html
+    from layerperf.renderers.html.build import write
+
+    if args.format is not None:
+        raise InputError(f"--format {args.format} disagrees with --output {args.output}, an HTML page",
+                         hint="give one of them")
+    target = html.check_output(args.output)
+    analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
+    page = html.html(args.a, args.b, match=args.match, how=args.aggregate, by=args.by, order_by=args.order_by,
+                     top=args.top).encode("utf-8")
+    write(page, target)
+    print(f"wrote {target} ({units.binary(len(page))})")
     return 0

@@ -22,6 +22,9 @@ def register(sub: Any) -> None:
     p.add_argument("--top", type=positive_int, default=None,
                    help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
     p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
+    p.add_argument("--report", action="store_true",
+                   help="also write the visual report (one self-contained HTML page): DIR/report.html with "
+                        "--out, else ./report.html")
     add_output_args(p, ["table", "json"], help="terminal output format")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the whole-model latency measurement with the profiler off")
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = output_format(args)  # before minutes of profiling, not after
     if args.out:
         check_dir(Path(args.out))
+    report_path = _report_path(args)
     with progress_bar() as progress:
         prof = layerperf.profile(
             args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
@@ -60,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
             passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
             progress=progress)
     written = prof.save(args.out) if args.out else {}
+    if report_path is not None:
+        from layerperf.renderers import html
+
+        written = {**written, "report.html": html.report(prof, report_path)}
     view = profile_view(prof, top=args.top, fmt=fmt, written=written)
     if args.memory and for_people(fmt):  # JSON has the memory report in its "extra"
         from layerperf.memory import report
@@ -68,3 +76,14 @@ def run(args: argparse.Namespace) -> int:
         view = view.then(memory_view(report(prof), fmt=fmt))
     show(view, fmt, args.output)
     return 0
+
+
+def _report_path(args: argparse.Namespace) -> Path | None:
+    """Where ``--report`` writes the page (checked before profiling): into --out, else the current directory."""
+    if not args.report:
+        return None
+    if args.out:
+        return Path(args.out) / "report.html"  # --out is created by saving the profile, just before
+    from layerperf.renderers import html
+
+    return html.check_output(Path("report.html"))

@@ -1,18 +1,20 @@
 """The memory report of a Profile: peak live bytes and where, what was allocated, and why they differ.
 
 "max used" is the live-tensor peak of the timeline; "max allocated" is what the runtime took for
-running: its arena's growth over a fresh session's first runs, or, where no arena figures exist,
-the growth of the process's resident memory. A wide gap between them earns a hint.
+running: the peak of its allocator's events over a pass where a backend records them (PyTorch,
+:mod:`layerperf.memory.allocations`), its arena's growth over a fresh session's first runs, or, where
+neither exists, the growth of the process's resident memory. A wide gap between them earns a hint.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from layerperf import units
 from layerperf.errors import InputError
 from layerperf.memory import allocator, timeline
+from layerperf.memory.allocations import Allocations
 from layerperf.memory.runtime import ArenaRun, RuntimeMemory
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ class MemoryReport:
     peak_index: int
     peak_node: str
     max_allocated_bytes: int | None
-    max_allocated_source: str | None  # "arena growth", "RSS growth" or None
+    max_allocated_source: str | None  # "allocator peak", "arena growth", "RSS growth" or None
     simulated_arena_bytes: int
     initializer_bytes: int
     inplace: bool
@@ -62,6 +64,7 @@ class MemoryReport:
     runtime: RuntimeMemory | None = None
     hint: str | None = None
     warnings: tuple[str, ...] = ()
+    allocations: Allocations | None = None  # the allocator's events per module, where a backend records them
 
     @property
     def max_used_bytes(self) -> int:
@@ -76,19 +79,23 @@ class MemoryReport:
         return self.nodes[index].name if 0 <= index < len(self.nodes) else ""
 
     def to_json(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("nodes", "blocks", "runtime", "warnings")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("nodes", "blocks", "runtime", "warnings",
+                                                                            "allocations")}
         d.update(version=REPORT_VERSION, max_used_bytes=self.peak_bytes, warnings=list(self.warnings),
                  tensors_at_peak=self.peak_entries(),
                  nodes=[asdict(n) for n in self.nodes],
                  blocks=[{**asdict(b), "tensors": list(b.tensors)} for b in self.blocks],
-                 runtime=self.runtime.to_json() if self.runtime else None)
+                 runtime=self.runtime.to_json() if self.runtime else None,
+                 allocations=self.allocations.to_json() if self.allocations else None)
         return d
 
     def peak_entries(self, top: int | None = None) -> list[dict[str, Any]]:
         """The buffers live at the peak as JSON objects: name, bytes, tensors, kind, producer, last consumer."""
         out = []
         for b in self.tensors_at_peak()[:top]:
-            producer = "(graph input)" if b.kind == timeline.INPUT else self.node_name(b.first)
+            producer = ("(graph input)" if b.kind == timeline.INPUT else
+                        f"(code before {self.node_name(b.first)})" if b.kind == timeline.CODE else
+                        self.node_name(b.first))
             out.append({"name": b.name, "bytes": b.nbytes, "tensors": list(b.tensors), "kind": b.kind,
                         "producer": producer, "last_consumer": self.node_name(b.last)})
         return out
@@ -106,6 +113,7 @@ class MemoryReport:
                 blocks=tuple(PlacedBlock(**{**b, "tensors": tuple(b["tensors"])}) for b in d["blocks"]),
                 runtime=RuntimeMemory.from_json(d["runtime"]) if d.get("runtime") else None,
                 hint=d.get("hint"), warnings=tuple(d.get("warnings", ())),
+                allocations=Allocations.from_json(d["allocations"]) if d.get("allocations") else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"the profile's memory section is damaged ({type(exc).__name__}: {exc})") from None
@@ -122,7 +130,10 @@ def workspace_bytes(run: ArenaRun) -> list[int | None]:
     return out
 
 
-def _max_allocated(runtime: RuntimeMemory | None) -> tuple[int | None, str | None]:
+def _max_allocated(runtime: RuntimeMemory | None,
+                   allocations: Allocations | None = None) -> tuple[int | None, str | None]:
+    if allocations is not None:
+        return allocations.peak_live_bytes, "allocator peak"
     if runtime is None:
         return None, None
     if runtime.arena_growth_bytes is not None:
@@ -141,6 +152,11 @@ def hint(used: int, allocated: int | None, source: str | None, arena_bytes: int)
                     "the first run allocates tensor by tensor, the arena extends in power-of-two steps and "
                     "the planned memory pattern is allocated beside them; SessionOptions.enable_mem_pattern"
                     "=False or enable_cpu_mem_arena=False trade speed for a smaller footprint")
+        if source == "allocator peak":
+            return (f"the allocator's live bytes peaked at {units.binary(allocated)} for {units.binary(used)} of "
+                    f"live tensors between layers ({ratio}): temporaries inside modules (their own ops' "
+                    "intermediate results, workspace) that no layer's inputs or outputs show; the modules "
+                    "table says which")
         return (f"resident memory grew {units.binary(allocated)} for {units.binary(used)} of live tensors "
                 f"({ratio}): allocator caching or fragmentation, or buffers that are not tensors "
                 "(kernel workspace, per-thread scratch)")
@@ -180,6 +196,14 @@ def analyze(profile: Profile, runtime: RuntimeMemory | None = None, *, inplace: 
         initializer_bytes=tl.initializer_bytes, inplace=inplace, nodes=_nodes(profile, tl, workspace),
         blocks=blocks, runtime=runtime, hint=hint(tl.peak_bytes, allocated, source, placement.arena_bytes),
         warnings=tuple(warnings))
+
+
+def with_allocations(rep: MemoryReport, allocations: Allocations) -> MemoryReport:
+    """``rep`` with a backend's allocator events: they become its "max allocated" (and its hint)."""
+    allocated, source = _max_allocated(rep.runtime, allocations)
+    return replace(rep, allocations=allocations, max_allocated_bytes=allocated, max_allocated_source=source,
+                   hint=hint(rep.peak_bytes, allocated, source, rep.simulated_arena_bytes),
+                   warnings=(*rep.warnings, *allocations.warnings))
 
 
 def report(profile: Profile) -> MemoryReport:

@@ -4,7 +4,9 @@ A tensor lives from the node that produces it to the last node that consumes it,
 while a node runs, its inputs are still held and its outputs already allocated (ONNX Runtime's
 profiler records its arena figures at that same moment, before the node's dead inputs are
 released). Graph inputs live from the first node, graph outputs to the last; initializers are
-weights, counted apart.
+weights, counted apart. A tensor that no layer produces and that is no graph input was made by the
+model's own code between layers (a PyTorch module's forward computing outside its children): it
+lives from its first use, and its kind says so ("code").
 
 With ``inplace=True`` (the default) tensors that ONNX Runtime stores in one buffer are counted
 once: a view op's output shares its input's buffer, and an op that may write in place reuses an
@@ -36,7 +38,7 @@ INPLACE_OPS = frozenset({
 # Fused convolutions that add a residual ("Sum"/"Z" input) write their output over it.
 SUM_INPLACE_OPS = frozenset({("com.microsoft.nchwc", "Conv"), ("com.microsoft", "FusedConv")})
 
-INPUT, ACTIVATION, OUTPUT = "input", "activation", "output"
+INPUT, ACTIVATION, OUTPUT, CODE = "input", "activation", "output", "code"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class Block:
     nbytes: int
     first: int  # index of the node that allocates it; 0 for graph inputs
     last: int  # index of the last node that needs it; the last node for graph outputs
-    kind: str  # "input", "activation" or "output"
+    kind: str  # "input", "activation", "output" or "code" (made between layers)
 
     @property
     def name(self) -> str:
@@ -101,7 +103,9 @@ def graph_section(profile: Profile) -> dict[str, Any]:
 def _tensors(layers: Sequence[Layer], graph: dict[str, Any]) -> tuple[dict[str, _Tensor], list[str]]:
     inits = set(graph.get("initializers", {}))
     outputs = set(graph.get("outputs", ()))
+    inputs = set(graph.get("inputs", ()))
     size: dict[str, int | None] = {}
+    first_use: dict[str, int] = {}
     producer: dict[str, int] = {}
     last_use: dict[str, int] = {}
     for k, layer in enumerate(layers):
@@ -112,14 +116,16 @@ def _tensors(layers: Sequence[Layer], graph: dict[str, Any]) -> tuple[dict[str, 
         for t in layer.inputs:
             if t.name and t.name not in inits:
                 last_use[t.name] = k
+                first_use.setdefault(t.name, k)
                 if size.get(t.name) is None:
                     size[t.name] = t.nbytes
     end = len(layers) - 1
     tensors: dict[str, _Tensor] = {}
     for name in sorted(size, key=lambda n: (producer.get(n, -1), n)):
-        first = producer.get(name, 0)
+        code = name not in producer and bool(inputs) and name not in inputs and name in first_use
+        first = producer.get(name, first_use[name] if code else 0)
         last = end if name in outputs else max(last_use.get(name, first), first)
-        kind = OUTPUT if name in outputs else ACTIVATION if name in producer else INPUT
+        kind = OUTPUT if name in outputs else ACTIVATION if name in producer else CODE if code else INPUT
         tensors[name] = _Tensor(name, size[name] or 0, first, last, kind)
     return tensors, sorted(n for n, s in size.items() if s is None)
 
@@ -180,7 +186,7 @@ class _Buffers:
                 continue
             ts = [self.tensors[m] for m in members]
             kinds = {t.kind for t in ts}
-            kind = INPUT if INPUT in kinds else OUTPUT if OUTPUT in kinds else ACTIVATION
+            kind = next((k for k in (INPUT, OUTPUT, CODE) if k in kinds), ACTIVATION)
             out.append(Block(tuple(members), max(t.nbytes for t in ts), self.tensors[owner].first,
                              max(t.last for t in ts), kind))
         return sorted(out, key=lambda b: (b.first, b.name))

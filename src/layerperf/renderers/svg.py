@@ -3,7 +3,9 @@
 Both pictures put the execution order (node index) on the x axis. ``memory_flow.svg`` draws every
 buffer as a block spanning its lifetime at the offset the simulated best-fit allocator gives it;
 ``memory_timeline.svg`` draws live tensor bytes node by node beside what the runtime held (arena
-in use, resident memory growth). Hovering a block or a node column names it.
+in use, resident memory growth), or, where the backend recorded its allocator's events (PyTorch),
+the allocator's live bytes event by event with the module each event happened in. Hovering a block,
+a node column or a stretch of events names it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from xml.sax.saxutils import escape
 from layerperf import units
 
 if TYPE_CHECKING:
+    from layerperf.memory.allocations import Allocations
     from layerperf.memory.report import MemoryReport, PlacedBlock
     from layerperf.profile_data import Profile
     from layerperf.renderers.files import WriteFn
@@ -27,7 +30,7 @@ TIMELINE_FILENAME = "memory_timeline.svg"
 WIDTH, HEIGHT = 1200, 640
 LEFT, RIGHT, TOP, BOTTOM = 90, 24, 64, 110  # margins around the plot area
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
-KIND_COLORS = {"input": "#4c78a8", "output": "#54a24b"}
+KIND_COLORS = {"input": "#4c78a8", "output": "#54a24b", "code": "#9ecae9"}
 # Distinct hues for the op types that produce the most bytes, in that order; the rest share grey.
 PALETTE = ("#f58518", "#72b7b2", "#e45756", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#17becf", "#8c6d31",
            "#637939")
@@ -49,11 +52,11 @@ class Canvas:
         self.max_bytes = max(max_bytes, 1.0)
         self.x0, self.x1 = LEFT, WIDTH - RIGHT
         self.y0, self.y1 = TOP, HEIGHT - BOTTOM
+        self.height = HEIGHT  # grows when the legend needs more rows than the bottom margin holds
         self.parts = [
-            f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' "
-            f"viewBox='0 0 {WIDTH} {HEIGHT}' {FONT} font-size='12'>",
+            "",  # the <svg> element and the background, written by render() once the height is known
             f"<title>{esc(title)}</title>",
-            f"<rect width='{WIDTH}' height='{HEIGHT}' fill='white'/>",
+            "",
             f"<text x='{LEFT}' y='24' font-size='16' font-weight='bold'>{esc(title)}</text>",
             f"<text x='{LEFT}' y='44' fill='#444'>{esc(subtitle)}</text>",
         ]
@@ -116,6 +119,7 @@ class Canvas:
                 self.line(x, y - 4, x + 18, y - 4, color, "stroke-width='2.5'" +
                           (" stroke-dasharray='6 4'" if kind == "dash" else ""))
             self.text(x + 22, y, label)
+            self.height = max(self.height, y + 12)
             x += width
 
     def peak_marker(self, node: int, label: str) -> None:
@@ -128,6 +132,10 @@ class Canvas:
                   "paint-order='stroke'")
 
     def render(self) -> bytes:
+        h = self.height
+        self.parts[0] = (f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{h}' "
+                         f"viewBox='0 0 {WIDTH} {h}' {FONT} font-size='12'>")
+        self.parts[2] = f"<rect width='{WIDTH}' height='{h}' fill='white'/>"
         return ("\n".join([*self.parts, "</svg>"]) + "\n").encode("utf-8")
 
 
@@ -181,7 +189,9 @@ def _node_label(rep: MemoryReport, index: int) -> str:
 
 def block_title(rep: MemoryReport, b: PlacedBlock) -> str:
     names = ", ".join(b.tensors)
-    made = "graph input" if b.kind == "input" else f"produced by {_node_label(rep, b.first)}"
+    made = ("graph input" if b.kind == "input" else
+            f"made by the model's code before {_node_label(rep, b.first)}" if b.kind == "code" else
+            f"produced by {_node_label(rep, b.first)}")
     return (f"{names}: {units.binary(b.nbytes)} ({b.nbytes:,} bytes) at offset {b.offset:,}; {made}; "
             f"last used by {_node_label(rep, b.last)}" + ("; graph output" if b.kind == "output" else ""))
 
@@ -207,6 +217,8 @@ def flow_svg(rep: MemoryReport, model: str = "model") -> bytes:
     c.legend([("box", KIND_COLORS["input"], "graph input"), ("box", KIND_COLORS["output"], "graph output")]
              + [("box", color, f"made by {op}") for op, color in colors.items()]
              + ([("box", OTHER_COLOR, "made by other ops")] if others else [])
+             + ([("box", KIND_COLORS["code"], "made between layers")] if any(b.kind == "code" for b in rep.blocks)
+                else [])
              + [("dash", "#333", "live peak")])
     return c.render()
 
@@ -224,7 +236,10 @@ def _step_points(c: Canvas, series: Sequence[tuple[int, float]]) -> list[tuple[f
 
 
 def timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
-    """Bytes over the execution order: live tensors, arena in use and resident memory growth."""
+    """Bytes over the execution order: live tensors, arena in use and resident memory growth; the
+    allocator's live bytes over its events instead where the report has them."""
+    if rep.allocations is not None and rep.allocations.events:
+        return allocation_timeline_svg(rep, rep.allocations, model)
     rt = rep.runtime
     arena_lines: list[tuple[str, list[tuple[int, int]]]] = []
     rss_lines: list[tuple[int, list[tuple[int, int]]]] = []
@@ -276,6 +291,53 @@ def timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
     _hover_columns(c, rep, arena_lines, rss_lines)
     if rep.peak_index >= 0:
         c.peak_marker(rep.peak_index, f"peak {units.binary(rep.peak_bytes)} at {_node_label(rep, rep.peak_index)}")
+    c.legend(legend)
+    return c.render()
+
+
+def _module_label(rep: MemoryReport, allocs: Allocations, layer: int) -> str:
+    from layerperf.memory.allocations import OUTSIDE_NAME
+
+    if 0 <= layer < len(rep.nodes):
+        return f"{rep.nodes[layer].name} ({rep.nodes[layer].op_type})"
+    return OUTSIDE_NAME
+
+
+def _stretches(layers: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Runs of consecutive events in one module: (first event, last event, layer)."""
+    out: list[tuple[int, int, int]] = []
+    for k, layer in enumerate(layers):
+        if out and out[-1][2] == layer:
+            out[-1] = (out[-1][0], k, layer)
+        else:
+            out.append((k, k, layer))
+    return out
+
+
+def allocation_timeline_svg(rep: MemoryReport, allocs: Allocations, model: str = "model") -> bytes:
+    """The allocator's live bytes after each of its events over one pass, the peak and its module."""
+    b = units.binary
+    top = max(allocs.peak_live_bytes, rep.peak_bytes, 1) * 1.08
+    subtitle = (f"{allocs.device} allocator, {allocs.events} events over one pass: {b(allocs.allocated_bytes)} "
+                f"allocated, {b(allocs.freed_bytes)} freed; peak {b(allocs.peak_live_bytes)} above the pass's "
+                "start; hover a stretch for its module")
+    c = Canvas(allocs.events, top, f"{model}: memory timeline (allocator events)", subtitle)
+    c.axes("allocator events, in order (allocations and frees)", "live bytes allocated in the pass")
+    pts = _step_points(c, list(enumerate(allocs.live_bytes)))
+    area = [(c.x0, c.y1), *pts, (pts[-1][0], c.y1)]
+    c.add("<path d='M" + " L".join(f"{x:.2f},{y:.2f}" for x, y in area) + "' fill='#4c78a8' fill-opacity='0.3'/>")
+    c.path(pts, "#4c78a8", "stroke-width='1.5'")
+    legend = [("box", "#9fb7d3", "live bytes after each event (max allocated)")]
+    if rep.peak_bytes:
+        c.line(c.x0, c.y(rep.peak_bytes), c.x1, c.y(rep.peak_bytes), "#333", "stroke-dasharray='6 4'")
+        legend.append(("dash", "#333", "live tensors between layers at their peak (max used)"))
+    for first, last, layer in _stretches(allocs.layer):
+        peak = max(allocs.live_bytes[first:last + 1])
+        label = (f"events {first + 1}-{last + 1}: in {_module_label(rep, allocs, layer)}, live up to {b(peak)}, "
+                 f"t = {allocs.t_ns[first] / 1e6:.3f}-{allocs.t_ns[last] / 1e6:.3f} ms")
+        c.rect(c.x(first), c.y0, (last - first + 1) * c.col, c.y1 - c.y0, "white", label, "fill-opacity='0'")
+    at = allocs.live_bytes.index(allocs.peak_live_bytes)
+    c.peak_marker(at, f"peak {b(allocs.peak_live_bytes)} in {_module_label(rep, allocs, allocs.peak_layer)}")
     c.legend(legend)
     return c.render()
 

@@ -4,10 +4,13 @@ Its modules: :mod:`.driver` (one profile, start to end), :mod:`.models` (a zoo n
 ``file.py:factory``, a module object or an ONNX file -> a module and its inputs), :mod:`.hooks` (the
 forward hooks that call a collector at each module's boundaries), :mod:`.record` (one untimed pass:
 the modules in execution order, their shapes, FLOPs and bytes), :mod:`.from_onnx` (an ONNX graph as
-one module per node), :mod:`.ops` (level 2: the aten ops inside each module, from torch.profiler).
-In code (:mod:`layerperf.torch`): :mod:`.incode` (one in-code profile, its collectors, its Profile),
-:mod:`.insitu` (its rows and runs as the user's code runs), :mod:`.backward` (a row per module
-call's backward, from autograd node hooks). torch itself is imported only inside functions.
+one module per node), :mod:`.ops` (level 2: the aten ops inside each module, from torch.profiler),
+:mod:`.memory` (the allocator's events per module, from torch.profiler), :mod:`.cuda` (the device path:
+CUDA events at module boundaries; written for a GPU, not yet run on one). In code
+(:mod:`layerperf.torch`): :mod:`.incode` (one in-code profile, its collectors, its Profile),
+:mod:`.insitu` (its rows and runs as the user's code runs), :mod:`.backward` (a row per module call's
+backward, from autograd node hooks), :mod:`.gradcost` (the work of a training run's rows).
+torch itself is imported only inside functions.
 """
 
 from __future__ import annotations
@@ -32,12 +35,18 @@ class TorchOptions:
     level: int = field(default=1, metadata=option(
         "1: modules only (forward hooks, lowest cost); 2: modules and the aten ops inside each "
         "(torch.profiler; default 1)"))
+    torch_device: str = field(default="cpu", metadata=option(
+        "where the model runs: cpu, or cuda (device time per module from CUDA events; written for an NVIDIA "
+        "GPU, untested on one; default cpu)", choices=("cpu", "cuda")))
 
     def validate(self) -> None:
         from layerperf.errors import InputError
 
         if self.level not in LEVELS:
             raise InputError(f"--level must be 1 (modules) or 2 (modules and aten ops), got {self.level!r}")
+        from layerperf.backends.torch.cuda import check_device
+
+        check_device(self.torch_device)
 
 
 def import_torch() -> Any:

@@ -31,10 +31,15 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
     if plan.threads:
         torch.set_num_threads(plan.threads)
     loaded = load(model, plan)
-    session = Session(loaded)
+    cuda = options.torch_device == "cuda"
+    if cuda:  # see backends/torch/cuda.py: written for a GPU, not yet run on one
+        from layerperf.backends.torch import cuda as on_gpu
+
+        loaded = on_gpu.to_device(loaded, "cuda")
+    session = Session(loaded, synchronize=cuda)
     rec = session.record()
     weights = frozenset(i.name for i in loaded.onnx.graph.initializer) if loaded.onnx is not None else frozenset()
-    layers = layers_from(rec, weights)
+    layers = layers_from(rec, weights, "cuda" if cuda else "cpu")
     index = session.index(rec)
     for _ in range(plan.warmup):
         session.call()
@@ -45,9 +50,15 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
             raise InputError("perf counters and the memory profile run at --level 1 (modules) only")
         from layerperf.backends.torch.ops import profile_ops
 
-        return profile_ops(session, rec, layers, plan, collectors, _metadata(loaded, plan, options))
-    timing, plain = timed_runs(session, index, plan, collectors.progress)
-    runs = timing.runs()
+        return profile_ops(session, rec, layers, plan, collectors, _metadata(loaded, plan, options),
+                           options.torch_device)
+    if cuda:
+        device_timing, plain = on_gpu.timed_runs(session, index, plan, collectors.progress)
+        runs = device_timing.runs()
+        on_gpu.fill_memory(layers, device_timing)
+    else:
+        timing, plain = timed_runs(session, index, plan, collectors.progress)
+        runs = timing.runs()
     prof = Profile(
         metadata=_metadata(loaded, plan, options), layers=layers, runs=runs, latency_ns=plain.wall_ns,
         profiled_latency_ns=[r.dur_ns for r in runs] if plain.wall_ns else [],
@@ -56,21 +67,29 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
         warnings=warnings(loaded, rec))
     if collectors.counters or collectors.memory:
         collectors.driver(len(layers)).run(lambda c: session.hooked_pass(index, c)).fill(prof)
+    if collectors.memory:  # what torch's allocator did, per module: one more pass under torch.profiler
+        from layerperf.backends.torch.memory import allocation_report
+
+        prof.memory = allocation_report(session.call, index, prof, on_gpu.device_name("cuda") if cuda else "cpu")
     return prof
 
 
 class Session:
     """The model, its inputs, and the calls the profile makes of it (in inference mode)."""
 
-    def __init__(self, model: TorchModel) -> None:
+    def __init__(self, model: TorchModel, *, synchronize: bool = False) -> None:
         self.model = model
         self.cpu_ns: list[int] = []
+        self.synchronize = synchronize  # on a GPU: a call returns once the device has finished it
 
     def call(self) -> Any:
         import torch
 
         with torch.inference_mode():
-            return self.model.module(*self.model.args, **self.model.kwargs)
+            out = self.model.module(*self.model.args, **self.model.kwargs)
+        if self.synchronize:
+            torch.cuda.synchronize()
+        return out
 
     def record(self) -> Recorder:
         try:
@@ -110,21 +129,21 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
     return timing, plain
 
 
-def layers_from(rec: Recorder, weights: frozenset[str] = frozenset()) -> list[Layer]:
-    return [_layer(seen, rec.seen, weights) for seen in rec.seen]
+def layers_from(rec: Recorder, weights: frozenset[str] = frozenset(), provider: str = "cpu") -> list[Layer]:
+    return [_layer(seen, rec.seen, weights, provider) for seen in rec.seen]
 
 
-def _layer(seen: Seen, every: list[Seen], weights: frozenset[str]) -> Layer:
+def _layer(seen: Seen, every: list[Seen], weights: frozenset[str], provider: str = "cpu") -> Layer:
     parent = every[seen.parent].path if seen.parent is not None else None
     if seen.domain is not None:  # an ONNX node: the ONNX cost model knows its op type
         from layerperf.cost import node_cost
 
         cost = node_cost(seen.op_type, seen.domain, seen.attrs or {}, list(seen.inputs), list(seen.outputs))
-        return Layer(name=seen.path, op_type=seen.op_type, domain=seen.domain, provider="cpu", inputs=seen.inputs,
+        return Layer(name=seen.path, op_type=seen.op_type, domain=seen.domain, provider=provider, inputs=seen.inputs,
                      outputs=seen.outputs, param_bytes=sum(t.nbytes or 0 for t in seen.inputs if t.name in weights),
                      flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
                      int_ops=cost.int_ops, parent=parent)
-    return Layer(name=seen.path, op_type=seen.op_type, domain=MODULE_DOMAIN, provider="cpu",
+    return Layer(name=seen.path, op_type=seen.op_type, domain=MODULE_DOMAIN, provider=provider,
                  inputs=seen.inputs, outputs=seen.outputs, param_bytes=seen.param_bytes, flops=seen.flops,
                  bytes_read=seen.bytes_read, bytes_written=seen.bytes_written, parent=parent)
 
@@ -168,4 +187,4 @@ def _metadata(model: TorchModel, plan: RunPlan, options: TorchOptions) -> dict[s
 
     opts = {"warmup": plan.warmup, "runs": plan.runs, "threads": plan.threads, "seed": plan.seed,
             "shapes": list(plan.shapes), "level": options.level}
-    return metadata(model.description, plan, "torch", torch.__version__, "cpu", opts)
+    return metadata(model.description, plan, "torch", torch.__version__, options.torch_device, opts)

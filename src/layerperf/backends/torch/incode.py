@@ -253,7 +253,9 @@ class Recording:
                 marks_events.append((mark, events[bisect.bisect_left(starts, mark.time_range.start):]))
         out = []
         for (mark, after), (t0, t1) in zip(marks_events, self.state.extents, strict=False):
-            end_us = mark.time_range.start + (t1 - t0) / 1000
+            # the run range closes lazily (at the next model call) and opens a little after the run's
+            # first clock reading: its events are those up to the run's last boundary, and never the next run's
+            end_us = min(mark.time_range.end, mark.time_range.start + (t1 - t0) / 1000)
             inside = [mark] + [e for e in after if e is not mark and e.name != RUN_MARK
                                and e.time_range.start <= end_us]
             out.append((t0, t1 - t0, inside))

@@ -39,6 +39,7 @@ class _Op:
     dur_ns: int
     tid: int
     flops: int | None
+    domain: str = "aten"  # "cuda" for a kernel
 
 
 def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[..., None]]:
@@ -87,12 +88,29 @@ def _ops(events: Any, layers: list[Layer], origin_ns: int) -> tuple[list[tuple[i
         flops = _subtree_flops(ev)
         unknown = flops == 0 and ev.name.removeprefix("aten::") not in NO_ARITHMETIC
         ops.append(_Op(key, ev.name, module, start, dur, int(ev.thread), None if unknown else flops))
-    return spans, ops
+    return spans, ops + _kernel_ops(events, layers, base)
+
+
+def _kernel_ops(events: Any, layers: list[Layer], base: int) -> list[_Op]:
+    """On a GPU (none on the CPU): each kernel under the module whose op launched it, as an op layer
+    ``module/kernel`` whose op type is the kernel's name (see backends/torch/cuda.py)."""
+    from layerperf.backends.torch.cuda import kernels, module_of
+
+    out: list[_Op] = []
+    counts: dict[tuple[str | None, str], int] = {}
+    for k in kernels(events, module_of(MARK, [layer.name for layer in layers])):
+        n = counts.get((k.module, k.name), 0)
+        counts[(k.module, k.name)] = n + 1
+        key = (f"{k.module}/{k.name}" if k.module else k.name) + (f"#{n}" if n else "")
+        out.append(_Op(key, k.name, k.module, base + int(k.start_us * 1000), int(k.dur_us * 1000), k.stream, None,
+                       "cuda"))
+    return out
 
 
 def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunPlan, collectors: Collectors,
-                meta: dict[str, Any]) -> Profile:
-    """The level-2 profile: hooked runs each under torch.profiler, plain runs between them."""
+                meta: dict[str, Any], device: str = "cpu") -> Profile:
+    """The level-2 profile: hooked runs each under torch.profiler, plain runs between them; on a GPU
+    (``device`` "cuda") the kernels too, each under its module."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -108,7 +126,8 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
     for r in range(plan.runs):
         if plan.latency:
             plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
-        with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof, \
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
+        with torch_profile(activities=activities, record_shapes=True, with_flops=True) as prof, \
                 module_hooks(index, start, stop):
             c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             with torch.autograd.profiler.record_function(RUN_MARK):
@@ -142,7 +161,8 @@ def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]]) -> tupl
             i = op_index.get(op.key)
             if i is None:
                 i = op_index[op.key] = len(layers)
-                layers.append(Layer(name=op.key, op_type=op.op, domain="aten", provider="cpu", flops=op.flops,
+                layers.append(Layer(name=op.key, op_type=op.op, domain=op.domain,
+                                    provider="cuda" if op.domain == "cuda" else "cpu", flops=op.flops,
                                     parent=op.parent))
             spans.append(Span(i, op.start_ns, op.dur_ns, op.tid))
         spans.sort(key=lambda s: s.start_ns)

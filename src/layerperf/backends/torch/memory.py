@@ -1,0 +1,134 @@
+"""The memory profile on PyTorch: one extra pass under torch.profiler with ``profile_memory=True``, the
+modules' forwards marked as profiler ranges, every allocation and free attributed to the innermost
+module running at that moment (see :mod:`layerperf.memory.allocations`).
+
+Events and ranges come from the profiler's event tree (its allocation records carry the address,
+which pairs a free with its allocation); a range is ``layerperf::<layer>`` as at level 2, and the pass
+itself is ``layerperf::run``, so only what happened inside the model's call counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from layerperf.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
+
+if TYPE_CHECKING:
+    from layerperf.memory.report import MemoryReport
+    from layerperf.profile_data import Profile
+
+SOURCE = "torch.profiler memory events (profile_memory=True), one pass"
+
+
+class AllocationCapture:
+    """Inside it, the module forwards in ``index`` (module id -> layer) are marked and torch.profiler
+    records allocations; :meth:`allocations` attributes them afterwards. Put the model's call inside::
+
+        with AllocationCapture(index) as cap:
+            model(x)
+        allocs = cap.allocations([layer.name for layer in layers])
+    """
+
+    def __init__(self, index: dict[int, int], device: str = "cpu") -> None:
+        self.index = index
+        self.device = device
+        self._stack: list[Any] = []
+
+    def __enter__(self) -> AllocationCapture:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        from layerperf.backends.torch.hooks import module_hooks
+        from layerperf.backends.torch.ops import RUN_MARK, _marks
+
+        activities = [ProfilerActivity.CPU]
+        if self.device.startswith("cuda"):
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(activities=activities, profile_memory=True)
+        start, stop = _marks(self.index)
+        self._hooks = module_hooks(self.index, start, stop)
+        self._run = torch.autograd.profiler.record_function(RUN_MARK)
+        self._prof.__enter__()
+        self._hooks.__enter__()
+        self._run.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._run.__exit__(*exc)
+            self._hooks.__exit__(*exc)
+        finally:
+            self._prof.__exit__(*exc)
+
+    def allocations(self, names: Sequence[str]) -> Allocations:
+        """The pass's allocations on this capture's device, per module (``names``: the layers' names)."""
+        from layerperf.errors import BackendError
+
+        results = self._prof.profiler.kineto_results if self._prof.profiler is not None else None
+        if results is None:
+            raise BackendError("torch.profiler kept no results of the memory pass")
+        return allocations_from(results.experimental_event_tree(), names, self.device)
+
+
+def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "cpu") -> Allocations:
+    """The allocations of torch.profiler's event ``tree`` on ``device``, attributed to the marked modules."""
+    from layerperf.backends.torch.ops import MARK, RUN_MARK
+    from layerperf.errors import BackendError
+
+    spans: list[ModuleSpan] = []
+    events: list[AllocEvent] = []
+    run: tuple[int, int] | None = None
+    for node in _walk(tree):
+        fields = node.extra_fields
+        if type(fields).__name__ == "_ExtraFields_Allocation":
+            if _device_name(fields.device) == device:
+                events.append(AllocEvent(int(node.start_time_ns), int(fields.alloc_size), int(fields.ptr)))
+        elif node.name == RUN_MARK:
+            run = (int(node.start_time_ns), int(node.end_time_ns))
+        elif node.name.startswith(MARK):
+            spans.append(ModuleSpan(int(node.name[len(MARK):]), int(node.start_time_ns), int(node.end_time_ns)))
+    if run is None:
+        raise BackendError("torch.profiler recorded no range for the profiled pass (layerperf::run)")
+    return attribute(spans, events, names, start_ns=run[0], end_ns=run[1], device=device, source=SOURCE)
+
+
+def _walk(nodes: Sequence[Any]) -> Iterator[Any]:
+    todo = list(reversed(nodes))
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(reversed(node.children))
+
+
+def _device_name(device: Any) -> str:
+    """"cpu" or "cuda:N" for a torch.device (an allocation record's), as the capture names its device."""
+    kind = str(getattr(device, "type", device))
+    index = getattr(device, "index", None)
+    return kind if kind == "cpu" or index is None else f"{kind}:{index}"
+
+
+def allocation_report(call: Callable[[], Any], index: dict[int, int], profile: Profile,
+                      device: str = "cpu") -> MemoryReport:
+    """One more ``call()`` (one pass of the model) under an :class:`AllocationCapture` of the modules in
+    ``index`` (module id -> index in ``profile.layers``); ``profile``'s memory report (the one the
+    collectors made, or the analysis of its layers now) with those allocations in it. A profile with no
+    graph section (model inputs and outputs unknown) gets the analysis as if the model had none, and a
+    warning saying so."""
+    from dataclasses import replace
+
+    from layerperf.memory.report import analyze, with_allocations
+    from layerperf.profile_data import GraphSummary
+
+    with AllocationCapture(index, device) as cap:
+        out = call()  # held to the pass's end, as a caller holds it: the outputs stay allocated
+    del out
+    allocs = cap.allocations([layer.name for layer in profile.layers])
+    base = profile.memory
+    if base is None and profile.graph is None:
+        base = analyze(replace(profile, graph=GraphSummary()))
+        base = replace(base, warnings=(*base.warnings, "no graph section: the model's inputs and outputs are "
+                                       "unknown, so the live tensors between layers are approximate"))
+    elif base is None:
+        base = analyze(profile)
+    return with_allocations(base, allocs)

@@ -1,0 +1,70 @@
+"""The visual report: one self-contained HTML page of a trace (or of two, side by side).
+
+>>> import layerperf
+>>> prof = layerperf.profile("resnet18", runs=20)
+>>> layerperf.report(prof, "report.html")          # or a trace path, a Calls table
+>>> layerperf.report("a/trace.json", "diff.html", "b/trace.json")   # A and B side by side
+
+The page inlines every style, script and datum and fetches nothing; what a model or trace names is
+escaped (:mod:`layerperf.renderers.html.page`). Its parts: :mod:`.build` (what is shown), :mod:`.charts`
+and :mod:`.gantt` (the SVG), ``report.js`` (sorting, filtering, tooltips), ``report.css``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layerperf.renderers.html.build import AUTO
+from layerperf.renderers.html.source import Source
+
+if TYPE_CHECKING:
+    from layerperf.calibration import Peaks
+
+NAME = "html"
+SUFFIXES = (".html", ".htm")
+
+__all__ = ["NAME", "SUFFIXES", "Source", "check_output", "html", "report"]
+
+
+def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str = "normalized",
+         **diff: Any) -> str:
+    """The page's text: the report of ``a`` (a Profile, a Calls table or a trace path), or, with ``b``, the
+    side-by-side report of ``a`` (baseline) and ``b`` (``match`` and ``diff``: ``how``, ``by``, ``order_by``,
+    ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them). ``peaks``: the calibration drawn
+    as roofline ceilings (default: the calibration of the machine the profile ran on, when there is one;
+    None: none)."""
+    from layerperf.renderers.html import build, source
+
+    if b is None:
+        return build.single(source.of(a), peaks)
+    return build.pair(source.of(a), source.of(b), match=match, **diff)  # no roofline: peaks do not apply
+
+
+def check_output(path: str | Path) -> Path:
+    """Refuse, before any work, a report path that cannot be written: not .html, a directory, or in a
+    directory that does not exist or is not writable (nothing is created)."""
+    import os
+
+    from layerperf.errors import InputError
+
+    target = Path(path)
+    if target.suffix.lower() not in SUFFIXES:
+        raise InputError(f"report {path} must be an .html file", hint="e.g. -o report.html")
+    if target.is_dir():
+        raise InputError(f"report {path} is a directory", hint="name a file, e.g. report.html")
+    parent = target.absolute().parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write report {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write report {path}: directory {parent} is not writable")
+    return target
+
+
+def report(a: Any, path: str | Path, b: Any = None, *, peaks: Peaks | None | str = AUTO,
+           match: str = "normalized") -> Path:
+    """Write the report of ``a`` (or of ``a`` against ``b``) to ``path`` (whole or not at all); see :func:`html`."""
+    from layerperf.renderers.html.build import write
+
+    target = check_output(path)
+    return write(html(a, b, peaks=peaks, match=match), target)
