@@ -178,3 +178,24 @@ def test_level2_in_a_with_block(net: Net) -> None:
     by_name = {layer.name: layer for layer in p.layers}
     assert by_name["body.0/aten::linear"].parent == "body.0" and by_name["body.0"].flops is None
     assert len(p.runs) == 2 and all(row["calls"] == 2 for row in p.table())
+
+
+def test_memory_in_eval_mode_has_the_allocators_figures_per_module(net: Net) -> None:
+    x = torch.randn(16, 32)
+    with lt.Profiler(memory=True) as prof:
+        for _ in range(2):
+            net(x)
+    m = prof.profile.memory
+    assert m is not None and m.allocations is not None and m.max_allocated_source == "allocator peak"
+    by_name = {mod.name: mod for mod in m.allocations.modules}
+    assert by_name["body.0"].self_allocated_bytes == 16 * 64 * 4  # its output, float32
+    assert by_name["head"].self_allocated_bytes == 16 * 8 * 4
+
+
+def test_memory_of_a_training_run_says_it_has_no_allocator_figures(net: Net) -> None:
+    net.train()
+    with lt.Profiler(memory=True) as prof:
+        net(torch.randn(4, 32)).sum().backward()
+    m = prof.profile.memory
+    assert m is not None and m.allocations is None and m.runtime is not None
+    assert any("no allocator figures" in w for w in m.warnings)

@@ -52,7 +52,7 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
         if running:
             add_op(running[-1], func, args, kwargs, out)
 
-    with _untouched(root), _node_hooks(calls, paths), torch.enable_grad():
+    with untouched(root), _node_hooks(calls, paths), torch.enable_grad():
         rec = record(model, forward)
         heads = [t for t in _tensors(outs[0]) if t.requires_grad]
         params = [p for p in root.parameters() if p.requires_grad]
@@ -89,7 +89,7 @@ def _node_hooks(calls: BackwardCalls, paths: dict[int, str]) -> Iterator[None]:
 
 
 @contextmanager
-def _untouched(root: Any) -> Iterator[None]:
+def untouched(root: Any) -> Iterator[None]:
     """The module's buffers and the random generators as they were, whatever runs inside."""
     import torch
 

@@ -231,13 +231,40 @@ class Recording:
 
     def _fill_memory(self, prof: Profile) -> None:
         """The memory report: what the collectors give (resident memory at row boundaries, the tensors'
-        live bytes from the forward rows' shapes). The one place a per-module allocation report (from
-        torch.profiler's allocation events) is to be attached to the profile."""
+        live bytes from the forward rows' shapes), and for a model in eval mode whose backward did not
+        run, the allocator's events per module from one more inference pass (:mod:`.memory`, as
+        ``--memory`` on the CLI). A training run's allocations would need its own step re-run, which
+        is not done: its report says so."""
         from layerperf.memory import analyze
         from layerperf.memory.runtime import RuntimeMemory
 
         runtime: RuntimeMemory = self.rss.runtime() if self.rss is not None else RuntimeMemory(sample_rate=0)
         prof.memory = analyze(prof, runtime)
+        state = self.state
+        if state.root is None or state.first is None:
+            return
+        if state.root.training or any(r.kind == BACKWARD for r in state.rows):
+            from dataclasses import replace as with_fields
+
+            prof.memory = with_fields(prof.memory, warnings=(
+                *prof.memory.warnings, "no allocator figures per module: they come from one more inference pass, "
+                "and this run trained (a backward ran, or the model is in training mode)"))
+            return
+        import torch
+
+        from layerperf.backends.torch.cuda import device_name
+        from layerperf.backends.torch.gradcost import untouched
+        from layerperf.backends.torch.memory import allocation_report
+
+        root, (args, kwargs) = state.root, state.first
+        index = {id(r.owner): i for i, r in enumerate(state.rows) if r.kind == FORWARD}
+
+        def call() -> Any:
+            with torch.inference_mode():
+                return root(*args, **kwargs)
+
+        with untouched(root):
+            prof.memory = allocation_report(call, index, prof, device_name(self.settings.device))
 
     def _level2_runs(self) -> list[tuple[int, int, Any]]:
         """(start ns, duration ns, its profiler events) for each run, the events cut at the run's end."""
