@@ -33,3 +33,5 @@ def test_api_says_how_to_install(no_torch: None) -> None:
 
     with pytest.raises(MissingDependency, match=r"layerperf\[torch\]"):
         lt.Profiler()
+    with pytest.raises(MissingDependency, match=r"layerperf\[torch\]"):
+        lt.profile(level=2)
