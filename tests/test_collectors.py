@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import mmap
 import time
 from collections.abc import Iterator, Sequence
 
@@ -163,10 +164,13 @@ def test_resident_memory_for_real() -> None:
     with ResidentMemory(1) as rss:
         rss.begin_pass()
         rss.start(0)
-        block = np.ones(64 << 20, np.uint8)  # 64 MiB, touched
+        # a fresh anonymous mapping, so its pages are new to the process whatever the allocator kept
+        # resident from earlier tests; writing every byte makes them resident
+        block = mmap.mmap(-1, 64 << 20)
+        np.frombuffer(block, dtype=np.uint8)[:] = 1
         rss.stop(0)
         rss.end_pass()
-    del block
+    block.close()
     rt = rss.runtime()
     assert rt.rss_samples[0].rss_bytes - (rt.rss_baseline_bytes or 0) >= 48 << 20
 

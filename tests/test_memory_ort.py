@@ -151,6 +151,11 @@ def test_rss_sampler_sees_memory_being_touched() -> None:
         # kept from earlier tests; writing every byte makes them resident.
         block = mmap.mmap(-1, 64 * MIB)
         np.frombuffer(block, dtype=np.uint8)[:] = 1
+        # held until the sampler thread has had its turn: on a loaded host it may wait longer than
+        # any fixed sleep to be scheduled (bounded: a sampler that never sees it fails below)
+        deadline = time.monotonic() + 5
+        while sampler.hwm_bytes - sampler.baseline_bytes < 60 * MIB and time.monotonic() < deadline:
+            time.sleep(0.005)
         time.sleep(0.02)
         block.close()
         time.sleep(0.01)
