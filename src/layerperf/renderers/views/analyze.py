@@ -15,6 +15,7 @@ import numpy as np
 from layerperf import units
 from layerperf.figures import ANALYZE_KEYS
 from layerperf.renderers.view import Column, Section, View, for_people, notes
+from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 
 if TYPE_CHECKING:
@@ -100,10 +101,14 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
-    rows = analysis.rows(result)
-    section = Section(columns=_columns(table, result), rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"))
+    rows = peak.with_pcts(analysis.rows(result), ref)
+    columns = _columns(table, result)
+    if ref is not None:  # % of peak, once this machine is calibrated
+        columns = peak.with_column(columns)
+    section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=notes(_notes(table)))
+                      notes=(*notes(_notes(table)), *peak_notes))
     return View(sections=(section,), doc=rows)
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf import units
 from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
+from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import counter_columns, header, layer_columns
 
 if TYPE_CHECKING:
@@ -47,22 +48,31 @@ def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
     return out
 
 
-def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
+def layers_section(prof: Profile, rows: Sequence[Row] | None = None, extra_keys: Sequence[str] = ()) -> Section:
     """The layers as programs read them (layers.csv): the columns of :data:`layerperf.figures.COLUMNS`,
-    then counters and metrics; every layer in execution order unless ``rows`` says which."""
+    then counters and metrics, then ``extra_keys``; every layer in execution order unless ``rows`` says which."""
     from layerperf.figures import COLUMNS, extra_columns
 
-    keys = list(COLUMNS) + extra_columns(prof)
+    keys = list(COLUMNS) + extra_columns(prof) + list(extra_keys)
     return Section(columns=(), rows=prof.table() if rows is None else rows, keys=keys)
 
 
-def _columns(prof: Profile, summ: Mapping[str, Any]) -> list[Column]:
+def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[Column]:
     from layerperf.figures import extra_columns
 
-    columns = layer_columns(summ["int_ops"] > 0) + counter_columns(extra_columns(prof))
+    columns = layer_columns(summ["int_ops"] > 0)
+    if calibrated:  # % of peak, once this machine is calibrated
+        columns = peak.with_column(columns)
+    columns += counter_columns(extra_columns(prof))
     if prof.parent_names:  # control flow: a parent's whole duration beside its self time
         columns.insert(3, INCLUSIVE)
     return columns
+
+
+def run_threads(prof: Profile, summ: Mapping[str, Any]) -> int | None:
+    """The intra-op threads the run used (counted), else asked for; None when neither is known."""
+    used = summ.get("intra_op_threads") or prof.metadata.get("options", {}).get("threads")
+    return int(used) if isinstance(used, int | float) and used > 0 else None
 
 
 def wrote_notes(written: Mapping[str, Path]) -> list[Note]:
@@ -75,15 +85,17 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     from layerperf.summary import summary
 
     summ = summary(prof)
-    table = prof.table()
+    ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ))
+    table = peak.with_pcts(prof.table(), ref)
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
-    section = layers_section(prof, layers)
+    section = layers_section(prof, layers, extra_keys=(peak.KEY,))
     if for_people(fmt):
         rows = ranked(table, DEFAULT_TOP if top is None else top)
-        section = Section(columns=_columns(prof, summ), rows=rows, shown=marked_shapes(rows, prof.layers),
+        section = Section(columns=_columns(prof, summ, ref is not None), rows=rows,
+                          shown=marked_shapes(rows, prof.layers),
                           title=profile_title(prof, len(rows), summ["layers"]), keys=section.keys,
-                          notes=(*summary_notes(prof, summ), *wrote_notes(written)))
+                          notes=(*summary_notes(prof, summ), *peak_notes, *wrote_notes(written)))
     return View(sections=(section,), doc=doc)
 
 
