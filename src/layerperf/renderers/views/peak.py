@@ -71,11 +71,12 @@ def reference(machine: Mapping[str, Any] | None, threads: int | None) -> tuple[R
 
 
 def with_pcts(rows: Sequence[Mapping[str, Any]], ref: Reference | None) -> list[dict[str, Any]]:
-    """``rows`` with :data:`KEY` added: the % of peak, None where unknown (no calibration, no FLOPs)."""
+    """``rows`` with :data:`KEY` added once calibrated: the % of peak, None where unknown (no FLOPs).
+    Without a calibration the rows stay as they were: outputs keep their exact keys until one is made."""
     from layerperf.figures import rows_peak_pcts
 
     if ref is None:
-        return [{**r, KEY: None} for r in rows]
+        return [dict(r) for r in rows]
     pcts = rows_peak_pcts(rows, ref.flops_per_s, ref.int_ops_per_s)
     return [{**r, KEY: p} for r, p in zip(rows, pcts, strict=True)]
 

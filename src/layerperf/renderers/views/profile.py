@@ -48,12 +48,12 @@ def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
     return out
 
 
-def layers_section(prof: Profile, rows: Sequence[Row] | None = None, extra_keys: Sequence[str] = ()) -> Section:
+def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
     """The layers as programs read them (layers.csv): the columns of :data:`layerperf.figures.COLUMNS`,
-    then counters and metrics, then ``extra_keys``; every layer in execution order unless ``rows`` says which."""
+    then counters and metrics; every layer in execution order unless ``rows`` says which."""
     from layerperf.figures import COLUMNS, extra_columns
 
-    keys = list(COLUMNS) + extra_columns(prof) + list(extra_keys)
+    keys = list(COLUMNS) + extra_columns(prof)
     return Section(columns=(), rows=prof.table() if rows is None else rows, keys=keys)
 
 
@@ -89,7 +89,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     table = peak.with_pcts(prof.table(), ref)
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
-    section = layers_section(prof, layers, extra_keys=(peak.KEY,))
+    # CSV keeps layers.csv's columns (a profile's file, the same on any machine): % of peak is in JSON and tables
+    section = layers_section(prof, layers)
     if for_people(fmt):
         rows = ranked(table, DEFAULT_TOP if top is None else top)
         section = Section(columns=_columns(prof, summ, ref is not None), rows=rows,
