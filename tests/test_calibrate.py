@@ -101,10 +101,11 @@ def test_the_rate_at_a_thread_count_is_the_nearest_measured_below() -> None:
 
 # -- measuring -------------------------------------------------------------------------------------------
 class FakeClock:
-    """Each call of the kernel takes the next of ``durations_ns``; reading the clock takes no time."""
+    """Call ``i`` of the kernel takes ``durations_ns[i]`` (the last one from then on); reading the clock takes no
+    time. ``waits`` is what the run-queue reader returns, one value per reading."""
 
-    def __init__(self, durations_ns: list[int]) -> None:
-        self.now, self.durations, self.calls = 0, list(durations_ns), 0
+    def __init__(self, durations_ns: list[int], waits: list[int]) -> None:
+        self.now, self.durations, self.calls, self.waits = 0, list(durations_ns), 0, list(waits)
 
     def clock(self) -> int:
         return self.now
@@ -113,20 +114,26 @@ class FakeClock:
         self.now += self.durations[min(self.calls, len(self.durations) - 1)]
         self.calls += 1
 
-
-def test_repeats_are_batches_long_enough_and_the_best_is_kept() -> None:
-    # first call 1 ms (untimed), no warm-up; repeats of >= 3 ms: 3 calls each; one slow repeat (noise)
-    fake = FakeClock([1_000_000] + [1_000_000] * 3 + [2_000_000] * 3 + [900_000] * 3)
-    timed = time_repeats(fake.call, repeats=3, min_repeat_s=0.003, warmup_s=0.0, clock=fake.clock)
-    assert timed.loops == 3 and fake.calls == 10
-    assert timed.per_call_ns == (1_000_000, 2_000_000, 900_000)
-    assert timed.best_ns == 900_000 and timed.median_ns == 1_000_000
+    def waited(self) -> int:
+        return self.waits.pop(0) if len(self.waits) > 1 else self.waits[0]
 
 
-def test_warm_up_runs_untimed_calls_for_its_time() -> None:
-    fake = FakeClock([1_000_000])
-    time_repeats(fake.call, repeats=2, min_repeat_s=0.001, warmup_s=0.005, clock=fake.clock)
-    assert fake.calls == 5 + 2  # 5 ms of calls before the repeats (the first one included), then 2 of 1 call
+def test_repeats_keep_the_undisturbed_ones_and_the_best_is_the_peak() -> None:
+    from layerperf.calibrate import QUICK_SIZES, Settings
+
+    ms = 1_000_000
+    # 3 single calls sizing the repeats (3 ms: 3 calls each), a warm-up batch of 3, then repeats of 3 calls:
+    # 1 ms, 0.5 ms (its threads waited 1 ms for a CPU: set aside), 0.9 ms, 2 ms per call
+    durations = [ms] * 9 + [ms // 2] * 3 + [9 * ms // 10] * 3 + [2 * ms] * 3
+    waits = [0, 0, 0, 0, ms, ms, ms, ms, ms]  # readings: the check, then before and after each repeat
+    fake = FakeClock(durations, waits)
+    settings = Settings(threads=(1,), sizes=QUICK_SIZES, repeats=3, min_repeat_s=0.003, warmup_s=0.0)
+    timed = time_repeats(fake.call, settings, clock=fake.clock, waited=fake.waited)
+    assert timed.loops == 3 and timed.set_aside == 1
+    assert timed.per_call_ns == (ms, 9 * ms / 10, 2 * ms)
+    assert timed.best_ns == 9 * ms / 10 and timed.median_ns == ms
+    both = timed.then(Timed((ms / 2,), 4, 2))  # a later round's repeats join them
+    assert both.best_ns == ms / 2 and both.set_aside == 3 and len(both.per_call_ns) == 4
 
 
 def test_peaks_are_the_best_kernel_of_each_kind_per_thread_count() -> None:
@@ -186,7 +193,7 @@ def test_calibrate_quick_prints_stores_and_shows(cache: Path, capsys: pytest.Cap
 
     assert main(["calibrate", "--show", "--format", "json"]) == 0
     doc = orjson.loads(capsys.readouterr().out)
-    assert doc["file"] == str(file) and Peaks.from_json(doc["calibration"]) == stored
+    assert doc["file"] == str(file) and doc["stored"] and Peaks.from_json(doc["calibration"]) == stored
     assert main(["calibrate", "--show"]) == 0
     shown = capsys.readouterr().out
     assert "MatMul fp32" in shown and "stored in" in shown
@@ -197,8 +204,21 @@ def test_calibrate_json_has_the_measurements(cache: Path, capsys: pytest.Capture
     doc = orjson.loads(capsys.readouterr().out)
     rows = doc["measurements"]
     assert {(r["kernel"], r["threads"]) for r in rows} == {(k.name, t) for k in KERNELS for t in (1, 2)}
-    assert all(r["rate"] >= r["median_rate"] > 0 and r["repeats"] == 3 for r in rows)
+    assert all(r["rate"] >= r["median_rate"] > 0 and r["repeats"] == 3 and r["set_aside"] == 0 for r in rows)
     assert set(doc["calibration"]["flops_per_s"]) == {"1", "2"}
+
+
+def test_quick_never_replaces_a_full_calibration(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layerperf.machine import fingerprint
+
+    fp = fingerprint()
+    full = calibration.save(peaks(str(fp["cpu"]), int(fp["cores"])))
+    before = full.read_bytes()
+    assert main(["calibrate", "--quick", "--threads", "1", "--stream-mib", "1", "--format", "json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["stored"] is False and doc["file"] == str(full) and full.read_bytes() == before
+    assert main(["calibrate", "--quick", "--threads", "1", "--stream-mib", "1"]) == 0
+    assert "not stored" in capsys.readouterr().out
 
 
 def test_show_without_calibration_is_one_line(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,17 +11,18 @@ layerperf; bytes are those read plus those written):
   its requantization is float work and not in its integer rate);
 * memory bandwidth: a copy (Identity) and an Add over arrays well above the last-level cache.
 
-How a rate is taken: after a warm-up, ``repeats`` timed repeats, each a batch of back-to-back calls
-lasting at least ``min_repeat_s``; the rate is the work of the batch over its time, and the peak is
-the best repeat. The best, not the median, because the host's noise (other tenants, other processes)
-only ever slows a kernel down: the fastest repeat is the one least disturbed, and a repeat of a
-tenth of a second or more is a sustained rate, not a burst. The median is kept beside it to show
-how noisy the run was.
+How a rate is taken: ``bench``'s timing loop (a warm-up, then ``repeats`` timed repeats, each a
+batch of back-to-back calls lasting at least ``min_repeat_s``; a repeat during which this process's
+threads waited for a CPU is set aside and replaced), ``rounds`` times over every kernel and thread
+count, so that a burst of noise lasting seconds spoils one round, not every repeat of a kernel. The
+rate of a repeat is the work of its calls over its time; the peak is the best repeat. The best, not
+the median, because the host's noise (other tenants, other processes) only ever slows a kernel down:
+the fastest repeat is the one least disturbed, and a repeat of a fifth of a second is a sustained
+rate, not a burst. The median is kept beside it to show how noisy the run was.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -91,9 +92,11 @@ class Settings:
 
     threads: tuple[int, ...]
     sizes: Sizes
-    repeats: int = 7
+    repeats: int = 5  # per round
+    rounds: int = 2  # every kernel at every thread count, then again: a burst of noise spoils one round's
     min_repeat_s: float = 0.2  # each timed repeat lasts at least this long
-    warmup_s: float = 0.3  # untimed calls before the repeats
+    warmup_s: float = 0.3  # untimed calls before the repeats, at most
+    max_wait_fraction: float | None = 0.05  # a repeat whose threads waited this much for a CPU is set aside
     seed: int = 0
     quick: bool = False
 
@@ -122,7 +125,8 @@ def settings_for(*, threads: Sequence[int] | None = None, quick: bool = False,
     chosen = tuple(threads) if threads else default_threads()
     if quick:
         sizes = QUICK_SIZES if stream_bytes is None else replace(QUICK_SIZES, stream_bytes=stream_bytes)
-        return Settings(threads=chosen, sizes=sizes, repeats=3, min_repeat_s=0.005, warmup_s=0.0, quick=True)
+        return Settings(threads=chosen, sizes=sizes, repeats=3, rounds=1, min_repeat_s=0.005, warmup_s=0.0,
+                        max_wait_fraction=None, quick=True)
     return Settings(threads=chosen, sizes=full_sizes(stream_bytes))
 
 
@@ -207,10 +211,12 @@ UNIT = {FLOPS: "FLOP/s", INT_OPS: "OP/s", BYTES: "B/s"}
 # -- timing ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Timed:
-    """Per-call times of the repeats of one kernel, in ns, and the calls in each repeat."""
+    """Per-call times of the repeats kept for one kernel, in ns; the calls in each repeat; and how many
+    repeats were set aside because this process's threads waited for a CPU during them."""
 
     per_call_ns: tuple[float, ...]
     loops: int
+    set_aside: int = 0
 
     @property
     def best_ns(self) -> float:
@@ -220,24 +226,25 @@ class Timed:
     def median_ns(self) -> float:
         return statistics.median(self.per_call_ns)
 
+    def then(self, other: Timed) -> Timed:
+        """This and a later round's repeats together."""
+        return Timed(self.per_call_ns + other.per_call_ns, other.loops, self.set_aside + other.set_aside)
 
-def time_repeats(call: Callable[[], None], *, repeats: int, min_repeat_s: float, warmup_s: float,
-                 clock: Clock = time.perf_counter_ns) -> Timed:
-    """Warm up for ``warmup_s``, then ``repeats`` batches of calls, each lasting at least ``min_repeat_s``."""
-    start = clock()
-    call()  # at least one untimed call: first-touch page faults, thread pool start-up
-    once_ns = max(clock() - start, 1)
-    deadline = start + warmup_s * 1e9
-    while clock() < deadline:
-        call()
-    loops = max(1, math.ceil(min_repeat_s * 1e9 / once_ns))
-    per_call = []
-    for _ in range(repeats):
-        t0 = clock()
-        for _ in range(loops):
-            call()
-        per_call.append(max(clock() - t0, 1) / loops)
-    return Timed(tuple(per_call), loops)
+
+def time_repeats(call: Callable[[], None], settings: Settings, *, clock: Clock = time.perf_counter_ns,
+                 waited: Callable[[], int | None] | None = None) -> Timed:
+    """``bench``'s timing loop (:func:`layerperf.bench.measure.measure`): a warm-up of up to ``warmup_s``,
+    then ``repeats`` repeats of back-to-back calls lasting ``min_repeat_s`` or more each; a repeat during
+    which this process's threads waited in the run queue for more than ``max_wait_fraction`` of it
+    (``waited``: their total wait in ns; default /proc's schedstat) is set aside and replaced, up to 4x
+    the repeats asked. No speed yardstick: the best repeat is what is kept, and a slowed one is never it."""
+    from layerperf.bench.measure import MeasureOptions, measure, run_queue_wait_ns
+
+    opts = MeasureOptions(samples=settings.repeats, min_time_ms=settings.min_repeat_s * 1e3,
+                          warmup_max_s=settings.warmup_s, max_wait_fraction=settings.max_wait_fraction,
+                          speed_wait_s=0.0)
+    timing = measure(call, opts, clock=clock, waited=waited or run_queue_wait_ns, ruler=lambda _clock: 0.0)
+    return Timed(timing.per_call_ns, timing.loops, len(timing.disturbed_ns))
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,11 +267,14 @@ class Measured:
     def median_rate(self) -> float:
         return self.work / (self.timed.median_ns * 1e-9)
 
+    def then(self, other: Measured) -> Measured:
+        return replace(self, timed=self.timed.then(other.timed))
+
     def row(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "kind": self.kind, "threads": self.threads, "rate": self.rate,
                 "median_rate": self.median_rate, "work": self.work, "best_us": self.timed.best_ns / 1e3,
-                "repeats": len(self.timed.per_call_ns), "loops": self.timed.loops, "shapes": self.shapes,
-                "ran": self.ran}
+                "repeats": len(self.timed.per_call_ns), "set_aside": self.timed.set_aside,
+                "loops": self.timed.loops, "shapes": self.shapes, "ran": self.ran}
 
 
 def _work(kind: str, one: OneNode, outputs: tuple[TensorInfo, ...]) -> float:
@@ -290,8 +300,7 @@ def measure(kernel: Kernel, settings: Settings, threads: Sequence[int],
     for t in threads:
         prepared = prepare(one, threads=t, opt_level=OPT_LEVEL, provider=PROVIDER)
         work = _work(kernel.kind, one, prepared.outputs)
-        timed = time_repeats(prepared.call, repeats=settings.repeats, min_repeat_s=settings.min_repeat_s,
-                             warmup_s=settings.warmup_s, clock=clock)
+        timed = time_repeats(prepared.call, settings, clock=clock)
         ran = "+".join(k.op_type for k in prepared.kernels)
         out.append(Measured(kernel.name, kernel.kind, t, work, shapes, ran, timed))
         del prepared  # one session's buffers at a time: the bandwidth arrays are large
@@ -314,18 +323,24 @@ def peaks_of(measured: Sequence[Measured], *, cpu_model: str, cores: int, onnxru
 
 def calibrate(settings: Settings, progress: Callable[[str], None] | None = None,
               kernels: Sequence[Kernel] = KERNELS) -> tuple[Peaks, list[Measured]]:
-    """Measure every kernel at every thread count of ``settings``; the peaks (not saved) and each measurement."""
+    """Measure every kernel at every thread count of ``settings``, ``rounds`` times over; the peaks (not
+    saved) and each measurement (its rounds' repeats together)."""
     import onnxruntime as ort
 
     from layerperf.bench.api import prime_runtime
     from layerperf.machine import fingerprint
 
     prime_runtime(PROVIDER)
-    measured: list[Measured] = []
-    for kernel in kernels:
-        if progress is not None:
-            progress(f"{kernel.name} at {', '.join(map(str, settings.threads))} threads")
-        measured += measure(kernel, settings, settings.threads)
+    merged: dict[tuple[str, int], Measured] = {}
+    for r in range(settings.rounds):
+        for kernel in kernels:
+            if progress is not None:
+                progress(f"round {r + 1} of {settings.rounds}: {kernel.name} at "
+                         f"{', '.join(map(str, settings.threads))} threads")
+            for m in measure(kernel, settings, settings.threads):
+                key = (m.kernel, m.threads)
+                merged[key] = merged[key].then(m) if key in merged else m
+    measured = list(merged.values())
     fp = fingerprint()
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     peaks = peaks_of(measured, cpu_model=str(fp["cpu"]), cores=int(fp["cores"] or 0), onnxruntime=ort.__version__,

@@ -48,9 +48,26 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_for(threads=threads, quick=args.quick,
                             stream_bytes=args.stream_mib * 2**20 if args.stream_mib is not None else None)
     peaks, measured = calibrate(settings, progress=_progress())
+    file = calibration.path(calibration.machine_key(peaks.cpu_model, peaks.cores))
+    if args.quick and _full(file):  # a smoke test never replaces real peaks
+        verb = "not stored: a --quick run never replaces the full calibration in"
+        show(calibration_view(peaks, measured, file=file, verb=verb, stored=False), args.format)
+        return 0
     file = calibration.save(peaks)
     show(calibration_view(peaks, measured, file=file), args.format)
     return 0
+
+
+def _full(file: Any) -> bool:
+    """Whether ``file`` holds a full (not --quick) calibration; an unreadable one does not count."""
+    from layerperf import calibration
+    from layerperf.errors import InputError
+
+    try:
+        stored = calibration.load(file) if file.exists() else None
+    except InputError:
+        return False
+    return stored is not None and not stored.quick
 
 
 def _progress() -> Any:

@@ -34,7 +34,8 @@ def _rate_column(key: str, header: str) -> Column:
 
 KERNEL_COLUMNS = (text("kernel", "kernel"), Column("threads", "threads"), _rate_column("rate", "rate (best)"),
                   _rate_column("median_rate", "median"), Column("best_us", "per call", units.duration_us),
-                  Column("repeats", "repeats"), Column("loops", "calls each"), text("shapes", "input shapes"),
+                  Column("repeats", "repeats"), Column("set_aside", "set aside"), Column("loops", "calls each"),
+                  text("shapes", "input shapes"),
                   text("ran", "ONNX Runtime ran"))
 STORED_COLUMNS = (text("kernel", "kernel"), Column("threads", "threads"), _rate_column("rate", "rate"))
 PEAK_COLUMNS = (Column("threads", "threads"), *(_rate_column(key, header) for key, _, header in PEAK_KINDS))
@@ -57,7 +58,8 @@ def _machine_notes(peaks: Peaks, file: Path | None, verb: str) -> list[Note]:
     lines = [Note(f"{peaks.cpu_model}, {peaks.cores} cores; ONNX Runtime {peaks.onnxruntime or '?'}; "
                   f"measured {peaks.measured_at or '?'}"),
              Note("rate = work per call over the fastest of the timed repeats (the host's noise only slows a "
-                  "kernel); FLOP/s and OP/s count a multiply-add as 2; bandwidth = bytes read + written per s")]
+                  "kernel; repeats during which a thread waited for a CPU are set aside); FLOP/s and OP/s count a "
+                  "multiply-add as 2; bandwidth = bytes read + written per s")]
     if peaks.quick:
         lines.append(Note("a --quick run (small sizes, short repeats): a smoke test, not this machine's peaks",
                           "warning"))
@@ -67,8 +69,9 @@ def _machine_notes(peaks: Peaks, file: Path | None, verb: str) -> list[Note]:
 
 
 def calibration_view(peaks: Peaks, measured: Sequence[Measured] = (), file: Path | None = None,
-                     verb: str = "wrote") -> View:
-    """The kernels (as measured now when ``measured`` is given, else as stored) and the peaks per thread count."""
+                     verb: str = "wrote", stored: bool = True) -> View:
+    """The kernels (as measured now when ``measured`` is given, else as stored) and the peaks per thread
+    count; ``file`` is where they are (``stored``) or would have been stored."""
     if measured:
         rows = [m.row() for m in measured]
         columns: Sequence[Column] = KERNEL_COLUMNS
@@ -84,7 +87,7 @@ def calibration_view(peaks: Peaks, measured: Sequence[Measured] = (), file: Path
     kernels = Section(columns=columns, rows=rows, shown=shown, title="calibration: kernels on ONNX Runtime")
     best = Section(columns=PEAK_COLUMNS, rows=prows, shown=pshown, title="peaks (best kernel of each kind)",
                    notes=_machine_notes(peaks, file, verb))
-    doc = {"calibration": peaks.to_json(), "file": str(file) if file is not None else None,
+    doc = {"calibration": peaks.to_json(), "file": str(file) if file is not None else None, "stored": stored,
            "measurements": rows if measured else []}
     return View(sections=(kernels, best), doc=doc)
 
@@ -93,4 +96,4 @@ def none_view(file: Path) -> View:
     """``--show`` on a machine never calibrated: one line."""
     line = f"no calibration for this machine ({file}): run layerperf calibrate"
     return View(sections=(Section(columns=(), rows=(), notes=(Note(line),)),),
-                doc={"calibration": None, "file": str(file), "measurements": []})
+                doc={"calibration": None, "file": str(file), "stored": False, "measurements": []})
