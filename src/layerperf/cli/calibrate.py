@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("--threads", metavar="N,N", help="thread counts to measure (default: 1 and each power of two "
                    "up to the core count, and the core count)")
     p.add_argument("--quick", action="store_true", help="small sizes and short repeats: a smoke test in a second, "
-                   "not peaks (stored marked as quick)")
+                   "not peaks (stored marked as quick; never replaces a full calibration)")
     p.add_argument("--stream-mib", type=int, metavar="MIB", help="size of each array of the bandwidth kernels "
                    "(default: twice the last-level cache, at least 64 MiB)")
     p.add_argument("--show", action="store_true", help="print the stored calibration of this machine, measure nothing")
