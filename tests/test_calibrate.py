@@ -335,3 +335,15 @@ def test_profile_cli_json_has_pct_of_peak(cache: Path, tiny_model_path: Path,
     layers = orjson.loads(capsys.readouterr().out)["layers"]
     conv = next(r for r in layers if r["op_type"] == "Conv")
     assert conv["pct_of_peak"] == pytest.approx(conv["flops_per_s"] / 1e10 * 100, rel=1e-12)  # 1 thread's peak
+
+
+def test_peaks_given_to_a_view_replace_the_cached_ones(cache: Path) -> None:
+    calibration.save(peaks(*SAVED_MACHINE, flops_per_s={2: 1e11}))
+    prof = layerperf.load(SAVED)
+    given = profile_view(prof, top=None, fmt="json", written={}, peaks=peaks(flops_per_s={2: 2e11})).doc["layers"]
+    layer = next(r for r in given if r["flops"])
+    assert layer["pct_of_peak"] == pytest.approx(layer["flops_per_s"] / 2e11 * 100, rel=1e-12)
+    none = profile_view(prof, top=None, fmt="table", written={}, peaks=None).sections[0]
+    assert "% of peak" not in [c.header for c in none.columns] and all("pct_of_peak" not in r for r in none.rows)
+    rows = analyze_view(read_table(SAVED), peaks=None).sections[0].rows
+    assert all("pct_of_peak" not in r for r in rows)

@@ -19,6 +19,7 @@ from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 
 if TYPE_CHECKING:
+    from layerperf.calibration import Peaks
     from layerperf.calls import Calls
 
 DEFAULT_TOP = 20  # rows people see when --top is not given
@@ -93,15 +94,17 @@ def _notes(table: Calls) -> list[str]:
 
 
 def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: str | None = None, top: int = 0,
-                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None) -> View:
+                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None,
+                 peaks: Peaks | None | str = peak.AUTO) -> View:
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
-    the first ``top`` rows (all when 0)."""
+    the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration
+    of the machine the trace names, else this machine's, when there is one; None: no such column)."""
     from layerperf import analysis
 
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
-    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"))
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
     rows = peak.with_pcts(analysis.rows(result), ref)
     columns = _columns(table, result)
     if ref is not None:  # % of peak, once this machine is calibrated

@@ -52,17 +52,23 @@ def _si(value: float, unit: str) -> str:
     return units.si(value, unit)
 
 
-def reference(machine: Mapping[str, Any] | None, threads: int | None) -> tuple[Reference | None, list[Note]]:
+AUTO: Any = "auto"  # the peaks of the machine the run was taken on, from the cache directory
+
+
+def reference(machine: Mapping[str, Any] | None, threads: int | None,
+              peaks: Peaks | None | str = AUTO) -> tuple[Reference | None, list[Note]]:
     """The peaks of ``machine`` (a profile's ``metadata["machine"]``; None: this machine) at ``threads``,
-    or None with the warning saying why not when its calibration file is unreadable."""
+    or None with the warning saying why not when its calibration file is unreadable. ``peaks`` given
+    (not :data:`AUTO`): those peaks, or None for no column at all."""
     from layerperf.calibration import for_machine
     from layerperf.errors import InputError
 
-    try:
-        peaks = for_machine(machine)
-    except InputError as exc:
-        return None, [Note(f"% of peak unknown: {exc}", "warning")]
-    if peaks is None:
+    if peaks is AUTO:
+        try:
+            peaks = for_machine(machine)
+        except InputError as exc:
+            return None, [Note(f"% of peak unknown: {exc}", "warning")]
+    if peaks is None or isinstance(peaks, str):
         return None, []
     ref = Reference(peaks, peaks.at(peaks.flops_per_s, threads), peaks.at(peaks.int_ops_per_s, threads),
                     peaks.threads_at(peaks.flops_per_s, threads), peaks.threads_at(peaks.int_ops_per_s, threads),

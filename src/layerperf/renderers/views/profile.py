@@ -12,6 +12,7 @@ from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import counter_columns, header, layer_columns
 
 if TYPE_CHECKING:
+    from layerperf.calibration import Peaks
     from layerperf.profile_data import Layer, Profile
 
 # The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
@@ -79,13 +80,16 @@ def wrote_notes(written: Mapping[str, Path]) -> list[Note]:
     return [Note(f"wrote {path}") for path in written.values()]
 
 
-def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path]) -> View:
+def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path],
+                 peaks: Peaks | None | str = peak.AUTO) -> View:
     """The layer table and the summary lines. For people the ``top`` layers by self % (20 when None);
-    for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
+    for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given).
+    ``peaks``: what "% of peak" divides by (default: the calibration of the machine the profile ran on,
+    when there is one; None: no such column)."""
     from layerperf.summary import summary
 
     summ = summary(prof)
-    ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ))
+    ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
