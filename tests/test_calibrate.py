@@ -158,7 +158,14 @@ def test_thread_counts() -> None:
             parse_threads(bad)
 
 
-def test_bandwidth_arrays_are_larger_than_the_cache() -> None:
+def test_bandwidth_arrays_are_larger_than_the_cache(tmp_path: Path) -> None:
+    from layerperf.calibrate import last_level_cache_bytes
+
+    for index, size in (("index0", "48K"), ("index2", "2048K"), ("index3", "491520K"), ("index4", "junk")):
+        (tmp_path / index).mkdir()
+        (tmp_path / index / "size").write_text(size + "\n")
+    assert last_level_cache_bytes(tmp_path) == 480 * 2**20
+    assert last_level_cache_bytes(tmp_path / "none") is None
     assert stream_bytes_for(480 * 2**20) == 960 * 2**20
     assert stream_bytes_for(None) == stream_bytes_for(2**20) == 64 * 2**20
 

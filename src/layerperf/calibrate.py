@@ -58,10 +58,10 @@ class Sizes:
     stream_bytes: int  # each array of the copy and the Add
 
 
-def last_level_cache_bytes() -> int | None:
+def last_level_cache_bytes(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
     """The largest CPU cache this machine reports (sysfs), None when it reports none."""
     sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+    for index in caches.glob("index*"):
         try:
             text = (index / "size").read_text().strip()
         except OSError:
