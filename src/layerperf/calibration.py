@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,23 @@ class Peaks:
     kernels: dict[str, dict[int, float]] = field(default_factory=dict)
     measured_at: str = ""  # ISO 8601, UTC
     onnxruntime: str = ""  # the ONNX Runtime version that ran the kernels
+    quick: bool = False  # measured by `calibrate --quick`: small sizes, short repeats (a smoke test, not peaks)
 
     def at(self, rates: dict[int, float], threads: int | None) -> float | None:
         """The rate for ``threads`` (0/None: the most threads measured); the nearest measured thread
         count below it when that count was not measured; None when nothing applies."""
+        used = self.threads_at(rates, threads)
+        return None if used is None else rates[used]
+
+    @staticmethod
+    def threads_at(rates: dict[int, float], threads: int | None) -> int | None:
+        """The measured thread count :meth:`at` takes the rate of."""
         if not rates:
             return None
         if not threads:
-            return rates[max(rates)]
+            return max(rates)
         below = [t for t in rates if t <= threads]
-        return rates[max(below)] if below else None
+        return max(below) if below else None
 
     def to_json(self) -> dict[str, Any]:
         def rates(d: dict[int, float]) -> dict[str, float]:
@@ -55,7 +63,7 @@ class Peaks:
                 "flops_per_s": rates(self.flops_per_s), "int_ops_per_s": rates(self.int_ops_per_s),
                 "bytes_per_s": rates(self.bytes_per_s),
                 "kernels": {k: rates(v) for k, v in self.kernels.items()},
-                "measured_at": self.measured_at, "onnxruntime": self.onnxruntime}
+                "measured_at": self.measured_at, "onnxruntime": self.onnxruntime, "quick": self.quick}
 
     @classmethod
     def from_json(cls, doc: Any, source: str = "calibration") -> Peaks:
@@ -66,13 +74,18 @@ class Peaks:
                              hint="run layerperf calibrate again")
         try:
             def rates(d: Any) -> dict[int, float]:
-                return {int(k): float(v) for k, v in (d or {}).items()}
+                out = {int(k): float(v) for k, v in (d or {}).items()}
+                bad = [v for v in out.values() if not 0 < v < float("inf")]
+                if bad:  # a peak is a measured rate > 0; a 0 or NaN was never measured
+                    raise ValueError(f"rate {bad[0]!r} is not a positive number")
+                return out
 
             return cls(cpu_model=str(doc["cpu_model"]), cores=int(doc["cores"]),
                        flops_per_s=rates(doc.get("flops_per_s")), int_ops_per_s=rates(doc.get("int_ops_per_s")),
                        bytes_per_s=rates(doc.get("bytes_per_s")),
                        kernels={str(k): rates(v) for k, v in (doc.get("kernels") or {}).items()},
-                       measured_at=str(doc.get("measured_at", "")), onnxruntime=str(doc.get("onnxruntime", "")))
+                       measured_at=str(doc.get("measured_at", "")), onnxruntime=str(doc.get("onnxruntime", "")),
+                       quick=bool(doc.get("quick", False)))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{source}: malformed calibration ({exc})", hint="run layerperf calibrate again") from None
 
@@ -106,6 +119,19 @@ def save(peaks: Peaks) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     write_bytes(target, orjson.dumps(peaks.to_json(), option=orjson.OPT_INDENT_2) + b"\n", fsync=True)
     return target
+
+
+def for_machine(machine: Mapping[str, Any] | None = None) -> Peaks | None:
+    """The calibration of the machine a profile's fingerprint (``metadata["machine"]``: cpu, cores)
+    names, or of this machine when None; None when that machine was never calibrated here."""
+    if machine is None or not machine.get("cpu"):
+        return load()
+    try:
+        cores = int(machine.get("cores") or 0)
+    except (TypeError, ValueError):
+        return None
+    found = path(machine_key(str(machine["cpu"]), cores))
+    return load(found) if found.exists() else None
 
 
 def load(file: str | Path | None = None) -> Peaks | None:

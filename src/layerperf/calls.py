@@ -359,8 +359,12 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
              tid=np.fromiter((s.tid for s in spans), dtype=np.int64, count=len(spans)))
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
+    # the machine and thread count the run was taken on: which calibrated peaks its rates compare to
+    measured = profile.measurement.intra_op_threads if profile.measurement is not None else None
+    threads = measured or profile.metadata.get("options", {}).get("threads") or None
     table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
-                     "inclusive_flops": True, "ts_origin_us": 0.0, **(meta or {})})
+                     "inclusive_flops": True, "ts_origin_us": 0.0, "machine": profile.metadata.get("machine"),
+                     "threads": threads, **(meta or {})})
     return with_outer(table, profile.span_parents)  # rows are the spans, in order
 
 

@@ -9,7 +9,8 @@ median, a rate needs a known amount and a time > 0, an intensity bytes > 0, a sh
 
 Output names are built from these figures: ``<stat>_us`` for a statistic of durations (:data:`STATS`),
 ``share`` and ``cum_share``, ``flops_per_s``, ``int_ops_per_s`` and ``bytes_per_s``, ``intensity``,
-``<counter>_per_flop``. :data:`ANALYZE_KEYS` says where ``analyze`` names a figure otherwise.
+``<counter>_per_flop``, ``pct_of_peak`` (:func:`peak_pcts`: of ``layerperf calibrate``'s peaks).
+:data:`ANALYZE_KEYS` says where ``analyze`` names a figure otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import pandas
 
@@ -269,6 +270,45 @@ def per_flops(count: Any, flops: Any) -> np.ndarray:
 
 def per_flop(count: float | None, flops: float | None) -> float | None:
     return known(per_flops(_scalar(count), _scalar(flops)))
+
+
+def integer_kernels(flops: Any, int_ops: Any) -> np.ndarray:
+    """Rows whose work is mostly integer (more int ops than FLOPs: a quantized kernel, whose few FLOPs
+    are its requantization); unknown counts as none."""
+    f, i = np.nan_to_num(np.asarray(flops, dtype=np.float64)), np.nan_to_num(np.asarray(int_ops, dtype=np.float64))
+    return np.asarray(i > f)
+
+
+def peak_pcts(flops_per_s: Any, int_ops_per_s: Any, flops: Any, int_ops: Any,
+              peak_flops_per_s: float | None, peak_int_ops_per_s: float | None) -> np.ndarray:
+    """Achieved rate as a percentage of the calibrated peak: int ops/s over the int8 peak for integer
+    kernels (:func:`integer_kernels`), FLOP/s over the float32 peak otherwise. NaN where the rate is
+    unknown, where the work is none (a reshape's 0 FLOP/s is not 0 % of a compute peak) and where no
+    peak applies."""
+    is_int = integer_kernels(flops, int_ops)
+    work = np.where(is_int, np.asarray(int_ops, dtype=np.float64), np.asarray(flops, dtype=np.float64))
+    achieved = np.where(is_int, np.asarray(int_ops_per_s, dtype=np.float64),
+                        np.asarray(flops_per_s, dtype=np.float64))
+    peak = np.where(is_int, peak_int_ops_per_s or np.nan, peak_flops_per_s or np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((work > 0) & (peak > 0), achieved / peak * 100.0, np.nan)
+
+
+def peak_pct(flops_per_s: float | None, int_ops_per_s: float | None, flops: float | None, int_ops: float | None,
+             peak_flops_per_s: float | None, peak_int_ops_per_s: float | None) -> float | None:
+    return known(peak_pcts(_scalar(flops_per_s), _scalar(int_ops_per_s), _scalar(flops), _scalar(int_ops),
+                           peak_flops_per_s, peak_int_ops_per_s))
+
+
+def rows_peak_pcts(rows: Sequence[Mapping[str, Any]], peak_flops_per_s: float | None,
+                   peak_int_ops_per_s: float | None) -> list[float | None]:
+    """:func:`peak_pcts` of table rows (the layer table's or analyze's: keys ``flops``, ``flops_per_s``,
+    ``int_ops``, ``int_ops_per_s``), None where unknown."""
+    def col(key: str) -> np.ndarray:
+        return column([r.get(key) for r in rows])
+
+    return _listed(peak_pcts(col("flops_per_s"), col("int_ops_per_s"), col("flops"), col("int_ops"),
+                             peak_flops_per_s, peak_int_ops_per_s))
 
 
 def _scalar(x: float | None) -> np.ndarray:

@@ -15,9 +15,11 @@ import numpy as np
 from layerperf import units
 from layerperf.figures import ANALYZE_KEYS
 from layerperf.renderers.view import Column, Section, View, for_people, notes
+from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 
 if TYPE_CHECKING:
+    from layerperf.calibration import Peaks
     from layerperf.calls import Calls
 
 DEFAULT_TOP = 20  # rows people see when --top is not given
@@ -92,18 +94,24 @@ def _notes(table: Calls) -> list[str]:
 
 
 def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: str | None = None, top: int = 0,
-                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None) -> View:
+                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None,
+                 peaks: Peaks | None | str = peak.AUTO) -> View:
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
-    the first ``top`` rows (all when 0)."""
+    the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration
+    of the machine the trace names, else this machine's, when there is one; None: no such column)."""
     from layerperf import analysis
 
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
-    rows = analysis.rows(result)
-    section = Section(columns=_columns(table, result), rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
+    rows = peak.with_pcts(analysis.rows(result), ref)
+    columns = _columns(table, result)
+    if ref is not None:  # % of peak, once this machine is calibrated
+        columns = peak.with_column(columns)
+    section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=notes(_notes(table)))
+                      notes=(*notes(_notes(table)), *peak_notes))
     return View(sections=(section,), doc=rows)
 
 

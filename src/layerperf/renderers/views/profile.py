@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf import units
 from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
+from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import counter_columns, header, layer_columns
 
 if TYPE_CHECKING:
+    from layerperf.calibration import Peaks
     from layerperf.profile_data import Layer, Profile
 
 # The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
@@ -56,34 +58,49 @@ def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
     return Section(columns=(), rows=prof.table() if rows is None else rows, keys=keys)
 
 
-def _columns(prof: Profile, summ: Mapping[str, Any]) -> list[Column]:
+def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[Column]:
     from layerperf.figures import extra_columns
 
-    columns = layer_columns(summ["int_ops"] > 0) + counter_columns(extra_columns(prof))
+    columns = layer_columns(summ["int_ops"] > 0)
+    if calibrated:  # % of peak, once this machine is calibrated
+        columns = peak.with_column(columns)
+    columns += counter_columns(extra_columns(prof))
     if prof.parent_names:  # control flow: a parent's whole duration beside its self time
         columns.insert(3, INCLUSIVE)
     return columns
+
+
+def run_threads(prof: Profile, summ: Mapping[str, Any]) -> int | None:
+    """The intra-op threads the run used (counted), else asked for; None when neither is known."""
+    used = summ.get("intra_op_threads") or prof.metadata.get("options", {}).get("threads")
+    return int(used) if isinstance(used, int | float) and used > 0 else None
 
 
 def wrote_notes(written: Mapping[str, Path]) -> list[Note]:
     return [Note(f"wrote {path}") for path in written.values()]
 
 
-def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path]) -> View:
+def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path],
+                 peaks: Peaks | None | str = peak.AUTO) -> View:
     """The layer table and the summary lines. For people the ``top`` layers by self % (20 when None);
-    for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
+    for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given).
+    ``peaks``: what "% of peak" divides by (default: the calibration of the machine the profile ran on,
+    when there is one; None: no such column)."""
     from layerperf.summary import summary
 
     summ = summary(prof)
-    table = prof.table()
+    ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ), peaks)
+    table = peak.with_pcts(prof.table(), ref)
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
+    # CSV keeps layers.csv's columns (a profile's file, the same on any machine): % of peak is in JSON and tables
     section = layers_section(prof, layers)
     if for_people(fmt):
         rows = ranked(table, DEFAULT_TOP if top is None else top)
-        section = Section(columns=_columns(prof, summ), rows=rows, shown=marked_shapes(rows, prof.layers),
+        section = Section(columns=_columns(prof, summ, ref is not None), rows=rows,
+                          shown=marked_shapes(rows, prof.layers),
                           title=profile_title(prof, len(rows), summ["layers"]), keys=section.keys,
-                          notes=(*summary_notes(prof, summ), *wrote_notes(written)))
+                          notes=(*summary_notes(prof, summ), *peak_notes, *wrote_notes(written)))
     return View(sections=(section,), doc=doc)
 
 

@@ -1,0 +1,97 @@
+"""The "% of peak" column of the profile and analyze tables: each row's achieved rate over the peak
+``layerperf calibrate`` measured on the machine the run was taken on, at its thread count.
+
+The figure itself is :func:`layerperf.figures.peak_pcts`; this module finds the peaks that apply
+and adds the column. Without a calibration (or a FLOP count) the figure is unknown, never 0; a
+calibration file that cannot be read costs the column, not the report (a warning below it says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from layerperf.calibration import Peaks
+from layerperf.renderers.view import Column, Note
+
+KEY = "pct_of_peak"
+PCT_OF_PEAK = Column(KEY, "% of peak", lambda v: f"{v:.1f}%")
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """The peaks a run is compared to, and the thread counts they were measured at."""
+
+    peaks: Peaks
+    flops_per_s: float | None
+    int_ops_per_s: float | None
+    flops_threads: int | None
+    int_threads: int | None
+    asked_threads: int | None  # the run's thread count; None: unknown
+
+    def note(self) -> Note:
+        p = self.peaks
+        parts = []
+        if self.flops_per_s is not None:
+            parts.append(f"float32 {_si(self.flops_per_s, 'FLOP/s')} at {self.flops_threads} threads")
+        if self.int_ops_per_s is not None:
+            parts.append(f"int8 {_si(self.int_ops_per_s, 'OP/s')} at {self.int_threads} threads")
+        run = (f"the run's {self.asked_threads} threads" if self.asked_threads
+               else "the most threads measured (the run's thread count is unknown)")
+        text = (f"% of peak = FLOP/s (OP/s for integer kernels) over the peak calibrated on {p.cpu_model}, "
+                f"{p.cores} cores ({p.measured_at[:10]}) for {run}: " + ("; ".join(parts) or "none measured"))
+        if p.quick:
+            text += "; a --quick calibration (small sizes): not this machine's peaks"
+        return Note(text)
+
+
+def _si(value: float, unit: str) -> str:
+    from layerperf import units
+
+    return units.si(value, unit)
+
+
+AUTO: Any = "auto"  # the peaks of the machine the run was taken on, from the cache directory
+
+
+def reference(machine: Mapping[str, Any] | None, threads: int | None,
+              peaks: Peaks | None | str = AUTO) -> tuple[Reference | None, list[Note]]:
+    """The peaks of ``machine`` (a profile's ``metadata["machine"]``; None: this machine) at ``threads``,
+    or None with the warning saying why not when its calibration file is unreadable. ``peaks`` given
+    (not :data:`AUTO`): those peaks, or None for no column at all."""
+    from layerperf.calibration import for_machine
+    from layerperf.errors import InputError
+
+    if peaks is AUTO:
+        try:
+            peaks = for_machine(machine)
+        except InputError as exc:
+            return None, [Note(f"% of peak unknown: {exc}", "warning")]
+    if peaks is None or isinstance(peaks, str):
+        return None, []
+    ref = Reference(peaks, peaks.at(peaks.flops_per_s, threads), peaks.at(peaks.int_ops_per_s, threads),
+                    peaks.threads_at(peaks.flops_per_s, threads), peaks.threads_at(peaks.int_ops_per_s, threads),
+                    threads or None)
+    return ref, [ref.note()]
+
+
+def with_pcts(rows: Sequence[Mapping[str, Any]], ref: Reference | None) -> list[dict[str, Any]]:
+    """``rows`` with :data:`KEY` added once calibrated: the % of peak, None where unknown (no FLOPs).
+    Without a calibration the rows stay as they were: outputs keep their exact keys until one is made."""
+    from layerperf.figures import rows_peak_pcts
+
+    if ref is None:
+        return [dict(r) for r in rows]
+    pcts = rows_peak_pcts(rows, ref.flops_per_s, ref.int_ops_per_s)
+    return [{**r, KEY: p} for r, p in zip(rows, pcts, strict=True)]
+
+
+def with_column(columns: Sequence[Column]) -> list[Column]:
+    """``columns`` with the % of peak after the last rate column (OP/s, else FLOPS; at the end if none)."""
+    cols = list(columns)
+    keys = [c.key for c in cols]
+    anchor = "int_ops_per_s" if "int_ops_per_s" in keys else "flops_per_s"
+    at = keys.index(anchor) + 1 if anchor in keys else len(cols)
+    cols[at:at] = [PCT_OF_PEAK]
+    return cols
