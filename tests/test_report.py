@@ -183,7 +183,7 @@ def test_table_headers_and_sort_keys(hostile: layerperf.Profile) -> None:
     keys = dom.headers["layers"]
     for key in ("name", "op_type", "calls", "median_us", "share", "flops_per_s"):
         assert key in keys
-    assert "peak_share" not in keys  # no calibration, no "% of peak"
+    assert "pct_of_peak" not in keys  # no calibration, no "% of peak"
     data = orjson.loads(dom.scripts[0][1])["tables"]["layers"]
     assert data["keys"] == keys
     col = keys.index("median_us")
@@ -204,10 +204,10 @@ def test_roofline_without_and_with_calibration(tmp_path: Path, monkeypatch: pyte
     dom = Dom(html.html(trace, peaks=peaks))
     assert len(dom.with_class("line", "ceiling")) == 4  # bandwidth slope and peak, float and int8
     data = orjson.loads(dom.scripts[0][1])["tables"]["layers"]
-    assert "peak_share" in data["keys"]
-    col, rate = data["keys"].index("peak_share"), data["keys"].index("flops_per_s")
+    assert "pct_of_peak" in data["keys"]
+    col, rate = data["keys"].index("pct_of_peak"), data["keys"].index("flops_per_s")
     for row in data["rows"]:
-        assert row[col] == pytest.approx(row[rate] / 2e9)  # no thread count in a TEF trace: the most threads'
+        assert row[col] == pytest.approx(100 * row[rate] / 2e9)  # no thread count in a TEF trace: the most threads'
 
 
 def test_calibration_of_the_profiled_machine(hostile: layerperf.Profile, tmp_path: Path,
@@ -219,7 +219,7 @@ def test_calibration_of_the_profiled_machine(hostile: layerperf.Profile, tmp_pat
     assert "was never calibrated" in html.html(hostile)
     calibration.save(Peaks(machine["cpu"], machine["cores"], flops_per_s={1: 1e10}, bytes_per_s={1: 1e10}))
     dom = Dom(html.html(hostile))
-    assert len(dom.with_class("line", "ceiling")) == 2 and "peak_share" in dom.headers["layers"]
+    assert len(dom.with_class("line", "ceiling")) == 2 and "pct_of_peak" in dom.headers["layers"]
 
 
 def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
@@ -377,7 +377,7 @@ def test_integer_layers_on_their_own_ceiling(tmp_path: Path) -> None:
     assert "relu" in [a["data-name"] for a in dom.with_class("circle", "point")]
     data = orjson.loads(dom.scripts[0][1])["tables"]["layers"]
     row = data["rows"][data["names"].index("qmm")]
-    assert row[data["keys"].index("peak_share")] == pytest.approx(qmm["int_ops_per_s"] / 1e12)  # the int8 peak
+    assert row[data["keys"].index("pct_of_peak")] == pytest.approx(100 * qmm["int_ops_per_s"] / 1e12)  # the int8 peak
 
 
 def test_table_of_very_many_ops_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,27 +19,27 @@ from layerperf.renderers.html import charts, gantt
 from layerperf.renderers.html.draw import op_colors
 from layerperf.renderers.html.page import Table, document, facts_html, filter_bar, notes_html, section_html, table_html
 from layerperf.renderers.html.source import Source
-from layerperf.renderers.view import Column, Note, Section
+from layerperf.renderers.view import Note, Section
 
 if TYPE_CHECKING:
     from layerperf.calibration import Peaks
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
-PEAK = Column("peak_share", "% of peak", units.percent)
 MAX_ROWS = 5000  # layer table rows at most (the page stays quick to open)
 
 
 # -- the parts a single report and a diff share ----------------------------------------------------
-def _layer_section(src: Source) -> tuple[Section, list[Note]]:
-    """The layer table (every layer, ranked by self time) and the notes below it: profile's or analyze's."""
+def _layer_section(src: Source, peaks: Peaks | None = None) -> tuple[Section, list[Note]]:
+    """The layer table (every layer, ranked by self time) and the notes below it: profile's or analyze's,
+    with their "% of peak" column when ``peaks`` are given."""
     if src.profile is not None:
         from layerperf.renderers.views.profile import profile_view
 
-        section = profile_view(src.profile, top=0, fmt="table", written={}).sections[0]
+        section = profile_view(src.profile, top=0, fmt="table", written={}, peaks=peaks).sections[0]
     else:
         from layerperf.renderers.views.analyze import analyze_view
 
-        section = analyze_view(src.calls).sections[0]
+        section = analyze_view(src.calls, peaks=peaks).sections[0]
     return replace(section, notes=()), list(section.notes)
 
 
@@ -61,43 +61,20 @@ def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, s
         assert not isinstance(peaks, str)
         return peaks, ("calibrated peaks given" if peaks is not None else "no calibration given")
     machine = (src.profile.metadata.get("machine") or {}) if src.profile is not None else {}
+    named = bool(machine.get("cpu") and machine.get("cores"))
     try:
-        if machine.get("cpu") and machine.get("cores"):
-            file = cal.path(cal.machine_key(str(machine["cpu"]), int(machine["cores"])))
-            if not file.exists():
-                return None, (f"{machine['cpu']} ({machine['cores']} cores) was never calibrated: run "
-                              "`layerperf calibrate` on that machine to draw its peaks as ceilings")
-            found = cal.load(file)
-            return found, f"ceilings: calibration of {machine['cpu']}, {machine['cores']} cores ({file.name})"
-        found = cal.load()
+        found = cal.for_machine(machine if named else None)
     except (LayerperfError, OSError, ValueError) as exc:  # a damaged calibration costs the ceilings, not the page
         return None, f"calibration unreadable ({exc}): run `layerperf calibrate` again"
+    if named:
+        if found is None:
+            return None, (f"{machine['cpu']} ({machine['cores']} cores) was never calibrated: run "
+                          "`layerperf calibrate` on that machine to draw its peaks as ceilings")
+        return found, f"ceilings: calibration of {machine['cpu']}, {machine['cores']} cores"
     if found is None:
         return None, "this machine was never calibrated: run `layerperf calibrate` to draw its peaks as ceilings"
     return found, (f"ceilings: this machine's calibration ({found.cpu_model}, {found.cores} cores); the trace "
                    "does not say which machine it ran on")
-
-
-def with_peak_share(section: Section, ceilings: charts.Ceilings | None) -> Section:
-    """The table with a "% of peak" column: each layer's achieved rate over the calibrated peak of its kind
-    (integer peak for integer work); only when there is a peak to divide by."""
-    if ceilings is None or not (ceilings.flops_per_s or ceilings.int_ops_per_s):
-        return section
-
-    def share(row: Mapping[str, Any]) -> float | None:
-        integer = (row.get("int_ops") or 0) > (row.get("flops") or 0)
-        rate, peak = row.get("int_ops_per_s" if integer else "flops_per_s"), ceilings.peak(integer)
-        return rate / peak if rate is not None and peak else None
-
-    rows = [{**r, "peak_share": share(r)} for r in section.rows]
-    shown = None if section.shown is None else [{**s, "peak_share": r["peak_share"]}
-                                                 for s, r in zip(section.shown, rows, strict=True)]
-    columns = list(section.columns)
-    at = next((i + 1 for i, c in enumerate(columns) if c.key in ("int_ops_per_s", "flops_per_s")), len(columns))
-    if any(c.key == "int_ops_per_s" for c in columns):
-        at = next(i + 1 for i, c in enumerate(columns) if c.key == "int_ops_per_s")
-    columns.insert(at, PEAK)
-    return replace(section, columns=columns, rows=rows, shown=shown)
 
 
 def _machine(meta: Mapping[str, Any]) -> str:
@@ -219,12 +196,11 @@ def _capped(section: Section) -> tuple[Section, str]:
 
 def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
     """The report of one trace as an HTML page."""
-    section, notes = _layer_section(src)
-    section, cut = _capped(section)
-    lines, warnings = _split(notes)
     found, cal_line = calibration(src, peaks)
     ceilings = charts.Ceilings.of(found, _threads(src))
-    section = with_peak_share(section, ceilings)
+    section, notes = _layer_section(src, found)
+    section, cut = _capped(section)
+    lines, warnings = _split(notes)
     times = charts.type_times(src.calls)
     colors = _colors(times)
     pts, missing = charts.points(section.rows)
