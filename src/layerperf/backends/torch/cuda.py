@@ -204,9 +204,9 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
                progress: Callable[[str, int, int], None] | None, api: CudaApi | None = None) -> tuple[CudaEvents, Any]:
     """``plan.runs`` hooked passes timed on the device; with ``plan.latency`` a plain call before each,
     timed on the host up to a synchronization (the device's work included)."""
-    from layerperf.backends.interleave import Timings
+    from layerperf.backends.torch.driver import interleaved
 
-    events, plain = CudaEvents(api), Timings()
+    events = CudaEvents(api)
     sync = events.api.synchronize
 
     def synced() -> None:
@@ -214,16 +214,7 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
         sync()
 
     sync()
-    session.cpu_ns = []
-    for r in range(plan.runs):
-        if plan.latency:
-            plain.take(synced, 1, time.perf_counter_ns, time.thread_time_ns)
-        c0 = time.thread_time_ns()
-        session.hooked_pass(index, events)
-        session.cpu_ns.append(time.thread_time_ns() - c0)
-        if progress:
-            progress("profiled runs (cuda)", r + 1, plan.runs)
-    return events, plain
+    return events, interleaved(session, index, plan, events, synced, progress, "profiled runs (cuda)")
 
 
 def fill_memory(layers: Sequence[Layer], events: CudaEvents) -> None:

@@ -113,20 +113,31 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
                progress: Callable[[str, int, int], None] | None) -> tuple[Timing, Any]:
     """``plan.runs`` hooked passes timed by the timing collector; with ``plan.latency`` a plain call
     before each (the profiler-off latency, see backends/interleave)."""
-    from layerperf.backends.interleave import Timings
     from layerperf.collectors.timing import Timing
 
-    timing, plain = Timing(), Timings()
+    timing = Timing()
+    return timing, interleaved(session, index, plan, timing, session.call, progress, "profiled runs")
+
+
+def interleaved(session: Session, index: dict[int, int], plan: RunPlan, collector: Collector,
+                plain_call: Callable[[], Any], progress: Callable[[str, int, int], None] | None,
+                label: str) -> Any:
+    """``plan.runs`` passes with ``collector`` at the module boundaries, each after a ``plain_call()``
+    timed with no hook installed when ``plan.latency``; the plain timings (backends/interleave.Timings).
+    The calling thread's CPU time of each hooked pass goes to ``session.cpu_ns``."""
+    from layerperf.backends.interleave import Timings
+
+    plain = Timings()
     session.cpu_ns = []
     for r in range(plan.runs):
         if plan.latency:
-            plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
+            plain.take(plain_call, 1, time.perf_counter_ns, time.thread_time_ns)
         c0 = time.thread_time_ns()
-        session.hooked_pass(index, timing)
+        session.hooked_pass(index, collector)
         session.cpu_ns.append(time.thread_time_ns() - c0)
         if progress:
-            progress("profiled runs", r + 1, plan.runs)
-    return timing, plain
+            progress(label, r + 1, plan.runs)
+    return plain
 
 
 def layers_from(rec: Recorder, weights: frozenset[str] = frozenset(), provider: str = "cpu") -> list[Layer]:

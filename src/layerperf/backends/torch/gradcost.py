@@ -65,7 +65,7 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
 
 @contextmanager
 def _node_hooks(calls: BackwardCalls, paths: dict[int, str]) -> Iterator[None]:
-    from torch.nn.modules import module as torch_module
+    from layerperf.backends.torch.hooks import forward_hooks
 
     depth = [0]
 
@@ -79,13 +79,8 @@ def _node_hooks(calls: BackwardCalls, paths: dict[int, str]) -> Iterator[None]:
         if depth[0] == 0:
             calls.forward_done()
 
-    handles = [torch_module.register_module_forward_pre_hook(pre),
-               torch_module.register_module_forward_hook(post, always_call=True)]
-    try:
+    with forward_hooks(pre, post):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextmanager

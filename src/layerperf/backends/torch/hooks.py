@@ -16,11 +16,24 @@ Boundary = Callable[[int], None]
 
 
 @contextmanager
+def forward_hooks(pre: Callable[[Any, Any], None], post: Callable[[Any, Any, Any], None]) -> Iterator[None]:
+    """While inside: ``pre(module, args)`` before and ``post(module, args, output)`` after every module's
+    forward, in the whole process (post also when the forward raises)."""
+    from torch.nn.modules import module as torch_module
+
+    handles = [torch_module.register_module_forward_pre_hook(pre),
+               torch_module.register_module_forward_hook(post, always_call=True)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
 def module_hooks(index: dict[int, int], start: Boundary, stop: Boundary) -> Iterator[None]:
     """While inside: ``start(i)`` before and ``stop(i)`` after the forward of each module whose ``id``
     ``index`` maps to layer ``i`` (stop also when the forward raises)."""
-    from torch.nn.modules import module as torch_module
-
     lookup = index.get
 
     def pre(mod: Any, _args: Any) -> None:
@@ -33,10 +46,5 @@ def module_hooks(index: dict[int, int], start: Boundary, stop: Boundary) -> Iter
         if i is not None:
             stop(i)
 
-    handles = [torch_module.register_module_forward_pre_hook(pre),
-               torch_module.register_module_forward_hook(post, always_call=True)]
-    try:
+    with forward_hooks(pre, post):
         yield
-    finally:
-        for h in handles:
-            h.remove()

@@ -132,15 +132,15 @@ class InSitu:
     @contextmanager
     def hooks(self) -> Iterator[None]:
         """Forward hooks on every module and step hooks on every optimizer, while inside."""
-        from torch.nn.modules import module as torch_module
         from torch.optim import optimizer as torch_optim
 
-        handles = [torch_module.register_module_forward_pre_hook(self._pre),
-                   torch_module.register_module_forward_hook(self._post, always_call=True),
-                   torch_optim.register_optimizer_step_pre_hook(self._step_pre),
+        from layerperf.backends.torch.hooks import forward_hooks
+
+        handles = [torch_optim.register_optimizer_step_pre_hook(self._step_pre),
                    torch_optim.register_optimizer_step_post_hook(self._step_post)]
         try:
-            yield
+            with forward_hooks(self._pre, self._post):
+                yield
         finally:
             for h in handles:
                 h.remove()

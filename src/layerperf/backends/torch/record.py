@@ -175,20 +175,15 @@ def counting_mode(on_op: Any) -> Any:
 
 def record(model: Any, call: Any) -> Recorder:
     """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside)."""
-    from torch.nn.modules import module as torch_module
+    from layerperf.backends.torch.hooks import forward_hooks
 
     own = getattr(model.module, "layerperf_paths", {})
     modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
     inputs = {id(t): (n, t) for n, t in _input_names(model)}
     rec = Recorder(modules, inputs)
-    handles = [torch_module.register_module_forward_pre_hook(lambda m, a: rec.pre(m, a, {})),
-               torch_module.register_module_forward_hook(lambda m, a, o: rec.post(m, a, {}, o), always_call=True)]
-    try:
-        with counting_mode(rec.op):
-            call()
-    finally:
-        for h in handles:
-            h.remove()
+    with forward_hooks(lambda m, a: rec.pre(m, a, {}), lambda m, a, o: rec.post(m, a, {}, o)), \
+            counting_mode(rec.op):
+        call()
     return rec
 
 
