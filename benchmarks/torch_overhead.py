@@ -1,8 +1,9 @@
 """What profiling a PyTorch model costs: layerperf's levels beside torch.profiler, interleaved in one run.
 
 Variants, each a call of the same module on the same inputs in inference mode, taken in turn (one
-call of each per round, so drift on a shared machine hits all alike); each is timed around the model
-call alone (a profiler session is opened and closed outside the timed span):
+call of each per round, so drift on a shared machine hits all alike; the order rotates from round to
+round, so no variant always follows the same one); each is timed around the model call alone (a
+profiler session is opened and closed outside the timed span):
 
     plain       no profiling
     level1      layerperf level 1: forward hooks on every module, the timing collector at each boundary
@@ -88,8 +89,8 @@ def bench(model: str, threads: int, runs: int, zoo: dict[str, int]) -> None:
     for call in calls.values():  # warm-up, every variant
         call()
     times: dict[str, list[int]] = {v: [] for v in VARIANTS}
-    for _ in range(runs):
-        for v in VARIANTS:
+    for r in range(runs):  # the order rotates: no variant always follows the same one (a profiler session
+        for v in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:  # ending slows the next call)
             times[v].append(calls[v]())
     plain = np.asarray(times["plain"], dtype=float)
     print(f"\n{model}, {threads} thread(s), {len(index)} modules hooked, {runs} rounds")

