@@ -236,3 +236,22 @@ def test_counters_at_module_boundaries() -> None:
     assert len(conv.counters["task-clock"]) == 2 and np.median(conv.counters["task-clock"]) > 0
     # a module's count covers its children's boundaries too: the block holds its conv's
     assert np.median(block.counters["task-clock"]) > np.median(conv.counters["task-clock"])
+
+
+def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    from layerperf.backends.torch.profiler import Session, without_chatter
+
+    with without_chatter():
+        os.write(2, b"USDT:2026-11-24 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\nreal warning\n")
+        os.write(2, b"STAGE:2026 x.cpp:51] Completed Stage: Warm Up\n")
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "real warning\nafter\n"
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    with Session(activities=[ProfilerActivity.CPU]) as prof:
+        torch.ones(4).add(1)
+    assert "USDT" not in capfd.readouterr().err
+    assert any(e.name == "aten::add" for e in prof.events())

@@ -170,7 +170,8 @@ class Recording:
     def level2_session(self) -> Any:
         """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
         from torch.profiler import ProfilerActivity
-        from torch.profiler import profile as torch_profile
+
+        from layerperf.backends.torch.profiler import Session as torch_profile
 
         session = torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True)
         self.sessions.append(session)

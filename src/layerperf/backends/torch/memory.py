@@ -37,10 +37,11 @@ class AllocationCapture:
 
     def __enter__(self) -> AllocationCapture:
         import torch
-        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import ProfilerActivity
 
         from layerperf.backends.torch.hooks import module_hooks
         from layerperf.backends.torch.ops import RUN_MARK, _marks
+        from layerperf.backends.torch.profiler import Session as profile
 
         activities = [ProfilerActivity.CPU]
         if self.device.startswith("cuda"):

@@ -130,11 +130,11 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
     (``device`` "cuda") the kernels too, each under its module."""
     import torch
     from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
 
     from layerperf.backends.interleave import Timings
     from layerperf.backends.torch import driver
     from layerperf.backends.torch.hooks import module_hooks
+    from layerperf.backends.torch.profiler import Session as torch_profile
 
     index = session.index(rec)
     start, stop = _marks(index)
