@@ -30,13 +30,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch.profiler import ProfilerActivity
-from torch.profiler import profile as torch_profile
 
 from layerperf.backends.base import RunPlan
 from layerperf.backends.torch.driver import Session
 from layerperf.backends.torch.hooks import module_hooks
 from layerperf.backends.torch.models import load
 from layerperf.backends.torch.ops import RUN_MARK, _marks
+from layerperf.backends.torch.profiler import (
+    Session as torch_profile,  # torch.profiler.profile, less kineto's stderr lines
+)
 from layerperf.collectors.timing import Timing
 
 VARIANTS = ("plain", "level1", "api_level1", "level2", "tp_default", "tp_shapes")
