@@ -46,7 +46,7 @@ setup: $(BIN)/python system-deps
 	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch]'
 
 demo: setup
-	$(BIN)/layerperf profile $(MODEL) --out $(OUT)
+	$(BIN)/layerperf profile $(MODEL) --out $(OUT) --report
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
