@@ -91,7 +91,7 @@ def facts(src: Source) -> list[tuple[str, str]]:
         return _trace_facts(src)
     from layerperf.renderers.views.profile import _backend_options
     from layerperf.renderers.views.profile import _threads as threads_line
-    from layerperf.summary import summary
+    from layerperf.summary import summary, work_line
 
     prof = src.profile
     s = summary(prof)
@@ -108,8 +108,7 @@ def facts(src: Source) -> list[tuple[str, str]]:
         ("profiled run", f"median {units.duration_us(s['profiled_median_us'] or s['run_median_us'])}"),
         ("profiler overhead", f"x{overhead:.3f}" if overhead else "?"),
         ("layers", f"{s['layers']}; sum of medians {units.duration_us(s['layers_sum_median_us'])}"),
-        ("work per run", f"{units.si(s['flops'], 'FLOP')}, {units.si(s['int_ops'])} int ops, "
-                         f"{units.binary(s['bytes'])} moved"),
+        ("work per run", work_line(s)),
     ]
     if prof.counters is not None:
         out.append(("perf counters", ", ".join(prof.counters.events) or "?"))
