@@ -81,8 +81,10 @@ def _stream_id(tid: Any) -> int:
     return int_id(tid)
 
 
-def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device) -> int:
-    steps = 0
+def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device,
+             steps: list[tuple[float, float]]) -> None:
+    """Append the chunk's CPU events to ``cpu``, its device activities to ``dev`` and the (start, duration)
+    in µs of its ``ProfilerStep#N`` frames to ``steps``."""
     for ev in events:
         if ev.ph != "X":
             continue
@@ -113,7 +115,8 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
             ident = builder.ident(name, name, "CPU", shapes_text(raw_value(args.input_dims)), "")
         elif cat in FRAME_CATS:
             ident = _NONE
-            steps += name.startswith("ProfilerStep#")
+            if name.startswith("ProfilerStep#"):
+                steps.append((ts, dur))
         else:
             continue
         pid, tid = ev.pid, ev.tid
@@ -132,7 +135,6 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
         cpu.bytes.append(moved)
         cpu.external.append(_external(args))
         cpu.correlation.append(_id(args.correlation))
-    return steps
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -208,10 +210,11 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     builder = TableBuilder()
     threads = Interner()
     cpu, dev = _Cpu(), _Device()
-    n_events = steps = 0
+    n_events = 0
+    steps: list[tuple[float, float]] = []
     for chunk in stream.chunks():
         n_events += len(chunk)
-        steps += _collect(chunk, threads, builder, cpu, dev)
+        _collect(chunk, threads, builder, cpu, dev, steps)
 
     thread = np.asarray(cpu.thread, dtype=np.int64)
     cpu_ts, dev_ts = np.asarray(cpu.ts_us, dtype=np.float64), np.asarray(dev.ts_us, dtype=np.float64)
@@ -247,10 +250,14 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
                        pid=np.asarray(dev.pid, dtype=np.int64)[lone], tid=np.asarray(dev.tid, dtype=np.int64)[lone])
     row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])
     info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
-                            "device_unlinked": int(lone.size), "runs": steps or None, "ts_origin_us": origin_us,
+                            "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin_us,
                             # a call's FLOPs are counted on the op the user called (aten.outermost), whose work
                             # runs in the ops nested in it: rated over its inclusive time
                             "inclusive_flops": True}
+    if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
+        step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
+        step_start = to_ns(step_ts - origin_us)
+        info["run_windows_ns"] = sorted(zip(step_start.tolist(), (step_start + to_ns(step_dur)).tolist(), strict=True))
     if has_device:
         names = [ident[0] for ident in builder.idents()]
         info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns)
