@@ -241,6 +241,14 @@ def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
     assert len(dom.rows["layers"]) == len(calls.name.values)
     assert dom.by_id("timeline") and dom.by_id("breakdown") and dom.by_id("roofline")
     assert len(dom.with_class("g", "span")) == len(calls) // 3  # one of the three runs
+    # the FLOPs card, as a layerperf trace's "work per run": per run, the whole trace's beside it
+    from layerperf import units
+
+    flops = float(np.nansum(calls.flops))
+    facts = _facts(out.read_text())
+    assert facts["runs"].startswith("3 (its op sequence repeats 3 times")
+    assert facts["FLOPs"].startswith(f"{units.si(flops / 3, 'FLOP')} per run (mean of 3 runs); "
+                                     f"{units.si(flops, 'FLOP')} over the whole trace")
 
 
 def test_kineto_trace_renders(tmp_path: Path) -> None:
