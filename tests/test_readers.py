@@ -318,3 +318,24 @@ def test_events_like_layerperfs_without_its_metadata_read_as_tef(tmp_path: Path)
     table = read_table(_write(tmp_path / "t.json", {"traceEvents": events, "otherData": {"tool": "other"}}))
     assert table.meta["format"] == "tef"
     assert _by_name(table)["a"]["calls"] == 3 and _by_name(table)["a"]["op_type"] == "Relu"
+
+
+def test_aten_cost_from_recorded_inputs() -> None:
+    """conv2d's FLOPs and bytes from dims, types and concrete inputs; what the formula does not cover is NaN."""
+    from layerperf.readers.aten import aten_cost
+
+    def cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float]:
+        return aten_cost(name, orjson.dumps(dims), orjson.dumps(types), orjson.dumps(concrete))
+
+    dims = [[1, 4, 8, 8], [6, 2, 3, 3], [], [], [], [], []]  # groups 2, no bias; stride 2, pad 1: 4x4 out
+    flops, moved = cost("aten::conv2d", dims, ["c10::Half", "c10::Half", "", "ScalarList", "ScalarList",
+                                               "ScalarList", "Scalar"], ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"])
+    assert flops == 2 * (6 * 4 * 4) * (2 * 9)
+    assert moved == 2 * (4 * 64 + 6 * 2 * 9 + 6 * 16)  # float16: 2 bytes an element
+    assert math.isnan(cost("aten::conv2d", dims, [], ["", "", "", "[1, 1]", "same", "[1, 1]", "2"])[0])
+    transposed = ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "True", "[0, 0]", "1"]
+    assert math.isnan(cost("aten::convolution", [[1, 4, 8, 8], [4, 2, 3, 3]], [], transposed)[0])
+    # linear on a [batch, seq, hidden] input: a Gemm over batch * seq rows, with the bias's adds
+    flops, moved = cost("aten::linear", [[2, 5, 8], [3, 8], [3]], ["float", "float", "float"], ["", "", ""])
+    assert flops == 2 * 10 * 8 * 3 + 10 * 3 and moved == 4 * (80 + 24 + 3 + 30)
+    assert math.isnan(cost("aten::relu", [[2, 3]], ["float"], [""])[0])  # no formula here
