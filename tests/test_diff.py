@@ -86,3 +86,68 @@ def test_by_type_pairs_an_op_family_across_quantization(tmp_path: Path, capsys: 
     assert (doc["totals"]["matched"], doc["totals"]["only_in_a"], doc["totals"]["only_in_b"]) == (2, 1, 1)
     exact = _diff(capsys, str(a), str(b), "--by", "type", "--match", "exact")
     assert not any(r["key"] == "Conv" and r["time_b_us"] for r in exact["rows"])  # as they are: nothing pairs
+
+
+def test_a_row_only_in_b_shows_its_name_on_bs_side(pair: tuple[Path, Path]) -> None:
+    """`diff` (terminal and page share the view): a node found only in B is listed under "name in B", A's
+    name and type cells blank; the JSON keeps its name as the row's key."""
+    from layerperf.readers.detect import read_table
+    from layerperf.renderers.views.diff import diff_view
+
+    a, b = (read_table(p) for p in pair)
+    section = diff_view(a, b).sections[0]
+    headers = [c.header for c in section.columns]
+    assert headers[:2] == ["name", "name in B"]
+    shown = {r["key_b"] or r["key"]: r for r in section.people_rows}
+    assert (shown["new"]["key"], shown["new"]["op_type"], shown["new"]["key_b"], shown["new"]["op_type_b"]) == \
+        ("", "", "new", "Add")
+    assert (shown["old"]["key"], shown["old"]["key_b"]) == ("old", "")  # only in A: B's side blank
+    assert {r["key"] for r in section.rows if r["only_in"] == "B"} == {"new"}  # the row's identity, for JSON
+    by_type = diff_view(a, b, by="type").sections[0]
+    assert [c.header for c in by_type.columns][0] == "op family"
+
+
+def test_diff_page_labels_op_families_and_b_only_rows(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    from layerperf.renderers import html
+
+    a = _trace(tmp_path / "a.json", [("c1", "Conv", 40), ("p", "MaxPool", 8)])
+    b = _trace(tmp_path / "b.json", [("c1_quant", "QLinearConv", 15), ("p", "MaxPool", 6),
+                                     ("q", "QuantizeLinear", 1)])
+    page = html.html(a, b)
+    chart = page[page.index('<svg id="breakdown"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert "Conv family (Conv, QLinearConv)" in chart and "B (QLinearConv): " in chart
+    assert ">MaxPool<" in chart  # the same type on both sides: its own name
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: dict[str, list[str]] = {}
+            self.headers: list[str] = []
+            self.at: str | None = None
+            self.cell = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "tr" and a.get("data-name") is not None:
+                self.at = str(a["data-name"])
+                self.rows[self.at] = []
+            elif tag == "td" and self.at is not None:
+                self.cell = True
+                self.rows[self.at].append("")
+            elif tag == "th" and a.get("data-key"):
+                self.headers.append(str(a["data-key"]))
+
+        def handle_endtag(self, tag: str) -> None:
+            self.cell = self.cell and tag != "td"
+
+        def handle_data(self, data: str) -> None:
+            if self.cell and self.at is not None:
+                self.rows[self.at][-1] += data
+
+    doc = Cells()
+    doc.feed(page[page.index('<table id="diff"'):])
+    row = dict(zip(doc.headers, doc.rows["q"], strict=True))
+    assert (row["key"], row["key_b"], row["op_type_b"], row["only_in"]) == ("", "q", "QuantizeLinear", "B")

@@ -119,11 +119,17 @@ def _check_torch(table: Any) -> None:
     assert conv["incl_us"] > conv["time_us"]
     assert all(r["time_us"] <= r["incl_us"] + 1e-6 for r in nodes.values())
     assert all(r["flops"] is None or r["flops"] > 0 for r in nodes.values())
-    # Linear(512, 10) on one row runs as aten::addmm: FLOPs from its Input Dims, a Gemm with bias
-    addmm = nodes["aten::addmm"]
-    assert addmm["flops"] == addmm["calls"] * (2 * 512 * 10 + 10)
-    assert addmm["flops_per_s"] == pytest.approx(addmm["flops"] / (addmm["time_us"] * 1e-6))
-    assert nodes["aten::linear"]["flops"] is None  # its work is the addmm inside it: not counted twice
+    # Linear(512, 10) on one row: FLOPs from its Input Dims, a Gemm with bias, on the op the user called
+    # (aten::linear), rated over its inclusive time (the work runs in the aten::addmm inside it)
+    linear = nodes["aten::linear"]
+    assert linear["flops"] == linear["calls"] * (2 * 512 * 10 + 10)
+    assert linear["flops_per_s"] == pytest.approx(linear["flops"] / (linear["incl_us"] * 1e-6))
+    assert linear["bytes"] == linear["calls"] * 4 * (512 + 10 * 512 + 10 + 10)  # x, W, b read; y written
+    assert nodes["aten::addmm"]["flops"] is None  # the linear's work: not counted twice
+    # Conv2d(3, 8, 3, padding=1) on 1x3x16x16: 2 FLOPs a multiply-add, one add a bias element
+    out = 8 * 16 * 16
+    assert conv["flops"] == conv["calls"] * (2 * out * 3 * 9 + out)
+    assert all(nodes[n]["flops"] is None for n in ("aten::convolution", "aten::_convolution") if n in nodes)
 
 
 def test_torch_shipped_trace() -> None:
@@ -143,6 +149,38 @@ def test_torch_trace_made_now(tmp_path: Path) -> None:
     path = tmp_path / "torch.json"
     prof.export_chrome_trace(str(path))
     _check_torch(read_table(path))
+
+
+def test_torch_trace_flops_match_torchs_flop_counter(tmp_path: Path) -> None:
+    """A CNN's conv2d (strided, padded, dilated, grouped) and linear FLOPs, derived from the trace's Input
+    Dims and Concrete Inputs, equal torch.utils.flop_counter's count of the same forward plus the bias
+    adds it leaves out (one per output element); each call counted once, on the op the user called."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 16, 3, padding=2, dilation=2, groups=2, bias=False), torch.nn.Flatten(),
+        torch.nn.Linear(16 * 8 * 8, 10)).eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    bias_adds = 2 * 8 * 8 * 8 + 2 * 10  # the first conv's and the linear's outputs
+    runs = 3
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+        for _ in range(runs):
+            model(x)
+    path = tmp_path / "cnn.json"
+    prof.export_chrome_trace(str(path))
+    table = read_table(path)
+    assert np.nansum(table.flops) == runs * (counter.get_total_flops() + bias_adds)
+    nodes = _by_name(table)
+    assert {n for n, r in nodes.items() if r["flops"] is not None} == {"aten::conv2d", "aten::linear"}
+    # bytes from the recorded dims and types: the roofline gets a point per such op
+    conv_bytes = 4 * ((2 * 3 * 16 * 16 + 8 * 3 * 9 + 8 + 2 * 8 * 8 * 8) + (2 * 8 * 8 * 8 + 16 * 4 * 9 + 2 * 16 * 8 * 8))
+    assert nodes["aten::conv2d"]["bytes"] == runs * conv_bytes
+    assert nodes["aten::conv2d"]["flops_per_s"] > 0 and nodes["aten::conv2d"]["bytes_per_s"] > 0
 
 
 def test_kineto_gpu_kernels_link_to_ops(tmp_path: Path) -> None:
@@ -280,3 +318,24 @@ def test_events_like_layerperfs_without_its_metadata_read_as_tef(tmp_path: Path)
     table = read_table(_write(tmp_path / "t.json", {"traceEvents": events, "otherData": {"tool": "other"}}))
     assert table.meta["format"] == "tef"
     assert _by_name(table)["a"]["calls"] == 3 and _by_name(table)["a"]["op_type"] == "Relu"
+
+
+def test_aten_cost_from_recorded_inputs() -> None:
+    """conv2d's FLOPs and bytes from dims, types and concrete inputs; what the formula does not cover is NaN."""
+    from layerperf.readers.aten import aten_cost
+
+    def cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float]:
+        return aten_cost(name, orjson.dumps(dims), orjson.dumps(types), orjson.dumps(concrete))
+
+    dims = [[1, 4, 8, 8], [6, 2, 3, 3], [], [], [], [], []]  # groups 2, no bias; stride 2, pad 1: 4x4 out
+    flops, moved = cost("aten::conv2d", dims, ["c10::Half", "c10::Half", "", "ScalarList", "ScalarList",
+                                               "ScalarList", "Scalar"], ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"])
+    assert flops == 2 * (6 * 4 * 4) * (2 * 9)
+    assert moved == 2 * (4 * 64 + 6 * 2 * 9 + 6 * 16)  # float16: 2 bytes an element
+    assert math.isnan(cost("aten::conv2d", dims, [], ["", "", "", "[1, 1]", "same", "[1, 1]", "2"])[0])
+    transposed = ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "True", "[0, 0]", "1"]
+    assert math.isnan(cost("aten::convolution", [[1, 4, 8, 8], [4, 2, 3, 3]], [], transposed)[0])
+    # linear on a [batch, seq, hidden] input: a Gemm over batch * seq rows, with the bias's adds
+    flops, moved = cost("aten::linear", [[2, 5, 8], [3, 8], [3]], ["float", "float", "float"], ["", "", ""])
+    assert flops == 2 * 10 * 8 * 3 + 10 * 3 and moved == 4 * (80 + 24 + 3 + 30)
+    assert math.isnan(cost("aten::relu", [[2, 3]], ["float"], [""])[0])  # no formula here

@@ -241,6 +241,14 @@ def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
     assert len(dom.rows["layers"]) == len(calls.name.values)
     assert dom.by_id("timeline") and dom.by_id("breakdown") and dom.by_id("roofline")
     assert len(dom.with_class("g", "span")) == len(calls) // 3  # one of the three runs
+    # the FLOPs card, as a layerperf trace's "work per run": per run, the whole trace's beside it
+    from layerperf import units
+
+    flops = float(np.nansum(calls.flops))
+    facts = _facts(out.read_text())
+    assert facts["runs"].startswith("3 (its op sequence repeats 3 times")
+    assert facts["FLOPs"].startswith(f"{units.si(flops / 3, 'FLOP')} per run (mean of 3 runs); "
+                                     f"{units.si(flops, 'FLOP')} over the whole trace")
 
 
 def test_kineto_trace_renders(tmp_path: Path) -> None:
@@ -412,13 +420,94 @@ def test_calibration_file_and_calls_table(tmp_path: Path, monkeypatch: pytest.Mo
         html.html(42)
 
 
-def test_a_trace_of_one_run_is_drawn_whole() -> None:
-    """PyTorch's trace says it holds one step: its ops recurring within it mark no runs."""
+def test_a_trace_of_one_step_draws_the_step() -> None:
+    """PyTorch's trace says it holds one step: its ops recurring within it mark no runs; the calls of the
+    step are drawn, the few after it left out."""
     from layerperf.readers.detect import read_table
 
     trace = DATA / "torch_cuda" / "trace.json.gz"
     calls = read_table(trace)
     assert calls.meta["runs"] == 1
+    [(start, end)] = calls.meta["run_windows_ns"]
     page = html.html(trace, peaks=None)
+    assert "the one run (its ProfilerStep events)" in page
+    in_step = (calls.ts_ns >= start) & (calls.ts_ns < end)
+    assert 0 < in_step.sum() < int((~np.isnan(calls.ts_ns)).sum())
+    assert len(Dom(page).with_class("g", "span")) == int(in_step.sum())
+    assert "<dd>1 (its ProfilerStep events)</dd>" in page
+    assert "(the whole trace: 1 run)" in page
+
+
+def _torch_trace(path: Path, *, steps: bool) -> tuple[Path, int]:
+    """3 forward calls of a CNN with 2 convs (``steps``: under a schedule, 1 step waited, 1 warmed up, 4
+    recorded, each ended by p.step()); the trace and how many forward calls it holds."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(8, 8, 3, padding=1)).eval()
+    x = torch.randn(1, 3, 16, 16)
+    plan = schedule(wait=1, warmup=1, active=4) if steps else None
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=plan) as prof:
+        for _ in range(6 if steps else 3):
+            model(x)
+            if steps:
+                prof.step()
+    prof.export_chrome_trace(str(path))
+    return path, 4 if steps else 3
+
+
+def _facts(page: str) -> dict[str, str]:
+    import html as std_html
+
+    return {k: std_html.unescape(v) for k, v in re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", page)}
+
+
+@pytest.mark.parametrize("steps", [False, True])
+def test_runs_of_a_torch_trace_with_and_without_profiler_steps(tmp_path: Path, steps: bool) -> None:
+    """The runs are the ProfilerSteps, or else the periods of the op sequence (not "where the first op occurs
+    again": a CNN with two convs would be cut in half); one run is drawn, whole, and the summary's totals
+    say they are per run."""
+    from layerperf.readers.detect import read_table
+
+    trace, runs = _torch_trace(tmp_path / "t.json", steps=steps)
+    calls = read_table(trace)
+    per_forward = len(calls) // runs
+    assert per_forward * runs == len(calls)
+    page = html.html(trace, peaks=None)
+    facts = _facts(page)
+    how = "its ProfilerStep events" if steps else f"its op sequence repeats 3 times, every {per_forward} calls"
+    assert facts["runs"] == f"{runs} ({how})"
+    spans = Dom(page).with_class("g", "span")
+    assert len(spans) == per_forward  # one whole forward
+    assert sum(s["data-name"] == "aten::conv2d" for s in spans) == 2
+    assert f"{'step' if steps else 'run'} " in page and f" of {runs}, the one of median length" in page
+    flops = float(np.nansum(calls.flops))
+    assert flops > 0
+    from layerperf import units
+
+    assert facts["FLOPs"].startswith(f"{units.si(flops / runs, 'FLOP')} per run (mean of {runs} runs); "
+                                     f"{units.si(flops, 'FLOP')} over the whole trace")
+    assert "per run (mean of" in facts["total self time"]
+
+
+def test_run_period() -> None:
+    from layerperf.trace_runs import period
+
+    assert period(np.array([0, 1, 0, 2, 0, 1, 0, 2])) == 4  # the first op recurs within a run: not a run start
+    assert period(np.array([0, 1, 0, 1, 0, 1])) == 2
+    assert period(np.array([0, 0, 0, 0]), prefer=2) == 2  # the period the trace's count of runs gives, first
+    assert period(np.array([0, 1, 0, 1]), prefer=1) == 2
+    assert period(np.array([0, 1, 2, 0, 1])) is None  # n % p != 0 for every p that fits
+    assert period(np.array([5])) is None
+
+
+def test_trace_without_a_period_is_one_run(tmp_path: Path) -> None:
+    events = [{"ph": "X", "name": n, "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5, "args": {"op_type": "Op"}}
+              for i, n in enumerate(["a", "b", "a", "c", "b"])]
+    trace = tmp_path / "t.json"
+    trace.write_bytes(orjson.dumps({"traceEvents": events}))
+    page = html.html(trace, peaks=None)
+    assert _facts(page)["runs"] == "1 (its op sequence does not repeat: one run)"
     assert "the whole trace (it holds one run)" in page
-    assert len(Dom(page).with_class("g", "span")) == int((~np.isnan(calls.ts_ns)).sum())
+    assert len(Dom(page).with_class("g", "span")) == 5

@@ -480,3 +480,33 @@ def to_pandas(profile: Profile) -> pandas.DataFrame:
 
         raise MissingDependency("pandas", "pip install 'layerperf[pandas]'") from exc
     return pd.DataFrame(profile.table())
+
+
+# -- totals over layers ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Total:
+    """A sum over layers of a figure some layers may not know (FLOPs, int ops, bytes): ``value`` is the sum
+    over the known ones, None when none is known (unknown, never 0); ``unknown`` counts the layers left out,
+    so a total with ``unknown`` > 0 is a lower bound."""
+
+    value: float | None
+    unknown: int
+
+
+def total(values: Sequence[float | None], weights: Sequence[float] | None = None, per: float = 1.0) -> Total:
+    """The :class:`Total` of ``values`` (None = unknown), each times its weight (calls), divided by ``per``
+    (runs). One rule for every total: the same code for FLOPs, int ops and bytes."""
+    w = [1.0] * len(values) if weights is None else weights
+    known_terms = [v * k for v, k in zip(values, w, strict=True) if v is not None]
+    unknown = len(values) - len(known_terms)
+    return Total(sum(known_terms) / per if known_terms else None, unknown)
+
+
+def total_text(value: float | None, unknown: int, fmt: Callable[[float | None], str]) -> str:
+    """A total as text: ``?`` when nothing is known, ``≥ X (N layers unknown)`` when only some layers are,
+    ``X`` when all are."""
+    if value is None:
+        return "?"
+    if unknown:
+        return f"≥ {fmt(value)} ({unknown} layers unknown)"
+    return fmt(value)

@@ -6,10 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf import overhead
-from layerperf.figures import distribution, known
+from layerperf import overhead, units
+from layerperf.figures import distribution, known, total, total_text
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from layerperf.profile_data import Profile
 
 
@@ -42,10 +44,15 @@ def fidelity(profile: Profile) -> dict[str, Any] | None:
             "stepwise_sum_us": sum(stepwise) / 1e3, "insitu_sum_us": total / 1e3}
 
 
+def _rounded(x: float | None) -> int | None:
+    return None if x is None else round(x)
+
+
 def summary(profile: Profile) -> dict[str, Any]:
     """Latency with the profiler off, in-situ run time, profiler overhead ratio and per-event cost, FLOP,
-    integer operation and byte totals (over the layers whose figure is known; the unknown ones are
-    counted), and how the figures were taken."""
+    integer operation and byte totals per run (:func:`layerperf.figures.total`: over the layers whose
+    figure is known, None when no layer's is; ``unknown_in_totals`` counts the layers each total left
+    out, ``*_unknown_layers`` every layer whose figure is unknown), and how the figures were taken."""
     rows = profile.table()
     flops = [r["flops"] for r in rows]
     int_ops = [r["int_ops"] for r in rows]
@@ -56,6 +63,8 @@ def summary(profile: Profile) -> dict[str, Any]:
     latency = distribution(profile.latency_ns)
     latency_med = known(latency.median_us)
     profiled_med = known(distribution(profile.profiled_latency_ns).median_us)
+    calls = [r["calls"] for r in leaves]
+    totals = {key: total([r[key] for r in leaves], calls, runs) for key in ("flops", "int_ops", "bytes")}
     layers_sum = float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"]))
     return {
         "layers": len(profile.layers),
@@ -66,15 +75,33 @@ def summary(profile: Profile) -> dict[str, Any]:
         "profiler_overhead": profiled_med / latency_med if latency_med and profiled_med else None,
         "run_median_us": known(distribution(profile.run_durations_ns).median_us),
         "layers_sum_median_us": layers_sum,
-        "flops": round(sum(r["flops"] * r["calls"] for r in leaves if r["flops"] is not None) / runs),
+        "flops": _rounded(totals["flops"].value),
         "flops_unknown_layers": sum(f is None for f in flops),
-        "int_ops": round(sum(r["int_ops"] * r["calls"] for r in leaves if r["int_ops"] is not None) / runs),
+        "int_ops": _rounded(totals["int_ops"].value),
         "int_ops_unknown_layers": sum(n is None for n in int_ops),
         "padded_layers": sum(layer.padded for layer in profile.layers),
         "padding_flops": sum(layer.padded_flops - layer.flops for layer in profile.layers
                              if layer.padded_flops is not None and layer.flops is not None),
-        "bytes": round(sum((r["bytes"] or 0) * r["calls"] for r in leaves) / runs),
+        "bytes": _rounded(totals["bytes"].value),
+        "bytes_unknown_layers": sum(r["bytes"] is None for r in rows),
+        "unknown_in_totals": {key: t.unknown for key, t in totals.items()},
         "fidelity": fidelity(profile),
         **overhead.figures(profile, rows, latency_med, profiled_med, layers_sum),
         **overhead.measurement(profile),
     }
+
+
+def work_texts(summ: Mapping[str, Any]) -> dict[str, str]:
+    """The FLOP, int op and byte totals of a :func:`summary` as text, one rule for all three
+    (:func:`layerperf.figures.total_text`): ``?`` when no layer's figure is known, ``≥ X (N layers
+    unknown)`` when only some are."""
+    left_out = summ.get("unknown_in_totals") or {}
+    fmts: dict[str, Callable[[float | None], str]] = {
+        "flops": lambda v: units.si(v, "FLOP"), "int_ops": lambda v: units.si(v), "bytes": units.binary}
+    return {key: total_text(summ.get(key), int(left_out.get(key, 0)), fmt) for key, fmt in fmts.items()}
+
+
+def work_line(summ: Mapping[str, Any]) -> str:
+    """``X FLOP + Y int ops, Z moved`` from :func:`work_texts`."""
+    t = work_texts(summ)
+    return f"{t['flops']} + {t['int_ops']} int ops, {t['bytes']} moved"

@@ -35,6 +35,8 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     output_type_shape: msgspec.Raw = NO_RAW
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")  # PyTorch: [[1, 3, 8, 8], []]
     output_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Output Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")  # PyTorch: ["float", "Scalar"]
+    concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")  # ["", "[1, 1]", "1"]
     flops: Any = None
     bytes: Any = None
     device: Any = None  # PyTorch GPU activity

@@ -17,9 +17,6 @@ Traces of PyTorch 1.8/1.9 name the categories ``Operator``, ``Runtime``, ``Kerne
 
 from __future__ import annotations
 
-import functools
-import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +24,7 @@ import numpy as np
 
 from layerperf.calls import Calls, Interner, Labels, TableBuilder, int_id, with_outer
 from layerperf.kernels import KernelTable
+from layerperf.readers import aten
 from layerperf.readers.decode import Event, raw_value
 from layerperf.readers.jsonfile import EventStream
 from layerperf.readers.tef import earliest, nested_self_times, num, parents, shapes_text, text, thread_ids, to_ns
@@ -38,37 +36,6 @@ V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", 
 FRAME_CATS = ("user_annotation", "gpu_user_annotation", "python_function")
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _NONE = -1
-
-
-# Matrix products whose FLOPs follow from their input dims alone, as ONNX ops of the cost model: the
-# operator itself does the work (its self time is the work's time), so FLOP/s is meaningful. Other ops
-# (a convolution's dispatcher, whose work is in a backend-specific child) keep the trace's own "flops"
-# or stay unknown.
-_MATMULS = {"aten::mm": "MatMul", "aten::bmm": "MatMul", "aten::addmm": "Gemm"}
-
-
-@functools.lru_cache(maxsize=4096)
-def matmul_flops(name: str, input_dims: bytes) -> float:
-    """FLOPs of an aten matrix product from its recorded ``Input Dims`` (JSON); NaN when unknown."""
-    from layerperf.cost import node_cost
-    from layerperf.tensor import TensorInfo
-
-    try:
-        dims = [tuple(int(d) for d in shape) for shape in json.loads(input_dims)]
-    except (ValueError, TypeError):
-        return math.nan
-    if name == "aten::addmm":  # bias, a, b
-        if len(dims) < 3 or len(dims[1]) != 2 or len(dims[2]) != 2:
-            return math.nan
-        ins = [dims[1], dims[2], dims[0]]
-        out: tuple[int, ...] = (dims[1][0], dims[2][1])
-    else:  # a, b: 2-D (mm) or 3-D (bmm)
-        if len(dims) < 2 or len(dims[0]) != len(dims[1]) or len(dims[0]) not in (2, 3):
-            return math.nan
-        ins, out = [dims[0], dims[1]], dims[0][:-1] + dims[1][-1:]
-    cost = node_cost(_MATMULS[name], "", {}, [TensorInfo(f"in{i}", d, "float32") for i, d in enumerate(ins)],
-                     [TensorInfo("out", out, "float32")])
-    return math.nan if cost.flops is None else float(cost.flops)
 
 
 def _id(value: Any) -> int:
@@ -88,6 +55,7 @@ class _Cpu:
     ident: list[int] = field(default_factory=list)  # -1: a frame, not a row
     is_op: list[bool] = field(default_factory=list)
     flops: list[float] = field(default_factory=list)
+    bytes: list[float] = field(default_factory=list)
     external: list[int] = field(default_factory=list)
     correlation: list[int] = field(default_factory=list)
 
@@ -113,8 +81,10 @@ def _stream_id(tid: Any) -> int:
     return int_id(tid)
 
 
-def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device) -> int:
-    steps = 0
+def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device,
+             steps: list[tuple[float, float]]) -> None:
+    """Append the chunk's CPU events to ``cpu``, its device activities to ``dev`` and the (start, duration)
+    in µs of its ``ProfilerStep#N`` frames to ``steps``."""
     for ev in events:
         if ev.ph != "X":
             continue
@@ -145,7 +115,8 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
             ident = builder.ident(name, name, "CPU", shapes_text(raw_value(args.input_dims)), "")
         elif cat in FRAME_CATS:
             ident = _NONE
-            steps += name.startswith("ProfilerStep#")
+            if name.startswith("ProfilerStep#"):
+                steps.append((ts, dur))
         else:
             continue
         pid, tid = ev.pid, ev.tid
@@ -155,13 +126,15 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
         cpu.dur_us.append(dur)
         cpu.ident.append(ident)
         cpu.is_op.append(cat == "cpu_op")
-        flops = num(args.flops)
-        if flops != flops and name in _MATMULS and args.input_dims:  # NaN: the trace has no flops
-            flops = matmul_flops(name, bytes(args.input_dims))
+        flops, moved = num(args.flops), num(args.bytes)
+        if flops != flops or moved != moved:  # NaN: the trace has none; derived from the recorded inputs
+            derived = aten.of_args(name, args)
+            flops = derived[0] if flops != flops else flops
+            moved = derived[1] if moved != moved else moved
         cpu.flops.append(flops)
+        cpu.bytes.append(moved)
         cpu.external.append(_external(args))
         cpu.correlation.append(_id(args.correlation))
-    return steps
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -237,10 +210,11 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     builder = TableBuilder()
     threads = Interner()
     cpu, dev = _Cpu(), _Device()
-    n_events = steps = 0
+    n_events = 0
+    steps: list[tuple[float, float]] = []
     for chunk in stream.chunks():
         n_events += len(chunk)
-        steps += _collect(chunk, threads, builder, cpu, dev)
+        _collect(chunk, threads, builder, cpu, dev, steps)
 
     thread = np.asarray(cpu.thread, dtype=np.int64)
     cpu_ts, dev_ts = np.asarray(cpu.ts_us, dtype=np.float64), np.asarray(dev.ts_us, dtype=np.float64)
@@ -263,9 +237,11 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     lone = np.flatnonzero(~linked)
     dev_start = to_ns(dev_ts[lone] - origin_us)
     pid, tid = thread_ids(threads.values(), thread[rows])
-    flops = np.asarray(cpu.flops, dtype=np.float64)
+    # a call's work counted once: on the op the user called, not again on the backend ops under it
+    flops = aten.outermost(np.asarray(cpu.flops, dtype=np.float64), parent)
+    moved = aten.outermost(np.asarray(cpu.bytes, dtype=np.float64), parent)
     builder.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
-                   device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows],
+                   device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows], bytes_=moved[rows],
                    device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None,
                    ts_us=start[rows] / 1e3, pid=pid, tid=tid)
     if lone.size:
@@ -274,7 +250,14 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
                        pid=np.asarray(dev.pid, dtype=np.int64)[lone], tid=np.asarray(dev.tid, dtype=np.int64)[lone])
     row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])
     info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
-                            "device_unlinked": int(lone.size), "runs": steps or None, "ts_origin_us": origin_us}
+                            "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin_us,
+                            # a call's FLOPs are counted on the op the user called (aten.outermost), whose work
+                            # runs in the ops nested in it: rated over its inclusive time
+                            "inclusive_flops": True}
+    if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
+        step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
+        step_start = to_ns(step_ts - origin_us)
+        info["run_windows_ns"] = sorted(zip(step_start.tolist(), (step_start + to_ns(step_dur)).tolist(), strict=True))
     if has_device:
         names = [ident[0] for ident in builder.idents()]
         info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns)

@@ -22,7 +22,11 @@ from layerperf.renderers.html.source import Source
 from layerperf.renderers.view import Note, Section
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from layerperf.calibration import Peaks
+    from layerperf.calls import Calls
+    from layerperf.trace_runs import TraceRuns
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
 MAX_ROWS = 5000  # layer table rows at most (the page stays quick to open)
@@ -91,7 +95,7 @@ def facts(src: Source) -> list[tuple[str, str]]:
         return _trace_facts(src)
     from layerperf.renderers.views.profile import _backend_options
     from layerperf.renderers.views.profile import _threads as threads_line
-    from layerperf.summary import summary
+    from layerperf.summary import summary, work_line
 
     prof = src.profile
     s = summary(prof)
@@ -108,8 +112,7 @@ def facts(src: Source) -> list[tuple[str, str]]:
         ("profiled run", f"median {units.duration_us(s['profiled_median_us'] or s['run_median_us'])}"),
         ("profiler overhead", f"x{overhead:.3f}" if overhead else "?"),
         ("layers", f"{s['layers']}; sum of medians {units.duration_us(s['layers_sum_median_us'])}"),
-        ("work per run", f"{units.si(s['flops'], 'FLOP')}, {units.si(s['int_ops'])} int ops, "
-                         f"{units.binary(s['bytes'])} moved"),
+        ("work per run", work_line(s)),
     ]
     if prof.counters is not None:
         out.append(("perf counters", ", ".join(prof.counters.events) or "?"))
@@ -120,23 +123,44 @@ def facts(src: Source) -> list[tuple[str, str]]:
 
 
 def _trace_facts(src: Source) -> list[tuple[str, str]]:
-    import numpy as np
-
     from layerperf.analysis import grand_total_ns
+    from layerperf.trace_runs import find_runs
 
     calls, meta = src.calls, src.calls.meta
-    runs = meta.get("runs")
-    flops = float(np.nansum(calls.flops))
+    found = find_runs(calls)
+    runs = f"{found.count} ({found.how})" if found.count else "? (not in this trace)"
+    self_us = grand_total_ns(calls) / 1e3
     return [
         ("trace", str(meta.get("source") or src.label)),
         ("format", src.format),
         ("events", f"{meta.get('events', '?')} events, {len(calls)} op calls, {len(calls.name.values)} ops"),
-        ("runs", str(runs) if runs else "? (not in this trace)"),
-        ("total self time", units.duration_us(grand_total_ns(calls) / 1e3)),
-        ("FLOPs", units.si(flops, "FLOP") if bool(np.isfinite(calls.flops).any()) else "? (not in this trace)"),
+        ("runs", runs),
+        ("total self time", _per_run(self_us, self_us, found, units.duration_us)),
+        ("FLOPs", _flops_per_run(calls, found)),
         ("latency", "? (not in this trace)"),
         ("machine", "? (not in this trace)"),
     ]
+
+
+def _per_run(whole: float, in_runs: float, found: TraceRuns, fmt: Callable[[float], str]) -> str:
+    """A total of the trace per run when its runs are known (``in_runs``: the total over the calls inside
+    them, over their number), else over the whole trace; saying which, as a layerperf trace's "per run"."""
+    if not found.per_run:
+        return f"{fmt(whole)} (the whole trace: {found.count or '?'} run{'' if found.count == 1 else 's'})"
+    assert found.count is not None
+    return f"{fmt(in_runs / found.count)} per run (mean of {found.count} runs); {fmt(whole)} over the whole trace"
+
+
+def _flops_per_run(calls: Calls, found: TraceRuns) -> str:
+    import numpy as np
+
+    known = np.isfinite(calls.flops)
+    if not known.any():
+        return "? (not in this trace)"
+    rows = np.concatenate(found.windows) if found.windows else np.arange(len(calls))
+    whole, in_runs = float(np.nansum(calls.flops)), float(np.nansum(calls.flops[rows]))
+    return (_per_run(whole, in_runs, found, lambda v: units.si(v, "FLOP"))
+            + f"; counted on the {int(known.sum())} of {len(calls)} op calls whose FLOPs are known")
 
 
 def _split(notes: Sequence[Note]) -> tuple[list[str], list[str]]:
@@ -177,8 +201,9 @@ def _colors(times: Sequence[charts.TypeTime]) -> dict[str, str]:
 def _runs(src: Source) -> int | None:
     if src.profile is not None:
         return len(src.profile.runs) or None
-    runs = src.calls.meta.get("runs")
-    return int(runs) if runs else None
+    from layerperf.trace_runs import find_runs
+
+    return find_runs(src.calls).count
 
 
 # -- the pages -------------------------------------------------------------------------------------

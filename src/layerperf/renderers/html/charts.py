@@ -86,10 +86,23 @@ def _attr(text: str) -> str:
     return esc(text)
 
 
+def _types(value: Any) -> list[str]:
+    return [t for t in str(value or "").split("/") if t]
+
+
+def family_label(row: Mapping[str, Any]) -> str:
+    """A diff row's op type, or its op family with the types A and B ran under it when they are others
+    (``Conv family (Conv, QLinearConv)``): B's QLinearConv is not shown as A's Conv."""
+    key = str(row.get("key"))
+    types = list(dict.fromkeys([*_types(row.get("op_type")), *_types(row.get("op_type_b"))]))
+    return key if types in ([], [key]) else f"{key} family ({', '.join(types)})"
+
+
 def paired_breakdown_svg(rows: Sequence[Mapping[str, Any]], colors: Mapping[str, str]) -> str:
-    """Diff: each op type's time in A and in B side by side (``analysis.diff(by="type")`` rows)."""
+    """Diff: each op type's (op family's) time in A and in B side by side (``analysis.diff(by="type")`` rows);
+    each side's bar names the op types it ran when they are not the family's own."""
     ranked = sorted(rows, key=lambda r: -max(r.get("time_a_us") or 0.0, r.get("time_b_us") or 0.0))[:BAR_ROWS]
-    left, right, row = 190, 200, 34
+    left, right, row = 260, 260, 34
     svg = Svg("breakdown", WIDTH, 40 + row * max(len(ranked), 1), "op type time, A and B")
     top = max((max(r.get("time_a_us") or 0.0, r.get("time_b_us") or 0.0) for r in ranked), default=0.0) or 1.0
     span = WIDTH - left - right
@@ -99,14 +112,17 @@ def paired_breakdown_svg(rows: Sequence[Mapping[str, Any]], colors: Mapping[str,
     svg.text(left + 66, 15, "B   (per run: the sum over the type's nodes of each node's time per call)")
     for i, r in enumerate(ranked):
         y = 26 + i * row
-        op = str(r.get("key"))
-        svg.text(left - 8, y + 18, clip(op, left - 12), 'text-anchor="end"')
+        op, label = str(r.get("key")), family_label(r)
+        svg.text(left - 8, y + 18, clip(label, left - 12), 'text-anchor="end"')
         for j, (side, fill) in enumerate((("a", "#4c78a8"), ("b", "#f58518"))):
             us = r.get(f"time_{side}_us") or 0.0
-            title = f"{op} in {side.upper()}: {units.duration_us(us)}"
+            ran = _types(r.get("op_type" if side == "a" else "op_type_b"))
+            own = "" if ran in ([], [op]) else f" ({', '.join(ran)})"
+            title = f"{label} in {side.upper()}{own}: {units.duration_us(us)}"
             svg.rect(left, y + 2 + j * 13, span * us / top, 11, fill, title,
                      f'class="bar" data-filter="{_attr(op)}"')
-            svg.text(left + span * us / top + 6, y + 12 + j * 13, units.duration_us(us), 'fill="#333" font-size="11"')
+            svg.text(left + span * us / top + 6, y + 12 + j * 13, f"{side.upper()}{own}: {units.duration_us(us)}",
+                     'fill="#333" font-size="11"')
     del colors
     return svg.render()
 

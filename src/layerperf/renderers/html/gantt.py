@@ -2,10 +2,10 @@
 
 One run, not all of them: a hundred runs of a few hundred layers would be tens of thousands of
 elements for the browser to lay out, and the runs look alike. A layerperf Profile says where its runs
-are (the run of median duration is drawn); in a foreign trace a run starts where the trace's first op
-occurs again (the window of median length is drawn), unless it never recurs, or the trace says it holds
-one run, or a number of runs those recurrences do not match: then the trace is drawn whole (its first
-calls, up to :data:`MAX_SPANS`).
+are (the run of median duration is drawn); a foreign trace's runs are its ProfilerStep events, or else
+the periods of its op sequence (:mod:`layerperf.trace_runs`; the run of median length is drawn); a
+trace of one run, or whose calls cannot be split into the runs it says it holds, is drawn whole (its
+first calls, up to :data:`MAX_SPANS`).
 """
 
 from __future__ import annotations
@@ -59,27 +59,33 @@ def one_run(calls: Calls, profile: Profile | None) -> Window | None:
         label = f"run {k + 1} of {len(profile.runs)} (the one of median duration, {units.duration_us(durs[k] / 1e3)})"
         run = profile.runs[k]
         return replace(_cut(calls, rows, label), start_ns=float(run.start_ns), end_ns=float(run.start_ns + run.dur_ns))
+    return _foreign_run(calls)
+
+
+def _foreign_run(calls: Calls) -> Window:
+    """A foreign trace's run of median length (:func:`layerperf.trace_runs.find_runs`), or the whole trace."""
+    from layerperf.trace_runs import find_runs
+
+    found = find_runs(calls)
     timed = np.flatnonzero(~np.isnan(calls.ts_ns))
-    timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
-    first = calls.name.codes[timed[0]]
-    starts = timed[calls.name.codes[timed] == first]
-    runs = calls.meta.get("runs")  # what the trace says: ONNX Runtime's model_run events, PyTorch's steps
-    if runs == 1:
-        return _cut(calls, timed, "the whole trace (it holds one run)")
-    if starts.size < 2:
-        return _cut(calls, timed, "the whole trace (no op recurs to mark where runs start)")
-    if runs and starts.size != runs:
-        return _cut(calls, timed, f"the whole trace (it holds {runs} runs, which the recurrences of its first op, "
-                                  f"{calls.name.values[first]}, do not mark)")
-    bounds = calls.ts_ns[starts]
-    ends = np.append(bounds[1:], np.inf)
-    # the last window has no next start to end it: the median is taken over the others
-    k = _median_index([float(bounds[i + 1] - bounds[i]) for i in range(len(bounds) - 1)])
-    ts = calls.ts_ns[timed]
-    rows = timed[(ts >= bounds[k]) & (ts < ends[k])]
-    label = (f"run {k + 1} of {len(bounds)} (a run starts where the trace's first op, "
-             f"{calls.name.values[first]}, occurs again; the run of median length)")
-    return _cut(calls, rows, label)
+    if len(found.windows) < 2:
+        whole = (found.windows[0] if found.windows else timed)
+        if found.count == 1 and whole.size == timed.size:
+            return _cut(calls, timed, "the whole trace (it holds one run)")
+        if found.count == 1:
+            return _cut(calls, whole, f"the one run ({found.how})")
+        return _cut(calls, timed, f"the whole trace ({found.count} runs: {found.how})")
+    if found.bounds_ns:
+        spans = list(found.bounds_ns)
+    else:  # a run lasts from its first call's start to its last call's end
+        ends = [calls.ts_ns[w] + np.nan_to_num(calls.incl_ns[w], nan=0.0) for w in found.windows]
+        spans = [(float(calls.ts_ns[w].min()), float(np.nanmax(e))) for w, e in zip(found.windows, ends, strict=True)]
+    k = _median_index([e - s for s, e in spans])
+    what = "step" if found.bounds_ns else "run"
+    label = (f"{what} {k + 1} of {found.count}, the one of median length "
+             f"({units.duration_us((spans[k][1] - spans[k][0]) / 1e3)}; runs: {found.how})")
+    window = _cut(calls, found.windows[k], label)
+    return replace(window, start_ns=spans[k][0], end_ns=spans[k][1]) if found.bounds_ns else window
 
 
 def _cut(calls: Calls, rows: np.ndarray, label: str) -> Window:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from layerperf import units
@@ -67,6 +68,30 @@ def _source(table: Calls) -> str:
     return f"{table.meta.get('source')} ({table.meta.get('format')})"
 
 
+def _key_headers(by: str, match: str) -> tuple[str, str]:
+    """What a row's key is (A's and B's headers): a node's name, an op type, or an op family."""
+    if by == "name":
+        return "name", "name in B"
+    what = "op family" if match == "normalized" else "op type"
+    return what, f"{what} in B"
+
+
+def _columns(rows: list[dict[str, Any]], by: str, match: str) -> tuple[list[Column], list[dict[str, Any]]]:
+    """The table's columns and its rows as people see them: a row found only in B shows its name and type
+    in B's columns, none under A's (the JSON keeps ``key`` = its name, the row's identity)."""
+    head_a, head_b = _key_headers(by, match)
+    columns = [replace(DIFF_COLUMNS[0], header=head_a), *DIFF_COLUMNS[1:]]
+    if not any(r["only_in"] == "B" or r["key_b"] not in (None, r["key"]) or r["op_type_b"] not in (None, r["op_type"])
+               for r in rows):
+        return columns, rows
+    columns[1:1] = [replace(DIFF_NAME_B, header=head_b), DIFF_MATCH]
+    columns.insert(4, DIFF_TYPE_B)
+    # no node on a side: blank there, not "?" (unknown)
+    shown = [{**r, "key": "", "op_type": ""} if r["only_in"] == "B" else
+             {**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]
+    return columns, shown
+
+
 def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match: str = "normalized",
               order_by: str = "delta", top: int = 0) -> View:
     """``a`` and ``b`` compared node by node (``by`` name) or op type by op type; rows ranked by
@@ -77,13 +102,7 @@ def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match:
     rows = analysis.order_diff(rows, order_by)
     if top:
         rows = rows[:top]
-    columns = list(DIFF_COLUMNS)
-    shown = rows
-    if any(r["key_b"] not in (None, r["key"]) or r["op_type_b"] not in (None, r["op_type"]) for r in rows):
-        columns[1:1] = [DIFF_NAME_B, DIFF_MATCH]
-        columns.insert(4, DIFF_TYPE_B)
-        # no node in B: blank, not "?" (unknown)
-        shown = [{**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]
+    columns, shown = _columns(rows, by, match)
     title = f"A = {_source(a)}, B = {_source(b)}: {time_label(by, how)}"
     section = Section(columns=columns, rows=rows, shown=shown, keys=analysis.DIFF_COLUMNS, title=title,
                       notes=notes(_notes(totals, by, match)))

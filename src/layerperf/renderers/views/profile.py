@@ -10,6 +10,7 @@ from layerperf import units
 from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import counter_columns, header, layer_columns
+from layerperf.summary import work_line
 
 if TYPE_CHECKING:
     from layerperf.calibration import Peaks
@@ -61,7 +62,7 @@ def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
 def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[Column]:
     from layerperf.figures import extra_columns
 
-    columns = layer_columns(summ["int_ops"] > 0)
+    columns = layer_columns((summ["int_ops"] or 0) > 0)
     if calibrated:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
     columns += counter_columns(extra_columns(prof))
@@ -201,9 +202,7 @@ def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
         f"{_backend_options(meta)}, {_threads(prof, summ)}, {summ['runs']} runs",
         *_inputs(summ),
         _latency(summ),
-        f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total "
-        f"{units.si(summ['flops'], 'FLOP')} + {units.si(summ['int_ops'])} int ops, "
-        f"{units.binary(summ['bytes'])} moved",
+        f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total {work_line(summ)}",
         "legend: rows ranked by self % = share of all measured layer time (calls x mean); cumulative = running "
         "self %; self time = median per call; computation in FLOPs, one multiply-add = 2 FLOPs (floating "
         "point; int ops count integer work likewise); ? = unknown, never 0",
