@@ -360,7 +360,10 @@ def _match_nodes(table: Calls, key_col: str = "name") -> list[Any]:
 
     outputs = table.meta.get("outputs") or {}
     keys, types = table.labels(key_col).tolist(), table.op_type.tolist()
-    return [Node(k, t, tuple(outputs.get(k, ()))) for k, t in zip(keys, types, strict=True)]
+    ins, outs = table.in_shapes.tolist(), table.out_shapes.tolist()
+    flops = [None if f != f else f for f in table.flops.tolist()]  # NaN: unknown
+    return [Node(k, t, tuple(outputs.get(k, ())), i, o, f)
+            for k, t, i, o, f in zip(keys, types, ins, outs, flops, strict=True)]
 
 
 def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float, time_b: float, *,
