@@ -37,6 +37,7 @@ fused away (an Add done inside a convolution).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -218,25 +219,63 @@ class _Pairer:
         return len(ia) == len(jb) and (all_renamed(self.a, ia) or all_renamed(self.b, jb))
 
 
-def _shape_set(shapes: str) -> set[tuple[str, ...]]:
-    """The known tensor shapes of a ``;``-list, each as its sorted dims (NCHW, NHWC and NCHWc's logical
-    shape compare equal); scalars left out (a quantized node's scales would match anything)."""
-    return {tuple(sorted(s.split("x"))) for s in shapes.split(";") if s and s not in ("scalar", "?", "*")}
+def _shape_list(shapes: str) -> list[tuple[str, ...]]:
+    """The known tensor shapes of a ``;``-list, their dims of 1 dropped (a batch of 1 flattened away
+    or not); scalars left out (a quantized node's scales would match anything)."""
+    out = []
+    for s in shapes.split(";"):
+        dims = tuple(d for d in s.split("x") if d != "1")
+        if s and s not in ("scalar", "?", "*") and dims:
+            out.append(dims)
+    return out
+
+
+def _padded(small: str, big: str) -> bool:
+    """``big`` is ``small`` rounded up to a block of 8 or 16 (ONNX Runtime's NCHWc pads channels so)."""
+    if not (small.isdigit() and big.isdigit()):
+        return False
+    n, m = int(small), int(big)
+    return m > n and m in (-(-n // 8) * 8, -(-n // 16) * 16)
+
+
+def _flattened(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same tensor with its leading dims flattened (ONNX Runtime runs a Linear's 3-d input as a 2-d
+    Gemm): the same last dim and element count."""
+    if a[-1] != b[-1] or not all(d.isdigit() for d in (*a, *b)):
+        return False
+    return math.prod(int(d) for d in a) == math.prod(int(d) for d in b)
+
+
+def _same_shape(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Equal in any layout (NCHW, NHWC, NCHWc with its channels padded), or flattened."""
+    if sorted(a) == sorted(b) or _flattened(a, b):
+        return True
+    if len(a) != len(b):
+        return False
+    rest = sorted(b)
+    for d in sorted(a):  # each dim equal to one of the other's, or one of them the other padded
+        hit = next((k for k, e in enumerate(rest) if e == d), None)
+        if hit is None:
+            hit = next((k for k, e in enumerate(rest) if _padded(d, e) or _padded(e, d)), None)
+        if hit is None:
+            return False
+        rest.pop(hit)
+    return True
 
 
 def shapes_agree(a: Node, b: Node) -> bool:
     """False when both nodes recorded input (or output) shapes and no input (output) shape of one is
-    one of the other's, in any layout: a shortcut conv of 1x256x56x56 is not the 1x128x28x28 conv
-    beside it. PyTorch modules record their arguments only, ONNX nodes their weights too: one shape
-    in common is enough."""
+    like one of the other's (:func:`_same_shape`): a shortcut conv of 1x256x56x56 is not the 1x128x28x28
+    conv beside it. PyTorch modules record their arguments only, ONNX nodes their weights too: one
+    shape in common is enough."""
     for ta, tb in ((a.in_shapes, b.in_shapes), (a.out_shapes, b.out_shapes)):
-        sa, sb = _shape_set(ta), _shape_set(tb)
-        if sa and sb and not sa & sb:
+        sa, sb = _shape_list(ta), _shape_list(tb)
+        if sa and sb and not any(_same_shape(x, y) for x in sa for y in sb):
             return False
     return True
 
 
-_FUSION = re.compile(r"(?:/\w*Fusion)*/?$")
+_FUSION = re.compile(r"(?:/+\w*Fusion)*/*$")
 
 
 def module_path(name: str) -> tuple[str, bool] | None:
