@@ -384,7 +384,9 @@ def _pair_modules(on: Sequence[Node], onnx: dict[int, str], tn: Sequence[Node],
     gb: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, path in onnx.items():
         family = _onnx_family(on[i].op_type)
-        if i not in used and (path, family) not in own:
+        # in a leaf of another family (a ReLU fused into the conv before it) or in no module (``relu_1``,
+        # the exporter's second call of ``relu``); a container's own ops (attention's matmuls) stay out
+        if i not in used and (path, family) not in own and path not in parents:
             ga[(family, path.rpartition(".")[0])].append(i)
     for j, (path, family) in torch.items():
         if j not in paired_t and path not in parents:  # a leaf
@@ -400,8 +402,12 @@ def _inside(onnx: dict[int, str], paired: list[tuple[int, int]], torch: dict[int
     """Unpaired ONNX nodes in the scope of a torch module they were not paired with."""
     scopes = {torch[j][0] for _, j in paired}
     done = {i for i, _ in paired}
-    return [i for i, path in onnx.items() if i not in done
-            and any(path == s or path.startswith(s + ".") for s in scopes)]
+
+    def within(path: str) -> bool:  # the path or one of its ancestors is a paired module
+        atoms = path.split(".")
+        return any(".".join(atoms[:k]) in scopes for k in range(len(atoms), 0, -1))
+
+    return [i for i, path in onnx.items() if i not in done and within(path)]
 
 
 def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -> Pairing:
