@@ -145,6 +145,8 @@ def test_module_path(name: str, expected: tuple[str, bool] | None) -> None:
     (("1x16x8x8;16x3x3x3", "1x16x8x8"), ("1x8x8x8", "1x16x8x8"), True),  # NCHWc pads 8 channels to 16
     (("8x32;32x32;32", "8x32"), ("1x8x32", "1x8x32"), True),  # a Linear's input flattened for a Gemm
     (("", ""), ("1x8x32", "1x8x32"), True),  # unknown: no objection
+    # Hugging Face's MobileNetV2 pads before its conv in PyTorch; the export folded the Pad into the Conv
+    (("1x3x224x224;32x3x3x3;32", "1x32x112x112"), ("1x3x225x225", "1x32x112x112"), True),
     # a stage's shortcut conv against the conv before it: same output, inputs of other shapes
     (("1x256x56x56;512x256x1x1;512", "1x512x28x28"), ("1x128x28x28", "1x512x28x28"), False),
     (("1x64x56x56", "1x64x56x56"), ("1x64x56x56", "1x256x56x56"), False),

@@ -246,9 +246,18 @@ def _flattened(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return math.prod(int(d) for d in a) == math.prod(int(d) for d in b)
 
 
+def _spatially_padded(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same channels, the other dims a few apart: a PyTorch model that pads explicitly before a
+    conv (``F.pad``, Hugging Face's TensorFlow-style padding) against the export that folded the Pad
+    into the Conv's pads."""
+    if len(a) != len(b) or len(a) < 2 or a[0] != b[0] or not all(d.isdigit() for d in (*a, *b)):
+        return False
+    return all(abs(int(x) - int(y)) <= 8 for x, y in zip(a[1:], b[1:], strict=True))
+
+
 def _same_shape(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Equal in any layout (NCHW, NHWC, NCHWc with its channels padded), or flattened."""
-    if sorted(a) == sorted(b) or _flattened(a, b):
+    """Equal in any layout (NCHW, NHWC, NCHWc with its channels padded), flattened, or padded spatially."""
+    if sorted(a) == sorted(b) or _flattened(a, b) or _spatially_padded(a, b):
         return True
     if len(a) != len(b):
         return False
