@@ -171,8 +171,9 @@ def _profiles(tmp: Path, model: Any, x: Any, levels: tuple[str, ...]) -> dict[st
     onnx_path = tmp / "model.onnx"
     torch.onnx.export(Wrapper(model), (x,), str(onnx_path), dynamo=False, opset_version=17,
                       input_names=["x"], output_names=["out"])
-    out = {"torch": tmp / "torch"}
+    out = {"torch": tmp / "torch", "torch2": tmp / "torch2"}
     layerperf.profile((model, x), backend="torch", threads=1, **RUNS).save(out["torch"])  # type: ignore[arg-type]
+    layerperf.profile((model, x), backend="torch", threads=1, level=2, **RUNS).save(out["torch2"])  # type: ignore[arg-type]
     for level in levels:
         out[level] = tmp / level
         layerperf.profile(onnx_path, opt_level=level, threads=1, latency=False, **RUNS).save(out[level])
@@ -215,10 +216,11 @@ def _aligned(onnx_name: str) -> str:
 
 
 # -- tests -------------------------------------------------------------------------------------------
-def test_residual_block_convs_pair_by_scope_with_agreeing_shapes(residual: dict[str, Path],
+@pytest.mark.parametrize("torch_side", ["torch", "torch2"])
+def test_residual_block_convs_pair_by_scope_with_agreeing_shapes(residual: dict[str, Path], torch_side: str,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    doc = _diff(capsys, residual["all"], residual["torch"])
-    ort, mods = _layers(residual["all"]), _layers(residual["torch"])
+    doc = _diff(capsys, residual["all"], residual[torch_side])
+    ort, mods = _layers(residual["all"]), _layers(residual[torch_side])
     convs = [name for name, la in mods.items() if la.op_type == "Conv2d"]
     pairs = {r["key_b"]: r for r in doc["rows"] if r["match"]}
     assert sorted(k for k in pairs if mods[k].op_type == "Conv2d") == sorted(convs)  # every conv paired
@@ -257,3 +259,18 @@ def test_attention_linears_pair_with_the_matmul_in_their_scope(bert: dict[str, P
         capsys.readouterr()
         assert main(["diff", str(bert[level]), str(bert["torch"])]) == 0
         assert f"{len(inside)} only in A ran inside a module paired by scope" in capsys.readouterr().out
+
+
+def test_level_2_aten_ops_pair_with_the_nodes_of_their_module(bert: dict[str, Path],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # level 2 adds a module's aten ops (``encoder.layer.0.attention.self/aten::matmul``): the attention's
+    # own matmuls, inside no Linear, now have a partner in the same scope
+    doc = _diff(capsys, bert["disable"], bert["torch2"])
+    pairs = {r["key"]: r["key_b"] for r in doc["rows"] if r["match"]}
+    for i in (0, 1):
+        own = [(a, b) for a, b in pairs.items() if a.startswith(f"/model/encoder/layer.{i}/attention/self/MatMul")]
+        assert sorted(b for _, b in own) == [f"encoder.layer.{i}.attention.self/aten::matmul",
+                                             f"encoder.layer.{i}.attention.self/aten::matmul#1"], own
+    for a, b in pairs.items():  # every pair in one module's scope
+        where = module_path(b)
+        assert where is not None and _aligned(a) == where[0], (a, b)

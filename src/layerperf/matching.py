@@ -397,9 +397,14 @@ def _pair_modules(on: Sequence[Node], onnx: dict[int, str], tn: Sequence[Node],
         # the exporter's second call of ``relu``); a container's own ops (attention's matmuls) stay out
         if i not in used and (path, family) not in own and path not in parents:
             ga[(family, path.rpartition(".")[0])].append(i)
+    taken = {torch[j][0] for j in paired_t}
+    leaf: dict[tuple[str, str], int] = {}  # one row per module: level 2 has the module's and its aten ops'
     for j, (path, family) in torch.items():
-        if j not in paired_t and path not in parents:  # a leaf
-            gb[(family, path.rpartition(".")[0])].append(j)
+        if path not in parents and path not in taken and (
+                (path, family) not in leaf or tn[leaf[(path, family)]].op_type.startswith("aten::")):
+            leaf[(path, family)] = j
+    for (path, family), j in sorted(leaf.items(), key=lambda item: item[1]):
+        gb[(family, path.rpartition(".")[0])].append(j)
     for key, ia in ga.items():
         jb = gb.get(key, [])
         if len(ia) == len(jb):
