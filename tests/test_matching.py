@@ -197,3 +197,12 @@ def test_order_never_pairs_shapes_that_disagree() -> None:
     b_same = [b[1], b[0]]
     assert _names(pair_nodes(a, b_same).pairs, a, b_same) == {(a[0].name, "short", "order"),
                                                               (a[1].name, "last", "order")}
+
+
+def test_no_scope_pairs_without_a_common_module_path() -> None:
+    # a foreign PyTorch trace names ops, not modules; another model shares no module path with A
+    a = [Node("/relu/Relu_output_0_nchwc", "Conv", (), "1x3x32x32", "1x16x32x32")]
+    for b in ([Node("aten::conv2d", "aten::conv2d")],
+              [Node("backbone.stem.conv", "Conv2d", (), "1x3x32x32", "1x16x32x32")]):
+        assert pair_nodes(a, b).counts()["scope"] == 0
+    assert module_path("aten::conv2d") is None

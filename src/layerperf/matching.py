@@ -198,7 +198,10 @@ class _Pairer:
                                                           (True, (rb, self.b, left_b), (ra, self.a, left_a))):
             if not ro.onnx or not rt.mods:
                 continue
-            da, db = _align(set(ro.onnx.values()), set(rt.all_mods))
+            aligned = _align(set(ro.onnx.values()), set(rt.all_mods))
+            if aligned is None:
+                continue
+            da, db = aligned
             onnx = {i: _drop(path, da) for i, path in ro.onnx.items() if i in left_o}
             mods = {j: (_drop(path, db), family) for j, (path, family) in rt.mods.items() if j in left_t}
             found = _pair_modules(on, onnx, tn, mods, {_drop(path, db) for path in rt.all_mods})
@@ -309,8 +312,8 @@ def module_path(name: str) -> tuple[str, bool] | None:
         return (".".join(atoms), True) if atoms else None
     head, slash, op = name.rpartition("/")
     if slash:
-        return (head, False) if op.startswith("aten::") and head else None
-    return (name, False) if name else None
+        return (head, False) if op.startswith("aten::") and head and "::" not in head else None
+    return (name, False) if name and "::" not in name else None  # aten::conv2d names an op, not a module
 
 
 def _torch_family(op_type: str) -> str | None:
@@ -326,15 +329,16 @@ def _drop(path: str, atoms: int) -> str:
     return ".".join(path.split(".")[atoms:])
 
 
-def _align(onnx_paths: set[str], torch_paths: set[str]) -> tuple[int, int]:
+def _align(onnx_paths: set[str], torch_paths: set[str]) -> tuple[int, int] | None:
     """How many leading atoms to drop from ONNX paths and from torch paths so that most coincide: the
-    exporter's wrapper module (``model.``), or a wrapper the torch side was profiled through."""
+    exporter's wrapper module (``model.``), or a wrapper the torch side was profiled through. None
+    when no path coincides: two unrelated models (or no module paths) pair nothing by scope."""
     best = (0, 0, 0)
     for da, db in ((0, 0), (1, 0), (2, 0), (0, 1), (0, 2)):
         hits = len({_drop(q, da) for q in onnx_paths} & {_drop(t, db) for t in torch_paths} - {""})
         if hits > best[0]:
             best = (hits, da, db)
-    return best[1], best[2]
+    return (best[1], best[2]) if best[0] else None
 
 
 @dataclass(frozen=True, slots=True)
