@@ -286,7 +286,8 @@ def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
     Nodes are paired by name; with ``match="normalized"`` (the default) also across the renamings of
     graph optimizations and quantization (:mod:`layerperf.matching`), and a row says which rule paired
     it (``match``) and the node's name in B (``key_b``). A node found in one trace only is flagged
-    ``only_in`` and counts as 0 on the other side.
+    ``only_in`` and counts as 0 on the other side; ``in_paired_scope_a``/``_b`` count those of them
+    that ran inside a module paired across runtimes (a Linear's bias Add beside its paired MatMul).
     """
     from layerperf import matching
 
@@ -316,7 +317,8 @@ def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
     totals = _diff_row("total", "", int(ta.calls.sum()), int(tb.calls.sum()), total_a, total_b)
     totals.update(only_in_a=sum(r["only_in"] == "A" for r in out), only_in_b=sum(r["only_in"] == "B" for r in out),
                   matched=len(pairing.pairs), matched_by=pairing.counts(), nodes_a=len(ta), nodes_b=len(tb),
-                  match=match if by == "name" else "exact")
+                  match=match if by == "name" else "exact",
+                  in_paired_scope_a=len(pairing.inside_a), in_paired_scope_b=len(pairing.inside_b))
     return out, totals
 
 
@@ -360,7 +362,10 @@ def _match_nodes(table: Calls, key_col: str = "name") -> list[Any]:
 
     outputs = table.meta.get("outputs") or {}
     keys, types = table.labels(key_col).tolist(), table.op_type.tolist()
-    return [Node(k, t, tuple(outputs.get(k, ()))) for k, t in zip(keys, types, strict=True)]
+    ins, outs = table.in_shapes.tolist(), table.out_shapes.tolist()
+    flops = [None if f != f else f for f in table.flops.tolist()]  # NaN: unknown
+    return [Node(k, t, tuple(outputs.get(k, ())), i, o, f)
+            for k, t, i, o, f in zip(keys, types, ins, outs, flops, strict=True)]
 
 
 def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float, time_b: float, *,

@@ -17,8 +17,19 @@ Rules, each applied to the nodes the earlier ones left unpaired (in execution or
 4. ``scope``: the same module scope (a ``/``-path name without its last two parts — module and op —
    or a dotted name without its last part) and the same op family. This is how a fused Conv+Relu
    named after its Relu finds the quantized Conv named after the Conv.
+   Across runtimes (an ONNX node named ``/model/encoder/layer.0/attention/self/query/MatMul`` by
+   PyTorch's exporter against the torch backend's module ``encoder.layer.0.attention.self.query``),
+   ``scope`` pairs a node with the module whose dotted path is the node's module path (see
+   :func:`module_path`; a leading wrapper such as ``model`` aligned away), one to one, op families
+   compatible (Conv2d <-> Conv, Linear <-> MatMul/Gemm...), the node doing the most work (FLOPs) when
+   several fall in one module (a Linear's MatMul, not its bias Add). A node the runtime named after a
+   fused neighbour (a Conv named ``.../layer.0/activation/Relu_output_0_nchwc``) pairs with the
+   unpaired modules of its family beside it (same parent), in execution order, as many on each side.
 5. ``order``: an op family with as many nodes left on each side, all of one side renamed (their names
    carry a suffix above: a node named after a graph output, say ``out_nchwc``): paired in execution order.
+
+``scope`` and ``order`` never pair two nodes whose recorded shapes disagree (:func:`shapes_agree`):
+left unpaired is better than paired wrongly.
 
 What no rule pairs is reported as only in one trace: quantize/dequantize and layout nodes, and nodes
 fused away (an Add done inside a convolution).
@@ -26,6 +37,7 @@ fused away (an Add done inside a convolution).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -40,11 +52,16 @@ _FAMILY = re.compile(r"^(?:QLinear|Fused|Nhwc|DynamicQuantize|Q(?=Gemm))*(.*?)(?
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """What pairing looks at: a node's name, op type and output tensor names (when the trace has them)."""
+    """What pairing looks at: a node's name, op type and output tensor names (when the trace has them);
+    its input and output shapes as traces write them (``1x64x56x56;64x64x1x1``; empty: unknown) and
+    its FLOPs per call (None: unknown)."""
 
     name: str
     op_type: str = ""
     outputs: tuple[str, ...] = ()
+    in_shapes: str = ""
+    out_shapes: str = ""
+    flops: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +71,10 @@ class Pairing:
     pairs: tuple[tuple[int, int, str], ...]
     only_a: tuple[int, ...]
     only_b: tuple[int, ...]
+    # unpaired ONNX nodes inside the scope of a module paired across runtimes (a Linear's bias Add):
+    # their work is in that module's time on the other side
+    inside_a: tuple[int, ...] = ()
+    inside_b: tuple[int, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Pairs per rule, every rule listed."""
@@ -77,6 +98,19 @@ _TORCH_MODULES = {"Conv1d": "Conv", "Conv2d": "Conv", "Conv3d": "Conv", "Linear"
                   "BatchNorm1d": "BatchNormalization", "BatchNorm2d": "BatchNormalization", "MaxPool2d": "MaxPool",
                   "AdaptiveAvgPool2d": "GlobalAveragePool", "LayerNorm": "LayerNormalization", "GELU": "Gelu",
                   "Embedding": "Gather", "Softmax": "Softmax", "Flatten": "Flatten"}
+# more PyTorch modules (Hugging Face's GPT-2 Conv1D is a Linear) and the aten ops of level 2 rows
+# (``features.0/aten::conv2d``), for pairing across runtimes only (``--by type`` keeps their own names)
+_TORCH_MORE = {"Conv1D": "MatMul", "GELUActivation": "Gelu", "NewGELUActivation": "Gelu", "Tanh": "Tanh",
+               "Sigmoid": "Sigmoid", "AvgPool2d": "AveragePool", "AdaptiveAvgPool1d": "GlobalAveragePool",
+               "Hardswish": "HardSwish", "ConvTranspose2d": "ConvTranspose",
+               "aten::conv1d": "Conv", "aten::conv2d": "Conv", "aten::conv3d": "Conv", "aten::linear": "MatMul",
+               "aten::addmm": "MatMul", "aten::mm": "MatMul", "aten::matmul": "MatMul", "aten::bmm": "MatMul",
+               "aten::batch_norm": "BatchNormalization", "aten::max_pool2d": "MaxPool", "aten::relu": "Relu",
+               "aten::relu_": "Relu", "aten::layer_norm": "LayerNormalization", "aten::gelu": "Gelu",
+               "aten::softmax": "Softmax", "aten::embedding": "Gather", "aten::add": "Add", "aten::mul": "Mul",
+               "aten::adaptive_avg_pool2d": "GlobalAveragePool", "aten::tanh": "Tanh"}
+# ONNX Runtime's fused ops that do a PyTorch module's work (a LayerNorm with the residual Add before it)
+_ORT_ALIASES = {"SkipLayerNormalization": "LayerNormalization", "BiasGelu": "Gelu", "FastGelu": "Gelu"}
 
 
 def op_family(op_type: str) -> str:
@@ -131,8 +165,13 @@ class _Pairer:
         self.left_a = list(range(len(a)))
         self.left_b = list(range(len(b)))
         self.pairs: list[tuple[int, int, str]] = []
+        self.inside_a: list[int] = []
+        self.inside_b: list[int] = []
 
-    def apply(self, rule: str, key: Key, *, unique: bool = False, renamed: bool = False) -> None:
+    def apply(self, rule: str, key: Key, *, unique: bool = False, renamed: bool = False,
+              shaped: bool = False) -> None:
+        """Pair the nodes left that share a key, in execution order; with ``shaped``, a pair whose
+        shapes disagree is left unpaired."""
         ga, gb = _groups(self.a, self.left_a, key), _groups(self.b, self.left_b, key)
         used_a: set[int] = set()
         used_b: set[int] = set()
@@ -143,11 +182,37 @@ class _Pairer:
             free_a = [i for i in ia if i not in used_a]
             free_b = [j for j in jb if j not in used_b]
             for i, j in zip(free_a, free_b, strict=False):
+                if shaped and not shapes_agree(self.a[i], self.b[j]):
+                    continue
                 used_a.add(i)
                 used_b.add(j)
                 self.pairs.append((i, j, rule))
         self.left_a = [i for i in self.left_a if i not in used_a]
         self.left_b = [j for j in self.left_b if j not in used_b]
+
+    def cross_scope(self) -> None:
+        """Rule ``scope`` across runtimes: ONNX nodes on one side, torch modules on the other."""
+        ra, rb = _Roles.of(self.a), _Roles.of(self.b)
+        left_a, left_b = set(self.left_a), set(self.left_b)
+        for flip, (ro, on, left_o), (rt, tn, left_t) in ((False, (ra, self.a, left_a), (rb, self.b, left_b)),
+                                                          (True, (rb, self.b, left_b), (ra, self.a, left_a))):
+            if not ro.onnx or not rt.mods:
+                continue
+            aligned = _align(set(ro.onnx.values()), set(rt.all_mods))
+            if aligned is None:
+                continue
+            da, db = aligned
+            onnx = {i: _drop(path, da) for i, path in ro.onnx.items() if i in left_o}
+            mods = {j: (_drop(path, db), family) for j, (path, family) in rt.mods.items() if j in left_t}
+            found = _pair_modules(on, onnx, tn, mods, {_drop(path, db) for path in rt.all_mods})
+            for i, j in found:
+                self.pairs.append((j, i, "scope") if flip else (i, j, "scope"))
+                left_o.discard(i)
+                left_t.discard(j)
+            inside = _inside(onnx, found, mods)
+            (self.inside_b if flip else self.inside_a).extend(inside)
+        self.left_a = [i for i in self.left_a if i in left_a]
+        self.left_b = [j for j in self.left_b if j in left_b]
 
     def _renamed(self, ia: list[int], jb: list[int]) -> bool:
         """As many on each side, and every node of one side renamed by a transformation."""
@@ -155,6 +220,212 @@ class _Pairer:
             return all(normalize_name(nodes[i].name) != nodes[i].name for i in idx)
 
         return len(ia) == len(jb) and (all_renamed(self.a, ia) or all_renamed(self.b, jb))
+
+
+def _shape_list(shapes: str) -> list[tuple[str, ...]]:
+    """The known tensor shapes of a ``;``-list, their dims of 1 dropped (a batch of 1 flattened away
+    or not); scalars left out (a quantized node's scales would match anything)."""
+    out = []
+    for s in shapes.split(";"):
+        dims = tuple(d for d in s.split("x") if d != "1")
+        if s and s not in ("scalar", "?", "*") and dims:
+            out.append(dims)
+    return out
+
+
+def _padded(small: str, big: str) -> bool:
+    """``big`` is ``small`` rounded up to a block of 8 or 16 (ONNX Runtime's NCHWc pads channels so)."""
+    if not (small.isdigit() and big.isdigit()):
+        return False
+    n, m = int(small), int(big)
+    return m > n and m in (-(-n // 8) * 8, -(-n // 16) * 16)
+
+
+def _flattened(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same tensor with its leading dims flattened (ONNX Runtime runs a Linear's 3-d input as a 2-d
+    Gemm): the same last dim and element count."""
+    if a[-1] != b[-1] or not all(d.isdigit() for d in (*a, *b)):
+        return False
+    return math.prod(int(d) for d in a) == math.prod(int(d) for d in b)
+
+
+def _spatially_padded(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same channels, the other dims a few apart: a PyTorch model that pads explicitly before a
+    conv (``F.pad``, Hugging Face's TensorFlow-style padding) against the export that folded the Pad
+    into the Conv's pads."""
+    if len(a) != len(b) or len(a) < 2 or a[0] != b[0] or not all(d.isdigit() for d in (*a, *b)):
+        return False
+    return all(abs(int(x) - int(y)) <= 8 for x, y in zip(a[1:], b[1:], strict=True))
+
+
+def _same_shape(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Equal in any layout (NCHW, NHWC, NCHWc with its channels padded), flattened, or padded spatially."""
+    if sorted(a) == sorted(b) or _flattened(a, b) or _spatially_padded(a, b):
+        return True
+    if len(a) != len(b):
+        return False
+    rest = sorted(b)
+    for d in sorted(a):  # each dim equal to one of the other's, or one of them the other padded
+        hit = next((k for k, e in enumerate(rest) if e == d), None)
+        if hit is None:
+            hit = next((k for k, e in enumerate(rest) if _padded(d, e) or _padded(e, d)), None)
+        if hit is None:
+            return False
+        rest.pop(hit)
+    return True
+
+
+def shapes_agree(a: Node, b: Node) -> bool:
+    """False when both nodes recorded input (or output) shapes and no input (output) shape of one is
+    like one of the other's (:func:`_same_shape`): a shortcut conv of 1x256x56x56 is not the 1x128x28x28
+    conv beside it. PyTorch modules record their arguments only, ONNX nodes their weights too: one
+    shape in common is enough."""
+    for ta, tb in ((a.in_shapes, b.in_shapes), (a.out_shapes, b.out_shapes)):
+        sa, sb = _shape_list(ta), _shape_list(tb)
+        if sa and sb and not any(_same_shape(x, y) for x in sa for y in sb):
+            return False
+    return True
+
+
+_FUSION = re.compile(r"(?:/+\w*Fusion)*/*$")
+
+
+def module_path(name: str) -> tuple[str, bool] | None:
+    """The dotted module path a node ran in, and whether the name is an ONNX node's.
+
+    An ONNX node from PyTorch's exporter is named ``/`` + its modules + ``/`` + op, each module
+    named from its last non-numeric part on (``/model/encoder/stages.0/layers.0/layer/layer.0/
+    convolution/Conv``: ``layer.0`` is child 0 of the Sequential ``layer``), ONNX Runtime's renamings
+    appended (``_output_0_nchwc``, ``/MatMulScaleFusion/``): ``model.encoder.stages.0.layers.0.
+    layer.0.convolution``. A torch backend row is its module's dotted path (level 2:
+    ``path/aten::op``). None where the name says no module.
+    """
+    if name.startswith("/"):
+        parts = normalize_name(_FUSION.sub("", name)).split("/")[1:-1]
+        atoms: list[str] = []
+        for part in parts:
+            new = part.split(".")
+            k = len(new) - 1  # an indexed child ('layer.0') of the container it was called through ('layer')
+            while k > 0 and not (all(x.isdigit() for x in new[k:]) and atoms[-k:] == new[:k]):
+                k -= 1
+            atoms += new[k:]
+        return (".".join(atoms), True) if atoms else None
+    head, slash, op = name.rpartition("/")
+    if slash:
+        return (head, False) if op.startswith("aten::") and head and "::" not in head else None
+    return (name, False) if name and "::" not in name else None  # aten::conv2d names an op, not a module
+
+
+def _torch_family(op_type: str) -> str | None:
+    return _TORCH_MODULES.get(op_type) or _TORCH_MORE.get(op_type)
+
+
+def _onnx_family(op_type: str) -> str:
+    family = op_family(op_type)
+    return _ORT_ALIASES.get(family, family)
+
+
+def _drop(path: str, atoms: int) -> str:
+    return ".".join(path.split(".")[atoms:])
+
+
+def _align(onnx_paths: set[str], torch_paths: set[str]) -> tuple[int, int] | None:
+    """How many leading atoms to drop from ONNX paths and from torch paths so that most coincide: the
+    exporter's wrapper module (``model.``), or a wrapper the torch side was profiled through. None
+    when no path coincides: two unrelated models (or no module paths) pair nothing by scope."""
+    best = (0, 0, 0)
+    for da, db in ((0, 0), (1, 0), (2, 0), (0, 1), (0, 2)):
+        hits = len({_drop(q, da) for q in onnx_paths} & {_drop(t, db) for t in torch_paths} - {""})
+        if hits > best[0]:
+            best = (hits, da, db)
+    return (best[1], best[2]) if best[0] else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Roles:
+    """One side's nodes by role: ONNX nodes (index -> module path), torch rows with an op family
+    (index -> module path, family), and every torch module path (containers too)."""
+
+    onnx: dict[int, str]
+    mods: dict[int, tuple[str, str]]
+    all_mods: frozenset[str]
+
+    @staticmethod
+    def of(nodes: Sequence[Node]) -> _Roles:
+        onnx: dict[int, str] = {}
+        mods: dict[int, tuple[str, str]] = {}
+        all_mods: set[str] = set()
+        for i, node in enumerate(nodes):
+            where = module_path(node.name)
+            family = _torch_family(node.op_type)
+            if where is None:
+                continue
+            if where[1]:
+                onnx[i] = where[0]
+            else:
+                all_mods.add(where[0])
+                if family:
+                    mods[i] = (where[0], family)
+        return _Roles(onnx, mods, frozenset(all_mods))
+
+
+def _by_flops(node: Node) -> float:
+    return -1.0 if node.flops is None or node.flops != node.flops else node.flops
+
+
+def _pair_modules(on: Sequence[Node], onnx: dict[int, str], tn: Sequence[Node],
+                  torch: dict[int, tuple[str, str]], all_torch: Iterable[str]) -> list[tuple[int, int]]:
+    """ONNX nodes (``on``, aligned paths ``onnx``) with torch rows (``tn``, ``torch``): first each
+    torch row with the node of its family doing the most work in its own scope, then nodes named after
+    a fused neighbour with the leaf modules of their family under the same parent, in order."""
+    out: list[tuple[int, int]] = []
+    in_scope: dict[str, list[int]] = defaultdict(list)
+    for i, path in onnx.items():
+        in_scope[path].append(i)
+    used: set[int] = set()
+    for j, (path, family) in torch.items():
+        cands = [i for i in in_scope.get(path, ()) if i not in used and _onnx_family(on[i].op_type) == family
+                 and shapes_agree(on[i], tn[j])]
+        if cands:
+            best = max(cands, key=lambda i: _by_flops(on[i]))  # max keeps the first of equals
+            used.add(best)
+            out.append((best, j))
+    paired_t = {j for _, j in out}
+    own = {(path, family) for path, family in torch.values()}
+    parents = {path.rpartition(".")[0] for path in all_torch}
+    ga: dict[tuple[str, str], list[int]] = defaultdict(list)
+    gb: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, path in onnx.items():
+        family = _onnx_family(on[i].op_type)
+        # in a leaf of another family (a ReLU fused into the conv before it) or in no module (``relu_1``,
+        # the exporter's second call of ``relu``); a container's own ops (attention's matmuls) stay out
+        if i not in used and (path, family) not in own and path not in parents:
+            ga[(family, path.rpartition(".")[0])].append(i)
+    taken = {torch[j][0] for j in paired_t}
+    leaf: dict[tuple[str, str], int] = {}  # one row per module: level 2 has the module's and its aten ops'
+    for j, (path, family) in torch.items():
+        if path not in parents and path not in taken and (
+                (path, family) not in leaf or tn[leaf[(path, family)]].op_type.startswith("aten::")):
+            leaf[(path, family)] = j
+    for (path, family), j in sorted(leaf.items(), key=lambda item: item[1]):
+        gb[(family, path.rpartition(".")[0])].append(j)
+    for key, ia in ga.items():
+        jb = gb.get(key, [])
+        if len(ia) == len(jb):
+            out += [(i, j) for i, j in zip(ia, jb, strict=True) if shapes_agree(on[i], tn[j])]
+    return out
+
+
+def _inside(onnx: dict[int, str], paired: list[tuple[int, int]], torch: dict[int, tuple[str, str]]) -> list[int]:
+    """Unpaired ONNX nodes in the scope of a torch module they were not paired with."""
+    scopes = {torch[j][0] for _, j in paired}
+    done = {i for i, _ in paired}
+
+    def within(path: str) -> bool:  # the path or one of its ancestors is a paired module
+        atoms = path.split(".")
+        return any(".".join(atoms[:k]) in scopes for k in range(len(atoms), 0, -1))
+
+    return [i for i, path in onnx.items() if i not in done and within(path)]
 
 
 def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -> Pairing:
@@ -169,7 +440,10 @@ def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -
     if mode == "normalized":
         p.apply("name", _name_key)
         p.apply("output", _output_key, unique=True)
-        p.apply("scope", _scope_key)
-        p.apply("order", lambda n: (op_family(n.op_type),), renamed=True)
+        p.apply("scope", _scope_key, shaped=True)
+        p.cross_scope()
+        p.apply("order", lambda n: (op_family(n.op_type),), renamed=True, shaped=True)
     pairs = tuple(sorted(p.pairs))
-    return Pairing(pairs, tuple(p.left_a), tuple(p.left_b))
+    left_a, left_b = set(p.left_a), set(p.left_b)
+    return Pairing(pairs, tuple(p.left_a), tuple(p.left_b), tuple(sorted(set(p.inside_a) & left_a)),
+                   tuple(sorted(set(p.inside_b) & left_b)))

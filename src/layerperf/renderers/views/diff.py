@@ -61,6 +61,11 @@ def _notes(totals: Mapping[str, Any], by: str, match: str) -> list[str]:
              "delta = B - A, speedup = A / B (> 1: B is faster)"]
     if by == "name" or match == "normalized":
         lines.insert(1, _matched_line(totals, "nodes" if by == "name" else "op families"))
+    inside = [f"{totals.get(f'in_paired_scope_{side}') or 0} only in {side.upper()}" for side in "ab"
+              if totals.get(f"in_paired_scope_{side}")]
+    if inside:
+        lines.append(f"{' and '.join(inside)} ran inside a module paired by scope (a Linear's bias Add beside "
+                     "its MatMul): the other side's time for that module includes their work")
     return lines
 
 
