@@ -19,8 +19,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 # the exports here use the TorchScript exporter on purpose (node names follow the module paths)
-pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export:DeprecationWarning",
-                                        "ignore:The feature will be removed:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:You are using the legacy TorchScript-based ONNX export:DeprecationWarning",
+    "ignore:The feature will be removed:DeprecationWarning")
 
 import layerperf  # noqa: E402
 from layerperf.cli import main  # noqa: E402
