@@ -234,8 +234,60 @@ def test_counters_at_module_boundaries() -> None:
     idx = _by_name(prof)
     conv, block = prof.layers[idx["layer1.0.conv1"]], prof.layers[idx["layer1.0"]]
     assert len(conv.counters["task-clock"]) == 2 and np.median(conv.counters["task-clock"]) > 0
-    # a module's count covers its children's boundaries too: the block holds its conv's
-    assert np.median(block.counters["task-clock"]) > np.median(conv.counters["task-clock"])
+    # the block's inclusive count holds its conv's; its own (self) count is its add and relu only
+    assert prof.counters.inclusive is not None
+    inclusive = prof.counters.inclusive["task-clock"]
+    assert inclusive[idx["layer1.0"]] > np.median(conv.counters["task-clock"]) > np.median(block.counters["task-clock"])
+    assert inclusive[idx["layer1.0.conv1"]] == np.median(conv.counters["task-clock"])  # a leaf: both the same
+
+
+class _Parent(torch.nn.Module):
+    """Own work (four matmuls) around two children."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)
+        self.w = torch.randn(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(4):
+            x = x @ self.w
+        return self.b(self.a(x))
+
+
+class _Top(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.p, self.head = _Parent(), torch.nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.p(x))
+
+
+def test_counters_of_nested_modules_are_self_counts() -> None:
+    torch.manual_seed(0)
+    prof = layerperf.profile((_Top().eval(), torch.randn(256, 256)), backend="torch", threads=1, warmup=1,
+                             runs=5, events=["task-clock"], passes=5)
+    idx = _by_name(prof)
+    p, a, b, head = (idx[n] for n in ("p", "p.a", "p.b", "head"))
+    assert prof.layers[a].parent == "p" and prof.layers[head].parent is None
+    clock = {i: float(np.median(layer.counters["task-clock"])) for i, layer in enumerate(prof.layers)}
+    assert prof.counters is not None and prof.counters.inclusive is not None
+    inclusive = prof.counters.inclusive["task-clock"]
+    # the parent's self count is its own four matmuls, as its self time is: twice a child's, not six times
+    self_us = {row["name"]: row["median_us"] for row in prof.table()}
+    assert clock[p] / 1e3 == pytest.approx(self_us["p"], rel=0.5)
+    assert 1.3 * clock[a] < clock[p] < 3 * (clock[a] + clock[b])
+    # per pass, the parent's inclusive count is its self count plus its children's
+    per_pass = [np.asarray(prof.layers[i].counters["task-clock"]) for i in (p, a, b)]
+    whole = per_pass[0] + per_pass[1] + per_pass[2]
+    assert inclusive[p] == pytest.approx(float(np.median(whole)), rel=0.05)
+    # a column sums to the top-level modules' inclusive counts (their children's once, not twice: that
+    # would be 2/7 more here); medians of different passes, so within the host's noise
+    column = np.median(np.sum([layer.counters["task-clock"] for layer in prof.layers], axis=0))
+    assert column == pytest.approx(inclusive[p] + inclusive[head], rel=0.12)
+    # the counting runs' times are self times too, as the table's (the inclusive one is 7/4 of it)
+    assert prof.counters.stepwise_median_ns[p] / 1e3 == pytest.approx(self_us["p"], rel=0.4)
 
 
 def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixture[str]) -> None:
