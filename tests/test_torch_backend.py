@@ -197,6 +197,67 @@ def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert err.count("\n") == 1 and "model file not found" in err
 
 
+def test_py_factory_picks_the_torch_backend(factories: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["profile", f"{factories}:with_inputs", "--runs", "1", "--warmup", "0", "--out", str(out)]) == 0
+    assert layerperf.load(out).metadata["backend"] == "torch"
+    capsys.readouterr()
+    other = tmp_path / "other"
+    assert main(["profile", f"{factories}:with_inputs", "--backend", "onnxruntime", "--out", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ".py factories run on --backend torch, not --backend onnxruntime" in err, err
+    assert not other.exists()
+
+
+class _Ids(torch.nn.Module):
+    """Integer work (positions from a mask: cumsum has no FLOP formula), data movement (detach_) and a
+    float op with no formula (mul)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(16, 8)
+
+    def forward(self, mask: torch.Tensor) -> torch.Tensor:
+        positions = mask.cumsum(-1)
+        h = self.table(positions).detach_()
+        return h * 2.0
+
+
+class _KwargsModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids, self.lin = _Ids(), torch.nn.Linear(8, 4)
+
+    def forward(self, mask: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
+        return self.lin(self.ids(mask=mask)) * scale
+
+
+def test_integer_work_kwargs_and_data_movement() -> None:
+    mask = torch.ones(2, 5, dtype=torch.int64)
+    prof = layerperf.profile((_KwargsModel().eval(), {"mask": mask, "scale": torch.ones(1)}), backend="torch",
+                             runs=1, warmup=0)
+    by = {layer.name: layer for layer in prof.layers}
+    # a submodule called with keyword arguments has them as its inputs
+    assert [t.shape for t in by["ids"].inputs] == [(2, 5)] and by["ids"].inputs[0].dtype == "int64"
+    # cumsum on integers: integer operations unknown (no formula), 0 FLOPs; mul on floats: FLOPs unknown,
+    # 0 integer operations; the embedding and detach_ move data: 0 of both
+    assert by["ids"].int_ops is None and by["ids"].flops is None
+    assert by["ids.table"].int_ops == 0 and by["ids.table"].flops == 0
+    assert by["lin"].int_ops == 0 and by["lin"].flops == 2 * 10 * 8 * 4
+    assert any("integer operations unknown for aten ops on integer tensors" in w and "cumsum" in w
+               for w in prof.warnings), prof.warnings
+    flops_unknown = next(w for w in prof.warnings if w.startswith("FLOPs unknown for aten ops"))
+    assert "mul" in flops_unknown and "detach_" not in flops_unknown and "cumsum" not in flops_unknown
+
+
+def test_float_models_count_zero_integer_operations(resnet18: layerperf.Profile) -> None:
+    from layerperf.summary import summary
+
+    assert all(layer.int_ops == 0 for layer in resnet18.layers)
+    assert summary(resnet18)["int_ops_unknown_layers"] == 0
+
+
 def test_level_must_be_1_or_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", "resnet18", "--backend", "torch", "--level", "3"]) == 2
     assert "--level must be 1" in capsys.readouterr().err
@@ -212,7 +273,10 @@ def test_level2_ops_nested_under_their_module(tmp_path: Path, capsys: pytest.Cap
     assert op.parent == "layer1.0.conv1" and op.op_type == "aten::conv2d" and op.domain == "aten"
     level1 = layerperf.profile("resnet18", backend="torch", **{**SMALL, "runs": 1})  # type: ignore[arg-type]
     assert op.flops == level1.layers[_by_name(level1)["layer1.0.conv1"]].flops
-    assert prof.layers[module].flops is None  # its work is on the op row
+    assert prof.layers[module].flops is None and prof.layers[module].int_ops is None  # its work is on the op row
+    # the op row's inputs as the profiler recorded them (record_shapes): activation, weight
+    assert [(t.shape, t.dtype) for t in op.inputs] == [((1, 64, 8, 8), "float32"), ((64, 64, 3, 3), "float32")]
+    assert op.int_ops == 0 and op.in_shapes == "1x64x8x8;64x64x3x3"
     own, incl = prof.durations_ns(module), prof.inclusive_ns(module)
     assert np.all(own == incl - prof.inclusive_ns(idx["layer1.0.conv1/aten::conv2d"]))
     prof.save(tmp_path)
