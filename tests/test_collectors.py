@@ -169,6 +169,19 @@ def test_nested_counts_are_self_counts_with_the_inclusive_beside() -> None:
     assert layers[0].counters["a"] == [98.0] and info.inclusive == {"a": [198.0, 96.0, 38.0], "b": [9.0, 1.0, 1.0]}
 
 
+def test_one_unknown_call_makes_the_pass_unknown() -> None:
+    # layer 0 twice: first never running (no estimate), then counted; so is its parent's self count
+    reads = [(0, 0, 0, 0), (5, 5, 1, 1), (15, 5, 99, 1), (15, 5, 99, 1), (25, 15, 120, 2), (30, 30, 130, 3)]
+    pc = PerfCounters(FakeGroup(reads))
+    pc.begin_pass()
+    for mark in (1, 0, ~0, 0, ~0, ~1):
+        (pc.start if mark >= 0 else pc.stop)(mark if mark >= 0 else ~mark)
+    pc.end_pass()
+    tally = pc.tally(2)
+    assert math.isnan(tally.counts["a"][0][0]) and math.isnan(tally.inclusive["a"][0][0])
+    assert math.isnan(tally.counts["a"][1][0]) and tally.inclusive["a"][1] == [130.0]
+
+
 def test_flat_counts_have_no_inclusive_view() -> None:
     pc = PerfCounters(FakeGroup([(0, 0, 0, 0), (10, 10, 5, 5), (10, 10, 5, 5), (20, 20, 7, 5)]))
     pc.begin_pass()

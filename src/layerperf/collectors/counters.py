@@ -121,9 +121,15 @@ class PerfCounters:
                 enabled_running[1] += delta.time_running
             for name, values in scaled.items():
                 tree = [(layer, v, up) for (layer, _, _, up), v in zip(calls, values, strict=True)]
+                own_sums: dict[int, float] = {}
+                whole_sums: dict[int, float] = {}
                 for (layer, _, _, _), v, s in zip(calls, values, self_values(tree), strict=True):
-                    _add(whole[name][layer], p, self._less(name, v))
-                    _add(own[name][layer], p, self._less(name, s))
+                    # a layer's calls add up; one unknown call makes the pass's sum unknown (NaN + x)
+                    whole_sums[layer] = whole_sums.get(layer, 0.0) + self._less(name, v)
+                    own_sums[layer] = own_sums.get(layer, 0.0) + self._less(name, s)
+                for layer, total in whole_sums.items():
+                    whole[name][layer][p] = total
+                    own[name][layer][p] = own_sums[layer]
             for layer, (enabled, running) in times.items():
                 fraction[layer][p] = running / enabled if enabled > 0 else 1.0
         return Tally(own, whole, fraction)
@@ -142,7 +148,3 @@ class Tally:
     counts: dict[str, list[list[float]]]
     inclusive: dict[str, list[list[float]]]
     fraction: list[list[float]]
-
-
-def _add(row: list[float], p: int, value: float) -> None:
-    row[p] = value if math.isnan(row[p]) else row[p] + value
