@@ -211,26 +211,33 @@ def test_py_factory_picks_the_torch_backend(factories: Path, tmp_path: Path,
 
 
 class _Ids(torch.nn.Module):
-    """Integer work (positions from a mask: cumsum has no FLOP formula), data movement (detach_) and a
-    float op with no formula (mul)."""
+    """Integer work one op of which is not counted (sort), data movement (detach_) and a float op with
+    no formula (mul)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.table = torch.nn.Embedding(16, 8)
 
     def forward(self, mask: torch.Tensor) -> torch.Tensor:
-        positions = mask.cumsum(-1)
-        h = self.table(positions).detach_()
+        order = mask.cumsum(-1).sort(-1, descending=True).values
+        h = self.table(order).detach_()
         return h * 2.0
+
+
+class _Positions(torch.nn.Module):
+    """Integer work counted as the cost model counts it: a scan 1 per element, an add 1 per output."""
+
+    def forward(self, mask: torch.Tensor) -> torch.Tensor:
+        return mask.cumsum(-1) + 1
 
 
 class _KwargsModel(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.ids, self.lin = _Ids(), torch.nn.Linear(8, 4)
+        self.ids, self.positions, self.lin = _Ids(), _Positions(), torch.nn.Linear(8, 4)
 
     def forward(self, mask: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
-        return self.lin(self.ids(mask=mask)) * scale
+        return self.lin(self.ids(mask=mask)) * scale + self.positions(mask).sum()
 
 
 def test_integer_work_kwargs_and_data_movement() -> None:
@@ -240,15 +247,16 @@ def test_integer_work_kwargs_and_data_movement() -> None:
     by = {layer.name: layer for layer in prof.layers}
     # a submodule called with keyword arguments has them as its inputs
     assert [t.shape for t in by["ids"].inputs] == [(2, 5)] and by["ids"].inputs[0].dtype == "int64"
-    # cumsum on integers: integer operations unknown (no formula), 0 FLOPs; mul on floats: FLOPs unknown,
-    # 0 integer operations; the embedding and detach_ move data: 0 of both
+    # integer work: cumsum and add over 2x5 counted (10 each), sort not (unknown); 0 FLOPs for them.
+    # mul on floats: FLOPs unknown, 0 integer operations; the embedding and detach_ move data: 0 of both
+    assert by["positions"].int_ops == 20 and by["positions"].flops == 0
     assert by["ids"].int_ops is None and by["ids"].flops is None
     assert by["ids.table"].int_ops == 0 and by["ids.table"].flops == 0
     assert by["lin"].int_ops == 0 and by["lin"].flops == 2 * 10 * 8 * 4
-    assert any("integer operations unknown for aten ops on integer tensors" in w and "cumsum" in w
+    assert any("integer operations unknown for aten ops on integer tensors" in w and w.endswith(": sort")
                for w in prof.warnings), prof.warnings
     flops_unknown = next(w for w in prof.warnings if w.startswith("FLOPs unknown for aten ops"))
-    assert "mul" in flops_unknown and "detach_" not in flops_unknown and "cumsum" not in flops_unknown
+    assert flops_unknown.endswith(": mul"), flops_unknown  # not detach_, cumsum, sort
 
 
 def test_float_models_count_zero_integer_operations(resnet18: layerperf.Profile) -> None:
@@ -387,7 +395,11 @@ def test_level2_op_inputs_and_work_from_the_profilers_record() -> None:
     ev = _Event("aten::cumsum", [[2, 5], [], []], ["long int", "Scalar", ""])
     inputs = op_inputs(ev, "m/aten::cumsum")
     assert [(t.name, t.shape, t.dtype) for t in inputs] == [("m/aten::cumsum:in0", (2, 5), "int64")]
-    assert _work(ev, inputs) == (0, None)  # integer work with no formula: unknown integer operations
+    assert _work(ev, inputs) == (0, 10)  # a scan over integers: 1 integer operation per element
+    add = _Event("aten::add_", [[2, 1], [1, 5], []], ["long int", "long int", "Scalar"])
+    assert _work(add, op_inputs(add, "a")) == (0, 10)  # elementwise: the broadcast output's elements
+    sort = _Event("aten::sort", [[2, 5], [], []], ["long int", "Scalar", "Scalar"])
+    assert _work(sort, op_inputs(sort, "s")) == (0, None)  # integer work not counted: unknown
     mm = _Event("aten::mm", [[4, 8], [8, 2]], ["float", "float"], flops=128)
     assert _work(mm, op_inputs(mm, "mm")) == (128, 0)
     relu = _Event("aten::relu", [[4, 8]], ["c10::BFloat16"])

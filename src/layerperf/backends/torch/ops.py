@@ -152,8 +152,31 @@ def _work(ev: Any, inputs: tuple[TensorInfo, ...]) -> tuple[int | None, int | No
     floating = any(is_float_dtype(d) or d.startswith("complex") for d in dtypes)
     known = counted if counted else None  # the profiler's 0 is "no formula", not a count
     if integer:
-        return 0, known
+        return 0, known if known is not None else _integer_count(ev.name.removeprefix("aten::"), inputs)
     return known, 0 if floating else None
+
+
+def _integer_count(name: str, inputs: tuple[TensorInfo, ...]) -> int | None:
+    """:func:`.record.integer_count` from the recorded inputs: an elementwise op's output is their
+    broadcast shape (the profiler records no outputs)."""
+    import math
+
+    import numpy as np
+
+    from layerperf.backends.torch.record import INT_ELEMENTWISE, INT_PER_INPUT
+
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    shapes = [tuple(d for d in t.shape if isinstance(d, int)) for t in inputs if t.shape is not None]
+    if not shapes or [len(x) for x in shapes] != [len(t.shape or ()) for t in inputs]:
+        return None  # a dimension not known as a number
+    if base in INT_PER_INPUT:
+        return math.prod(shapes[0])
+    if base in INT_ELEMENTWISE:
+        try:
+            return math.prod(np.broadcast_shapes(*shapes))
+        except ValueError:
+            return None
+    return None
 
 
 def _kernel_ops(events: Any, layers: list[Layer], base: int) -> list[_Op]:

@@ -44,6 +44,32 @@ NO_ARITHMETIC = frozenset((
 ))
 
 
+# Integer work with no flop_counter formula, counted as the cost model counts ONNX ops on integer
+# tensors: an elementwise op 1 operation per output element (after broadcasting), a reduction or a scan
+# 1 per input element. Only for ops whose tensors are all integer or boolean (see integer_op); the
+# in-place form (``add_``) counts as its op.
+INT_ELEMENTWISE = frozenset((
+    "add", "sub", "rsub", "mul", "div", "floor_divide", "remainder", "fmod", "neg", "abs", "sign", "pow",
+    "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "where",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+    "logical_and", "logical_or", "logical_xor", "logical_not",
+))
+INT_PER_INPUT = frozenset(("sum", "prod", "any", "all", "amax", "amin", "max", "min", "argmax", "argmin",
+                           "cumsum", "cumprod"))
+
+
+def integer_count(name: str, args: Any, kwargs: Any, out: Any) -> int | None:
+    """Integer operations of an integer op with no flop_counter formula; None for one not listed."""
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    if base in INT_ELEMENTWISE:
+        outs = _tensors(out)
+        return sum(t.numel() for t in outs) if outs else None
+    if base in INT_PER_INPUT:
+        ins = _tensors((args, kwargs))
+        return ins[0].numel() if ins else None
+    return None
+
+
 # what autograd itself dispatches with grad on (a saved tensor's detach): the model's work is the same
 # without it, so a module's bytes in training mode are not made larger by it
 AUTOGRAD_ONLY = frozenset(("detach",))
@@ -159,8 +185,9 @@ def integer_op(args: Any, kwargs: Any, out: Any) -> bool:
 def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     """One aten op's work onto ``seen``: its FLOPs and integer operations, and the bytes of its tensor
     arguments and results. An op moving data only counts 0 of both; one on integer tensors counts 0
-    FLOPs and its formula's count as integer operations; a floating-point one its formula's FLOPs and 0
-    integer operations. With no formula, the kind of work it does is unknown (None), never 0."""
+    FLOPs and its formula's count (or :func:`integer_count`'s) as integer operations; a floating-point
+    one its formula's FLOPs and 0 integer operations. With no formula, the kind of work it does is
+    unknown (None), never 0."""
     from torch.utils.flop_counter import flop_registry
 
     name = func.overloadpacket.__name__
@@ -173,6 +200,7 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         return
     count = int(formula(*args, **kwargs, out_val=out)) if formula is not None else None
     if integer_op(args, kwargs, out):
+        count = integer_count(name, args, kwargs, out) if count is None else count
         if count is None:
             seen.unknown_int_ops.add(name)
             seen.int_ops = None
