@@ -54,8 +54,8 @@ INT_ELEMENTWISE = frozenset((
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
     "logical_and", "logical_or", "logical_xor", "logical_not",
 ))
-INT_PER_INPUT = frozenset(("sum", "prod", "any", "all", "amax", "amin", "max", "min", "argmax", "argmin",
-                           "cumsum", "cumprod"))
+# (not max/min: one name for a reduction and an elementwise op, whose counts differ under broadcasting)
+INT_PER_INPUT = frozenset(("sum", "prod", "any", "all", "amax", "amin", "argmax", "argmin", "cumsum", "cumprod"))
 
 
 def integer_count(name: str, args: Any, kwargs: Any, out: Any) -> int | None:
