@@ -125,3 +125,12 @@ def test_listing_backends_imports_no_runtime() -> None:
             "print('onnxruntime' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_py_factory_picks_the_torch_backend_and_no_other() -> None:
+    assert backends.model_suffix("/tmp/models/cnn.py:make") == ".py"
+    assert backends.model_suffix("dir.v2/model.ONNX") == ".onnx" and backends.model_suffix("resnet18") == ""
+    assert backends.for_model("/tmp/models/cnn.py:make").name == "torch"
+    assert backends.for_model("model.onnx").name == "onnxruntime"
+    with pytest.raises(InputError, match=r"\.py factories run on --backend torch, not --backend onnxruntime"):
+        backends.for_model("cnn.py:make", "onnxruntime")

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from layerperf.collectors import Boundaries, Collectors
-from layerperf.collectors.boundary import empty_pass, pairs
-from layerperf.collectors.counters import PerfCounters
+from layerperf.collectors.boundary import empty_pass, nested, pairs
+from layerperf.collectors.counters import CounterRequest, PerfCounters
 from layerperf.collectors.counts import CounterResult
 from layerperf.collectors.memory import ResidentMemory
 from layerperf.collectors.timing import Timing
@@ -61,6 +61,16 @@ def test_timing_nested_and_repeated_calls() -> None:
     t.end_pass()
     spans = t.runs()[0].spans
     assert [(s.layer, s.start_ns, s.dur_ns) for s in spans] == [(0, 10, 50), (1, 20, 10), (1, 40, 10)]
+    assert t.calls_ns(2) == [[50], [10, 10]]
+    assert t.self_calls_ns(2) == [[30], [10, 10]]  # the parent's 50 less its child's two calls
+
+
+def test_nested_calls_know_their_enclosing_call() -> None:
+    marks = [(0, "a"), (1, "b"), (2, "c"), (~2, "d"), (~1, "e"), (1, "f"), (~1, "g"), (~0, "h"), (3, "i"), (~3, "j")]
+    assert nested(marks) == [(0, "a", "h", -1), (1, "b", "e", 0), (2, "c", "d", 1), (1, "f", "g", 0),
+                             (3, "i", "j", -1)]
+    with pytest.raises(BackendError, match="layer 1 stopped without a matching start"):
+        nested([(0, 1), (~1, 2)])
 
 
 @pytest.mark.parametrize("marks, message", [
@@ -124,6 +134,67 @@ def test_counter_calls_of_a_layer_add_up_and_a_group_never_counted_is_nan() -> N
     counts, fraction = pc.counts(2)
     assert counts["a"][0] == [10.0] and counts["b"][0] == [1.0]
     assert math.isnan(counts["a"][1][0]) and fraction[1] == [0.0]
+
+
+def test_nested_counts_are_self_counts_with_the_inclusive_beside() -> None:
+    # layer 0 encloses 1, which encloses 2; then 1 again directly under 0. Reads: (enabled, running, a, b)
+    reads = [(0, 0, 0, 0),  # 0 starts
+             (10, 10, 10, 1),  # 1 starts
+             (20, 20, 30, 1),  # 2 starts
+             (30, 30, 70, 2),  # 2 stops: 40 a, 1 b
+             (40, 40, 100, 2),  # 1 stops: 90 a (self 50), 1 b (self 0)
+             (50, 50, 120, 3),  # 1 starts again
+             (60, 60, 130, 3),  # 1 stops: 10 a
+             (70, 70, 200, 9)]  # 0 stops: 200 a (self 200 - 90 - 10 = 100), 9 b (self 9 - 1 - 0 = 8)
+    pc = PerfCounters(FakeGroup(reads), overhead={"a": 2.0})
+    pc.begin_pass()
+    for mark in (0, 1, 2, ~2, ~1, 1, ~1, ~0):
+        (pc.start if mark >= 0 else pc.stop)(mark if mark >= 0 else ~mark)
+    pc.end_pass()
+    tally = pc.tally(3)
+    # each call less an empty boundary's 2, its children's whole deltas taken off its own
+    assert [row[0] for row in tally.counts["a"]] == [98.0, 48.0 + 8.0, 38.0]
+    assert [row[0] for row in tally.inclusive["a"]] == [198.0, 88.0 + 8.0, 38.0]
+    assert [row[0] for row in tally.counts["b"]] == [8.0, 0.0, 1.0]
+    assert [row[0] for row in tally.inclusive["b"]] == [9.0, 1.0, 1.0]
+    assert pc.counts(3) == (tally.counts, tally.fraction)
+    # put on the layers: self counts in Layer.counters, the inclusive medians in CounterInfo.inclusive
+    layers = [Layer(f"l{i}", "M", parent=None if i == 0 else f"l{i - 1}") for i in range(3)]
+    request = CounterRequest(("a", "b"), ("a", "b"), passes=1)
+    result = CounterResult(counts=tally.counts, fraction={"a": tally.fraction, "b": tally.fraction},
+                           calibration={}, call_overhead_ns=0.0, node_ns=[[1], [1], [1]], schedule=[["a", "b"]],
+                           inclusive=tally.inclusive)
+    assert CounterResult.from_json(result.to_json()) == result
+    info = result.apply(layers, request)
+    assert layers[0].counters["a"] == [98.0] and info.inclusive == {"a": [198.0, 96.0, 38.0], "b": [9.0, 1.0, 1.0]}
+
+
+def test_one_unknown_call_makes_the_pass_unknown() -> None:
+    # layer 0 twice: first never running (no estimate), then counted; so is its parent's self count
+    reads = [(0, 0, 0, 0), (5, 5, 1, 1), (15, 5, 99, 1), (15, 5, 99, 1), (25, 15, 120, 2), (30, 30, 130, 3)]
+    pc = PerfCounters(FakeGroup(reads))
+    pc.begin_pass()
+    for mark in (1, 0, ~0, 0, ~0, ~1):
+        (pc.start if mark >= 0 else pc.stop)(mark if mark >= 0 else ~mark)
+    pc.end_pass()
+    tally = pc.tally(2)
+    assert math.isnan(tally.counts["a"][0][0]) and math.isnan(tally.inclusive["a"][0][0])
+    assert math.isnan(tally.counts["a"][1][0]) and tally.inclusive["a"][1] == [130.0]
+
+
+def test_flat_counts_have_no_inclusive_view() -> None:
+    pc = PerfCounters(FakeGroup([(0, 0, 0, 0), (10, 10, 5, 5), (10, 10, 5, 5), (20, 20, 7, 5)]))
+    pc.begin_pass()
+    for layer in (0, 1):
+        pc.start(layer)
+        pc.stop(layer)
+    pc.end_pass()
+    tally = pc.tally(2)
+    assert tally.counts == tally.inclusive
+    request = CounterRequest(("a", "b"), ("a", "b"), passes=1)
+    result = CounterResult(counts=tally.counts, fraction={}, calibration={}, call_overhead_ns=0.0,
+                           node_ns=[[1], [1]], schedule=[["a", "b"]], inclusive=tally.inclusive)
+    assert result.apply([Layer("x", "Relu"), Layer("y", "Relu")], request).inclusive is None
 
 
 def test_a_count_less_an_unknown_overhead_is_unknown() -> None:

@@ -150,8 +150,16 @@ def test_counters_per_module_on_the_runs_that_happen(net: Net) -> None:
     for layer in p.layers:
         assert len(layer.counters["task-clock"]) == 3
         assert all(v >= 0 for v in layer.counters["page-faults"])
-    body, lin = p.layers[0], p.layers[1]
-    assert np.median(body.counters["task-clock"]) >= np.median(lin.counters["task-clock"]) > 0
+    body, lin, relu = p.layers[0], p.layers[1], p.layers[2]
+    # self counts, as the times: the Sequential's own is what its two children's leave of its whole
+    assert p.counters.inclusive is not None
+    inclusive = p.counters.inclusive["task-clock"]
+    clock = [np.asarray(layer.counters["task-clock"]) for layer in (body, lin, relu)]
+    assert inclusive[0] >= np.median(clock[1]) > 0
+    # per pass the whole is the three self counts and what the children's two boundaries counted,
+    # which each child's count had taken off as an empty boundary's (the calibration)
+    boundaries = 2 * p.counters.calibration["task-clock"]
+    assert inclusive[0] == pytest.approx(float(np.median(clock[0] + clock[1] + clock[2])) + boundaries, rel=0.02)
 
 
 def test_memory_profile_and_its_pictures(net: Net, tmp_path: Path) -> None:
@@ -199,3 +207,39 @@ def test_memory_of_a_training_run_says_it_has_no_allocator_figures(net: Net) -> 
     m = prof.profile.memory
     assert m is not None and m.allocations is None and m.runtime is not None
     assert any("no allocator figures" in w for w in m.warnings)
+
+
+class Keywords(torch.nn.Module):
+    """A model called with keyword arguments only, one of its submodules too (as Hugging Face models)."""
+
+    class Embed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.nn.Embedding(50, 16)
+
+        def forward(self, input_ids: torch.Tensor | None = None, scale: torch.Tensor | None = None) -> torch.Tensor:
+            assert input_ids is not None and scale is not None
+            return self.table(input_ids) * scale
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embeddings = Keywords.Embed()
+        self.proj = torch.nn.Linear(16, 8)
+
+    def forward(self, input_ids: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if input_ids is None or mask is None:
+            raise ValueError("You must specify input_ids and mask")
+        return self.proj(self.embeddings(input_ids=input_ids, scale=mask))
+
+
+def test_keyword_arguments_are_replayed_for_shapes_and_flops() -> None:
+    model = Keywords().eval()
+    ids, mask = torch.randint(0, 50, (2, 7)), torch.ones(2, 7, 1)
+    with lt.Profiler() as prof:
+        model(input_ids=ids, mask=mask)
+    p = prof.profile
+    assert not any("re-running the model failed" in w for w in p.warnings), p.warnings
+    by_name = {layer.name: layer for layer in p.layers}
+    assert by_name["proj"].flops == 2 * 2 * 7 * 16 * 8 and by_name["proj"].in_shapes == "2x7x16"
+    assert by_name["embeddings"].in_shapes == "2x7;2x7x1"  # its keyword arguments are its inputs
+    assert p.graph is not None and p.graph.inputs == ("input_ids", "mask")

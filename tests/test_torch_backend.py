@@ -197,6 +197,75 @@ def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert err.count("\n") == 1 and "model file not found" in err
 
 
+def test_py_factory_picks_the_torch_backend(factories: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["profile", f"{factories}:with_inputs", "--runs", "1", "--warmup", "0", "--out", str(out)]) == 0
+    assert layerperf.load(out).metadata["backend"] == "torch"
+    capsys.readouterr()
+    other = tmp_path / "other"
+    assert main(["profile", f"{factories}:with_inputs", "--backend", "onnxruntime", "--out", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ".py factories run on --backend torch, not --backend onnxruntime" in err, err
+    assert not other.exists()
+
+
+class _Ids(torch.nn.Module):
+    """Integer work one op of which is not counted (sort), data movement (detach_) and a float op with
+    no formula (mul)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(16, 8)
+
+    def forward(self, mask: torch.Tensor) -> torch.Tensor:
+        order = mask.cumsum(-1).sort(-1, descending=True).values
+        h = self.table(order).detach_()
+        return h * 2.0
+
+
+class _Positions(torch.nn.Module):
+    """Integer work counted as the cost model counts it: a scan 1 per element, an add 1 per output."""
+
+    def forward(self, mask: torch.Tensor) -> torch.Tensor:
+        return mask.cumsum(-1) + 1
+
+
+class _KwargsModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids, self.positions, self.lin = _Ids(), _Positions(), torch.nn.Linear(8, 4)
+
+    def forward(self, mask: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
+        return self.lin(self.ids(mask=mask)) * scale + self.positions(mask).sum()
+
+
+def test_integer_work_kwargs_and_data_movement() -> None:
+    mask = torch.ones(2, 5, dtype=torch.int64)
+    prof = layerperf.profile((_KwargsModel().eval(), {"mask": mask, "scale": torch.ones(1)}), backend="torch",
+                             runs=1, warmup=0)
+    by = {layer.name: layer for layer in prof.layers}
+    # a submodule called with keyword arguments has them as its inputs
+    assert [t.shape for t in by["ids"].inputs] == [(2, 5)] and by["ids"].inputs[0].dtype == "int64"
+    # integer work: cumsum and add over 2x5 counted (10 each), sort not (unknown); 0 FLOPs for them.
+    # mul on floats: FLOPs unknown, 0 integer operations; the embedding and detach_ move data: 0 of both
+    assert by["positions"].int_ops == 20 and by["positions"].flops == 0
+    assert by["ids"].int_ops is None and by["ids"].flops is None
+    assert by["ids.table"].int_ops == 0 and by["ids.table"].flops == 0
+    assert by["lin"].int_ops == 0 and by["lin"].flops == 2 * 10 * 8 * 4
+    assert any("integer operations unknown for aten ops on integer tensors" in w and w.endswith(": sort")
+               for w in prof.warnings), prof.warnings
+    flops_unknown = next(w for w in prof.warnings if w.startswith("FLOPs unknown for aten ops"))
+    assert flops_unknown.endswith(": mul"), flops_unknown  # not detach_, cumsum, sort
+
+
+def test_float_models_count_zero_integer_operations(resnet18: layerperf.Profile) -> None:
+    from layerperf.summary import summary
+
+    assert all(layer.int_ops == 0 for layer in resnet18.layers)
+    assert summary(resnet18)["int_ops_unknown_layers"] == 0
+
+
 def test_level_must_be_1_or_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", "resnet18", "--backend", "torch", "--level", "3"]) == 2
     assert "--level must be 1" in capsys.readouterr().err
@@ -212,7 +281,10 @@ def test_level2_ops_nested_under_their_module(tmp_path: Path, capsys: pytest.Cap
     assert op.parent == "layer1.0.conv1" and op.op_type == "aten::conv2d" and op.domain == "aten"
     level1 = layerperf.profile("resnet18", backend="torch", **{**SMALL, "runs": 1})  # type: ignore[arg-type]
     assert op.flops == level1.layers[_by_name(level1)["layer1.0.conv1"]].flops
-    assert prof.layers[module].flops is None  # its work is on the op row
+    assert prof.layers[module].flops is None and prof.layers[module].int_ops is None  # its work is on the op row
+    # the op row's inputs as the profiler recorded them (record_shapes): activation, weight
+    assert [(t.shape, t.dtype) for t in op.inputs] == [((1, 64, 8, 8), "float32"), ((64, 64, 3, 3), "float32")]
+    assert op.int_ops == 0 and op.in_shapes == "1x64x8x8;64x64x3x3"
     own, incl = prof.durations_ns(module), prof.inclusive_ns(module)
     assert np.all(own == incl - prof.inclusive_ns(idx["layer1.0.conv1/aten::conv2d"]))
     prof.save(tmp_path)
@@ -234,8 +306,60 @@ def test_counters_at_module_boundaries() -> None:
     idx = _by_name(prof)
     conv, block = prof.layers[idx["layer1.0.conv1"]], prof.layers[idx["layer1.0"]]
     assert len(conv.counters["task-clock"]) == 2 and np.median(conv.counters["task-clock"]) > 0
-    # a module's count covers its children's boundaries too: the block holds its conv's
-    assert np.median(block.counters["task-clock"]) > np.median(conv.counters["task-clock"])
+    # the block's inclusive count holds its conv's; its own (self) count is its add and relu only
+    assert prof.counters.inclusive is not None
+    inclusive = prof.counters.inclusive["task-clock"]
+    assert inclusive[idx["layer1.0"]] > np.median(conv.counters["task-clock"]) > np.median(block.counters["task-clock"])
+    assert inclusive[idx["layer1.0.conv1"]] == np.median(conv.counters["task-clock"])  # a leaf: both the same
+
+
+class _Parent(torch.nn.Module):
+    """Own work (four matmuls) around two children."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)
+        self.w = torch.randn(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(4):
+            x = x @ self.w
+        return self.b(self.a(x))
+
+
+class _Top(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.p, self.head = _Parent(), torch.nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.p(x))
+
+
+def test_counters_of_nested_modules_are_self_counts() -> None:
+    torch.manual_seed(0)
+    prof = layerperf.profile((_Top().eval(), torch.randn(256, 256)), backend="torch", threads=1, warmup=1,
+                             runs=5, events=["task-clock"], passes=5)
+    idx = _by_name(prof)
+    p, a, b, head = (idx[n] for n in ("p", "p.a", "p.b", "head"))
+    assert prof.layers[a].parent == "p" and prof.layers[head].parent is None
+    clock = {i: float(np.median(layer.counters["task-clock"])) for i, layer in enumerate(prof.layers)}
+    assert prof.counters is not None and prof.counters.inclusive is not None
+    inclusive = prof.counters.inclusive["task-clock"]
+    # the parent's self count is its own four matmuls, as its self time is: twice a child's, not six times
+    self_us = {row["name"]: row["median_us"] for row in prof.table()}
+    assert clock[p] / 1e3 == pytest.approx(self_us["p"], rel=0.5)
+    assert 1.3 * clock[a] < clock[p] < 3 * (clock[a] + clock[b])
+    # per pass, the parent's inclusive count is its self count plus its children's
+    per_pass = [np.asarray(prof.layers[i].counters["task-clock"]) for i in (p, a, b)]
+    whole = per_pass[0] + per_pass[1] + per_pass[2]
+    assert inclusive[p] == pytest.approx(float(np.median(whole)), rel=0.05)
+    # a column sums to the top-level modules' inclusive counts (their children's once, not twice: that
+    # would be 2/7 more here); medians of different passes, so within the host's noise
+    column = np.median(np.sum([layer.counters["task-clock"] for layer in prof.layers], axis=0))
+    assert column == pytest.approx(inclusive[p] + inclusive[head], rel=0.12)
+    # the counting runs' times are self times too, as the table's (the inclusive one is 7/4 of it)
+    assert prof.counters.stepwise_median_ns[p] / 1e3 == pytest.approx(self_us["p"], rel=0.4)
 
 
 def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixture[str]) -> None:
@@ -255,3 +379,49 @@ def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixt
         torch.ones(4).add(1)
     assert "USDT" not in capfd.readouterr().err
     assert any(e.name == "aten::add" for e in prof.events())
+
+
+class _Event:
+    """What ops.py reads of a torch.profiler event."""
+
+    def __init__(self, name: str, shapes: list[list[int]], dtypes: list[str], flops: int = 0) -> None:
+        self.name, self.input_shapes, self.input_dtypes, self.flops = name, shapes, dtypes, flops
+        self.cpu_children: list[_Event] = []
+
+
+def test_level2_op_inputs_and_work_from_the_profilers_record() -> None:
+    from layerperf.backends.torch.ops import _work, op_inputs
+
+    ev = _Event("aten::cumsum", [[2, 5], [], []], ["long int", "Scalar", ""])
+    inputs = op_inputs(ev, "m/aten::cumsum")
+    assert [(t.name, t.shape, t.dtype) for t in inputs] == [("m/aten::cumsum:in0", (2, 5), "int64")]
+    assert _work(ev, inputs) == (0, 10)  # a scan over integers: 1 integer operation per element
+    add = _Event("aten::add_", [[2, 1], [1, 5], []], ["long int", "long int", "Scalar"])
+    assert _work(add, op_inputs(add, "a")) == (0, 10)  # elementwise: the broadcast output's elements
+    sort = _Event("aten::sort", [[2, 5], [], []], ["long int", "Scalar", "Scalar"])
+    assert _work(sort, op_inputs(sort, "s")) == (0, None)  # integer work not counted: unknown
+    mm = _Event("aten::mm", [[4, 8], [8, 2]], ["float", "float"], flops=128)
+    assert _work(mm, op_inputs(mm, "mm")) == (128, 0)
+    relu = _Event("aten::relu", [[4, 8]], ["c10::BFloat16"])
+    assert op_inputs(relu, "r")[0].dtype == "bfloat16"
+    assert _work(relu, op_inputs(relu, "r")) == (None, 0)  # the profiler's 0 is no formula, not a count
+    view = _Event("aten::view", [[4, 8], []], ["float", "ScalarList"])
+    assert _work(view, op_inputs(view, "v")) == (0, 0)
+
+
+def test_keyword_arguments_read_only_inside_a_module_call() -> None:
+    from layerperf.backends.torch.insitu import call_kwargs
+
+    seen: list[object] = []
+    lin = torch.nn.Linear(2, 2)
+
+    def pre(mod: torch.nn.Module, args: tuple[object, ...]) -> None:
+        seen.append(call_kwargs(mod))
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(pre)
+    try:
+        lin(input=torch.ones(1, 2))
+    finally:
+        handle.remove()
+    assert len(seen) == 1 and isinstance(seen[0], dict) and list(seen[0]) == ["input"]
+    assert call_kwargs(lin) is None  # no call of it under way

@@ -128,6 +128,11 @@ class CounterInfo:
     group; ``stepwise_median_ns`` is each layer's median time in the counting runs (less the cost of a
     boundary, ``call_overhead_ns``), for comparing them with the in-situ times; ``fraction_counted``
     (multiplexed groups) the share of its time each layer's event was counted, per label.
+    ``Layer.counters`` are *self* counts, as the time column is self time: a layer's own, less those
+    of the layers called directly inside it (a module's children). Where layers nest, ``inclusive``
+    holds each layer's median count with its children's, per label (None where no layer ran inside
+    another, the counts then being both; absent from profiles written before counts were made self,
+    whose nested layers' counts include their children's). ``stepwise_median_ns`` is self time too.
     """
 
     events: dict[str, str]
@@ -138,6 +143,7 @@ class CounterInfo:
     call_overhead_ns: float | None = None
     stepwise_median_ns: list[float] = field(default_factory=list)
     fraction_counted: dict[str, list[float]] | None = None
+    inclusive: dict[str, list[float]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

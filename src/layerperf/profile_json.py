@@ -88,8 +88,9 @@ def sections_to_json(profile: Profile) -> dict[str, Any]:
         out["warnings"] = list(profile.warnings)
     if profile.counters is not None:
         counters = asdict(profile.counters)
-        if counters["fraction_counted"] is None:
-            del counters["fraction_counted"]
+        for key in ("fraction_counted", "inclusive"):
+            if counters[key] is None:
+                del counters[key]
         out["counters"] = counters
     if profile.memory is not None:
         out["memory"] = profile.memory.to_json()

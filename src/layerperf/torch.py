@@ -14,8 +14,8 @@ Every module called inside is timed at its boundaries, by its path under the out
 function, or in a ``with`` block (and between ``start()`` and ``stop()``) one outermost call of the
 model with what follows it up to the next (see :mod:`layerperf.backends.torch.insitu`). The first
 ``warmup`` runs are left out. When the profile ends, the model is run once more on the first timed
-run's inputs, untimed, for each row's shapes, FLOPs and bytes: in inference mode, or where a backward
-ran (or the model is in training mode) a forward and a backward (see
+run's inputs (its keyword arguments too), untimed, for each row's shapes, FLOPs and bytes: in
+inference mode, or where a backward ran (or the model is in training mode) a forward and a backward (see
 :mod:`layerperf.backends.torch.gradcost`). The loss's backward and the optimizer steps are not re-run:
 their FLOPs stay unknown.
 """

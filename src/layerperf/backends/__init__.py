@@ -53,13 +53,29 @@ def get(name: str) -> Backend:
 
 
 def for_model(model: Any, name: str | None = None) -> Backend:
-    """The backend ``name``, or the one whose model files ``model`` is (by suffix), else the default."""
+    """The backend ``name``, or the one whose model files ``model`` is (by suffix; ``FILE.py:FACTORY`` is a
+    ``.py``), else the default. A ``.py`` factory given to a backend that does not take one is told in
+    one line (InputError) naming those that do."""
+    suffix = model_suffix(model)
     if name is not None:
-        return get(name)
-    if isinstance(model, str | Path):
-        suffix = Path(str(model)).suffix.lower()
+        backend = get(name)
+        if suffix == ".py" and suffix not in backend.model_suffixes:
+            takers = [n for n in _registry if suffix in get(n).model_suffixes]
+            raise InputError(f"{model} is a Python factory: .py factories run on "
+                             f"{' or '.join('--backend ' + n for n in takers) or 'no backend registered'}, "
+                             f"not --backend {name}")
+        return backend
+    if suffix:
         for candidate in _registry:
             backend = get(candidate)
-            if suffix and suffix in backend.model_suffixes:
+            if suffix in backend.model_suffixes:
                 return backend
     return get(DEFAULT)
+
+
+def model_suffix(model: Any) -> str:
+    """The lower-case suffix of the file a model spec names (``cnn.py:make`` -> ``.py``); "" for none."""
+    if not isinstance(model, str | Path):
+        return ""
+    file_name = Path(str(model)).name.split(":", 1)[0]  # FILE.py:FACTORY names FILE.py
+    return Path(file_name).suffix.lower()

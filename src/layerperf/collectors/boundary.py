@@ -18,7 +18,7 @@ arithmetic that turns readings into figures waits until the passes are over.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 from layerperf.errors import BackendError
 
@@ -124,4 +124,37 @@ def pairs(marks: Sequence[Mark[R]]) -> list[tuple[int, R, R]]:
         out.append((layer, open_.pop()[1], value))
     if open_:
         raise BackendError(f"layers started and never stopped in a pass: {[i for i, _ in open_]}")
+    return out
+
+
+def nested(marks: Sequence[Mark[R]]) -> list[tuple[int, R, R, int]]:
+    """(layer, reading at start, reading at stop, enclosing call) for each layer call of one pass, in
+    start order; the enclosing call is the index, in this list, of the call it ran directly inside
+    (-1 at top level). Mismatched boundaries are told as by :func:`pairs`."""
+    started: list[tuple[int, R, int]] = []  # (layer, start reading, enclosing call), in start order
+    stops: list[R | None] = []
+    open_: list[int] = []
+    for layer, value in marks:
+        if layer >= 0:
+            started.append((layer, value, open_[-1] if open_ else -1))
+            stops.append(None)
+            open_.append(len(started) - 1)
+            continue
+        layer = ~layer
+        if not open_ or started[open_[-1]][0] != layer:
+            raise BackendError(f"layer {layer} stopped without a matching start "
+                               f"(open: {[started[i][0] for i in open_] or 'none'})")
+        stops[open_.pop()] = value
+    if open_:
+        raise BackendError(f"layers started and never stopped in a pass: {[started[i][0] for i in open_]}")
+    return [(layer, a, cast(R, b), up) for (layer, a, up), b in zip(started, stops, strict=True)]
+
+
+def self_values(calls: Sequence[tuple[int, float, int]]) -> list[float]:
+    """Each call's value less its direct children's (``calls``: layer, inclusive value, enclosing call
+    as from :func:`nested`); NaN where its own or a child's is NaN: an unknown is never taken for 0."""
+    out = [value for _, value, _ in calls]
+    for _, value, up in reversed(calls):
+        if up >= 0:
+            out[up] -= value
     return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from layerperf.collectors.boundary import MarkLog, outside_pass, pairs
+from layerperf.collectors.boundary import MarkLog, nested, outside_pass, self_values
 from layerperf.counters.reading import Reading
 from layerperf.errors import CounterError
 
@@ -63,10 +63,13 @@ class PerfCounters:
     """One counter group, read raw at each layer boundary (``CounterSet.read_raw``: the enabled and
     running times, then each event's count, summed over the group's threads).
 
-    Afterwards, :meth:`counts` gives each layer's delta per pass, scaled for multiplexing by
+    Afterwards, :meth:`tally` gives each layer's delta per pass, scaled for multiplexing by
     time_enabled / time_running, less ``overhead`` (what an empty boundary counts, per event) and
-    never below 0; calls of a layer within one pass add up. A layer that did not run in a pass has
-    NaN there, an unknown, not a 0.
+    never below 0; calls of a layer within one pass add up. A layer's count is its *self* count,
+    as its time is self time: the delta read at its boundaries less the deltas of the layer calls
+    made directly inside it (a module's children), so a column sums to the whole pass once. The
+    *inclusive* count (children's included) is given beside it. A layer that did not run in a pass
+    has NaN there, an unknown, not a 0.
     """
 
     def __init__(self, group: CounterGroup, overhead: Mapping[str, float] | None = None) -> None:
@@ -93,24 +96,55 @@ class PerfCounters:
         return len(self._log.passes)
 
     def counts(self, n_layers: int) -> tuple[dict[str, list[list[float]]], list[list[float]]]:
-        """Per event, each layer's count per pass ``[layer][pass]``; and the fraction of its time the
-        group was counted, ``[layer][pass]`` (1.0: exact)."""
+        """Per event, each layer's self count per pass ``[layer][pass]``; and the fraction of its time
+        the group was counted, ``[layer][pass]`` (1.0: exact). See :meth:`tally`."""
+        tally = self.tally(n_layers)
+        return tally.counts, tally.fraction
+
+    def tally(self, n_layers: int) -> Tally:
+        """Each layer's self and inclusive counts per pass, per event, and the fraction counted."""
         nan = float("nan")
-        counts = {name: [[nan] * self.passes for _ in range(n_layers)] for name in self.names}
+        own = {name: [[nan] * self.passes for _ in range(n_layers)] for name in self.names}
+        whole = {name: [[nan] * self.passes for _ in range(n_layers)] for name in self.names}
         fraction = [[nan] * self.passes for _ in range(n_layers)]
         for p, marks in enumerate(self._log.passes):
+            calls = nested(marks)
+            scaled: dict[str, list[float]] = {name: [] for name in self.names}
             times: dict[int, list[int]] = {}
-            for layer, a, b in pairs(marks):
+            for layer, a, b, _ in calls:
                 delta = Reading(self.names, tuple(x - y for x, y in zip(b[2:], a[2:], strict=True)),
                                 b[0] - a[0], b[1] - a[1])
-                for name, scaled in delta.scaled().items():
-                    value = scaled - self.overhead.get(name, 0.0)  # NaN stays: unknown, not 0
-                    value = value if math.isnan(value) else max(0.0, value)
-                    row = counts[name][layer]
-                    row[p] = value if math.isnan(row[p]) else row[p] + value
+                for name, value in delta.scaled().items():
+                    scaled[name].append(value)
                 enabled_running = times.setdefault(layer, [0, 0])
                 enabled_running[0] += delta.time_enabled
                 enabled_running[1] += delta.time_running
+            for name, values in scaled.items():
+                tree = [(layer, v, up) for (layer, _, _, up), v in zip(calls, values, strict=True)]
+                own_sums: dict[int, float] = {}
+                whole_sums: dict[int, float] = {}
+                for (layer, _, _, _), v, s in zip(calls, values, self_values(tree), strict=True):
+                    # a layer's calls add up; one unknown call makes the pass's sum unknown (NaN + x)
+                    whole_sums[layer] = whole_sums.get(layer, 0.0) + self._less(name, v)
+                    own_sums[layer] = own_sums.get(layer, 0.0) + self._less(name, s)
+                for layer, total in whole_sums.items():
+                    whole[name][layer][p] = total
+                    own[name][layer][p] = own_sums[layer]
             for layer, (enabled, running) in times.items():
                 fraction[layer][p] = running / enabled if enabled > 0 else 1.0
-        return counts, fraction
+        return Tally(own, whole, fraction)
+
+    def _less(self, name: str, value: float) -> float:
+        """A call's count less an empty boundary's, never below 0; NaN stays: unknown, not 0."""
+        value = value - self.overhead.get(name, 0.0)
+        return value if math.isnan(value) else max(0.0, value)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What :meth:`PerfCounters.tally` gives: by event, ``[layer][pass]`` self counts (``counts``) and
+    inclusive ones; and the fraction of each layer's time the group was counted."""
+
+    counts: dict[str, list[list[float]]]
+    inclusive: dict[str, list[list[float]]]
+    fraction: list[list[float]]

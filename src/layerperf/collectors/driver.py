@@ -100,6 +100,7 @@ class Driver:
         from layerperf.counters import CounterSet
 
         counts: dict[str, list[list[float]]] = {}
+        inclusive: dict[str, list[list[float]]] = {}
         fraction: dict[str, list[list[float]]] = {}
         calibration: dict[str, float] = {}
         for group in groups:
@@ -108,23 +109,26 @@ class Driver:
                 overhead = self._counter_overhead(cs)
                 counters = PerfCounters(cs, overhead)
                 self._passes(counters, one_pass, passes)
-            got, frac = counters.counts(self.n_layers)
+            tally = counters.tally(self.n_layers)
             calibration.update({name_label[k]: v for k, v in overhead.items()})
-            counts.update({name_label[k]: v for k, v in got.items()})
-            fraction.update({name_label[spec.name]: frac for spec in group})
+            counts.update({name_label[k]: v for k, v in tally.counts.items()})
+            inclusive.update({name_label[k]: v for k, v in tally.inclusive.items()})
+            fraction.update({name_label[spec.name]: tally.fraction for spec in group})
         call_ns, node_ns = self._time(one_pass, passes)
         return CounterResult(counts=counts, fraction=fraction, calibration=calibration, call_overhead_ns=call_ns,
-                             node_ns=node_ns, schedule=[[spec.name for spec in group] for group in groups])
+                             node_ns=node_ns, schedule=[[spec.name for spec in group] for group in groups],
+                             inclusive=inclusive)
 
     def _counter_overhead(self, cs: CounterSet) -> dict[str, float]:
         return counter_overhead(cs, self.calibrate)
 
     def _time(self, one_pass: PassFn, passes: int) -> tuple[float, list[list[int]]]:
-        """What an empty layer takes (median ns), and each layer's call durations over ``passes`` passes."""
+        """What an empty layer takes (median ns), and each layer's call durations over ``passes`` passes
+        (self time: less the calls made directly inside each, as the counts)."""
         call_ns = boundary_ns(self.calibrate)
         timing = Timing()
         self._passes(timing, one_pass, passes)
-        return call_ns, timing.calls_ns(self.n_layers)
+        return call_ns, timing.self_calls_ns(self.n_layers)
 
 
 def counter_overhead(cs: CounterSet, calibrate: PassFn = empty_pass) -> dict[str, float]:

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from layerperf.collectors.boundary import outside_pass, pairs
+from layerperf.collectors.boundary import nested, outside_pass, pairs, self_values
 from layerperf.profile_data import Run, Span
 
 
@@ -64,6 +64,17 @@ class Timing:
         for matched in self._pairs():
             for layer, t0, t1 in matched:
                 out[layer].append(t1 - t0)
+        return out
+
+    def self_calls_ns(self, n_layers: int) -> list[list[int]]:
+        """Each layer's call durations less those of the layer calls made directly inside each (its
+        self time, as a profile's table has it), pass after pass."""
+        out: list[list[int]] = [[] for _ in range(n_layers)]
+        for flat in self._flat:
+            calls = nested(list(zip(flat[::2], flat[1::2], strict=True)))
+            own = self_values([(layer, float(t1 - t0), up) for layer, t0, t1, up in calls])
+            for (layer, _, _, _), ns in zip(calls, own, strict=True):
+                out[layer].append(int(ns))
         return out
 
     def runs(self, origin_ns: int | None = None) -> list[Run]:

@@ -64,7 +64,7 @@ class TorchBackend:
     name: ClassVar[str] = "torch"
     summary: ClassVar[str] = ("PyTorch: each nn.Module's forward timed at its boundaries by hooks, in situ "
                               "(level 2 adds the aten ops inside each); FLOPs from torch.utils.flop_counter")
-    model_suffixes: ClassVar[tuple[str, ...]] = ()
+    model_suffixes: ClassVar[tuple[str, ...]] = (".py",)  # FILE.py:FACTORY
     options_type: ClassVar[type] = TorchOptions
 
     def availability(self) -> Availability:

@@ -156,7 +156,7 @@ def _layer(seen: Seen, every: list[Seen], weights: frozenset[str], provider: str
                      int_ops=cost.int_ops, parent=parent)
     return Layer(name=seen.path, op_type=seen.op_type, domain=MODULE_DOMAIN, provider=provider,
                  inputs=seen.inputs, outputs=seen.outputs, param_bytes=seen.param_bytes, flops=seen.flops,
-                 bytes_read=seen.bytes_read, bytes_written=seen.bytes_written, parent=parent)
+                 bytes_read=seen.bytes_read, bytes_written=seen.bytes_written, int_ops=seen.int_ops, parent=parent)
 
 
 def graph_summary(model: TorchModel, rec: Recorder) -> GraphSummary:
@@ -187,9 +187,19 @@ def warnings(model: TorchModel, rec: Recorder) -> list[str]:
     onnx_unknown = sorted({s.op_type for s in rec.seen if s.domain is not None and not is_known(s.op_type, s.domain)})
     if onnx_unknown:
         out.append(f"FLOPs unknown for op types: {', '.join(onnx_unknown)}")
-    unknown = sorted({op for s in rec.seen if s.domain is None for op in s.unknown_ops})
+    return out + unknown_ops_warnings([s for s in rec.seen if s.domain is None])
+
+
+def unknown_ops_warnings(seen: list[Seen]) -> list[str]:
+    """The aten ops that made a row's FLOPs or integer operations unknown (no flop_counter formula)."""
+    out = []
+    unknown = sorted({op for s in seen for op in s.unknown_ops})
     if unknown:
         out.append(f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}")
+    unknown_int = sorted({op for s in seen for op in s.unknown_int_ops})
+    if unknown_int:
+        out.append("integer operations unknown for aten ops on integer tensors (no torch.utils.flop_counter "
+                   f"formula): {', '.join(unknown_int)}")
     return out
 
 

@@ -193,16 +193,18 @@ class Recording:
                   for r in state.rows]
         grad = any(r.kind == BACKWARD for r in state.rows)
         warnings, graph = forward_costs(state.root, state.first, layers, names, grad=grad)
+        if state.kwargs_unread:
+            warnings.append("the model's keyword arguments could not be read in its hooks: the untimed re-run for "
+                            "shapes and FLOPs passed its positional arguments only")
         warnings += state.warnings()
         desc = {"name": type(state.root).__name__ if state.root is not None else "?"}
         meta = metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
                         torch.__version__, self.settings.device, self.settings.options())
         if self.settings.level == 2:
-            from layerperf.backends.torch.ops import _assemble
+            from layerperf.backends.torch.ops import LEVEL2_NOTE, _assemble
 
             layers, runs = _assemble(layers, self._level2_runs())
-            warnings.append("level 2: a module's own work is on its aten op rows; its FLOPs and bytes are left "
-                            "unknown so nothing counts twice")
+            warnings.append(LEVEL2_NOTE)
             return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
         assert self.timing is not None
         prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings, graph=graph)
@@ -219,15 +221,18 @@ class Recording:
         assert request is not None and self.timing is not None
         n = len(prof.layers)
         counts: dict[str, list[list[float]]] = {}
+        inclusive: dict[str, list[list[float]]] = {}
         fraction: dict[str, list[list[float]]] = {}
         calibration: dict[str, float] = {}
         for perf, group in zip(self.perf, self.groups, strict=True):
-            got, frac = perf.counts(n)
+            tally = perf.tally(n)  # self counts, as the rows' times are self times
             calibration.update({self.labels[k]: v for k, v in perf.overhead.items()})
-            counts.update({self.labels[k]: v for k, v in got.items()})
-            fraction.update({self.labels[name]: frac for name in group})
+            counts.update({self.labels[k]: v for k, v in tally.counts.items()})
+            inclusive.update({self.labels[k]: v for k, v in tally.inclusive.items()})
+            fraction.update({self.labels[name]: tally.fraction for name in group})
         result = CounterResult(counts=counts, fraction=fraction, calibration=calibration,
-                               call_overhead_ns=self.call_ns, node_ns=self.timing.calls_ns(n), schedule=self.groups)
+                               call_overhead_ns=self.call_ns, node_ns=self.timing.self_calls_ns(n),
+                               schedule=self.groups, inclusive=inclusive)
         prof.counters = result.apply(prof.layers, replace(request, passes=self.state.runs, multiplex=True))
 
     def _fill_memory(self, prof: Profile) -> None:
@@ -314,7 +319,7 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
 
     def call() -> Any:
         with torch.inference_mode():
-            return root(*model.args)
+            return root(*model.args, **model.kwargs)
 
     back: dict[str, Seen] = {}
     try:
@@ -338,9 +343,10 @@ def _put(layers: list[Layer], seen: dict[str, Seen], domain: str) -> None:
             if domain == "torch.nn":
                 layer.inputs, layer.outputs = s.inputs, s.outputs
             layer.flops, layer.bytes_read, layer.bytes_written = s.flops, s.bytes_read, s.bytes_written
+            layer.int_ops = s.int_ops
 
 
 def _unknown_ops(rec: Recorder, back: dict[str, Seen]) -> list[str]:
-    unknown = sorted({op for s in [*rec.seen, *back.values()] for op in s.unknown_ops})
-    return [f"FLOPs unknown for aten ops (no torch.utils.flop_counter formula): {', '.join(unknown)}"] \
-        if unknown else []
+    from layerperf.backends.torch.driver import unknown_ops_warnings
+
+    return unknown_ops_warnings([*rec.seen, *back.values()])

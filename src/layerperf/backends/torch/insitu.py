@@ -67,6 +67,24 @@ class RunClock:
             self._held = None
 
 
+def call_kwargs(mod: Any, depth: int = 8) -> dict[str, Any] | None:
+    """The keyword arguments of the call of ``mod`` under way, from a global forward pre-hook (which
+    torch passes the positional ones only): read in the frame of ``Module._call_impl`` that runs
+    the hooks, whose locals hold them as passed. None where no such frame is found within ``depth``
+    frames (a torch that calls hooks otherwise)."""
+    import sys
+
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame.f_code.co_name == "_call_impl" and frame.f_locals.get("self") is mod:
+            kwargs = frame.f_locals.get("kwargs")
+            return dict(kwargs) if isinstance(kwargs, dict) else None
+        if frame.f_back is None:
+            return None
+        frame = frame.f_back
+    return None
+
+
 class InSitu:
     """The rows and runs of one in-code profile. ``boundary``: the collector called at every row's
     start and stop (level 1: timing with counters and memory; level 2: profiler ranges);
@@ -82,6 +100,7 @@ class InSitu:
         self.rows: list[Row] = []
         self.root: Any = None
         self.first: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        self.kwargs_unread = False  # the first run's keyword arguments could not be read (see call_kwargs)
         self.calls = 0  # runs begun, warm-up ones included
         self.runs = 0
         self.extents: list[tuple[int, int]] = []  # (start, end) ns of each recorded run
@@ -189,7 +208,10 @@ class InSitu:
                 self._end_run(held=True)
             self.begin_call()
         if self._in_run and self.first is None:
-            self.first = (tuple(args), {})
+            kwargs = call_kwargs(mod)
+            if kwargs is None:
+                self.kwargs_unread = True
+            self.first = (tuple(args), kwargs or {})
 
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if self._in_run and threading.get_ident() == self.tid:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.backends.base import RunPlan
 from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder
 from layerperf.profile_data import Layer, Profile, Run, Span
+from layerperf.tensor import TensorInfo, is_float_dtype, is_integer_dtype
 
 if TYPE_CHECKING:
     from layerperf.backends.torch.driver import Session
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 MARK = "layerperf::"
 RUN_MARK = "layerperf::run"
+LEVEL2_NOTE = ("level 2: a module's own work is on its aten op rows; its FLOPs, integer operations and bytes are "
+               "left unknown so nothing counts twice")
 
 
 @dataclass(slots=True)
@@ -40,6 +43,8 @@ class _Op:
     tid: int
     flops: int | None
     domain: str = "aten"  # "cuda" for a kernel
+    inputs: tuple[TensorInfo, ...] = ()
+    int_ops: int | None = None
 
 
 def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[..., None]]:
@@ -102,10 +107,76 @@ def _ops(events: Any, layers: list[Layer], origin_ns: int) -> tuple[list[tuple[i
         counts[(module, ev.name)] = k + 1
         key = f"{module}/{ev.name}" if module else ev.name
         key += f"#{k}" if k else ""
-        flops = _subtree_flops(ev)
-        unknown = flops == 0 and ev.name.removeprefix("aten::") not in NO_ARITHMETIC
-        ops.append(_Op(key, ev.name, module, start, dur, int(ev.thread), None if unknown else flops))
+        inputs = op_inputs(ev, key)
+        flops, int_ops = _work(ev, inputs)
+        ops.append(_Op(key, ev.name, module, start, dur, int(ev.thread), flops, inputs=inputs, int_ops=int_ops))
     return spans, ops + _kernel_ops(events, layers, base)
+
+
+# torch.profiler names an argument's element type by its C++ name (``input_dtypes``)
+_CPP_DTYPES = {
+    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+    "signed char": "int8", "unsigned char": "uint8", "short int": "int16", "int": "int32", "long int": "int64",
+    "long": "int64", "bool": "bool", "unsigned short": "uint16", "unsigned int": "uint32",
+    "unsigned long": "uint64", "c10::complex<float>": "complex64", "c10::complex<double>": "complex128",
+}
+_NOT_TENSORS = frozenset(("", "Scalar", "ScalarList", "TensorList", "GenericList", "None"))
+
+
+def op_inputs(ev: Any, key: str) -> tuple[TensorInfo, ...]:
+    """An op call's tensor arguments as the profiler recorded them (``record_shapes``: ``input_shapes``
+    and ``input_dtypes``), named ``<row>:in<k>`` by position; scalars and lists are left out. A type
+    name not known here is kept as the profiler wrote it."""
+    shapes = getattr(ev, "input_shapes", None) or []
+    dtypes = getattr(ev, "input_dtypes", None) or []
+    out = []
+    for k, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=False)):
+        if dtype in _NOT_TENSORS or not isinstance(shape, list | tuple):
+            continue
+        if not all(isinstance(d, int) for d in shape):
+            continue
+        out.append(TensorInfo(f"{key}:in{k}", tuple(shape), _CPP_DTYPES.get(dtype, dtype)))
+    return tuple(out)
+
+
+def _work(ev: Any, inputs: tuple[TensorInfo, ...]) -> tuple[int | None, int | None]:
+    """(FLOPs, integer operations) of one op call: the profiler's count over its call tree, as FLOPs for
+    an op with a floating-point tensor argument and as integer operations for one on integer tensors
+    only; 0 of both for an op that only moves data; None where the profiler has no formula and the op
+    computes, or the arguments' types are not known."""
+    counted = _subtree_flops(ev)
+    if ev.name.removeprefix("aten::") in NO_ARITHMETIC:
+        return counted, 0
+    dtypes = [t.dtype for t in inputs]
+    integer = bool(dtypes) and all(is_integer_dtype(d) for d in dtypes)
+    floating = any(is_float_dtype(d) or d.startswith("complex") for d in dtypes)
+    known = counted if counted else None  # the profiler's 0 is "no formula", not a count
+    if integer:
+        return 0, known if known is not None else _integer_count(ev.name.removeprefix("aten::"), inputs)
+    return known, 0 if floating else None
+
+
+def _integer_count(name: str, inputs: tuple[TensorInfo, ...]) -> int | None:
+    """:func:`.record.integer_count` from the recorded inputs: an elementwise op's output is their
+    broadcast shape (the profiler records no outputs)."""
+    import math
+
+    import numpy as np
+
+    from layerperf.backends.torch.record import INT_ELEMENTWISE, INT_PER_INPUT
+
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    shapes = [tuple(d for d in t.shape if isinstance(d, int)) for t in inputs if t.shape is not None]
+    if not shapes or [len(x) for x in shapes] != [len(t.shape or ()) for t in inputs]:
+        return None  # a dimension not known as a number
+    if base in INT_PER_INPUT:
+        return math.prod(shapes[0])
+    if base in INT_ELEMENTWISE:
+        try:
+            return math.prod(np.broadcast_shapes(*shapes))
+        except ValueError:
+            return None
+    return None
 
 
 def _kernel_ops(events: Any, layers: list[Layer], base: int) -> list[_Op]:
@@ -161,14 +232,13 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
                        profiled_latency_ns=wall if plain.wall_ns else [], latency_cpu_ns=plain.cpu_ns,
                        profiled_cpu_ns=cpu if plain.cpu_ns else [], graph=driver.graph_summary(loaded, rec),
                        measurement=driver.measurement(loaded, plan, bool(plain.wall_ns)),
-                       warnings=[*driver.warnings(loaded, rec), "level 2: a module's own work is on its aten op "
-                                 "rows; its FLOPs and bytes are left unknown so nothing counts twice"])
+                       warnings=[*driver.warnings(loaded, rec), LEVEL2_NOTE])
     return prof_out
 
 
 def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]]) -> tuple[list[Layer], list[Run]]:
     origin = per_run[0][0] if per_run else 0
-    layers = [replace(m, flops=None, bytes_read=None, bytes_written=None) for m in modules]
+    layers = [replace(m, flops=None, bytes_read=None, bytes_written=None, int_ops=None) for m in modules]
     op_index: dict[str, int] = {}
     runs = []
     for t0, dur, events in per_run:
@@ -180,7 +250,7 @@ def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]]) -> tupl
                 i = op_index[op.key] = len(layers)
                 layers.append(Layer(name=op.key, op_type=op.op, domain=op.domain,
                                     provider="cuda" if op.domain == "cuda" else "cpu", flops=op.flops,
-                                    parent=op.parent))
+                                    int_ops=op.int_ops, inputs=op.inputs, parent=op.parent))
             spans.append(Span(i, op.start_ns, op.dur_ns, op.tid))
         spans.sort(key=lambda s: s.start_ns)
         runs.append(Run(t0 - origin, dur, spans))

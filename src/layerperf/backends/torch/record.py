@@ -5,17 +5,24 @@ calls); each keeps the shapes and dtypes of its first call. The aten ops the pas
 attributed to the innermost module running them — its *self* work, as its self time excludes its
 children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) and
 the bytes of their tensor arguments and results. An op with no formula that does arithmetic makes
-its module's FLOPs unknown (None), never 0.
+its module's FLOPs unknown (None), never 0; integer work likewise, as the cost model counts it (an op
+whose tensors are all integer or boolean is integer operations, not FLOPs). The hooks are each
+module's own, with its keyword arguments: a submodule called with them has them among its inputs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from layerperf.tensor import TensorInfo
 
-# aten ops that move or view data but do no floating-point arithmetic: 0 FLOPs, known.
+# aten ops that move, view, convert or make data but do no arithmetic: 0 FLOPs and 0 integer
+# operations, known (as the cost model's data movement ops). ``_to_copy`` converts between dtypes:
+# bytes, no FLOPs, as ONNX Cast. torch.utils.flop_counter has formulas for matmuls, convolutions and
+# attention only; these are the ops with none that are known to compute nothing.
 NO_ARITHMETIC = frozenset((
     "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "flatten",
     "unflatten", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind",
@@ -24,7 +31,43 @@ NO_ARITHMETIC = frozenset((
     "arange", "embedding", "index_select", "gather", "index",
     "_reshape_alias", "masked_fill", "new_zeros", "new_empty", "new_ones", "zero_", "lift_fresh_copy",
     "view_as",
+    # in place and copying forms of the views above, and more pure movement
+    "detach_", "t_", "transpose_", "squeeze_", "unsqueeze_", "as_strided_", "resize_", "set_", "lift",
+    "view_as_real", "view_as_complex", "view_copy", "expand_copy", "permute_copy", "slice_copy", "select_copy",
+    "split_copy", "split_with_sizes_copy", "unbind_copy", "transpose_copy", "t_copy", "squeeze_copy",
+    "unsqueeze_copy", "detach_copy", "alias_copy", "_reshape_copy", "copy", "fill", "masked_fill_", "new_full",
+    "full_like", "empty_strided", "scalar_tensor", "_local_scalar_dense", "repeat", "flip", "roll",
+    "constant_pad_nd", "select_scatter", "slice_scatter", "masked_select", "pixel_shuffle", "pixel_unshuffle",
+    "channel_shuffle", "movedim", "moveaxis", "swapaxes", "diagonal", "unfold", "_unsafe_index",
+    "resolve_conj", "resolve_neg", "_pin_memory", "upsample_nearest1d", "upsample_nearest2d",
+    "upsample_nearest3d",
 ))
+
+
+# Integer work with no flop_counter formula, counted as the cost model counts ONNX ops on integer
+# tensors: an elementwise op 1 operation per output element (after broadcasting), a reduction or a scan
+# 1 per input element. Only for ops whose tensors are all integer or boolean (see integer_op); the
+# in-place form (``add_``) counts as its op.
+INT_ELEMENTWISE = frozenset((
+    "add", "sub", "rsub", "mul", "div", "floor_divide", "remainder", "fmod", "neg", "abs", "sign", "pow",
+    "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "where",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+    "logical_and", "logical_or", "logical_xor", "logical_not",
+))
+# (not max/min: one name for a reduction and an elementwise op, whose counts differ under broadcasting)
+INT_PER_INPUT = frozenset(("sum", "prod", "any", "all", "amax", "amin", "argmax", "argmin", "cumsum", "cumprod"))
+
+
+def integer_count(name: str, args: Any, kwargs: Any, out: Any) -> int | None:
+    """Integer operations of an integer op with no flop_counter formula; None for one not listed."""
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    if base in INT_ELEMENTWISE:
+        outs = _tensors(out)
+        return sum(t.numel() for t in outs) if outs else None
+    if base in INT_PER_INPUT:
+        ins = _tensors((args, kwargs))
+        return ins[0].numel() if ins else None
+    return None
 
 
 # what autograd itself dispatches with grad on (a saved tensor's detach): the model's work is the same
@@ -45,7 +88,9 @@ class Seen:
     flops: int | None = 0
     bytes_read: int = 0
     bytes_written: int = 0
-    unknown_ops: set[str] = field(default_factory=set)
+    unknown_ops: set[str] = field(default_factory=set)  # computing ops with no FLOP formula
+    int_ops: int | None = 0  # integer work; None once an integer op with no formula ran
+    unknown_int_ops: set[str] = field(default_factory=set)  # integer ops with no formula
     domain: str | None = None  # an ONNX node's (a module run for one, see from_onnx); None for a module
     attrs: dict[str, Any] | None = None
     ops: list[str] = field(default_factory=list)  # the aten ops it ran itself, in order
@@ -119,22 +164,30 @@ class Recorder:
             self.names.setdefault(id(t), (n, t))  # the innermost producer names a tensor its parents pass on
 
     def op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        from torch.utils.flop_counter import flop_registry
-
-        name = func.overloadpacket.__name__
-        formula = flop_registry.get(func.overloadpacket)
         seen = self.seen[self.stack[-1]] if self.stack else None
         if seen is None:
-            self.root_ops.append(name)
-            if formula is None and name not in NO_ARITHMETIC:
-                self.root_unknown.add(name)
+            self.root_ops.append(func.overloadpacket.__name__)
+            unknown = Seen("", "", None)
+            add_op(unknown, func, args, kwargs, out)
+            self.root_unknown |= unknown.unknown_ops | unknown.unknown_int_ops
             return
         add_op(seen, func, args, kwargs, out)
 
 
+def integer_op(args: Any, kwargs: Any, out: Any) -> bool:
+    """Whether an op works on integers: every tensor argument (or, with none, every result) is of an
+    integer or boolean type. An op with a floating-point (or complex) operand is floating-point work,
+    as in the cost model (layerperf.cost)."""
+    tensors = _tensors((args, kwargs)) or _tensors(out)
+    return bool(tensors) and not any(t.is_floating_point() or t.is_complex() for t in tensors)
+
+
 def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-    """One aten op's work onto ``seen``: its FLOPs (unknown, None, for an op with no formula that
-    computes) and the bytes of its tensor arguments and results."""
+    """One aten op's work onto ``seen``: its FLOPs and integer operations, and the bytes of its tensor
+    arguments and results. An op moving data only counts 0 of both; one on integer tensors counts 0
+    FLOPs and its formula's count (or :func:`integer_count`'s) as integer operations; a floating-point
+    one its formula's FLOPs and 0 integer operations. With no formula, the kind of work it does is
+    unknown (None), never 0."""
     from torch.utils.flop_counter import flop_registry
 
     name = func.overloadpacket.__name__
@@ -143,12 +196,21 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     if name not in AUTOGRAD_ONLY:
         seen.bytes_read += _nbytes((args, kwargs))
         seen.bytes_written += _nbytes(out)
-    if formula is not None:
-        if seen.flops is not None:
-            seen.flops += int(formula(*args, **kwargs, out_val=out))
-    elif name not in NO_ARITHMETIC:
+    if formula is None and name in NO_ARITHMETIC:
+        return
+    count = int(formula(*args, **kwargs, out_val=out)) if formula is not None else None
+    if integer_op(args, kwargs, out):
+        count = integer_count(name, args, kwargs, out) if count is None else count
+        if count is None:
+            seen.unknown_int_ops.add(name)
+            seen.int_ops = None
+        elif seen.int_ops is not None:
+            seen.int_ops += count
+    elif count is None:
         seen.unknown_ops.add(name)
         seen.flops = None
+    elif seen.flops is not None:
+        seen.flops += count
 
 
 def counting_mode(on_op: Any) -> Any:
@@ -174,17 +236,31 @@ def counting_mode(on_op: Any) -> Any:
 
 
 def record(model: Any, call: Any) -> Recorder:
-    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside)."""
-    from layerperf.backends.torch.hooks import forward_hooks
+    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside).
 
+    The hooks are each module's own, registered with ``with_kwargs=True`` for this one untimed pass:
+    a module called with keyword arguments (``embeddings(input_ids=ids)``) has its tensors among its
+    inputs, which the global hooks of the timed passes are not given."""
     own = getattr(model.module, "layerperf_paths", {})
     modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
     inputs = {id(t): (n, t) for n, t in _input_names(model)}
     rec = Recorder(modules, inputs)
-    with forward_hooks(lambda m, a: rec.pre(m, a, {}), lambda m, a, o: rec.post(m, a, {}, o)), \
-            counting_mode(rec.op):
+    with _kwargs_hooks([m for _, m in modules.values()], rec), counting_mode(rec.op):
         call()
     return rec
+
+
+@contextmanager
+def _kwargs_hooks(modules: list[Any], rec: Recorder) -> Iterator[None]:
+    handles = []
+    try:
+        for m in modules:
+            handles.append(m.register_forward_pre_hook(rec.pre, with_kwargs=True))
+            handles.append(m.register_forward_hook(rec.post, with_kwargs=True, always_call=True))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def _input_names(model: Any) -> list[tuple[str, Any]]:
