@@ -3,11 +3,13 @@ a lower bound naming the layers left out when only some are; never a 0 that was 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+import layerperf
 from layerperf.figures import total, total_text
 from layerperf.profile_data import Layer, Profile, Run, Span
 from layerperf.renderers.html import build
@@ -59,3 +61,19 @@ def test_summary_with_some_figures_unknown_is_a_lower_bound() -> None:
     assert (s["flops"], s["bytes"], s["int_ops"]) == (1000, 128, 0)
     assert s["unknown_in_totals"] == {"flops": 1, "int_ops": 0, "bytes": 1}
     assert work_line(s) == "≥ 1.00 kFLOP (1 layers unknown) + 0 int ops, ≥ 128 B (1 layers unknown) moved"
+
+
+def test_totals_count_a_modules_own_work_where_costs_nest_as_self(tmp_path: Path) -> None:
+    """A parent's figures are its own work (a torch module's) or its children's too (an ONNX Loop's):
+    the totals count every layer in the first case, the layers that are no parent in the second."""
+    layers = [Layer("block", "Block", flops=100, bytes_read=10, bytes_written=10),
+              Layer("block.fc", "Linear", flops=1000, bytes_read=50, bytes_written=50, parent="block")]
+    runs = [Run(0, 100, [Span(0, 0, 100, 1), Span(1, 10, 50, 1)])]
+    own = Profile(metadata={}, layers=layers, runs=runs, cost_nesting="self")
+    assert (summary(own)["flops"], summary(own)["bytes"]) == (1100, 120)
+    inclusive = Profile(metadata={}, layers=layers, runs=runs)
+    assert (summary(inclusive)["flops"], summary(inclusive)["bytes"]) == (1000, 100)
+    own.save(tmp_path / "p")
+    assert layerperf.load(tmp_path / "p" / "trace.json").cost_nesting == "self"
+    inclusive.save(tmp_path / "q")
+    assert layerperf.load(tmp_path / "q" / "trace.json").cost_nesting == "inclusive"

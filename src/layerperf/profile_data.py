@@ -183,6 +183,11 @@ class Profile:
     measurement: Measurement | None = None
     warnings: list[str] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)
+    # How a layer's work relates to the layers inside it (Layer.parent): "inclusive", its FLOPs, int ops
+    # and bytes hold its children's (an ONNX Loop's or If's are its body's), so totals count the layers
+    # that are no parent; "self", its own work only (a torch module's: what it runs outside its child
+    # modules), so totals count every layer.
+    cost_nesting: str = "inclusive"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Profile):

@@ -72,7 +72,7 @@ def check_version(other: dict[str, Any], source: str) -> None:
 # Written only when present, as layerperf 0.1 wrote them; a key this version does not know is kept in
 # ``Profile.sections`` and written back as it was.
 _KNOWN = ("profiled_latency_ns", "latency_cpu_ns", "profiled_cpu_ns", "graph", "counters", "memory",
-          "measurement", "warnings")
+          "measurement", "warnings", "cost_nesting")
 
 
 def sections_to_json(profile: Profile) -> dict[str, Any]:
@@ -94,6 +94,8 @@ def sections_to_json(profile: Profile) -> dict[str, Any]:
         out["counters"] = counters
     if profile.memory is not None:
         out["memory"] = profile.memory.to_json()
+    if profile.cost_nesting != "inclusive":  # written when not the default, so older files read the same
+        out["cost_nesting"] = profile.cost_nesting
     return {**out, **{k: v for k, v in profile.sections.items() if k not in out}}
 
 
@@ -109,6 +111,7 @@ def sections_from_json(extra: dict[str, Any]) -> dict[str, Any]:
         "profiled_cpu_ns": _ints(extra.get("profiled_cpu_ns")),
         "warnings": [str(w) for w in extra.get("warnings") or ()],
         "sections": {k: v for k, v in extra.items() if k not in _KNOWN},
+        "cost_nesting": "self" if extra.get("cost_nesting") == "self" else "inclusive",
     }
     if (graph := extra.get("graph")) is not None:
         kw["graph"] = GraphSummary(tuple(graph.get("inputs", ())), tuple(graph.get("outputs", ())),

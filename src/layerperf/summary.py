@@ -57,9 +57,10 @@ def summary(profile: Profile) -> dict[str, Any]:
     flops = [r["flops"] for r in rows]
     int_ops = [r["int_ops"] for r in rows]
     runs = max(len(profile.runs), 1)
-    # Per run: a loop body's layer runs several times a run, and a control-flow layer's FLOPs and
-    # bytes are its body's again, so totals count the layers that are no parent, once per call.
-    leaves = [r for r in rows if r["name"] not in profile.parent_names]
+    # Per run, once per call (a loop body's layer runs several times a run). Where a parent's figures
+    # hold its children's (a control-flow layer's are its body's), totals count the layers that are no
+    # parent; where they are its own work (a torch module's), every layer.
+    leaves = rows if profile.cost_nesting == "self" else [r for r in rows if r["name"] not in profile.parent_names]
     latency = distribution(profile.latency_ns)
     latency_med = known(latency.median_us)
     profiled_med = known(distribution(profile.profiled_latency_ns).median_us)

@@ -64,7 +64,7 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
         profiled_latency_ns=[r.dur_ns for r in runs] if plain.wall_ns else [],
         latency_cpu_ns=plain.cpu_ns, profiled_cpu_ns=session.cpu_ns if plain.cpu_ns else [],
         graph=graph_summary(loaded, rec), measurement=measurement(loaded, plan, bool(plain.wall_ns)),
-        warnings=warnings(loaded, rec))
+        warnings=warnings(loaded, rec), cost_nesting="self")
     if collectors.counters or collectors.memory:
         collectors.driver(len(layers)).run(lambda c: session.hooked_pass(index, c)).fill(prof)
     if collectors.memory:  # what torch's allocator did, per module: one more pass under torch.profiler

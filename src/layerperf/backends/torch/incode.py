@@ -205,9 +205,11 @@ class Recording:
 
             layers, runs = _assemble(layers, self._level2_runs())
             warnings.append(LEVEL2_NOTE)
+            # level 2: a module's work is on the op rows under it, so its figures are its children's
             return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
         assert self.timing is not None
-        prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings, graph=graph)
+        prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings, graph=graph,
+                       cost_nesting="self")
         if self.perf and state.runs:
             self._fill_counters(prof)
         if self.settings.collectors.memory is not None:

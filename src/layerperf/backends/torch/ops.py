@@ -228,6 +228,8 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
             collectors.progress("profiled runs (level 2)", r + 1, plan.runs)
     all_layers, runs = _assemble(layers, per_run)
     loaded = session.model
+    # cost nesting stays "inclusive": a module's work is all on the op rows under it (its own figures
+    # unknown), so totals count the rows that are no parent
     prof_out = Profile(metadata=meta, layers=all_layers, runs=runs, latency_ns=plain.wall_ns,
                        profiled_latency_ns=wall if plain.wall_ns else [], latency_cpu_ns=plain.cpu_ns,
                        profiled_cpu_ns=cpu if plain.cpu_ns else [], graph=driver.graph_summary(loaded, rec),
