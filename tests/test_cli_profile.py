@@ -160,3 +160,14 @@ def test_an_unwritable_out_is_refused_before_profiling(command: str, tmp_path: P
     for out in (blocker, blocker / "sub"):
         assert main([command, "resnet18", "--runs", "1", "--out", str(out)]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing created
+
+
+@pytest.mark.parametrize("argv", [["profile", "m.onnx", "--threads", "-1"], ["diff", "a", "b", "--by", "foo"],
+                                  ["calibrate", "--format", "yaml"], ["nosuch"]])
+def test_a_bad_flag_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from layerperf.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "error: argument" in err and "--help" in err

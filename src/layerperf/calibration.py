@@ -86,7 +86,10 @@ class Peaks:
                        kernels={str(k): rates(v) for k, v in (doc.get("kernels") or {}).items()},
                        measured_at=str(doc.get("measured_at", "")), onnxruntime=str(doc.get("onnxruntime", "")),
                        quick=bool(doc.get("quick", False)))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except KeyError as exc:
+            raise InputError(f"{source}: malformed calibration (no {exc.args[0]!r})",
+                             hint="run layerperf calibrate again") from None
+        except (TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{source}: malformed calibration ({exc})", hint="run layerperf calibrate again") from None
 
 

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from layerperf import __version__
 from layerperf.errors import LayerperfError
@@ -33,8 +33,15 @@ def _modules() -> list[Any]:
     return mods
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (the problem, and where the usage is), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="layerperf", description="Per-layer performance profiler for deep-learning inference.")
     parser.add_argument("--version", action="version", version=f"layerperf {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")

@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
         view = view.then(memory_view(report(prof), fmt=fmt))
     show(view, fmt, args.output)
+    if args.output:  # the "wrote" lines went into the output file: say on stderr what was written where
+        import sys
+
+        for path in (*written.values(), args.output):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
