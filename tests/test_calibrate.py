@@ -354,3 +354,12 @@ def test_peaks_given_to_a_view_replace_the_cached_ones(cache: Path) -> None:
     assert "% of peak" not in [c.header for c in none.columns] and all("pct_of_peak" not in r for r in none.rows)
     rows = analyze_view(read_table(SAVED), peaks=None).sections[0].rows
     assert all("pct_of_peak" not in r for r in rows)
+
+
+def test_layers_above_the_calibrated_peak_are_flagged() -> None:
+    from layerperf.renderers.views import peak
+
+    rows = [{"name": "a", "pct_of_peak": 126.0}, {"name": "b", "pct_of_peak": 80.0}, {"name": "c", "pct_of_peak": None}]
+    (note,) = peak.above_peak(rows)
+    assert note.kind == "warning" and note.text.startswith("1 layers ran above the calibrated peak (up to 126%)")
+    assert peak.above_peak(rows[1:]) == []

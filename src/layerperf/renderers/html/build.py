@@ -74,11 +74,13 @@ def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, s
         if found is None:
             return None, (f"{machine['cpu']} ({machine['cores']} cores) was never calibrated: run "
                           "`layerperf calibrate` on that machine to draw its peaks as ceilings")
-        return found, f"ceilings: calibration of {machine['cpu']}, {machine['cores']} cores"
+        quick = " (a --quick calibration: small sizes, not this machine's peaks)" if found.quick else ""
+        return found, f"ceilings: calibration of {machine['cpu']}, {machine['cores']} cores{quick}"
     if found is None:
         return None, "this machine was never calibrated: run `layerperf calibrate` to draw its peaks as ceilings"
-    return found, (f"ceilings: this machine's calibration ({found.cpu_model}, {found.cores} cores); the trace "
-                   "does not say which machine it ran on")
+    quick = "; a --quick calibration: small sizes, not this machine's peaks" if found.quick else ""
+    return found, (f"ceilings: this machine's calibration ({found.cpu_model}, {found.cores} cores{quick}); the "
+                   "trace does not say which machine it ran on")
 
 
 def _machine(meta: Mapping[str, Any]) -> str:

@@ -106,6 +106,7 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     result = analysis.top(ranked, top)
     ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
     rows = peak.with_pcts(analysis.rows(result), ref)
+    peak_notes += peak.above_peak(rows)
     columns = _columns(table, result)
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)

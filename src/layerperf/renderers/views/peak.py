@@ -95,3 +95,15 @@ def with_column(columns: Sequence[Column]) -> list[Column]:
     at = keys.index(anchor) + 1 if anchor in keys else len(cols)
     cols[at:at] = [PCT_OF_PEAK]
     return cols
+
+
+def above_peak(rows: Sequence[Mapping[str, Any]]) -> list[Note]:
+    """A warning when some rows went past the calibrated peak: the calibration is below what this
+    machine does (a --quick or disturbed one, another clock), so its percentages read high."""
+    over = [r for r in rows if (r.get(KEY) or 0) > 100]
+    if not over:
+        return []
+    top = max(float(r[KEY]) for r in over)
+    return [Note(f"{len(over)} layers ran above the calibrated peak (up to {top:.0f}%): the calibration is below "
+                 "what this machine does (a --quick run, a disturbed one, or another clock); run layerperf "
+                 "calibrate again on a quiet machine", "warning")]

@@ -92,6 +92,7 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     summ = summary(prof)
     ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
+    peak_notes += peak.above_peak(table)
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
     # CSV keeps layers.csv's columns (a profile's file, the same on any machine): % of peak is in JSON and tables
