@@ -158,7 +158,7 @@ def test_layers_summing_past_the_plain_latency_warn() -> None:
     prof = fake_profile([105] * 10, latency_us=1000, profiled_us=1080)
     s = summary(prof)
     assert s["profiler_overhead"] < OVERHEAD_WARN
-    assert s["profiler_warning"] is not None and "1.05x the plain latency" in s["profiler_warning"]
+    assert s["profiler_warning"] is not None and "1.050x the plain latency" in s["profiler_warning"]
     # 50 µs of the 10 layers' time is not in the plain run: at least 5 µs of each 8 µs event is inside them
     assert s["profiler_event_cost_us"] == pytest.approx(8.0)
     assert s["profiler_cost_in_layers_min_us"] == pytest.approx(5.0)
@@ -212,3 +212,11 @@ def test_a_negative_event_cost_is_called_noise(capsys: pytest.CaptureFixture[str
     assert summary(prof)["profiler_event_cost_us"] == pytest.approx(-10.0)
     print_profile(prof, top=None, fmt="table", written={})
     assert "per node event -10.00 µs wall (below 0: noise, not a cost)" in capsys.readouterr().out
+
+
+def test_the_cost_warning_never_says_more_inside_than_the_whole_nor_zero_layers() -> None:
+    # layers summing 10% past the plain run, per node event more than the event's whole cost
+    prof = fake_profile([1100] * 10, latency_us=10000, profiled_us=10050)
+    warning = summary(prof)["profiler_warning"]
+    assert warning is not None and "all of it inside the layer times" in warning
+    assert "at least" not in warning and "the 0 of" not in warning

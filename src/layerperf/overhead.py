@@ -70,15 +70,21 @@ def _warning(latency_med: float | None, profiled_med: float | None, layers_sum: 
     if profiled_med / latency_med > OVERHEAD_WARN:
         why.append(f"the profiler adds {100 * (profiled_med / latency_med - 1):.0f}% to a run")
     if layers_sum > latency_med:
-        why.append(f"the layer medians sum to {layers_sum / latency_med:.2f}x the plain latency")
+        why.append(f"the layer medians sum to {layers_sum / latency_med:.3f}x the plain latency")
     if not why:
         return None
     text = "; ".join(why)
     if cost is None or cost <= 0:
         return text
     text += f"; each node event costs about {cost:.1f} µs"
-    text += (f", at least {inside:.1f} µs of it inside the layer times" if inside else
-             ", how much of it inside the layer times is not measured")
+    if not inside:
+        text += ", how much of it inside the layer times is not measured"
+    elif inside < cost:
+        text += f", at least {inside:.1f} µs of it inside the layer times"
+    else:  # the layers' excess over the plain run is more than the whole cost: the host's noise on top
+        text += ", all of it inside the layer times (their sum exceeds the plain run by more than that)"
+    if not small:
+        return text
     return text + (f"; the {small} of {n_layers} layers with a median under {SMALL_LAYER_EVENTS} event costs "
                    f"({SMALL_LAYER_EVENTS * cost:.1f} µs) may carry a profiler cost as large as their own time: "
                    "their times and ranks are uncertain")
