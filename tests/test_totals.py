@@ -34,7 +34,7 @@ def test_total_is_unknown_when_no_figure_is_known_and_a_bound_when_some_are() ->
     t = total([3.0, None, 4.0], [2, 1, 1], per=2)
     assert (t.value, t.unknown) == (5.0, 1)
     assert total_text(None, 2, str) == "?"
-    assert total_text(5.0, 1, str) == "≥ 5.0 (1 layers unknown)"
+    assert total_text(5.0, 1, str) == "≥ 5.0 (1 layer unknown)"
     assert total_text(0.0, 0, str) == "0.0"  # a counted zero stays a zero
 
 
@@ -60,7 +60,7 @@ def test_summary_with_some_figures_unknown_is_a_lower_bound() -> None:
     s = summary(prof)
     assert (s["flops"], s["bytes"], s["int_ops"]) == (1000, 128, 0)
     assert s["unknown_in_totals"] == {"flops": 1, "int_ops": 0, "bytes": 1}
-    assert work_line(s) == "≥ 1.00 kFLOP (1 layers unknown) + 0 int ops, ≥ 128 B (1 layers unknown) moved"
+    assert work_line(s) == "≥ 1.00 kFLOP (1 layer unknown) + 0 int ops, ≥ 128 B (1 layer unknown) moved"
 
 
 def test_totals_count_a_modules_own_work_where_costs_nest_as_self(tmp_path: Path) -> None:

@@ -508,5 +508,5 @@ def total_text(value: float | None, unknown: int, fmt: Callable[[float | None], 
     if value is None:
         return "?"
     if unknown:
-        return f"≥ {fmt(value)} ({unknown} layers unknown)"
+        return f"≥ {fmt(value)} ({unknown} layer{'s' if unknown != 1 else ''} unknown)"
     return fmt(value)

@@ -34,16 +34,20 @@ class Reference:
         p = self.peaks
         parts = []
         if self.flops_per_s is not None:
-            parts.append(f"float32 {_si(self.flops_per_s, 'FLOP/s')} at {self.flops_threads} threads")
+            parts.append(f"float32 {_si(self.flops_per_s, 'FLOP/s')} at {_threads(self.flops_threads)}")
         if self.int_ops_per_s is not None:
-            parts.append(f"int8 {_si(self.int_ops_per_s, 'OP/s')} at {self.int_threads} threads")
-        run = (f"the run's {self.asked_threads} threads" if self.asked_threads
+            parts.append(f"int8 {_si(self.int_ops_per_s, 'OP/s')} at {_threads(self.int_threads)}")
+        run = (f"the run's {_threads(self.asked_threads)}" if self.asked_threads
                else "the most threads measured (the run's thread count is unknown)")
         text = (f"% of peak = FLOP/s (OP/s for integer kernels) over the peak calibrated on {p.cpu_model}, "
                 f"{p.cores} cores ({p.measured_at[:10]}) for {run}: " + ("; ".join(parts) or "none measured"))
         if p.quick:
             text += "; a --quick calibration (small sizes): not this machine's peaks"
         return Note(text)
+
+
+def _threads(n: int | None) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
 
 
 def _si(value: float, unit: str) -> str:

@@ -137,7 +137,19 @@ def _backend_options(meta: Mapping[str, Any]) -> str:
     opts = meta.get("options", {})
     if meta.get("backend") == "onnxruntime":
         return f"opt level {opts.get('opt_level')}"
-    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in opts.items() if k not in _PLAN_OPTIONS)
+    return ", ".join(_option(k, v) for k, v in opts.items() if k not in _PLAN_OPTIONS and v not in (None, [], ""))
+
+
+def _option(key: str, value: Any) -> str:
+    """One recorded option in words: ``level 2``, ``memory``, ``events task-clock,page-faults``."""
+    name = key.replace("_", " ")
+    if value is True:
+        return name
+    if value is False:
+        return f"no {name}"
+    if isinstance(value, list | tuple):
+        return f"{name} {','.join(map(str, value))}"
+    return f"{name} {value}"
 
 
 def _inputs(summ: Mapping[str, Any]) -> list[str]:
