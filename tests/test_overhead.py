@@ -158,7 +158,7 @@ def test_layers_summing_past_the_plain_latency_warn() -> None:
     prof = fake_profile([105] * 10, latency_us=1000, profiled_us=1080)
     s = summary(prof)
     assert s["profiler_overhead"] < OVERHEAD_WARN
-    assert s["profiler_warning"] is not None and "1.050x the plain latency" in s["profiler_warning"]
+    assert s["profiler_warning"] is not None and "1.05x the plain latency" in s["profiler_warning"]
     # 50 µs of the 10 layers' time is not in the plain run: at least 5 µs of each 8 µs event is inside them
     assert s["profiler_event_cost_us"] == pytest.approx(8.0)
     assert s["profiler_cost_in_layers_min_us"] == pytest.approx(5.0)

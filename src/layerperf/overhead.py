@@ -70,7 +70,9 @@ def _warning(latency_med: float | None, profiled_med: float | None, layers_sum: 
     if profiled_med / latency_med > OVERHEAD_WARN:
         why.append(f"the profiler adds {100 * (profiled_med / latency_med - 1):.0f}% to a run")
     if layers_sum > latency_med:
-        why.append(f"the layer medians sum to {layers_sum / latency_med:.3f}x the plain latency")
+        ratio = layers_sum / latency_med  # 3 decimals where 2 would read 1.00x
+        why.append(f"the layer medians sum to {ratio:.2f}x the plain latency" if round(ratio, 2) > 1 else
+                   f"the layer medians sum to {ratio:.3f}x the plain latency")
     if not why:
         return None
     text = "; ".join(why)
