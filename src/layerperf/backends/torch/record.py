@@ -112,7 +112,9 @@ def _tensors(value: Any) -> list[Any]:
 
 
 def _nbytes(value: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in _tensors(value))
+    # a tensor passed twice (``mul(x, x)``) is read once, as the cost model counts a node's inputs
+    unique = {id(t): t for t in _tensors(value)}
+    return sum(t.numel() * t.element_size() for t in unique.values())
 
 
 class Recorder:
@@ -190,16 +192,23 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     unknown (None), never 0."""
     from torch.utils.flop_counter import flop_registry
 
+    from layerperf.backends.torch import aten_cost
+
     name = func.overloadpacket.__name__
-    formula = flop_registry.get(func.overloadpacket)
     seen.ops.append(name)
+    if aten_cost.is_view(func):  # an alias of its input (t, view, expand, detach...): no data moves
+        return
     if name not in AUTOGRAD_ONLY:
         seen.bytes_read += _nbytes((args, kwargs))
         seen.bytes_written += _nbytes(out)
+    formula = flop_registry.get(func.overloadpacket)
     if formula is None and name in NO_ARITHMETIC:
         return
-    count = int(formula(*args, **kwargs, out_val=out)) if formula is not None else None
-    if integer_op(args, kwargs, out):
+    integer = integer_op(args, kwargs, out)
+    count = None if integer else aten_cost.flops(func, args, kwargs, out)
+    if count is None and formula is not None:
+        count = int(formula(*args, **kwargs, out_val=out))
+    if integer:
         count = integer_count(name, args, kwargs, out) if count is None else count
         if count is None:
             seen.unknown_int_ops.add(name)
