@@ -3,8 +3,11 @@
 The modules become the profile's layers in the order they first start (a parent before what it
 calls); each keeps the shapes and dtypes of its first call. The aten ops the pass dispatches are
 attributed to the innermost module running them — its *self* work, as its self time excludes its
-children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) and
-the bytes of their tensor arguments and results. An op with no formula that does arithmetic makes
+children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) or, for
+the ops it has none for (elementwise, normalizations, softmax, pools, their backward), as the ONNX
+cost model counts them (:mod:`.aten_cost`), and the bytes of their tensor arguments and results; a
+view (``t``, ``view``, ``expand``...: a result aliasing an argument it does not write) moves no
+bytes. An op with no formula that does arithmetic makes
 its module's FLOPs unknown (None), never 0; integer work likewise, as the cost model counts it (an op
 whose tensors are all integer or boolean is integer operations, not FLOPs). The hooks are each
 module's own, with its keyword arguments: a submodule called with them has them among its inputs.
