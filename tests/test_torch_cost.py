@@ -99,6 +99,8 @@ def test_copies_and_in_place_ops_move_data() -> None:
     inplace = _count(lambda a, b: a.add_(b), x, y)  # reads both, writes what it changes
     assert inplace.bytes_read == 2 * 8 * 16 * F4 and inplace.bytes_written == 8 * 16 * F4
     assert inplace.flops == 8 * 16
+    overwrite = _count(lambda a, b: a.copy_(b), x, y)  # copy_ reads its source only
+    assert overwrite.bytes_read == overwrite.bytes_written == 8 * 16 * F4 and overwrite.flops == 0
     square = _count(lambda t: t * t, x)  # one tensor fed twice is read once, as in the cost model
     assert square.bytes_read == 8 * 16 * F4
 

@@ -26,6 +26,10 @@ METADATA_INPLACE = frozenset(("detach_", "t_", "transpose_", "squeeze_", "unsque
                               "new_empty"))
 
 
+# in-place ops that overwrite their first argument without reading it: its bytes are written, not read
+OVERWRITE = frozenset(("copy_", "fill_", "zero_"))
+
+
 def is_view(func: Any) -> bool:
     """Whether an aten op moves no data: every result is an alias of an argument it does not write (its
     schema's ``Tensor(a)``: ``t``, ``view``, ``expand``, ``transpose``, ``detach``...), or it only changes

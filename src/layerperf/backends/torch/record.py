@@ -202,7 +202,7 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     if aten_cost.is_view(func):  # an alias of its input (t, view, expand, detach...): no data moves
         return
     if name not in AUTOGRAD_ONLY:
-        seen.bytes_read += _nbytes((args, kwargs))
+        seen.bytes_read += _nbytes((args[1:], kwargs) if name in aten_cost.OVERWRITE else (args, kwargs))
         seen.bytes_written += _nbytes(out)
     formula = flop_registry.get(func.overloadpacket)
     if formula is None and name in NO_ARITHMETIC:
