@@ -41,8 +41,9 @@ def test_with_block(net: Net) -> None:
     assert len(p.runs) == 3  # 4 calls less 1 warm-up
     assert all(row["calls"] == 3 for row in p.table())
     lin = p.layers[1]
-    assert lin.flops == 2 * 4 * 32 * 64 and lin.inputs[0].shape == (4, 32) and lin.outputs[0].shape == (4, 64)
-    assert p.layers[2].flops is None  # relu: no formula, unknown
+    # the matmul and the bias add (1 an output element, as the cost model's Gemm)
+    assert lin.flops == 2 * 4 * 32 * 64 + 4 * 64 and lin.inputs[0].shape == (4, 32) and lin.outputs[0].shape == (4, 64)
+    assert p.layers[2].flops == 4 * 64  # relu: 1 an element, as the cost model's Relu
     body = 0
     assert np.all(p.durations_ns(body) == p.inclusive_ns(body) - p.inclusive_ns(1) - p.inclusive_ns(2))
 
@@ -77,9 +78,11 @@ def test_training_model_costs_from_a_forward_and_backward_rerun(net: Net) -> Non
         net(torch.randn(2, 32)).sum().backward()
     p = prof.profile
     flops = {layer.name: layer.flops for layer in p.layers}
-    assert len(p.runs) == 1 and flops["body.0"] == 2 * 2 * 32 * 64
-    assert flops["body.0 (backward)"] is None  # its bias's gradient is a sum: no formula, unknown
-    assert any("threshold_backward" in w and "sum" in w for w in p.warnings)
+    assert len(p.runs) == 1 and flops["body.0"] == 2 * 2 * 32 * 64 + 2 * 64
+    # its weight's gradient (a matmul) and its bias's (a sum over the batch, 1 an element); the input needs none
+    assert flops["body.0 (backward)"] == 2 * 2 * 32 * 64 + 2 * 64
+    assert flops["body.1 (backward)"] == 2 * 64  # threshold_backward: 1 an element
+    assert not any("threshold_backward" in w or "sum" in w for w in p.warnings), p.warnings
 
 
 def test_profile_before_stop_is_refused(net: Net) -> None:
@@ -240,6 +243,6 @@ def test_keyword_arguments_are_replayed_for_shapes_and_flops() -> None:
     p = prof.profile
     assert not any("re-running the model failed" in w for w in p.warnings), p.warnings
     by_name = {layer.name: layer for layer in p.layers}
-    assert by_name["proj"].flops == 2 * 2 * 7 * 16 * 8 and by_name["proj"].in_shapes == "2x7x16"
+    assert by_name["proj"].flops == 2 * 2 * 7 * 16 * 8 + 2 * 7 * 8 and by_name["proj"].in_shapes == "2x7x16"
     assert by_name["embeddings"].in_shapes == "2x7;2x7x1"  # its keyword arguments are its inputs
     assert p.graph is not None and p.graph.inputs == ("input_ids", "mask")

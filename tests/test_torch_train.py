@@ -87,10 +87,12 @@ def test_train_step_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert spans["optimizer.step (SGD)"][0] >= spans["features (backward)"][1]
     flops = {layer.name: layer.flops for layer in p.layers}
     conv0, conv2 = 2 * 2 * 8 * 8 * 8 * 3 * 9, 2 * 2 * 8 * 8 * 8 * 8 * 9  # 2 FLOPs a multiply-add
-    assert flops["features.0"] == conv0 and flops["features.2"] == conv2
-    assert flops["features.2 (backward)"] == 2 * conv2  # the gradients of its input and of its weight
-    assert flops["features.0 (backward)"] == conv0  # of its weight only: the data needs none
-    assert flops["features.1 (backward)"] is None  # threshold_backward: no formula, unknown
+    out = 2 * 8 * 8 * 8  # each conv's output elements: its bias adds 1 each (as the cost model's Conv)
+    assert flops["features.0"] == conv0 + out and flops["features.2"] == conv2 + out
+    # the gradients of its input and of its weight, and its bias's (a sum over the output gradient)
+    assert flops["features.2 (backward)"] == 2 * conv2 + out
+    assert flops["features.0 (backward)"] == conv0 + out  # of its weight and bias only: the data needs none
+    assert flops["features.1 (backward)"] == 2 * 8 * 8 * 8  # threshold_backward: 1 FLOP per gradient element
     assert flops["CrossEntropyLoss (backward)"] is None and flops["optimizer.step (SGD)"] is None  # not re-run
     again = layerperf.load(tmp_path / "train")
     assert [layer.name for layer in again.layers] == [layer.name for layer in p.layers]
@@ -268,7 +270,8 @@ def test_costs_rerun_leaves_buffers_and_random_state_as_they_were() -> None:
     assert all(torch.equal(a, b) for a, b in zip(params, net.parameters(), strict=True))
     assert all(q.grad is not None for q in net.parameters())
     assert torch.equal(rng, torch.get_rng_state())
-    assert {layer.name: layer.flops for layer in p.layers}["0 (backward)"] == 2 * 2 * 4 * 4 * 4 * 3 * 9
+    back = {layer.name: layer.flops for layer in p.layers}["0 (backward)"]
+    assert back == 2 * 2 * 4 * 4 * 4 * 3 * 9 + 2 * 4 * 4 * 4  # its weight's gradient, and its bias's (a sum)
 
 
 class TwoOut(nn.Module):

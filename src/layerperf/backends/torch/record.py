@@ -3,8 +3,11 @@
 The modules become the profile's layers in the order they first start (a parent before what it
 calls); each keeps the shapes and dtypes of its first call. The aten ops the pass dispatches are
 attributed to the innermost module running them — its *self* work, as its self time excludes its
-children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) and
-the bytes of their tensor arguments and results. An op with no formula that does arithmetic makes
+children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) or, for
+the ops it has none for (elementwise, normalizations, softmax, pools, their backward), as the ONNX
+cost model counts them (:mod:`.aten_cost`), and the bytes of their tensor arguments and results; a
+view (``t``, ``view``, ``expand``...: a result aliasing an argument it does not write) moves no
+bytes. An op with no formula that does arithmetic makes
 its module's FLOPs unknown (None), never 0; integer work likewise, as the cost model counts it (an op
 whose tensors are all integer or boolean is integer operations, not FLOPs). The hooks are each
 module's own, with its keyword arguments: a submodule called with them has them among its inputs.
@@ -112,7 +115,9 @@ def _tensors(value: Any) -> list[Any]:
 
 
 def _nbytes(value: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in _tensors(value))
+    # a tensor passed twice (``mul(x, x)``) is read once, as the cost model counts a node's inputs
+    unique = {id(t): t for t in _tensors(value)}
+    return sum(t.numel() * t.element_size() for t in unique.values())
 
 
 class Recorder:
@@ -190,16 +195,23 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     unknown (None), never 0."""
     from torch.utils.flop_counter import flop_registry
 
+    from layerperf.backends.torch import aten_cost
+
     name = func.overloadpacket.__name__
-    formula = flop_registry.get(func.overloadpacket)
     seen.ops.append(name)
+    if aten_cost.is_view(func):  # an alias of its input (t, view, expand, detach...): no data moves
+        return
     if name not in AUTOGRAD_ONLY:
-        seen.bytes_read += _nbytes((args, kwargs))
+        seen.bytes_read += _nbytes((args[1:], kwargs) if name in aten_cost.OVERWRITE else (args, kwargs))
         seen.bytes_written += _nbytes(out)
+    formula = flop_registry.get(func.overloadpacket)
     if formula is None and name in NO_ARITHMETIC:
         return
-    count = int(formula(*args, **kwargs, out_val=out)) if formula is not None else None
-    if integer_op(args, kwargs, out):
+    integer = integer_op(args, kwargs, out)
+    count = None if integer else aten_cost.flops(func, args, kwargs, out)
+    if count is None and formula is not None:
+        count = int(formula(*args, **kwargs, out_val=out))
+    if integer:
         count = integer_count(name, args, kwargs, out) if count is None else count
         if count is None:
             seen.unknown_int_ops.add(name)
