@@ -195,7 +195,8 @@ def unknown_ops_warnings(seen: list[Seen]) -> list[str]:
     out = []
     unknown = sorted({op for s in seen for op in s.unknown_ops})
     if unknown:
-        out.append(f"FLOPs unknown for aten ops (no formula in torch.utils.flop_counter nor in layerperf's cost model): {', '.join(unknown)}")
+        out.append("FLOPs unknown for aten ops (no formula in torch.utils.flop_counter nor in layerperf's cost "
+                   f"model): {', '.join(unknown)}")
     unknown_int = sorted({op for s in seen for op in s.unknown_int_ops})
     if unknown_int:
         out.append("integer operations unknown for aten ops on integer tensors (no torch.utils.flop_counter "
