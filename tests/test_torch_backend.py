@@ -59,6 +59,12 @@ def test_relu_called_twice_is_two_calls_per_run() -> None:
     prof = layerperf.profile((Twice().eval(), torch.randn(4, 8)), backend="torch", warmup=0, runs=2)
     rows = {r["name"]: r for r in prof.table()}
     assert rows["act"]["calls"] == 4 and rows["lin"]["calls"] == 2
+    # a layer's figures are per call: the two ReLUs of a run (4x8 each) did 2 x 32 FLOPs in all
+    act = next(layer for layer in prof.layers if layer.name == "act")
+    assert act.flops == 32 and act.bytes_read == act.bytes_written == 4 * 8 * 4
+    from layerperf.summary import summary
+
+    assert summary(prof)["flops"] == 2 * 32 + 2 * 4 * 8 * 8 + 4 * 8  # relus + matmul + bias
 
 
 def test_shapes_and_flops_from_what_ran(resnet18: layerperf.Profile) -> None:

@@ -154,9 +154,10 @@ def _layer(seen: Seen, every: list[Seen], weights: frozenset[str], provider: str
                      outputs=seen.outputs, param_bytes=sum(t.nbytes or 0 for t in seen.inputs if t.name in weights),
                      flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
                      int_ops=cost.int_ops, parent=parent)
+    flops, bytes_read, bytes_written, int_ops = seen.per_call()
     return Layer(name=seen.path, op_type=seen.op_type, domain=MODULE_DOMAIN, provider=provider,
-                 inputs=seen.inputs, outputs=seen.outputs, param_bytes=seen.param_bytes, flops=seen.flops,
-                 bytes_read=seen.bytes_read, bytes_written=seen.bytes_written, int_ops=seen.int_ops, parent=parent)
+                 inputs=seen.inputs, outputs=seen.outputs, param_bytes=seen.param_bytes, flops=flops,
+                 bytes_read=bytes_read, bytes_written=bytes_written, int_ops=int_ops, parent=parent)
 
 
 def graph_summary(model: TorchModel, rec: Recorder) -> GraphSummary:

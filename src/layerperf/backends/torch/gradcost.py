@@ -34,7 +34,9 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
 
     def start(mod: Any) -> None:
         name = f"{paths[id(mod)]} (backward)"
-        running.append(back.setdefault(name, Seen(name, f"{type(mod).__name__} (backward)", None)))
+        seen = back.setdefault(name, Seen(name, f"{type(mod).__name__} (backward)", None))
+        seen.calls += 1
+        running.append(seen)
 
     def stop(mod: Any) -> None:
         name = f"{paths[id(mod)]} (backward)"

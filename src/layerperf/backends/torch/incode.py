@@ -344,8 +344,7 @@ def _put(layers: list[Layer], seen: dict[str, Seen], domain: str) -> None:
         if s is not None and layer.domain == domain:
             if domain == "torch.nn":
                 layer.inputs, layer.outputs = s.inputs, s.outputs
-            layer.flops, layer.bytes_read, layer.bytes_written = s.flops, s.bytes_read, s.bytes_written
-            layer.int_ops = s.int_ops
+            layer.flops, layer.bytes_read, layer.bytes_written, layer.int_ops = s.per_call()
 
 
 def _unknown_ops(rec: Recorder, back: dict[str, Seen]) -> list[str]:

@@ -97,6 +97,17 @@ class Seen:
     domain: str | None = None  # an ONNX node's (a module run for one, see from_onnx); None for a module
     attrs: dict[str, Any] | None = None
     ops: list[str] = field(default_factory=list)  # the aten ops it ran itself, in order
+    calls: int = 0  # how often it ran in the recorded pass: its work above is the sum over them
+
+    def per_call(self) -> tuple[int | None, int, int, int | None]:
+        """FLOPs, bytes read, bytes written and int ops of one call (the mean over the pass's calls, as
+        a layer's figures are per call: a ReLU module used twice did half its pass's work each time)."""
+        n = max(self.calls, 1)
+
+        def mean(v: int | None) -> int | None:
+            return None if v is None else round(v / n)
+
+        return mean(self.flops), round(self.bytes_read / n), round(self.bytes_written / n), mean(self.int_ops)
 
 
 def _dtype(t: Any) -> str:
@@ -152,6 +163,7 @@ class Recorder:
                                   self.stack[-1] if self.stack else None,
                                   tuple(_info(n, t) for n, t in zip(names, ins, strict=False)), (), params,
                                   domain=getattr(mod, "layerperf_domain", None), attrs=getattr(mod, "attrs", None)))
+        self.seen[i].calls += 1
         self.stack.append(i)
 
     def post(self, mod: Any, args: Any, kwargs: Any, out: Any) -> None:
