@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
@@ -134,3 +136,11 @@ def test_a_py_factory_picks_the_torch_backend_and_no_other() -> None:
     assert backends.for_model("model.onnx").name == "onnxruntime"
     with pytest.raises(InputError, match=r"\.py factories run on --backend torch, not --backend onnxruntime"):
         backends.for_model("cnn.py:make", "onnxruntime")
+
+
+def test_more_threads_than_cores_is_a_warning(tiny_model_path: Path) -> None:
+    cores = os.cpu_count() or 1
+    prof = layerperf.profile(str(tiny_model_path), runs=2, warmup=1, threads=cores + 1, latency=False)
+    assert any(w.startswith(f"{cores + 1} intra-op threads asked for on {cores} cores") for w in prof.warnings)
+    prof = layerperf.profile(str(tiny_model_path), runs=2, warmup=1, threads=1, latency=False)
+    assert not any("intra-op threads asked for" in w for w in prof.warnings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -70,4 +71,9 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
     plan.validate()
     collectors = Collectors.make(events=events, perf_config=perf_config, passes=passes, multiplex=multiplex,
                                  memory=memory, sample_rate=sample_rate, progress=progress)
-    return chosen.profile(model, plan, opts, collectors)
+    prof = chosen.profile(model, plan, opts, collectors)
+    cores = os.cpu_count()
+    if cores and threads > cores:  # the runtime takes it; the threads then share the cores
+        prof.warnings.append(f"{threads} intra-op threads asked for on {cores} cores: they share the cores, so "
+                             "layer times include waits for a core")
+    return prof
