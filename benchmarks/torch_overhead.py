@@ -7,8 +7,9 @@ profiler session is opened and closed outside the timed span):
 
     plain       no profiling
     level1      layerperf level 1: forward hooks on every module, the timing collector at each boundary
-    level2      layerperf level 2: level 1's hooks as profiler ranges, torch.profiler with
-                record_shapes=True, with_flops=True
+    level2      layerperf level 2 (backends/torch/ops.Level2Run): the profiled modules' forwards wrapped
+                to read the profiler's clock, torch.profiler with record_shapes=True (FLOPs come
+                from replaying each op once afterwards, not from with_flops)
     api_level1  layerperf.torch's decorator (level 1) around the call: its hooks (forward, optimizer
                 step, and the bookkeeping for backward rows) installed for the call, one run per call
     tp_default  torch.profiler, CPU activity, default options
@@ -35,7 +36,7 @@ from layerperf.backends.base import RunPlan
 from layerperf.backends.torch.driver import Session
 from layerperf.backends.torch.hooks import module_hooks
 from layerperf.backends.torch.models import load
-from layerperf.backends.torch.ops import RUN_MARK, _marks
+from layerperf.backends.torch.ops import Level2Run
 from layerperf.backends.torch.profiler import (
     Session as torch_profile,  # torch.profiler.profile, less kineto's stderr lines
 )
@@ -52,7 +53,7 @@ def _timed(call: Callable[[], Any]) -> int:
 
 def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], int]]:
     timing = Timing()
-    start, stop = _marks(index)
+    level2_run = Level2Run(session, index)
 
     def level1() -> int:
         with module_hooks(index, timing.start, timing.stop):
@@ -62,10 +63,7 @@ def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], 
         return ns
 
     def level2() -> int:
-        with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True), \
-                module_hooks(index, start, stop), torch.autograd.profiler.record_function(RUN_MARK):
-            ns = _timed(session.call)
-        return ns
+        return level2_run()[1]  # the run as level 2 times it: the model's call and the run range's two ends
 
     def tp(**kw: Any) -> Callable[[], int]:
         def run() -> int:

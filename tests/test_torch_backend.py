@@ -391,34 +391,6 @@ def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixt
     assert any(e.name == "aten::add" for e in prof.events())
 
 
-class _Event:
-    """What ops.py reads of a torch.profiler event."""
-
-    def __init__(self, name: str, shapes: list[list[int]], dtypes: list[str], flops: int = 0) -> None:
-        self.name, self.input_shapes, self.input_dtypes, self.flops = name, shapes, dtypes, flops
-        self.cpu_children: list[_Event] = []
-
-
-def test_level2_op_inputs_and_work_from_the_profilers_record() -> None:
-    from layerperf.backends.torch.ops import _work, op_inputs
-
-    ev = _Event("aten::cumsum", [[2, 5], [], []], ["long int", "Scalar", ""])
-    inputs = op_inputs(ev, "m/aten::cumsum")
-    assert [(t.name, t.shape, t.dtype) for t in inputs] == [("m/aten::cumsum:in0", (2, 5), "int64")]
-    assert _work(ev, inputs) == (0, 10)  # a scan over integers: 1 integer operation per element
-    add = _Event("aten::add_", [[2, 1], [1, 5], []], ["long int", "long int", "Scalar"])
-    assert _work(add, op_inputs(add, "a")) == (0, 10)  # elementwise: the broadcast output's elements
-    sort = _Event("aten::sort", [[2, 5], [], []], ["long int", "Scalar", "Scalar"])
-    assert _work(sort, op_inputs(sort, "s")) == (0, None)  # integer work not counted: unknown
-    mm = _Event("aten::mm", [[4, 8], [8, 2]], ["float", "float"], flops=128)
-    assert _work(mm, op_inputs(mm, "mm")) == (128, 0)
-    relu = _Event("aten::relu", [[4, 8]], ["c10::BFloat16"])
-    assert op_inputs(relu, "r")[0].dtype == "bfloat16"
-    assert _work(relu, op_inputs(relu, "r")) == (None, 0)  # the profiler's 0 is no formula, not a count
-    view = _Event("aten::view", [[4, 8], []], ["float", "ScalarList"])
-    assert _work(view, op_inputs(view, "v")) == (0, 0)
-
-
 def test_keyword_arguments_read_only_inside_a_module_call() -> None:
     from layerperf.backends.torch.insitu import call_kwargs
 

@@ -100,6 +100,10 @@ class Session:
     def index(self, rec: Recorder) -> dict[int, int]:
         return dict(rec.order)
 
+    def targets(self, index: dict[int, int]) -> list[tuple[Any, int]]:
+        """The profiled modules (``index``: module id -> layer) with their layers, the model's own included."""
+        return [(m, index[id(m)]) for m in self.model.module.modules() if id(m) in index]
+
     def hooked_pass(self, index: dict[int, int], collector: Collector,
                     context: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
         """One call with ``collector`` at every module's boundaries."""

@@ -23,6 +23,7 @@ from layerperf.backends.torch.insitu import BACKWARD, FORWARD, InSitu, RunClock
 from layerperf.profile_data import GraphSummary, Layer, Profile
 
 if TYPE_CHECKING:
+    from layerperf.backends.torch.ops import Stamps
     from layerperf.backends.torch.record import Recorder, Seen
     from layerperf.collectors import Collector, Collectors
     from layerperf.collectors.counters import PerfCounters
@@ -51,28 +52,6 @@ class Settings:
         return {"warmup": self.warmup, "level": self.level, "in_situ": True, "profile_device": self.device,
                 "events": list(c.counters.labels) if c.counters else [],
                 "memory": c.memory is not None, "sample_rate": c.memory.sample_rate if c.memory else None}
-
-
-class _Ranges:
-    """Level 2's boundaries: each row a torch.profiler range (:func:`.ops._marks`), each run the run range."""
-
-    def __init__(self) -> None:
-        import torch
-
-        from layerperf.backends.torch.ops import _marks
-
-        self.start, self.stop = _marks(None)
-        self._enter, self._leave = torch.ops.profiler._record_function_enter_new, \
-            torch.ops.profiler._record_function_exit
-        self._run: list[Any] = []
-
-    def begin_pass(self) -> None:
-        from layerperf.backends.torch.ops import RUN_MARK
-
-        self._run.append(self._enter(RUN_MARK, None))
-
-    def end_pass(self) -> None:
-        self._leave(self._run.pop())
 
 
 class _NewThreads:
@@ -114,9 +93,12 @@ class Recording:
         self.call_ns = math.nan
         self.rss: ResidentMemory | None = None
         self.sessions: list[Any] = []  # level 2: the torch.profiler sessions, in order
+        from layerperf.backends.torch.ops import Stamps
+
         boundary: Collector
+        self.stamps: Stamps | None = None
         if settings.level == 2:
-            boundary = _Ranges()
+            boundary = self.stamps = Stamps()
         else:
             self.timing = Timing(self.clock)
             collectors: list[Collector] = []
@@ -171,9 +153,10 @@ class Recording:
         """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
         from torch.profiler import ProfilerActivity
 
+        from layerperf.backends.torch.ops import PROFILER_OPTIONS
         from layerperf.backends.torch.profiler import Session as torch_profile
 
-        session = torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True)
+        session = torch_profile(activities=[ProfilerActivity.CPU], **PROFILER_OPTIONS)
         self.sessions.append(session)
         return session
 
@@ -203,8 +186,9 @@ class Recording:
         if self.settings.level == 2:
             from layerperf.backends.torch.ops import LEVEL2_NOTE, _assemble
 
-            layers, runs = _assemble(layers, self._level2_runs())
-            warnings.append(LEVEL2_NOTE)
+            assert self.stamps is not None
+            layers, runs, notes = _assemble(layers, self._level2_runs(), self.stamps.passes())
+            warnings += [LEVEL2_NOTE, *notes]
             # level 2: a module's work is on the op rows under it, so its figures are its children's
             return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
         assert self.timing is not None
@@ -278,7 +262,7 @@ class Recording:
         """(start ns, duration ns, its profiler events) for each run, the events cut at the run's end."""
         import bisect
 
-        from layerperf.backends.torch.ops import RUN_MARK
+        from layerperf.backends.torch.ops import RUN_MARK, TICK_MARK
 
         marks_events: list[tuple[Any, list[Any]]] = []
         for session in self.sessions:
@@ -291,8 +275,10 @@ class Recording:
             # the run range closes lazily (at the next model call) and opens a little after the run's
             # first clock reading: its events are those up to the run's last boundary, and never the next run's
             end_us = min(mark.time_range.end, mark.time_range.start + (t1 - t0) / 1000)
+            # (and the range's end tick, which is where it closes: see ops.Stamps)
             inside = [mark] + [e for e in after if e is not mark and e.name != RUN_MARK
-                               and e.time_range.start <= end_us]
+                               and (e.time_range.start <= end_us
+                                    or e.name == TICK_MARK and e.time_range.start <= mark.time_range.end)]
             out.append((t0, t1 - t0, inside))
         return out
 

@@ -87,7 +87,7 @@ def call_kwargs(mod: Any, depth: int = 8) -> dict[str, Any] | None:
 
 class InSitu:
     """The rows and runs of one in-code profile. ``boundary``: the collector called at every row's
-    start and stop (level 1: timing with counters and memory; level 2: profiler ranges);
+    start and stop (level 1: timing with counters and memory; level 2: the profiler's clock, :class:`.ops.Stamps`);
     ``runs_by_call``: runs are calls of the decorated function, not calls of the model."""
 
     def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool,

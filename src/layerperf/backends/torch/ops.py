@@ -1,27 +1,44 @@
-"""Level 2: the modules and, inside each, the aten ops it calls, from torch.profiler
-(``record_shapes=True, with_flops=True``).
+"""Level 2: the modules and, inside each, the aten ops it calls, from torch.profiler (``record_shapes=True``).
 
 Each hooked run goes under a profiler session of its own, so the plain runs it alternates with carry
-no profiler. The hooks mark each module's forward with a profiler range (``layerperf::<layer>``), so
-modules and ops come from one clock, and an op's module is the range it was recorded under
-(``cpu_parent``). An op layer is the k-th call of one aten op directly inside one module's forward:
-``layer1.0.conv1/aten::conv2d`` (``#k`` from the second call on), its parent that module; its
-FLOPs are the profiler's over the op's whole call tree (None where the profiler knows no formula for
-an op that computes). A module's own work is on its op rows at this level: its FLOPs and bytes stay
-unknown there, so nothing is counted twice.
+no profiler. A module's forward is timed as at level 1, at its boundaries, but on the profiler's own
+clock (``torch._C._profiler._get_approximate_time``), and the run is one profiler range
+(``layerperf::run``) whose start and end are read on both clocks: the two readings map the hooks'
+times onto the profiler's (:func:`clock_map`). An op layer is an aten op called with no aten op
+running (``aten::conv2d``, not the ``aten::convolution`` inside it), put under the innermost module
+whose forward was running then: the k-th such call in one module's forward is
+``layer1.0.conv1/aten::conv2d`` (``#k`` from the second call on), its parent that module.
+
+Marking the modules as profiler ranges instead (as the memory pass does) would attribute ops with no
+clocks to align, but a range per module call under the profiler cost level 2 more than torch.profiler
+itself (see benchmarks/torch_overhead.py); the hooks are each profiled module's own ``forward``
+wrapped for the run (:func:`.hooks.forward_wrappers`), which leaves torch's fast call path alone.
+
+The map is checked against the ops themselves: a module boundary falls between two op calls, never
+inside one, so the small offset left by the anchor readings is pinned to the range where every
+boundary does (:func:`_refine`); an op call a boundary still cuts is counted in the profile's warnings.
+
+An op's FLOPs, integer operations and bytes are level 1's (:mod:`.record`): the op is replayed once,
+untimed, on meta tensors of its recorded shapes and dtypes with its recorded scalar arguments, under
+the dispatch mode that counts level 1's modules (:func:`op_cost`), so the profiler's ``with_flops``
+(which saves every op's arguments as it runs) is not needed. An op that cannot be rebuilt (a list of
+tensors, an argument the profiler did not record) is costed as the ops it called, or left unknown. A
+module's own work is on its op rows at this level: its figures stay unknown there, so nothing is
+counted twice.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
-from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder
+from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder, Seen
 from layerperf.profile_data import Layer, Profile, Run, Span
-from layerperf.tensor import TensorInfo, is_float_dtype, is_integer_dtype
+from layerperf.tensor import TensorInfo
 
 if TYPE_CHECKING:
     from layerperf.backends.torch.driver import Session
@@ -29,8 +46,10 @@ if TYPE_CHECKING:
 
 MARK = "layerperf::"
 RUN_MARK = "layerperf::run"
+TICK_MARK = "layerperf::tick"
 LEVEL2_NOTE = ("level 2: a module's own work is on its aten op rows; its FLOPs, integer operations and bytes are "
                "left unknown so nothing counts twice")
+PROFILER_OPTIONS = {"record_shapes": True}  # what level 2's torch.profiler sessions record
 
 
 @dataclass(slots=True)
@@ -41,14 +60,14 @@ class _Op:
     start_ns: int
     dur_ns: int
     tid: int
-    flops: int | None
     domain: str = "aten"  # "cuda" for a kernel
     inputs: tuple[TensorInfo, ...] = ()
-    int_ops: int | None = None
+    event: Any = None  # the profiler's event (an aten op's), for its cost
 
 
 def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[..., None]]:
-    """A profiler range per layer call (``layerperf::<layer>``); ``index`` None: layers made as they run."""
+    """A profiler range per layer call (``layerperf::<layer>``); ``index`` None: layers made as they run.
+    The memory pass's marks (:mod:`.memory`)."""
     import torch
 
     # torch's C++ range object (0.6 µs a range under the profiler here) rather than the profiler's
@@ -84,33 +103,156 @@ def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[
     return start_op, stop_op
 
 
-def _subtree_flops(ev: Any) -> int:
-    return int(ev.flops or 0) + sum(_subtree_flops(c) for c in ev.cpu_children)
+def profiler_clock() -> Callable[[], int]:
+    """The clock torch.profiler stamps its events with (the CPU's time-stamp counter where it has one),
+    read from Python; ``time.perf_counter_ns`` on a torch without it (the map is linear either way)."""
+    import torch
+
+    return getattr(torch._C._profiler, "_get_approximate_time", time.perf_counter_ns)
 
 
-def _ops(events: Any, layers: list[Layer], origin_ns: int) -> tuple[list[tuple[int, int, int, int]], list[_Op]]:
-    """Module spans (layer, start, dur, tid) and op calls of one run, times from ``origin_ns``."""
-    run = next(e for e in events if e.name == RUN_MARK)
-    base = origin_ns - int(run.time_range.start * 1000)
-    spans, ops = [], []
-    counts: dict[tuple[str | None, str], int] = {}
+class Stamps:
+    """Level 2's boundaries: the profiler's clock at every module's start and stop (a :class:`Timing`
+    collector on it), and each run a profiler range (``layerperf::run``) holding, at its start and at
+    its end, an empty range (``layerperf::tick``) read on the hooks' clock just before and just after:
+    each tick is known on both clocks within the microsecond between those reads, and two ticks map one
+    clock onto the other (:func:`clock_map`)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from layerperf.collectors.timing import Timing
+
+        self.clock = profiler_clock()
+        self.timing = Timing(self.clock)
+        self.start, self.stop = self.timing.start, self.timing.stop
+        # torch's C++ range object: stamped within a microsecond of the reads beside it; the profiler's
+        # enter/exit ops (record_function) go through the dispatcher, 10-20 µs a call here
+        self._range = getattr(torch._C._profiler, "_RecordFunctionFast", torch.autograd.profiler.record_function)
+        self._run: list[Any] = []
+        self.ticks: list[tuple[float, float]] = []  # each run's two ticks on the hooks' clock (mid-reads)
+
+    def _tick(self) -> float:
+        clock, r = self.clock, self._range(TICK_MARK)
+        a = clock()
+        r.__enter__()
+        r.__exit__(None, None, None)
+        return (a + clock()) / 2
+
+    def begin_pass(self) -> None:
+        r = self._range(RUN_MARK)
+        r.__enter__()  # the profiler's first event on this thread in a session also sets up its queue
+        self._run.append(r)
+        self._first = self._tick()
+        self.timing.begin_pass()
+
+    def end_pass(self) -> None:
+        self.timing.end_pass()
+        self.ticks.append((self._first, self._tick()))
+        self._run.pop().__exit__(None, None, None)
+
+    def passes(self) -> list[tuple[Run, tuple[float, float]]]:
+        """Each run on the hooks' clock (its start and duration, its modules' spans) with its ticks."""
+        return list(zip(self.timing.runs(origin_ns=0), self.ticks, strict=True))
+
+
+def clock_map(events: Any, ticks: tuple[float, float]) -> Callable[[float], float]:
+    """Hooks' clock -> profiler time (ns since its trace start), linear through the run's two ticks as
+    the profiler recorded them (``events``: the run's) and as the hooks' clock read them (``ticks``)."""
+    marks = sorted((e for e in events if e.name == TICK_MARK), key=lambda e: e.time_range.start)
+    if len(marks) < 2 or ticks[1] <= ticks[0]:
+        raise ValueError("a level-2 run without its two ticks")
+    p0, p1 = ((m.time_range.start + m.time_range.end) * 500 for m in (marks[0], marks[-1]))
+    scale = (p1 - p0) / (ticks[1] - ticks[0])
+    a0 = ticks[0]
+    return lambda a: p0 + (a - a0) * scale
+
+
+def _top_ops(events: Any, thread: int, lo: float, hi: float) -> list[Any]:
+    """The aten ops called with no aten op running, on ``thread``, starting within [lo, hi] µs, by start."""
+    out = []
     for ev in events:
-        start, dur = base + int(ev.time_range.start * 1000), int((ev.time_range.end - ev.time_range.start) * 1000)
-        if ev.name.startswith(MARK) and ev.name != RUN_MARK:
-            spans.append((int(ev.name[len(MARK):]), start, dur, int(ev.thread)))
+        if not ev.name.startswith("aten::") or ev.thread != thread or not lo <= ev.time_range.start <= hi:
             continue
-        parent = ev.cpu_parent
-        if parent is None or not parent.name.startswith(MARK) or not ev.name.startswith("aten::"):
-            continue
-        module = None if parent.name == RUN_MARK else layers[int(parent.name[len(MARK):])].name
+        up = ev.cpu_parent
+        while up is not None and not up.name.startswith("aten::"):
+            up = up.cpu_parent
+        if up is None:
+            out.append(ev)
+    out.sort(key=lambda e: e.time_range.start)
+    return out
+
+
+def _refine(bounds: list[float], starts: list[float], ends: list[float]) -> tuple[float, int]:
+    """The shift (ns) to add to the module boundaries ``bounds`` so that each falls between two op calls
+    (op ``k`` runs from ``starts[k]`` to ``ends[k]``, in order, none overlapping), nearest 0; and how many
+    boundaries no common shift can place so (0 then, the shift itself 0 where there are any)."""
+    lo, hi = -float("inf"), float("inf")
+    for x in bounds:
+        k = bisect.bisect_right(starts, x) - 1  # the last op starting at or before x
+        if k >= 0 and x < ends[k]:  # inside op k: to the gap before it or after it, whichever is nearer
+            before, after = starts[k] - x, ends[k] - x
+            if -before <= after:
+                g0, g1 = (ends[k - 1] - x if k > 0 else -float("inf")), before
+            else:
+                g0, g1 = after, (starts[k + 1] - x if k + 1 < len(starts) else float("inf"))
+        else:
+            g0 = ends[k] - x if k >= 0 else -float("inf")
+            g1 = starts[k + 1] - x if k + 1 < len(starts) else float("inf")
+        lo, hi = max(lo, g0), min(hi, g1)
+    if lo > hi:
+        return 0.0, sum(1 for x in bounds if _inside(x, starts, ends))
+    return min(max(0.0, lo), hi), 0
+
+
+def _inside(x: float, starts: list[float], ends: list[float]) -> bool:
+    k = bisect.bisect_right(starts, x) - 1
+    return k >= 0 and x < ends[k]
+
+
+@dataclass(slots=True)
+class _Attributed:
+    spans: list[tuple[int, int, int, int]]  # (layer, start, dur, tid) of the modules, times from the origin
+    ops: list[_Op]
+    cut: int  # op calls a module boundary cuts (the clocks' map could not place every boundary)
+
+
+def _ops(events: Any, layers: list[Layer], stamped: tuple[Run, tuple[float, float]], origin_ns: int) -> _Attributed:
+    """The modules' spans and the op calls of one run, each op under its module; times from ``origin_ns``."""
+    run, ticks = stamped
+    run_ev = next(e for e in events if e.name == RUN_MARK)
+    to_prof = clock_map(events, ticks)
+    base = origin_ns - run_ev.time_range.start * 1000  # profiler ns -> the profile's time
+    tops = _top_ops(events, run_ev.thread, run_ev.time_range.start, run_ev.time_range.end)
+    starts = [e.time_range.start * 1000 for e in tops]
+    ends = [e.time_range.end * 1000 for e in tops]
+    calls = [(s.layer, to_prof(s.start_ns), to_prof(s.start_ns + s.dur_ns)) for s in run.spans]
+    shift, cut = _refine([t for _, t0, t1 in calls for t in (t0, t1)], starts, ends)
+    calls = sorted(((i, t0 + shift, t1 + shift) for i, t0, t1 in calls), key=lambda c: (c[1], -c[2]))
+    tid = int(run_ev.thread)
+    spans = [(i, round(base + t0), round(t1 - t0), tid) for i, t0, t1 in calls]
+    ops: list[_Op] = []
+    counts: dict[tuple[str | None, str], int] = {}
+    module_of: dict[int, str | None] = {}
+    open_: list[tuple[int, float, float]] = []
+    nxt = 0
+    for ev, a, b in zip(tops, starts, ends, strict=True):
+        mid = (a + b) / 2
+        while nxt < len(calls) and calls[nxt][1] <= mid:
+            while open_ and open_[-1][2] < calls[nxt][1]:
+                open_.pop()
+            open_.append(calls[nxt])
+            nxt += 1
+        while open_ and open_[-1][2] < mid:
+            open_.pop()
+        module = layers[open_[-1][0]].name if open_ else None
+        module_of[id(ev)] = module
         k = counts.get((module, ev.name), 0)
         counts[(module, ev.name)] = k + 1
-        key = f"{module}/{ev.name}" if module else ev.name
-        key += f"#{k}" if k else ""
-        inputs = op_inputs(ev, key)
-        flops, int_ops = _work(ev, inputs)
-        ops.append(_Op(key, ev.name, module, start, dur, int(ev.thread), flops, inputs=inputs, int_ops=int_ops))
-    return spans, ops + _kernel_ops(events, layers, base)
+        key = (f"{module}/{ev.name}" if module else ev.name) + (f"#{k}" if k else "")
+        ops.append(_Op(key, ev.name, module, round(base + a), round(b - a), int(ev.thread),
+                       inputs=op_inputs(ev, key), event=ev))
+    return _Attributed(spans, ops + _kernel_ops(events, module_of, base / 1000), cut)
 
 
 # torch.profiler names an argument's element type by its C++ name (``input_dtypes``)
@@ -139,58 +281,140 @@ def op_inputs(ev: Any, key: str) -> tuple[TensorInfo, ...]:
     return tuple(out)
 
 
-def _work(ev: Any, inputs: tuple[TensorInfo, ...]) -> tuple[int | None, int | None]:
-    """(FLOPs, integer operations) of one op call: the profiler's count over its call tree, as FLOPs for
-    an op with a floating-point tensor argument and as integer operations for one on integer tensors
-    only; 0 of both for an op that only moves data; None where the profiler has no formula and the op
-    computes, or the arguments' types are not known."""
-    counted = _subtree_flops(ev)
-    if ev.name.removeprefix("aten::") in NO_ARITHMETIC:
-        return counted, 0
-    dtypes = [t.dtype for t in inputs]
-    integer = bool(dtypes) and all(is_integer_dtype(d) for d in dtypes)
-    floating = any(is_float_dtype(d) or d.startswith("complex") for d in dtypes)
-    known = counted if counted else None  # the profiler's 0 is "no formula", not a count
-    if integer:
-        return 0, known if known is not None else _integer_count(ev.name.removeprefix("aten::"), inputs)
-    return known, 0 if floating else None
+# the c10 enums torch.profiler records as their integer values
+_SCALAR_TYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex32",
+                 "complex64", "complex128", "bool", "qint8", "quint8", "qint32", "bfloat16")
+_MEMORY_FORMATS = ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d")
 
 
-def _integer_count(name: str, inputs: tuple[TensorInfo, ...]) -> int | None:
-    """:func:`.record.integer_count` from the recorded inputs: an elementwise op's output is their
-    broadcast shape (the profiler records no outputs)."""
-    import math
+def _rebuilt(ev: Any) -> list[list[Any]]:
+    """The recorded arguments of one op call, position by position: a tensor as a meta tensor of its
+    shape, strides and dtype (a copy of a transposed view moves bytes, of a contiguous one none), a
+    scalar or list as recorded, None where the profiler recorded nothing (an absent optional, or what it
+    does not keep: a string, a list of tensors' types); [] if a tensor cannot be rebuilt."""
+    import torch
 
-    import numpy as np
+    shapes = list(getattr(ev, "input_shapes", None) or [])
+    dtypes = list(getattr(ev, "input_dtypes", None) or [])
+    strides = list(getattr(ev, "structured_input_strides", None) or [])
+    strides += [None] * (len(shapes) - len(strides))
+    values = list(getattr(ev, "concrete_inputs", None) or [])
+    values += [None] * (len(shapes) - len(values))
+    out: list[Any] = []
+    for shape, dtype, stride, value in zip(shapes, dtypes, strides, values, strict=False):
+        if dtype in ("Scalar", "ScalarList"):
+            out.append(value)
+        elif dtype in _NOT_TENSORS:
+            out.append(None)
+        else:
+            dt = getattr(torch, _CPP_DTYPES.get(dtype, ""), None)
+            if not isinstance(dt, torch.dtype) or not _ints(shape):
+                return []
+            if _ints(stride) and len(stride) == len(shape):
+                out.append(torch.empty_strided(tuple(shape), tuple(stride), dtype=dt, device="meta"))
+            else:
+                out.append(torch.empty(tuple(shape), dtype=dt, device="meta"))
+    return [out] if len(out) == len(shapes) else []
 
-    from layerperf.backends.torch.record import INT_ELEMENTWISE, INT_PER_INPUT
 
-    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
-    shapes = [tuple(d for d in t.shape if isinstance(d, int)) for t in inputs if t.shape is not None]
-    if not shapes or [len(x) for x in shapes] != [len(t.shape or ()) for t in inputs]:
-        return None  # a dimension not known as a number
-    if base in INT_PER_INPUT:
-        return math.prod(shapes[0])
-    if base in INT_ELEMENTWISE:
+def _ints(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(d, int) for d in value)
+
+
+def _as(value: Any, arg: Any) -> Any:
+    """A recorded value as schema argument ``arg`` takes it (an enum recorded as its integer)."""
+    import torch
+
+    kind = str(arg.type).removesuffix("?")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if kind == "ScalarType" and 0 <= value < len(_SCALAR_TYPES):
+            return getattr(torch, _SCALAR_TYPES[value])
+        if kind == "MemoryFormat" and 0 <= value < len(_MEMORY_FORMATS):
+            return getattr(torch, _MEMORY_FORMATS[value])
+        if kind == "Layout" and value == 0:
+            return torch.strided
+    return value
+
+
+def _replay(ev: Any) -> Seen | None:
+    """One op call's work counted as level 1 counts a module's ops (:func:`.record.add_op`): the op run
+    once on meta tensors with its recorded arguments, matched to the overload whose schema has as many
+    arguments; an argument recorded as nothing takes its default. None if no overload accepts them."""
+    import torch
+
+    from layerperf.backends.torch.record import add_op, counting_mode
+
+    packet = getattr(torch.ops.aten, ev.name.removeprefix("aten::"), None)
+    rebuilt = _rebuilt(ev)
+    if packet is None or not rebuilt:
+        return None
+    values = rebuilt[0]
+    for name in packet.overloads():
+        schema = getattr(packet, name)._schema
+        if len(schema.arguments) != len(values):
+            continue
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for arg, value in zip(schema.arguments, values, strict=True):
+            if value is None and arg.has_default_value():
+                value = arg.default_value
+            (kwargs.__setitem__(arg.name, _as(value, arg)) if arg.kwarg_only else args.append(_as(value, arg)))
+        seen = Seen("", "", None)
         try:
-            return math.prod(np.broadcast_shapes(*shapes))
-        except ValueError:
-            return None
+            with torch.no_grad(), counting_mode(lambda f, a, k, o, seen=seen: add_op(seen, f, a, k, o)):
+                getattr(packet, name)(*args, **kwargs)
+        except Exception:  # not this overload, or no meta kernel: the next, or unknown
+            continue
+        return seen
     return None
 
 
-def _kernel_ops(events: Any, layers: list[Layer], base: int) -> list[_Op]:
-    """On a GPU (none on the CPU): each kernel under the module whose op launched it, as an op layer
-    ``module/kernel`` whose op type is the kernel's name (see backends/torch/cuda.py)."""
-    from layerperf.backends.torch.cuda import kernels, module_of
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """An op call's work: FLOPs, integer operations, bytes read and written (None: unknown)."""
+
+    flops: int | None
+    int_ops: int | None
+    bytes_read: int | None
+    bytes_written: int | None
+
+
+def op_cost(ev: Any) -> OpCost:
+    """What one op call did (see the module's docstring): replayed, else the sum of the ops it called
+    (each costed so), else unknown — but 0 FLOPs and integer operations for an op that only moves data."""
+    seen = _replay(ev)
+    if seen is not None:
+        return OpCost(seen.flops, seen.int_ops, seen.bytes_read, seen.bytes_written)
+    children = list(getattr(ev, "cpu_children", None) or [])
+    if children:
+        parts = [op_cost(c) for c in children]
+        return OpCost(*(None if any(getattr(p, f) is None for p in parts) else sum(getattr(p, f) for p in parts)
+                        for f in ("flops", "int_ops", "bytes_read", "bytes_written")))
+    if ev.name.removeprefix("aten::") in NO_ARITHMETIC:
+        return OpCost(0, 0, None, None)
+    return OpCost(None, None, None, None)
+
+
+def _kernel_ops(events: Any, module_of: dict[int, str | None], base_us: float) -> list[_Op]:
+    """On a GPU (none on the CPU): each kernel under the module of the op that launched it (the op called
+    with no aten op running that it descends from), as an op layer ``module/kernel`` whose op type is
+    the kernel's name (see backends/torch/cuda.py)."""
+    from layerperf.backends.torch.cuda import kernels
+
+    def find(ev: Any) -> str | None:
+        while ev is not None:
+            if id(ev) in module_of:
+                return module_of[id(ev)]
+            ev = ev.cpu_parent
+        return None
 
     out: list[_Op] = []
     counts: dict[tuple[str | None, str], int] = {}
-    for k in kernels(events, module_of(MARK, [layer.name for layer in layers])):
+    for k in kernels(events, find):
         n = counts.get((k.module, k.name), 0)
         counts[(k.module, k.name)] = n + 1
         key = (f"{k.module}/{k.name}" if k.module else k.name) + (f"#{n}" if n else "")
-        out.append(_Op(key, k.name, k.module, base + int(k.start_us * 1000), int(k.dur_us * 1000), k.stream, None,
+        out.append(_Op(key, k.name, k.module, round((base_us + k.start_us) * 1000), round(k.dur_us * 1000), k.stream,
                        "cuda"))
     return out
 
@@ -199,61 +423,97 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
                 meta: dict[str, Any], device: str = "cpu") -> Profile:
     """The level-2 profile: hooked runs each under torch.profiler, plain runs between them; on a GPU
     (``device`` "cuda") the kernels too, each under its module."""
-    import torch
-    from torch.profiler import ProfilerActivity
-
     from layerperf.backends.interleave import Timings
     from layerperf.backends.torch import driver
-    from layerperf.backends.torch.hooks import module_hooks
-    from layerperf.backends.torch.profiler import Session as torch_profile
 
-    index = session.index(rec)
-    start, stop = _marks(index)
+    run = Level2Run(session, session.index(rec), device)
     plain, wall, cpu = Timings(), [], []
     per_run: list[tuple[int, int, Any]] = []
     for r in range(plan.runs):
         if plan.latency:
             plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
-        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
-        with torch_profile(activities=activities, record_shapes=True, with_flops=True) as prof, \
-                module_hooks(index, start, stop):
-            c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-            with torch.autograd.profiler.record_function(RUN_MARK):
-                session.call()
-            t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-        wall.append(t1 - t0)
-        cpu.append(c1 - c0)
-        per_run.append((t0, t1 - t0, prof.events()))
+        t0, ns, cpu_ns, events = run()
+        cpu.append(cpu_ns)
+        wall.append(ns)
+        per_run.append((t0, ns, events))
         if collectors.progress:
             collectors.progress("profiled runs (level 2)", r + 1, plan.runs)
-    all_layers, runs = _assemble(layers, per_run)
+    all_layers, runs, notes = _assemble(layers, per_run, run.stamps.passes())
     loaded = session.model
     # cost nesting stays "inclusive": a module's work is all on the op rows under it (its own figures
     # unknown), so totals count the rows that are no parent
-    prof_out = Profile(metadata=meta, layers=all_layers, runs=runs, latency_ns=plain.wall_ns,
-                       profiled_latency_ns=wall if plain.wall_ns else [], latency_cpu_ns=plain.cpu_ns,
-                       profiled_cpu_ns=cpu if plain.cpu_ns else [], graph=driver.graph_summary(loaded, rec),
-                       measurement=driver.measurement(loaded, plan, bool(plain.wall_ns)),
-                       warnings=[*driver.warnings(loaded, rec), LEVEL2_NOTE])
-    return prof_out
+    return Profile(metadata=meta, layers=all_layers, runs=runs, latency_ns=plain.wall_ns,
+                   profiled_latency_ns=wall if plain.wall_ns else [], latency_cpu_ns=plain.cpu_ns,
+                   profiled_cpu_ns=cpu if plain.cpu_ns else [], graph=driver.graph_summary(loaded, rec),
+                   measurement=driver.measurement(loaded, plan, bool(plain.wall_ns)),
+                   warnings=[*driver.warnings(loaded, rec), LEVEL2_NOTE, *notes])
 
 
-def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]]) -> tuple[list[Layer], list[Run]]:
+class Level2Run:
+    """One level-2 run of a session's model per call: under a torch.profiler session of its own
+    (``record_shapes``, on a GPU the device activity too), the profiled modules' forwards wrapped to
+    read :class:`Stamps` at their boundaries. A call returns the run's start and duration (ns), the
+    calling thread's CPU time in it (ns) and the profiler's events; every run's stamps stay in
+    :attr:`stamps`."""
+
+    def __init__(self, session: Session, index: dict[int, int], device: str = "cpu") -> None:
+        from torch.profiler import ProfilerActivity
+
+        self.session = session
+        self.targets = session.targets(index)
+        self.stamps = Stamps()
+        self.activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
+
+    def __call__(self) -> tuple[int, int, int, Any]:
+        from layerperf.backends.torch.hooks import forward_wrappers
+        from layerperf.backends.torch.profiler import Session as torch_profile
+
+        stamps = self.stamps
+        with torch_profile(activities=self.activities, **PROFILER_OPTIONS) as prof, \
+                forward_wrappers(self.targets, stamps.start, stamps.stop):
+            c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+            stamps.begin_pass()
+            self.session.call()
+            stamps.end_pass()
+            t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+        return t0, t1 - t0, c1 - c0, prof.events()
+
+
+def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]],
+              passes: list[tuple[Run, tuple[float, float]]]) -> tuple[list[Layer], list[Run], list[str]]:
+    """The layers (modules, then op rows as first seen) and runs of a level-2 profile from each run's
+    (start ns, duration ns, profiler events) and its stamps (``passes``); with warnings on what could
+    not be placed or costed."""
     origin = per_run[0][0] if per_run else 0
     layers = [replace(m, flops=None, bytes_read=None, bytes_written=None, int_ops=None) for m in modules]
     op_index: dict[str, int] = {}
-    runs = []
-    for t0, dur, events in per_run:
-        mod_spans, ops = _ops(events, modules, t0 - origin)
-        spans = [Span(i, s, d, tid) for i, s, d, tid in mod_spans]
-        for op in ops:
+    runs, cut, calls = [], 0, 0
+    unknown: set[str] = set()
+    for (t0, dur, events), stamped in zip(per_run, passes, strict=True):
+        got = _ops(events, modules, stamped, t0 - origin)
+        cut += got.cut
+        calls += len(got.ops)
+        spans = [Span(i, s, d, tid) for i, s, d, tid in got.spans]
+        for op in got.ops:
             i = op_index.get(op.key)
             if i is None:
                 i = op_index[op.key] = len(layers)
+                cost = op_cost(op.event) if op.event is not None else OpCost(None, None, None, None)
+                if op.event is not None and (cost.flops is None or cost.int_ops is None):
+                    unknown.add(op.op)
                 layers.append(Layer(name=op.key, op_type=op.op, domain=op.domain,
-                                    provider="cuda" if op.domain == "cuda" else "cpu", flops=op.flops,
-                                    int_ops=op.int_ops, inputs=op.inputs, parent=op.parent))
+                                    provider="cuda" if op.domain == "cuda" else "cpu", flops=cost.flops,
+                                    int_ops=cost.int_ops, bytes_read=cost.bytes_read,
+                                    bytes_written=cost.bytes_written, inputs=op.inputs, parent=op.parent))
             spans.append(Span(i, op.start_ns, op.dur_ns, op.tid))
         spans.sort(key=lambda s: s.start_ns)
         runs.append(Run(t0 - origin, dur, spans))
-    return layers, runs
+    notes = []
+    if unknown:
+        notes.append("level 2: FLOPs or integer operations unknown for aten ops whose recorded arguments could not "
+                     f"be replayed nor their parts costed: {', '.join(sorted(unknown))}")
+    if cut:
+        notes.append(f"level 2: {cut} module boundar{'y' if cut == 1 else 'ies'} fell inside an op call on the "
+                     f"profiler's clock (of {calls} op calls): those ops are under the module running at their "
+                     "midpoint")
+    return layers, runs, notes

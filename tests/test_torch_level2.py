@@ -1,0 +1,212 @@
+"""Level 2 on PyTorch: ops put under their modules by the hooks' stamps on the profiler's clock (checked
+against profiler ranges, the attribution that needs no clocks), the clocks' map and its refinement,
+the wrapped forwards, and the ops' work replayed as level 1 counts it."""
+
+from __future__ import annotations
+
+import inspect
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import layerperf  # noqa: E402
+import layerperf.torch as lt  # noqa: E402
+from layerperf.backends.base import RunPlan  # noqa: E402
+from layerperf.backends.torch.driver import Session  # noqa: E402
+from layerperf.backends.torch.hooks import forward_wrappers  # noqa: E402
+from layerperf.backends.torch.models import load  # noqa: E402
+from layerperf.backends.torch.ops import (  # noqa: E402
+    MARK,
+    RUN_MARK,
+    TICK_MARK,
+    Level2Run,
+    _marks,
+    _ops,
+    _refine,
+    _top_ops,
+    clock_map,
+    op_cost,
+)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 32)
+        self.act = torch.nn.GELU()
+        self.norm = torch.nn.LayerNorm(32)
+        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        y = self.norm(self.act(self.fc(x)))
+        return self.conv(y.reshape(2, 4, 32)).softmax(-1)
+
+
+# -- attribution ------------------------------------------------------------------------------------
+
+def _ranges_truth(events: Any, names: list[str]) -> list[tuple[str, str | None]]:
+    """Each op called with no aten op running, with the module whose profiler range it ran under."""
+    run = next(e for e in events if e.name == RUN_MARK)
+    out = []
+    for ev in _top_ops(events, run.thread, run.time_range.start, run.time_range.end):
+        up = ev.cpu_parent
+        while up is not None and not (up.name.startswith(MARK) and up.name[len(MARK):].isdigit()):
+            up = up.cpu_parent
+        out.append((ev.name, names[int(up.name[len(MARK):])] if up is not None else None))
+    return out
+
+
+@pytest.mark.parametrize("model,zoo", [("resnet18", {"image_size": 32}), ("bert-base", {"seq_len": 16}),
+                                       ("block", {})])
+def test_stamps_put_every_op_under_the_module_its_range_says(model: str, zoo: dict[str, int]) -> None:
+    """Each module marked both ways in the same runs: stamped on the profiler's clock (level 2) and as a
+    profiler range; the op's module by the stamps is the range holding it, for every op of every run."""
+    from layerperf.backends.torch.models import TorchModel
+
+    torch.set_num_threads(1)
+    loaded = TorchModel(_Block().eval(), (torch.randn(2, 4, 16),)) if model == "block" else \
+        load(model, RunPlan(zoo_options=zoo))
+    session = Session(loaded)
+    rec = session.record()
+    index = session.index(rec)
+    layers = layerperf.backends.torch.driver.layers_from(rec)
+    names = [layer.name for layer in layers]
+    run = Level2Run(session, index)
+    start, stop = _marks(index)
+    stamp_start, stamp_stop = run.stamps.start, run.stamps.stop
+
+    def both_start(i: int) -> None:
+        stamp_start(i)
+        start(i)
+
+    def both_stop(i: int) -> None:
+        stop(i)
+        stamp_stop(i)
+
+    run.stamps.start, run.stamps.stop = both_start, both_stop
+    got = [run() for _ in range(3)]
+    for (_, _, _, events), stamped in zip(got, run.stamps.passes(), strict=True):
+        att = _ops(events, layers, stamped, 0)
+        assert att.cut == 0
+        aten = [op for op in att.ops if op.domain == "aten"]
+        truth = _ranges_truth(events, names)
+        assert len(truth) > (5 if model == "block" else 20)
+        assert [(op.op, op.parent) for op in aten] == truth
+        # the modules' spans hold their ops
+        span = {i: (s, s + d) for i, s, d, _ in att.spans}
+        by_name = {n: i for i, n in enumerate(names)}
+        for op in aten:
+            if op.parent is not None:
+                s, e = span[by_name[op.parent]]
+                assert s <= op.start_ns and op.start_ns + op.dur_ns <= e
+
+
+def _ev(name: str, start_us: float, end_us: float) -> Any:
+    return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start_us, end=end_us))
+
+
+def test_clock_map_goes_through_both_ticks() -> None:
+    events = [_ev(RUN_MARK, 0.0, 100.0), _ev(TICK_MARK, 1.0, 1.5), _ev(TICK_MARK, 90.0, 90.5)]
+    to_prof = clock_map(events, (1000.0, 1000.0 + 2 * 89_000))  # the hooks' clock at 2 ticks per ns
+    assert to_prof(1000.0) == pytest.approx(1250.0) and to_prof(1000.0 + 2 * 89_000) == pytest.approx(90_250.0)
+    assert to_prof(1000.0 + 2 * 10_000) == pytest.approx(11_250.0)
+    with pytest.raises(ValueError):
+        clock_map(events[:2], (0.0, 1.0))
+
+
+def test_refine_moves_the_boundaries_into_the_gaps() -> None:
+    # ops at [10,20], [30,40], [50,60]; modules around them but stamped 3 ns late: shifts from -4 to -2
+    # put every boundary between ops, and the one nearest 0 is taken
+    starts, ends = [10.0, 30.0, 50.0], [20.0, 40.0, 60.0]
+    assert _refine([9.0 + 3, 21.0 + 3, 29.0 + 3, 61.0 + 3], starts, ends) == (pytest.approx(-2.0), 0)
+    assert _refine([9.0, 21.0, 45.0], starts, ends) == (0.0, 0)  # already between: no shift
+    # one boundary must go left, another right: no shift places both, and the ones inside are counted
+    shift, cut = _refine([12.0, 28.0 + 9, 41.0], starts, ends)
+    assert (shift, cut) == (0.0, 2)
+
+
+# -- the wrapped forwards ---------------------------------------------------------------------------
+
+def test_forward_wrappers_mark_each_call_and_put_forward_back() -> None:
+    lin, seq = torch.nn.Linear(2, 2), torch.nn.Sequential()
+    own = lambda x: x * 2  # noqa: E731  # a forward the module had as its own attribute
+    seq.forward = own  # type: ignore[method-assign]
+    marks: list[tuple[str, int]] = []
+    with forward_wrappers([(lin, 0), (seq, 1)], lambda i: marks.append(("start", i)),
+                          lambda i: marks.append(("stop", i))):
+        assert list(inspect.signature(lin.forward).parameters) == ["input"]
+        lin(torch.ones(1, 2))
+        assert seq(3) == 6
+        with pytest.raises(RuntimeError):
+            lin(torch.ones(1, 3))  # the forward raises: its stop is still called
+    assert marks == [("start", 0), ("stop", 0), ("start", 1), ("stop", 1), ("start", 0), ("stop", 0)]
+    assert "forward" not in lin.__dict__ and seq.__dict__["forward"] is own
+
+
+# -- the ops' work ----------------------------------------------------------------------------------
+
+class _Event:
+    """What ops.py reads of a torch.profiler event to cost it."""
+
+    def __init__(self, name: str, shapes: list[Any], dtypes: list[str], concrete: list[Any] | None = None,
+                 children: list[_Event] | None = None, strides: list[Any] | None = None) -> None:
+        self.name, self.input_shapes, self.input_dtypes = name, shapes, dtypes
+        self.structured_input_strides = strides or []
+        self.concrete_inputs = concrete or [None] * len(shapes)
+        self.cpu_children = children or []
+
+
+def test_op_cost_replays_the_recorded_call() -> None:
+    cumsum = op_cost(_Event("aten::cumsum", [[2, 5], [], []], ["long int", "Scalar", ""], [None, 1, None]))
+    assert (cumsum.flops, cumsum.int_ops) == (0, 10)  # a scan over integers: 1 integer operation per element
+    add = op_cost(_Event("aten::add", [[2, 1], [1, 5], []], ["long int", "long int", "Scalar"], [None, None, 1]))
+    assert (add.flops, add.int_ops, add.bytes_read, add.bytes_written) == (0, 10, 56, 80)  # broadcast output
+    mm = op_cost(_Event("aten::mm", [[4, 8], [8, 2]], ["float", "float"]))
+    assert (mm.flops, mm.int_ops, mm.bytes_read, mm.bytes_written) == (128, 0, 192, 32)
+    relu = op_cost(_Event("aten::relu", [[4, 8]], ["c10::BFloat16"]))
+    assert (relu.flops, relu.bytes_read) == (32, 64)  # 1 FLOP per element, as the cost model's Relu
+    view = op_cost(_Event("aten::view", [[4, 8], []], ["float", "ScalarList"], [None, [32]]))
+    assert (view.flops, view.int_ops, view.bytes_read, view.bytes_written) == (0, 0, 0, 0)
+    # an enum recorded as its integer (memory_format=contiguous_format); the strides tell a transposed
+    # view (copied: 256 bytes each way) from a contiguous tensor (returned as it is)
+    contiguous = op_cost(_Event("aten::contiguous", [[2, 8, 4], []], ["float", "Scalar"], [None, 0],
+                                strides=[[32, 1, 8], []]))
+    assert contiguous.bytes_read == contiguous.bytes_written == 256
+    already = op_cost(_Event("aten::contiguous", [[2, 8, 4], []], ["float", "Scalar"], [None, 0]))
+    assert already.bytes_read == already.bytes_written == 0
+    gelu = op_cost(_Event("aten::gelu", [[2, 4], []], ["float", ""]))  # approximate: a string, not recorded
+    assert gelu.flops is not None and gelu.flops > 0
+
+
+def test_op_cost_falls_back_on_the_ops_it_called() -> None:
+    mm = _Event("aten::bmm", [[2, 3, 4], [2, 4, 5]], ["float", "float"])
+    einsum = _Event("aten::einsum", [[], [], []], ["", "TensorList", ""], children=[mm])  # the equation is lost
+    assert op_cost(einsum).flops == 2 * 2 * 3 * 4 * 5
+    cat = op_cost(_Event("aten::cat", [[], []], ["TensorList", "Scalar"], [None, 0]))
+    assert (cat.flops, cat.int_ops, cat.bytes_read) == (0, 0, None)  # moves data only: bytes unknown
+    odd = op_cost(_Event("aten::not_an_op", [[2]], ["float"]))
+    assert (odd.flops, odd.int_ops, odd.bytes_read) == (None, None, None)
+
+
+def test_op_rows_count_what_level_1_counts_for_their_module() -> None:
+    """A leaf module's work at level 1 (its aten ops counted as they ran) equals the sum of its op rows'
+    at level 2 (each op replayed from what the profiler recorded)."""
+    model, x = _Block().eval(), torch.randn(2, 4, 16)
+    figures = {}
+    for level in (1, 2):
+        with lt.Profiler(level=level) as prof:
+            model(x)
+        figures[level] = prof.profile
+    one, two = figures[1], figures[2]
+    for name in ("fc", "act", "norm", "conv"):
+        module = next(layer for layer in one.layers if layer.name == name)
+        rows = [layer for layer in two.layers if layer.parent == name]
+        assert rows, name
+        assert sum(r.flops or 0 for r in rows) == module.flops and all(r.flops is not None for r in rows), name
+        assert sum(r.bytes_read or 0 for r in rows) == module.bytes_read, name
+    top = [layer for layer in two.layers if layer.parent is None and layer.domain == "aten"]
+    assert [layer.op_type for layer in top] == ["aten::reshape", "aten::softmax"]  # the model's own ops
+    assert not [w for w in two.warnings if "boundar" in w or "replayed" in w]
