@@ -7,9 +7,11 @@ profiler session is opened and closed outside the timed span):
 
     plain       no profiling
     level1      layerperf level 1: forward hooks on every module, the timing collector at each boundary
-    level2      layerperf level 2 (backends/torch/ops.Level2Run): the profiled modules' forwards wrapped
-                to read the profiler's clock, torch.profiler with record_shapes=True (FLOPs come
+    level2      a timed run of layerperf level 2 (backends/torch/ops.Level2Run): the profiled modules'
+                forwards wrapped to read the profiler's clock, torch.profiler with its default
+                options (shapes come from one untimed run with record_shapes=True, FLOPs and bytes
                 from replaying each op once afterwards, not from with_flops)
+    level2_shapes  that untimed run, timed here: level 2 with record_shapes=True
     api_level1  layerperf.torch's decorator (level 1) around the call: its hooks (forward, optimizer
                 step, and the bookkeeping for backward rows) installed for the call, one run per call
     tp_default  torch.profiler, CPU activity, default options
@@ -42,7 +44,7 @@ from layerperf.backends.torch.profiler import (
 )
 from layerperf.collectors.timing import Timing
 
-VARIANTS = ("plain", "level1", "api_level1", "level2", "tp_default", "tp_shapes")
+VARIANTS = ("plain", "level1", "api_level1", "level2", "level2_shapes", "tp_default", "tp_shapes")
 
 
 def _timed(call: Callable[[], Any]) -> int:
@@ -63,7 +65,7 @@ def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], 
         return ns
 
     def level2() -> int:
-        return level2_run()[1]  # the run as level 2 times it: the model's call and the run range's two ends
+        return level2_run().dur_ns  # the run as level 2 times it: the model's call and the run range's ends
 
     def tp(**kw: Any) -> Callable[[], int]:
         def run() -> int:
@@ -76,7 +78,7 @@ def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], 
     api_call = lt.profile()(session.call)  # never stopped: the profile is not built
 
     return {"plain": lambda: _timed(session.call), "level1": level1, "api_level1": lambda: _timed(api_call),
-            "level2": level2,
+            "level2": level2, "level2_shapes": lambda: level2_run(shapes=True).dur_ns,
             "tp_default": tp(), "tp_shapes": tp(record_shapes=True, with_flops=True)}
 
 

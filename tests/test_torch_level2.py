@@ -87,9 +87,10 @@ def test_stamps_put_every_op_under_the_module_its_range_says(model: str, zoo: di
         stamp_stop(i)
 
     run.stamps.start, run.stamps.stop = both_start, both_stop
-    got = [run() for _ in range(3)]
-    for (_, _, _, events), stamped in zip(got, run.stamps.passes(), strict=True):
-        att = _ops(events, layers, stamped, 0)
+    for k in range(3):  # with the ops' shapes recorded, and without (as level 2's timed runs)
+        rec = run(shapes=k == 0)
+        events = rec.events
+        att = _ops(events, layers, rec.stamped, 0)
         assert att.cut == 0
         aten = [op for op in att.ops if op.domain == "aten"]
         truth = _ranges_truth(events, names)
@@ -210,3 +211,38 @@ def test_op_rows_count_what_level_1_counts_for_their_module() -> None:
     top = [layer for layer in two.layers if layer.parent is None and layer.domain == "aten"]
     assert [layer.op_type for layer in top] == ["aten::reshape", "aten::softmax"]  # the model's own ops
     assert not [w for w in two.warnings if "boundar" in w or "replayed" in w]
+
+
+class _Switch(torch.nn.Module):
+    """Takes another path from its second call on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x: Any) -> Any:
+        self.calls += 1
+        y = self.fc(x)
+        return y.relu() if self.calls == 1 else y.sigmoid()
+
+
+def test_shapes_come_from_the_first_run_and_an_op_it_did_not_call_is_unknown() -> None:
+    """The decorator's first call records the ops' shapes, the later ones do not (cheaper): an op only
+    the later calls made has no inputs and unknown work, and the profile says so."""
+    model, x = _Switch().eval(), torch.randn(2, 4)
+
+    @lt.profile(level=2)
+    def step() -> None:
+        with torch.inference_mode():
+            model(x)
+
+    for _ in range(3):
+        step()
+    prof = step.profiler.stop()  # type: ignore[attr-defined]
+    by_name = {layer.name: layer for layer in prof.layers}
+    relu, sigmoid, linear = by_name["aten::relu"], by_name["aten::sigmoid"], by_name["fc/aten::linear"]
+    assert relu.inputs and relu.flops == 8 and linear.flops == 2 * 2 * 4 * 4 + 2 * 4
+    assert sigmoid.inputs == () and sigmoid.flops is None and sigmoid.bytes_read is None
+    assert len(prof.durations_ns(list(prof.layers).index(sigmoid))) == 2  # timed all the same
+    assert any("did not run in the run that recorded shapes" in w for w in prof.warnings)

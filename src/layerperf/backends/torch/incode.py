@@ -23,7 +23,7 @@ from layerperf.backends.torch.insitu import BACKWARD, FORWARD, InSitu, RunClock
 from layerperf.profile_data import GraphSummary, Layer, Profile
 
 if TYPE_CHECKING:
-    from layerperf.backends.torch.ops import Stamps
+    from layerperf.backends.torch.ops import Recorded, Stamps
     from layerperf.backends.torch.record import Recorder, Seen
     from layerperf.collectors import Collector, Collectors
     from layerperf.collectors.counters import PerfCounters
@@ -153,10 +153,11 @@ class Recording:
         """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
         from torch.profiler import ProfilerActivity
 
-        from layerperf.backends.torch.ops import PROFILER_OPTIONS
         from layerperf.backends.torch.profiler import Session as torch_profile
 
-        session = torch_profile(activities=[ProfilerActivity.CPU], **PROFILER_OPTIONS)
+        # the first session records the ops' shapes (for their inputs and work); the later ones (the
+        # decorator's calls after the first) do not, which costs their runs 3-5% less
+        session = torch_profile(activities=[ProfilerActivity.CPU], record_shapes=not self.sessions)
         self.sessions.append(session)
         return session
 
@@ -187,7 +188,7 @@ class Recording:
             from layerperf.backends.torch.ops import LEVEL2_NOTE, _assemble
 
             assert self.stamps is not None
-            layers, runs, notes = _assemble(layers, self._level2_runs(), self.stamps.passes())
+            layers, runs, notes = _assemble(layers, self._level2_runs())
             warnings += [LEVEL2_NOTE, *notes]
             # level 2: a module's work is on the op rows under it, so its figures are its children's
             return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
@@ -258,28 +259,30 @@ class Recording:
         with untouched(root):
             prof.memory = allocation_report(call, index, prof, device_name(self.settings.device))
 
-    def _level2_runs(self) -> list[tuple[int, int, Any]]:
-        """(start ns, duration ns, its profiler events) for each run, the events cut at the run's end."""
+    def _level2_runs(self) -> list[Recorded]:
+        """Each run as recorded, its profiler events cut at the run's end."""
         import bisect
 
-        from layerperf.backends.torch.ops import RUN_MARK, TICK_MARK
+        from layerperf.backends.torch.ops import RUN_MARK, TICK_MARK, Recorded
 
-        marks_events: list[tuple[Any, list[Any]]] = []
-        for session in self.sessions:
+        assert self.stamps is not None
+        marks_events: list[tuple[Any, list[Any], bool]] = []
+        for k, session in enumerate(self.sessions):
             events = sorted(session.events(), key=lambda e: e.time_range.start)
             starts = [e.time_range.start for e in events]
             for mark in (e for e in events if e.name == RUN_MARK):
-                marks_events.append((mark, events[bisect.bisect_left(starts, mark.time_range.start):]))
+                marks_events.append((mark, events[bisect.bisect_left(starts, mark.time_range.start):], k == 0))
         out = []
-        for (mark, after), (t0, t1) in zip(marks_events, self.state.extents, strict=False):
-            # the run range closes lazily (at the next model call) and opens a little after the run's
-            # first clock reading: its events are those up to the run's last boundary, and never the next run's
+        for (mark, after, shapes), (t0, t1), stamped in zip(marks_events, self.state.extents, self.stamps.passes(),
+                                                             strict=False):
+            # a with block's run range closes lazily (at the next model call) and opens a little after the
+            # run's first clock reading: its events are those up to the run's last boundary, never the
+            # next run's, and the end tick, which is where the range closes (see ops.Stamps)
             end_us = min(mark.time_range.end, mark.time_range.start + (t1 - t0) / 1000)
-            # (and the range's end tick, which is where it closes: see ops.Stamps)
             inside = [mark] + [e for e in after if e is not mark and e.name != RUN_MARK
                                and (e.time_range.start <= end_us
                                     or e.name == TICK_MARK and e.time_range.start <= mark.time_range.end)]
-            out.append((t0, t1 - t0, inside))
+            out.append(Recorded(t0, t1 - t0, None, inside, stamped, shapes))
         return out
 
 

@@ -49,7 +49,6 @@ RUN_MARK = "layerperf::run"
 TICK_MARK = "layerperf::tick"
 LEVEL2_NOTE = ("level 2: a module's own work is on its aten op rows; its FLOPs, integer operations and bytes are "
                "left unknown so nothing counts twice")
-PROFILER_OPTIONS = {"record_shapes": True}  # what level 2's torch.profiler sessions record
 
 
 @dataclass(slots=True)
@@ -421,24 +420,27 @@ def _kernel_ops(events: Any, module_of: dict[int, str | None], base_us: float) -
 
 def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunPlan, collectors: Collectors,
                 meta: dict[str, Any], device: str = "cpu") -> Profile:
-    """The level-2 profile: hooked runs each under torch.profiler, plain runs between them; on a GPU
-    (``device`` "cuda") the kernels too, each under its module."""
+    """The level-2 profile: one untimed run recording the ops' shapes, then hooked runs each under
+    torch.profiler, plain runs between them; on a GPU (``device`` "cuda") the kernels too, each under
+    its module."""
     from layerperf.backends.interleave import Timings
     from layerperf.backends.torch import driver
 
     run = Level2Run(session, session.index(rec), device)
+    described = run(shapes=True)
     plain, wall, cpu = Timings(), [], []
-    per_run: list[tuple[int, int, Any]] = []
+    timed: list[Recorded] = []
     for r in range(plan.runs):
         if plan.latency:
             plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
-        t0, ns, cpu_ns, events = run()
-        cpu.append(cpu_ns)
-        wall.append(ns)
-        per_run.append((t0, ns, events))
+        got = run()
+        assert got.cpu_ns is not None
+        cpu.append(got.cpu_ns)
+        wall.append(got.dur_ns)
+        timed.append(got)
         if collectors.progress:
             collectors.progress("profiled runs (level 2)", r + 1, plan.runs)
-    all_layers, runs, notes = _assemble(layers, per_run, run.stamps.passes())
+    all_layers, runs, notes = _assemble(layers, timed, [described])
     loaded = session.model
     # cost nesting stays "inclusive": a module's work is all on the op rows under it (its own figures
     # unknown), so totals count the rows that are no parent
@@ -449,12 +451,26 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
                    warnings=[*driver.warnings(loaded, rec), LEVEL2_NOTE, *notes])
 
 
+@dataclass(slots=True)
+class Recorded:
+    """One level-2 run as recorded: its start and duration (ns; the start on the profile's clock), the
+    calling thread's CPU time in it, the profiler's events, its :class:`Stamps` (the run on the hooks'
+    clock, its ticks), and whether the profiler recorded the ops' shapes in it."""
+
+    start_ns: int
+    dur_ns: int
+    cpu_ns: int | None  # None where not measured (an in-code run)
+    events: Any
+    stamped: tuple[Run, tuple[float, float]]
+    shapes: bool
+
+
 class Level2Run:
-    """One level-2 run of a session's model per call: under a torch.profiler session of its own
-    (``record_shapes``, on a GPU the device activity too), the profiled modules' forwards wrapped to
-    read :class:`Stamps` at their boundaries. A call returns the run's start and duration (ns), the
-    calling thread's CPU time in it (ns) and the profiler's events; every run's stamps stay in
-    :attr:`stamps`."""
+    """One level-2 run of a session's model per call: under a torch.profiler session of its own (on a
+    GPU with the device activity), the profiled modules' forwards wrapped to read :class:`Stamps` at
+    their boundaries. ``shapes``: the profiler records each op's arguments (``record_shapes``), which
+    costs the run 3-5% more (benchmarks/torch_overhead.py: torch.profiler's default against
+    record_shapes), so level 2 does it in one untimed run only."""
 
     def __init__(self, session: Session, index: dict[int, int], device: str = "cpu") -> None:
         from torch.profiler import ProfilerActivity
@@ -464,54 +480,72 @@ class Level2Run:
         self.stamps = Stamps()
         self.activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
 
-    def __call__(self) -> tuple[int, int, int, Any]:
+    def __call__(self, *, shapes: bool = False) -> Recorded:
         from layerperf.backends.torch.hooks import forward_wrappers
         from layerperf.backends.torch.profiler import Session as torch_profile
 
         stamps = self.stamps
-        with torch_profile(activities=self.activities, **PROFILER_OPTIONS) as prof, \
+        with torch_profile(activities=self.activities, record_shapes=shapes) as prof, \
                 forward_wrappers(self.targets, stamps.start, stamps.stop):
             c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             stamps.begin_pass()
             self.session.call()
             stamps.end_pass()
             t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-        return t0, t1 - t0, c1 - c0, prof.events()
+        return Recorded(t0, t1 - t0, c1 - c0, prof.events(), stamps.passes()[-1], shapes)
 
 
-def _assemble(modules: list[Layer], per_run: list[tuple[int, int, Any]],
-              passes: list[tuple[Run, tuple[float, float]]]) -> tuple[list[Layer], list[Run], list[str]]:
-    """The layers (modules, then op rows as first seen) and runs of a level-2 profile from each run's
-    (start ns, duration ns, profiler events) and its stamps (``passes``); with warnings on what could
-    not be placed or costed."""
-    origin = per_run[0][0] if per_run else 0
+def _assemble(modules: list[Layer], timed: list[Recorded],
+              described: list[Recorded] = ()) -> tuple[list[Layer], list[Run], list[str]]:  # type: ignore[assignment]
+    """The layers (modules, then op rows as first seen) and runs of a level-2 profile from its ``timed``
+    runs; an op row's inputs and work from the first run that recorded shapes (``described`` runs
+    first, which are not among the profile's runs), unknown for an op no such run called. With
+    warnings on what could not be placed or costed."""
+    origin = timed[0].start_ns if timed else 0
     layers = [replace(m, flops=None, bytes_read=None, bytes_written=None, int_ops=None) for m in modules]
+    shaped: dict[str, _Op] = {}
+    for rec in described:
+        for op in _ops(rec.events, modules, rec.stamped, 0).ops:
+            shaped.setdefault(op.key, op)
     op_index: dict[str, int] = {}
     runs, cut, calls = [], 0, 0
     unknown: set[str] = set()
-    for (t0, dur, events), stamped in zip(per_run, passes, strict=True):
-        got = _ops(events, modules, stamped, t0 - origin)
+    undescribed = 0
+    for rec in timed:
+        got = _ops(rec.events, modules, rec.stamped, rec.start_ns - origin)
         cut += got.cut
         calls += len(got.ops)
         spans = [Span(i, s, d, tid) for i, s, d, tid in got.spans]
+        if rec.shapes:
+            for op in got.ops:
+                shaped.setdefault(op.key, op)
         for op in got.ops:
             i = op_index.get(op.key)
             if i is None:
                 i = op_index[op.key] = len(layers)
-                cost = op_cost(op.event) if op.event is not None else OpCost(None, None, None, None)
-                if op.event is not None and (cost.flops is None or cost.int_ops is None):
-                    unknown.add(op.op)
+                info = shaped.get(op.key)
+                cost = OpCost(None, None, None, None)
+                if info is not None and info.event is not None:
+                    cost = op_cost(info.event)
+                    if cost.flops is None or cost.int_ops is None:
+                        unknown.add(op.op)
+                elif op.domain == "aten":
+                    undescribed += 1
                 layers.append(Layer(name=op.key, op_type=op.op, domain=op.domain,
                                     provider="cuda" if op.domain == "cuda" else "cpu", flops=cost.flops,
                                     int_ops=cost.int_ops, bytes_read=cost.bytes_read,
-                                    bytes_written=cost.bytes_written, inputs=op.inputs, parent=op.parent))
+                                    bytes_written=cost.bytes_written,
+                                    inputs=info.inputs if info is not None else (), parent=op.parent))
             spans.append(Span(i, op.start_ns, op.dur_ns, op.tid))
         spans.sort(key=lambda s: s.start_ns)
-        runs.append(Run(t0 - origin, dur, spans))
+        runs.append(Run(rec.start_ns - origin, rec.dur_ns, spans))
     notes = []
     if unknown:
         notes.append("level 2: FLOPs or integer operations unknown for aten ops whose recorded arguments could not "
                      f"be replayed nor their parts costed: {', '.join(sorted(unknown))}")
+    if undescribed:
+        notes.append(f"level 2: {undescribed} op row(s) did not run in the run that recorded shapes (the model "
+                     "took another path): their inputs and work are unknown")
     if cut:
         notes.append(f"level 2: {cut} module boundar{'y' if cut == 1 else 'ies'} fell inside an op call on the "
                      f"profiler's clock (of {calls} op calls): those ops are under the module running at their "
