@@ -50,7 +50,7 @@ class Profiler:
     backward of each and each optimizer step.
 
     ``level``: 1 modules (forward hooks, lowest cost); 2 modules and the aten ops inside each forward
-    (torch.profiler with record_shapes and with_flops). ``warmup``: runs to leave out.
+    (torch.profiler; its first session records the ops' shapes). ``warmup``: runs to leave out.
     ``events`` (perf event strings) / ``perf_config`` (a JSON file, event string -> label): per-row
     perf counters, read at the same boundaries on the runs that happen (level 1). ``memory``: the
     memory profile (``Profile.memory``), resident memory read every ``sample_rate`` row ends (default

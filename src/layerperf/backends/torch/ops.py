@@ -1,12 +1,12 @@
-"""Level 2: the modules and, inside each, the aten ops it calls, from torch.profiler (``record_shapes=True``).
+"""Level 2: the modules and, inside each, the aten ops it calls, from torch.profiler.
 
 Each hooked run goes under a profiler session of its own, so the plain runs it alternates with carry
 no profiler. A module's forward is timed as at level 1, at its boundaries, but on the profiler's own
 clock (``torch._C._profiler._get_approximate_time``), and the run is one profiler range
-(``layerperf::run``) whose start and end are read on both clocks: the two readings map the hooks'
-times onto the profiler's (:func:`clock_map`). An op layer is an aten op called with no aten op
-running (``aten::conv2d``, not the ``aten::convolution`` inside it), put under the innermost module
-whose forward was running then: the k-th such call in one module's forward is
+(``layerperf::run``) with an empty range at each end read on both clocks: the two map the hooks'
+times onto the profiler's (:class:`Stamps`, :func:`clock_map`). An op layer is an aten op called with
+no aten op running (``aten::conv2d``, not the ``aten::convolution`` inside it), put under the innermost
+module whose forward was running then: the k-th such call in one module's forward is
 ``layer1.0.conv1/aten::conv2d`` (``#k`` from the second call on), its parent that module.
 
 Marking the modules as profiler ranges instead (as the memory pass does) would attribute ops with no
@@ -15,16 +15,17 @@ itself (see benchmarks/torch_overhead.py); the hooks are each profiled module's 
 wrapped for the run (:func:`.hooks.forward_wrappers`), which leaves torch's fast call path alone.
 
 The map is checked against the ops themselves: a module boundary falls between two op calls, never
-inside one, so the small offset left by the anchor readings is pinned to the range where every
+inside one, so the small offset left by the tick readings is pinned to the range where every
 boundary does (:func:`_refine`); an op call a boundary still cuts is counted in the profile's warnings.
 
-An op's FLOPs, integer operations and bytes are level 1's (:mod:`.record`): the op is replayed once,
-untimed, on meta tensors of its recorded shapes and dtypes with its recorded scalar arguments, under
-the dispatch mode that counts level 1's modules (:func:`op_cost`), so the profiler's ``with_flops``
-(which saves every op's arguments as it runs) is not needed. An op that cannot be rebuilt (a list of
-tensors, an argument the profiler did not record) is costed as the ops it called, or left unknown. A
-module's own work is on its op rows at this level: its figures stay unknown there, so nothing is
-counted twice.
+The timed runs carry the profiler's default options. One untimed run records the ops' arguments
+(``record_shapes``); an op's FLOPs, integer operations and bytes are level 1's (:mod:`.record`): the op
+is replayed once on meta tensors of its recorded shapes, strides and dtypes with its recorded scalar
+arguments, under the dispatch mode that counts level 1's modules (:func:`op_cost`), so the profiler's
+``with_flops`` (which saves every op's arguments as it runs) is not needed. An op that cannot be
+rebuilt (a list of tensors, an argument the profiler did not record) is costed as the ops it called,
+or left unknown. A module's own work is on its op rows at this level: its figures stay unknown there,
+so nothing is counted twice.
 """
 
 from __future__ import annotations
