@@ -236,3 +236,18 @@ def test_resnet18_against_onnxruntime_optimized_differs_by_folded_batch_norm(
     convs_t = sum(t.flops or 0 for t in resnet18_torch.layers if t.op_type in ("Conv2d", "ReLU", "Add"))
     convs_o = sum(o.flops or 0 for o in ort.layers if o.op_type in ("Conv", "FusedConv"))
     assert convs_o == convs_t + bn_elements
+
+
+def test_attention_counts_its_math_path() -> None:
+    """Under the counting mode scaled_dot_product_attention runs torch's math path, on CPU tensors as on
+    meta ones (level 2's replay): Q and K each scaled by the root of the scale, QK^T, the softmax
+    (``_safe_softmax``, 5 FLOPs a score as the cost model's Softmax), AV — all known."""
+    import torch.nn.functional as fn
+
+    b, h, lq, s, e, ev = 2, 4, 8, 12, 16, 32
+    q, k, v = torch.randn(b, h, lq, e), torch.randn(b, h, s, e), torch.randn(b, h, s, ev)
+    scores = b * h * lq * s
+    expected = b * h * (lq + s) * e + 2 * scores * e + 5 * scores + 2 * scores * ev
+    seen = _count(fn.scaled_dot_product_attention, q, k, v)
+    assert "_safe_softmax" in seen.ops and seen.flops == expected and not seen.unknown_ops
+    assert _count(fn.scaled_dot_product_attention, *[t.to("meta") for t in (q, k, v)]).flops == expected

@@ -4,6 +4,7 @@ the wrapped forwards, and the ops' work replayed as level 1 counts it."""
 
 from __future__ import annotations
 
+import bisect
 import inspect
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,7 @@ from layerperf.backends.torch.ops import (  # noqa: E402
     RUN_MARK,
     TICK_MARK,
     Level2Run,
+    Ticks,
     _marks,
     _ops,
     _refine,
@@ -96,6 +98,11 @@ def test_stamps_put_every_op_under_the_module_its_range_says(model: str, zoo: di
         truth = _ranges_truth(events, names)
         assert len(truth) > (5 if model == "block" else 20)
         assert [(op.op, op.parent) for op in aten] == truth
+        # a run with no ranges (as level 2's own): the same ops under the same modules
+        bare = Level2Run(session, index)
+        plain = bare(shapes=k == 0)
+        alone = _ops(plain.events, layers, plain.stamped, 0)
+        assert alone.cut == 0 and [(op.op, op.parent) for op in alone.ops if op.domain == "aten"] == truth
         # the modules' spans hold their ops
         span = {i: (s, s + d) for i, s, d, _ in att.spans}
         by_name = {n: i for i, n in enumerate(names)}
@@ -111,22 +118,49 @@ def _ev(name: str, start_us: float, end_us: float) -> Any:
 
 def test_clock_map_goes_through_both_ticks() -> None:
     events = [_ev(RUN_MARK, 0.0, 100.0), _ev(TICK_MARK, 1.0, 1.5), _ev(TICK_MARK, 90.0, 90.5)]
-    to_prof = clock_map(events, (1000.0, 1000.0 + 2 * 89_000))  # the hooks' clock at 2 ticks per ns
+    to_prof = clock_map(events, Ticks(1000.0, 1000.0 + 2 * 89_000, 0.0))  # the hooks' clock at 2 ticks per ns
     assert to_prof(1000.0) == pytest.approx(1250.0) and to_prof(1000.0 + 2 * 89_000) == pytest.approx(90_250.0)
     assert to_prof(1000.0 + 2 * 10_000) == pytest.approx(11_250.0)
     with pytest.raises(ValueError):
-        clock_map(events[:2], (0.0, 1.0))
+        clock_map(events[:2], Ticks(0.0, 1.0, 0.0))
+
+
+def _between(x: float, starts: list[float], ends: list[float]) -> bool:
+    return not any(a < x < b for a, b in zip(starts, ends, strict=True))
 
 
 def test_refine_moves_the_boundaries_into_the_gaps() -> None:
-    # ops at [10,20], [30,40], [50,60]; modules around them but stamped 3 ns late: shifts from -4 to -2
-    # put every boundary between ops, and the one nearest 0 is taken
-    starts, ends = [10.0, 30.0, 50.0], [20.0, 40.0, 60.0]
-    assert _refine([9.0 + 3, 21.0 + 3, 29.0 + 3, 61.0 + 3], starts, ends) == (pytest.approx(-2.0), 0)
-    assert _refine([9.0, 21.0, 45.0], starts, ends) == (0.0, 0)  # already between: no shift
-    # one boundary must go left, another right: no shift places both, and the ones inside are counted
-    shift, cut = _refine([12.0, 28.0 + 9, 41.0], starts, ends)
-    assert (shift, cut) == (0.0, 2)
+    # ops at [10,20], [30,40], [50,60] µs; modules around them but stamped 3 µs late (the map's error
+    # up to 5 µs): shifts from -4 to -2 µs put every boundary between ops, and the middle one is taken
+    us = 1000.0
+    starts, ends = [10 * us, 30 * us, 50 * us], [20 * us, 40 * us, 60 * us]
+    stamped = [12 * us, 24 * us, 32 * us, 64 * us]
+    fix, cut = _refine(stamped, starts, ends, 5 * us)
+    assert cut == 0 and [fix(x) for x in stamped] == pytest.approx([9 * us, 21 * us, 29 * us, 61 * us])
+    fix, cut = _refine([9 * us, 21 * us, 45 * us], starts, ends, 5 * us)
+    assert cut == 0 and all(_between(fix(x), starts, ends) for x in (9 * us, 21 * us, 45 * us))
+    # one boundary must go 2 µs left, another 3 µs right, the map's error 1 µs: nothing places both, and
+    # the ones inside an op are counted
+    fix, cut = _refine([12 * us, 37 * us, 41 * us], starts, ends, 1 * us)
+    assert cut == 2 and fix(12 * us) == 12 * us
+    # the same boundaries, stamped 3 µs late but the map's error said to be 1 µs: not moved that far
+    fix, cut = _refine(stamped, starts, ends, 1 * us)
+    assert cut == 2
+
+
+def test_refine_takes_out_a_drift_across_the_run() -> None:
+    """The ticks place each end of the run within a few µs, so the map can drift by that much across it:
+    100 ops with 200 ns between them, each followed by a module boundary, stamped with a drift of
+    ±400 ns from the middle — no shift alone places them all, a shift and a tilt do."""
+    starts = [k * 1000.0 + 100 for k in range(100)]
+    ends = [k * 1000.0 + 900 for k in range(100)]
+    true = [k * 1000.0 + 950 for k in range(100)]
+    stamped = [t + 8e-3 * (t - 50_000) + 30 for t in true]
+    assert sum(not _between(x, starts, ends) for x in stamped) > 50
+    fix, cut = _refine(stamped, starts, ends, 1000.0)
+    assert cut == 0 and all(_between(fix(x), starts, ends) for x in stamped)
+    # each in the gap its true boundary is in (where in the gap, the ops cannot tell)
+    assert all(bisect.bisect(starts, fix(x)) == bisect.bisect(starts, t) for x, t in zip(stamped, true, strict=True))
 
 
 # -- the wrapped forwards ---------------------------------------------------------------------------

@@ -49,7 +49,7 @@ UNARY = {
     "floor": "Floor", "ceil": "Ceil", "round": "Round", "sign": "Sign", "hardtanh": "Clip", "clamp": "Clip",
     "clamp_min": "Clip", "clamp_max": "Clip", "leaky_relu": "LeakyRelu", "elu": "Elu", "softplus": "Softplus",
     "hardsigmoid": "HardSigmoid", "threshold": "Relu", "silu": "Swish", "hardswish": "HardSwish",
-    "mish": "Mish", "cumsum": "CumSum", "_softmax": "Softmax", "_log_softmax": "LogSoftmax",
+    "mish": "Mish", "cumsum": "CumSum", "_softmax": "Softmax", "_safe_softmax": "Softmax", "_log_softmax": "LogSoftmax",
     "native_layer_norm": "LayerNormalization", "native_group_norm": "GroupNormalization",
     "_native_batch_norm_legit_no_training": "BatchNormalization",
 }

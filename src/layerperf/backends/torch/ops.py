@@ -30,11 +30,10 @@ so nothing is counted twice.
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from layerperf.backends.base import RunPlan
 from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder, Seen
@@ -115,8 +114,9 @@ class Stamps:
     """Level 2's boundaries: the profiler's clock at every module's start and stop (a :class:`Timing`
     collector on it), and each run a profiler range (``layerperf::run``) holding, at its start and at
     its end, an empty range (``layerperf::tick``) read on the hooks' clock just before and just after:
-    each tick is known on both clocks within the microsecond between those reads, and two ticks map one
-    clock onto the other (:func:`clock_map`)."""
+    each tick is known on both clocks within the time between those reads (0.5-8 µs here), and two
+    ticks map one clock onto the other (:func:`clock_map`), the map's error anywhere within the sum of
+    their half-widths."""
 
     def __init__(self) -> None:
         import torch
@@ -130,14 +130,17 @@ class Stamps:
         # enter/exit ops (record_function) go through the dispatcher, 10-20 µs a call here
         self._range = getattr(torch._C._profiler, "_RecordFunctionFast", torch.autograd.profiler.record_function)
         self._run: list[Any] = []
-        self.ticks: list[tuple[float, float]] = []  # each run's two ticks on the hooks' clock (mid-reads)
+        self.ticks: list[Ticks] = []
+        self._first = (0.0, 0.0)
 
-    def _tick(self) -> float:
+    def _tick(self) -> tuple[float, float]:
+        """(midpoint, half-width) of the reads around an empty range, on the hooks' clock."""
         clock, r = self.clock, self._range(TICK_MARK)
         a = clock()
         r.__enter__()
         r.__exit__(None, None, None)
-        return (a + clock()) / 2
+        b = clock()
+        return (a + b) / 2, (b - a) / 2
 
     def begin_pass(self) -> None:
         r = self._range(RUN_MARK)
@@ -148,23 +151,24 @@ class Stamps:
 
     def end_pass(self) -> None:
         self.timing.end_pass()
-        self.ticks.append((self._first, self._tick()))
+        (first, w0), (last, w1) = self._first, self._tick()
+        self.ticks.append(Ticks(first, last, w0 + w1))
         self._run.pop().__exit__(None, None, None)
 
-    def passes(self) -> list[tuple[Run, tuple[float, float]]]:
+    def passes(self) -> list[tuple[Run, Ticks]]:
         """Each run on the hooks' clock (its start and duration, its modules' spans) with its ticks."""
         return list(zip(self.timing.runs(origin_ns=0), self.ticks, strict=True))
 
 
-def clock_map(events: Any, ticks: tuple[float, float]) -> Callable[[float], float]:
+def clock_map(events: Any, ticks: Ticks) -> Callable[[float], float]:
     """Hooks' clock -> profiler time (ns since its trace start), linear through the run's two ticks as
     the profiler recorded them (``events``: the run's) and as the hooks' clock read them (``ticks``)."""
     marks = sorted((e for e in events if e.name == TICK_MARK), key=lambda e: e.time_range.start)
-    if len(marks) < 2 or ticks[1] <= ticks[0]:
+    if len(marks) < 2 or ticks.last <= ticks.first:
         raise ValueError("a level-2 run without its two ticks")
     p0, p1 = ((m.time_range.start + m.time_range.end) * 500 for m in (marks[0], marks[-1]))
-    scale = (p1 - p0) / (ticks[1] - ticks[0])
-    a0 = ticks[0]
+    scale = (p1 - p0) / (ticks.last - ticks.first)
+    a0 = ticks.first
     return lambda a: p0 + (a - a0) * scale
 
 
@@ -183,31 +187,66 @@ def _top_ops(events: Any, thread: int, lo: float, hi: float) -> list[Any]:
     return out
 
 
-def _refine(bounds: list[float], starts: list[float], ends: list[float]) -> tuple[float, int]:
-    """The shift (ns) to add to the module boundaries ``bounds`` so that each falls between two op calls
-    (op ``k`` runs from ``starts[k]`` to ``ends[k]``, in order, none overlapping), nearest 0; and how many
-    boundaries no common shift can place so (0 then, the shift itself 0 where there are any)."""
-    lo, hi = -float("inf"), float("inf")
-    for x in bounds:
-        k = bisect.bisect_right(starts, x) - 1  # the last op starting at or before x
-        if k >= 0 and x < ends[k]:  # inside op k: to the gap before it or after it, whichever is nearer
-            before, after = starts[k] - x, ends[k] - x
-            if -before <= after:
-                g0, g1 = (ends[k - 1] - x if k > 0 else -float("inf")), before
-            else:
-                g0, g1 = after, (starts[k + 1] - x if k + 1 < len(starts) else float("inf"))
-        else:
-            g0 = ends[k] - x if k >= 0 else -float("inf")
-            g1 = starts[k + 1] - x if k + 1 < len(starts) else float("inf")
-        lo, hi = max(lo, g0), min(hi, g1)
-    if lo > hi:
-        return 0.0, sum(1 for x in bounds if _inside(x, starts, ends))
-    return min(max(0.0, lo), hi), 0
+class Ticks(NamedTuple):
+    """A run's two ticks on the hooks' clock (see :class:`Stamps`): their midpoints, and the sum of their
+    half-widths (how far the map through them can be off, at most)."""
+
+    first: float
+    last: float
+    spread: float
 
 
-def _inside(x: float, starts: list[float], ends: list[float]) -> bool:
-    k = bisect.bisect_right(starts, x) - 1
-    return k >= 0 and x < ends[k]
+MIN_ERROR_NS = 200.0  # the least error :func:`_refine` allows the map, however narrow the ticks
+
+
+def _gaps(x: Any, starts: Any, ends: Any) -> tuple[Any, Any]:
+    """Per boundary ``x``: the shifts [lo, hi] that put it between two op calls (op ``k`` runs from
+    ``starts[k]`` to ``ends[k]``, in order, none overlapping): the gap it is in, or for one inside an op
+    the gap before or after that op, whichever is nearer."""
+    import numpy as np
+
+    n, inf = len(starts), np.inf
+    k = np.searchsorted(starts, x, side="right") - 1  # the last op starting at or before x
+    kc, k1 = np.clip(k, 0, n - 1), np.clip(k + 1, 0, n - 1)
+    prev_end = np.where(k >= 0, ends[kc] - x, -inf)
+    next_start = np.where(k + 1 < n, starts[k1] - x, inf)
+    inside = (k >= 0) & (x < ends[kc])
+    before, after = starts[kc] - x, ends[kc] - x
+    to_before = -before <= after
+    before_prev = np.where(k - 1 >= 0, ends[np.clip(k - 1, 0, n - 1)] - x, -inf)
+    lo = np.where(inside, np.where(to_before, before_prev, after), prev_end)
+    hi = np.where(inside, np.where(to_before, before, next_start), next_start)
+    return lo, hi
+
+
+def _refine(bounds: list[float], starts: list[float], ends: list[float],
+            error_ns: float = MIN_ERROR_NS) -> tuple[Callable[[float], float], int]:
+    """The correction to apply to the module boundaries ``bounds`` (profiler ns, as the ticks mapped
+    them, each within ``error_ns``) so that each falls between two op calls: a shift and a tilt (a
+    drift across the run, from where in its reads each tick fell), each within the error, the tilt as
+    small as places every boundary (tried in 200 steps each way) and the shift in the middle of what
+    then does; with how many boundaries no such correction places so (0 then, and the correction none
+    where there are any)."""
+    import numpy as np
+
+    x = np.asarray(bounds, dtype=float)
+    st, en = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+    if not len(x) or not len(st):
+        return (lambda t: t), 0
+    error = max(error_ns, MIN_ERROR_NS)
+    mid = float((x.min() + x.max()) / 2)
+    half = max(float(x.max() - x.min()) / 2, 1.0)
+    steps = 200
+    for j in sorted(range(-steps, steps + 1), key=abs):
+        tilt = j * error / steps / half  # ns of drift per ns from the middle: at most the error at the ends
+        moved = x + tilt * (x - mid)
+        lo, hi = _gaps(moved, st, en)
+        a, b = max(float(lo.max()), -error), min(float(hi.min()), error)
+        if a <= b:
+            shift = (a + b) / 2
+            return (lambda t, tilt=tilt, shift=shift: t + tilt * (t - mid) + shift), 0
+    k = np.searchsorted(st, x, side="right") - 1
+    return (lambda t: t), int(np.sum((k >= 0) & (x < en[np.clip(k, 0, len(st) - 1)])))
 
 
 @dataclass(slots=True)
@@ -217,7 +256,7 @@ class _Attributed:
     cut: int  # op calls a module boundary cuts (the clocks' map could not place every boundary)
 
 
-def _ops(events: Any, layers: list[Layer], stamped: tuple[Run, tuple[float, float]], origin_ns: int) -> _Attributed:
+def _ops(events: Any, layers: list[Layer], stamped: tuple[Run, Ticks], origin_ns: int) -> _Attributed:
     """The modules' spans and the op calls of one run, each op under its module; times from ``origin_ns``."""
     run, ticks = stamped
     run_ev = next(e for e in events if e.name == RUN_MARK)
@@ -227,8 +266,9 @@ def _ops(events: Any, layers: list[Layer], stamped: tuple[Run, tuple[float, floa
     starts = [e.time_range.start * 1000 for e in tops]
     ends = [e.time_range.end * 1000 for e in tops]
     calls = [(s.layer, to_prof(s.start_ns), to_prof(s.start_ns + s.dur_ns)) for s in run.spans]
-    shift, cut = _refine([t for _, t0, t1 in calls for t in (t0, t1)], starts, ends)
-    calls = sorted(((i, t0 + shift, t1 + shift) for i, t0, t1 in calls), key=lambda c: (c[1], -c[2]))
+    error = to_prof(ticks.first + ticks.spread) - to_prof(ticks.first)
+    fix, cut = _refine([t for _, t0, t1 in calls for t in (t0, t1)], starts, ends, error)
+    calls = sorted(((i, fix(t0), fix(t1)) for i, t0, t1 in calls), key=lambda c: (c[1], -c[2]))
     tid = int(run_ev.thread)
     spans = [(i, round(base + t0), round(t1 - t0), tid) for i, t0, t1 in calls]
     ops: list[_Op] = []
@@ -326,6 +366,8 @@ def _as(value: Any, arg: Any) -> Any:
     import torch
 
     kind = str(arg.type).removesuffix("?")
+    if kind == "Device":  # not recorded, and the replay runs on meta tensors wherever the op ran
+        return torch.device("meta") if value is None and not str(arg.type).endswith("?") else value
     if isinstance(value, int) and not isinstance(value, bool):
         if kind == "ScalarType" and 0 <= value < len(_SCALAR_TYPES):
             return getattr(torch, _SCALAR_TYPES[value])
@@ -462,7 +504,7 @@ class Recorded:
     dur_ns: int
     cpu_ns: int | None  # None where not measured (an in-code run)
     events: Any
-    stamped: tuple[Run, tuple[float, float]]
+    stamped: tuple[Run, Ticks]
     shapes: bool
 
 
