@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import layerperf  # noqa: E402
-from layerperf.backends.torch.cuda import CudaApi, CudaEvents, kernels, module_of  # noqa: E402
-from layerperf.backends.torch.ops import MARK, RUN_MARK  # noqa: E402
+from layerperf.backends.torch.cuda import CudaApi, CudaEvents  # noqa: E402
+from layerperf.backends.torch.ops import RUN_MARK  # noqa: E402
 from layerperf.cli import main  # noqa: E402
 from layerperf.errors import InputError  # noqa: E402
 
@@ -129,20 +129,26 @@ def _kernel(name: str, launcher: int, start_us: float, dur_us: float) -> Any:
 
 
 def test_kernels_go_under_the_module_whose_op_launched_them() -> None:
+    """Level 2 on a GPU: a kernel goes under the module of the op row it descends from (the op called
+    with no aten op running, whose module the stamps gave), named ``module/kernel``."""
+    from layerperf.backends.torch.ops import _kernel_ops
+
     run = _cpu(1, RUN_MARK)
-    block = _cpu(2, f"{MARK}0", run)
-    conv = _cpu(3, f"{MARK}1", block)
-    conv_op = _cpu(4, "aten::conv2d", conv)
+    conv_op = _cpu(4, "aten::conv2d", run)
     inner_op = _cpu(5, "aten::cudnn_convolution", conv_op)
-    add_op = _cpu(6, "aten::add", block)
+    add_op = _cpu(6, "aten::add", run)
     root_op = _cpu(7, "aten::flatten", run)
-    events = [run, block, conv, conv_op, inner_op, add_op, root_op,
+    events = [run, conv_op, inner_op, add_op, root_op,
               _kernel("implicit_gemm", 5, 100.0, 30.0), _kernel("elementwise_add", 6, 140.0, 2.0),
-              _kernel("copy", 7, 150.0, 1.0), _kernel("orphan", 99, 160.0, 1.0)]
-    got = kernels(events, module_of(MARK, ["block", "block.conv"]))
-    assert [(k.module, k.name, k.dur_us, k.stream) for k in got] == [
-        ("block.conv", "implicit_gemm", 30.0, 7), ("block", "elementwise_add", 2.0, 7), (None, "copy", 1.0, 7),
-        (None, "orphan", 1.0, 7)]
+              _kernel("copy", 7, 150.0, 1.0), _kernel("orphan", 99, 160.0, 1.0),
+              _kernel("implicit_gemm", 5, 170.0, 3.0)]
+    module_of = {id(conv_op): "block.conv", id(add_op): "block", id(root_op): None}
+    got = _kernel_ops(events, module_of, 10.0)
+    assert [(k.key, k.parent, k.domain, k.start_ns, k.dur_ns, k.tid) for k in got] == [
+        ("block.conv/implicit_gemm", "block.conv", "cuda", 110_000, 30_000, 7),
+        ("block/elementwise_add", "block", "cuda", 150_000, 2_000, 7), ("copy", None, "cuda", 160_000, 1_000, 7),
+        ("orphan", None, "cuda", 170_000, 1_000, 7), ("block.conv/implicit_gemm#1", "block.conv", "cuda", 180_000,
+                                                      3_000, 7)]
 
 
 def test_the_driver_takes_its_times_and_memory_from_the_device_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -236,7 +236,7 @@ class Kernel:
 
 def kernels(events: Sequence[Any], module_of: Callable[[Any], str | None]) -> list[Kernel]:
     """The device kernels among torch.profiler's ``events``, each under the module of the op that
-    launched it (``module_of`` walks an op's ``cpu_parent`` chain to its module range)."""
+    launched it (``module_of``: the op's module, see ops._kernel_ops)."""
     from torch.autograd import DeviceType
 
     by_id = {e.id: e for e in events if e.device_type == DeviceType.CPU}
@@ -248,17 +248,3 @@ def kernels(events: Sequence[Any], module_of: Callable[[Any], str | None]) -> li
         module = module_of(launcher) if launcher is not None else None
         out.append(Kernel(module, e.name, e.time_range.start, e.time_range.end - e.time_range.start, int(e.thread)))
     return out
-
-
-def module_of(mark: str, layer_names: Sequence[str]) -> Callable[[Any], str | None]:
-    """The module an op ran in: the first range named ``mark<layer>`` up its ``cpu_parent`` chain."""
-
-    def find(ev: Any) -> str | None:
-        while ev is not None:
-            name = str(ev.name)
-            if name.startswith(mark) and name[len(mark):].isdigit():
-                return layer_names[int(name[len(mark):])]
-            ev = ev.cpu_parent
-        return None
-
-    return find
