@@ -56,7 +56,7 @@ class Timing:
         return len(self._extents)
 
     def _pairs(self) -> list[list[tuple[int, int, int]]]:
-        return [sorted(pairs(list(zip(flat[::2], flat[1::2], strict=True))), key=_start) for flat in self._flat]
+        return [_matched(flat) for flat in self._flat]
 
     def calls_ns(self, n_layers: int) -> list[list[int]]:
         """Each layer's call durations, pass after pass (body layers inside a parent included in its)."""
@@ -83,11 +83,21 @@ class Timing:
         if not self._extents:
             return []
         origin = self._extents[0][0] if origin_ns is None else origin_ns
-        out = []
-        for (begun, end, tid), matched in zip(self._extents, self._pairs(), strict=True):
-            spans = [Span(layer, t0 - origin, t1 - t0, tid) for layer, t0, t1 in matched]
-            out.append(Run(begun - origin, end - begun, spans))
-        return out
+        return [self._run(k, origin) for k in range(len(self._extents))]
+
+    def last_run(self, origin_ns: int = 0) -> Run:
+        """The last pass as :meth:`runs` has it, times relative to ``origin_ns``."""
+        return self._run(len(self._extents) - 1, origin_ns)
+
+    def _run(self, k: int, origin: int) -> Run:
+        begun, end, tid = self._extents[k]
+        spans = [Span(layer, t0 - origin, t1 - t0, tid) for layer, t0, t1 in _matched(self._flat[k])]
+        return Run(begun - origin, end - begun, spans)
+
+
+def _matched(flat: list[int]) -> list[tuple[int, int, int]]:
+    """One pass's (layer, start, stop) calls from its flat marks, by start."""
+    return sorted(pairs(list(zip(flat[::2], flat[1::2], strict=True))), key=_start)
 
 
 def _start(pair: tuple[int, int, int]) -> int:

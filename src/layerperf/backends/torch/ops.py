@@ -535,7 +535,7 @@ class Level2Run:
             self.session.call()
             stamps.end_pass()
             t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-        return Recorded(t0, t1 - t0, c1 - c0, prof.events(), stamps.passes()[-1], shapes)
+        return Recorded(t0, t1 - t0, c1 - c0, prof.events(), (stamps.timing.last_run(), stamps.ticks[-1]), shapes)
 
 
 def _assemble(modules: list[Layer], timed: list[Recorded],
