@@ -319,7 +319,10 @@ def test_counters_at_module_boundaries() -> None:
     # the block's inclusive count holds its conv's; its own (self) count is its add and relu only
     assert prof.counters.inclusive is not None
     inclusive = prof.counters.inclusive["task-clock"]
-    assert inclusive[idx["layer1.0"]] > np.median(conv.counters["task-clock"]) > np.median(block.counters["task-clock"])
+    # (each delta is scaled by its own enabled/running times, summed over torch's threads, so a parent's
+    # inclusive count is not exactly at least its child's on a loaded host: 100,416 against 103,156 once)
+    assert inclusive[idx["layer1.0"]] > 0.9 * np.median(conv.counters["task-clock"])
+    assert np.median(conv.counters["task-clock"]) > np.median(block.counters["task-clock"])
     assert inclusive[idx["layer1.0.conv1"]] == np.median(conv.counters["task-clock"])  # a leaf: both the same
 
 
