@@ -23,7 +23,8 @@ from layerperf.backends.torch.insitu import BACKWARD, FORWARD, InSitu, RunClock
 from layerperf.profile_data import GraphSummary, Layer, Profile
 
 if TYPE_CHECKING:
-    from layerperf.backends.torch.ops import Recorded, Stamps
+    from layerperf.backends.torch.cuda import CudaEvents
+    from layerperf.backends.torch.ops import Recorded
     from layerperf.backends.torch.record import Recorder, Seen
     from layerperf.collectors import Collector, Collectors
     from layerperf.collectors.counters import PerfCounters
@@ -78,7 +79,6 @@ class Recording:
     """The collectors and the rows of one in-code profile; :meth:`build` makes its Profile."""
 
     def __init__(self, settings: Settings, *, runs_by_call: bool) -> None:
-        import torch
 
         from layerperf.collectors import Boundaries
         from layerperf.collectors.timing import Timing
@@ -93,12 +93,13 @@ class Recording:
         self.call_ns = math.nan
         self.rss: ResidentMemory | None = None
         self.sessions: list[Any] = []  # level 2: the torch.profiler sessions, in order
-        from layerperf.backends.torch.ops import Stamps
+        self.device_events: CudaEvents | None = None  # profile_device="cuda", level 1: device time per row
+        from layerperf.backends.torch.ops import Ranges
 
         boundary: Collector
-        self.stamps: Stamps | None = None
+        self.ranges: Ranges | None = None
         if settings.level == 2:
-            boundary = self.stamps = Stamps()
+            boundary = self.ranges = Ranges()
         else:
             self.timing = Timing(self.clock)
             collectors: list[Collector] = []
@@ -108,9 +109,17 @@ class Recording:
             except BaseException:
                 self.close()
                 raise
-            boundary = Boundaries([*collectors, self.timing]) if collectors else self.timing
-        sync = torch.cuda.synchronize if settings.device == "cuda" else None
-        self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, sync=sync)
+            if settings.device == "cuda":  # innermost: its events are recorded nearest the row's work
+                from layerperf.backends.torch.cuda import CudaEvents
+
+                # the allocator's counters at each boundary only when the memory profile is asked for:
+                # reading them costs far more than the events (see cuda.CudaEvents)
+                self.device_events = CudaEvents(allocator=settings.collectors.memory is not None)
+                collectors.append(self.timing)
+                boundary = Boundaries([*collectors, self.device_events])
+            else:
+                boundary = Boundaries([*collectors, self.timing]) if collectors else self.timing
+        self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call)
 
     def _open_counters(self) -> list[Collector]:
         request = self.settings.collectors.counters
@@ -157,7 +166,8 @@ class Recording:
 
         # the first session records the ops' shapes (for their inputs and work); the later ones (the
         # decorator's calls after the first) do not, which costs their runs 3-5% less
-        session = torch_profile(activities=[ProfilerActivity.CPU], record_shapes=not self.sessions)
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.settings.device == "cuda" else [])]
+        session = torch_profile(activities=activities, record_shapes=not self.sessions)
         self.sessions.append(session)
         return session
 
@@ -187,13 +197,18 @@ class Recording:
         if self.settings.level == 2:
             from layerperf.backends.torch.ops import LEVEL2_NOTE, _assemble
 
-            assert self.stamps is not None
             layers, runs, notes = _assemble(layers, self._level2_runs())
             warnings += [LEVEL2_NOTE, *notes]
             # level 2: a module's work is on the op rows under it, so its figures are its children's
             return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
         assert self.timing is not None
-        prof = Profile(metadata=meta, layers=layers, runs=self.timing.runs(), warnings=warnings, graph=graph,
+        runs = self.timing.runs()
+        if self.device_events is not None and state.runs:
+            from layerperf.backends.torch.cuda import fill_memory
+
+            runs = self.device_events.runs()  # device time between each row's boundaries
+            fill_memory(layers, self.device_events)
+        prof = Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph,
                        cost_nesting="self")
         if self.perf and state.runs:
             self._fill_counters(prof)
@@ -260,29 +275,34 @@ class Recording:
             prof.memory = allocation_report(call, index, prof, device_name(self.settings.device))
 
     def _level2_runs(self) -> list[Recorded]:
-        """Each run as recorded, its profiler events cut at the run's end."""
-        import bisect
+        """Each run as recorded: its ``layerperf::run`` range and the events inside it. A with block's run
+        range closes lazily, at the next model call (or when the profile ends): such a run ends at its
+        last row's end or where the model last returned, as at level 1, so the time between steps is in
+        no run."""
+        from torch.autograd import DeviceType
 
-        from layerperf.backends.torch.ops import RUN_MARK, TICK_MARK, Recorded
+        from layerperf.backends.torch.ops import MARK, RETURN_MARK, RUN_MARK, Recorded, cpu_marks
+        from layerperf.backends.torch.profiler import events_with_links
 
-        assert self.stamps is not None
-        marks_events: list[tuple[Any, list[Any], bool]] = []
-        for k, session in enumerate(self.sessions):
-            events = sorted(session.events(), key=lambda e: e.time_range.start)
-            starts = [e.time_range.start for e in events]
-            for mark in (e for e in events if e.name == RUN_MARK):
-                marks_events.append((mark, events[bisect.bisect_left(starts, mark.time_range.start):], k == 0))
         out = []
-        for (mark, after, shapes), (t0, t1), stamped in zip(marks_events, self.state.extents, self.stamps.passes(),
-                                                             strict=False):
-            # a with block's run range closes lazily (at the next model call) and opens a little after the
-            # run's first clock reading: its events are those up to the run's last boundary, never the
-            # next run's, and the end tick, which is where the range closes (see ops.Stamps)
-            end_us = min(mark.time_range.end, mark.time_range.start + (t1 - t0) / 1000)
-            inside = [mark] + [e for e in after if e is not mark and e.name != RUN_MARK
-                               and (e.time_range.start <= end_us
-                                    or e.name == TICK_MARK and e.time_range.start <= mark.time_range.end)]
-            out.append(Recorded(t0, t1 - t0, None, inside, stamped, shapes))
+        extents = iter(self.state.extents)
+        for k, session in enumerate(self.sessions):
+            events = events_with_links(session)
+            rows = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(MARK)
+                    and (e.name[len(MARK):].isdigit() or e.name == RETURN_MARK)]
+            marks = cpu_marks(events, RUN_MARK)
+            for j, mark in enumerate(marks):
+                t0, t1 = next(extents, (0, 0))
+                lo, hi = mark.time_range.start, mark.time_range.end
+                if not self.state.runs_by_call:
+                    hi = max((e.time_range.end for e in rows if lo <= e.time_range.start <= hi), default=hi)
+                # the device's work (kernels) runs after its launch, up to the next run's start
+                nxt = marks[j + 1].time_range.start if j + 1 < len(marks) else float("inf")
+                inside = [mark] + [e for e in events if e is not mark and e.name != RUN_MARK
+                                   and lo <= e.time_range.start
+                                   and (e.time_range.start <= hi if e.device_type == DeviceType.CPU
+                                        else e.time_range.start < nxt)]
+                out.append(Recorded(t0, t1 - t0, None, inside, k == 0, mark))
         return out
 
 

@@ -87,16 +87,16 @@ def call_kwargs(mod: Any, depth: int = 8) -> dict[str, Any] | None:
 
 class InSitu:
     """The rows and runs of one in-code profile. ``boundary``: the collector called at every row's
-    start and stop (level 1: timing with counters and memory; level 2: the profiler's clock, :class:`.ops.Stamps`);
+    start and stop (level 1: timing with counters and memory; level 2: a profiler range per row, :class:`.ops.Ranges`);
     ``runs_by_call``: runs are calls of the decorated function, not calls of the model."""
 
-    def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool,
-                 sync: Callable[[], None] | None = None) -> None:
+    def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool) -> None:
         self.warmup = warmup
         self.boundary = boundary
         self.clock = clock
         self.runs_by_call = runs_by_call
-        self.sync = sync  # profile_device="cuda": wait for the device at each boundary
+        # a collector that marks the model's return on a timeline of its own (level 2's ranges)
+        self._returned: Callable[[], None] | None = getattr(boundary, "model_returned", None)
         self.rows: list[Row] = []
         self.root: Any = None
         self.first: tuple[tuple[Any, ...], dict[str, Any]] | None = None
@@ -185,6 +185,8 @@ class InSitu:
                 self._stop(i)
             if self._depth == 0:
                 self.clock()  # the model's return is a boundary of the run too
+                if self._returned is not None:
+                    self._returned()
         self.backward.forward_post(mod, out)
         if self._depth == 0:
             self.backward.forward_done()
@@ -256,8 +258,6 @@ class InSitu:
 
     def _start(self, i: int) -> None:
         self._open.append(i)
-        if self.sync is not None:
-            self.sync()
         self.boundary.start(i)
 
     def _stop(self, i: int) -> None:
@@ -276,8 +276,6 @@ class InSitu:
         self._emit_stop(self._open.pop())
 
     def _emit_stop(self, i: int) -> None:
-        if self.sync is not None:
-            self.sync()
         self.boundary.stop(i)
 
     def warnings(self) -> list[str]:

@@ -36,28 +36,26 @@ class AllocationCapture:
         self._stack: list[Any] = []
 
     def __enter__(self) -> AllocationCapture:
-        import torch
         from torch.profiler import ProfilerActivity
 
         from layerperf.backends.torch.hooks import module_hooks
-        from layerperf.backends.torch.ops import RUN_MARK, _marks
+        from layerperf.backends.torch.ops import Ranges
         from layerperf.backends.torch.profiler import Session as profile
 
         activities = [ProfilerActivity.CPU]
         if self.device.startswith("cuda"):
             activities.append(ProfilerActivity.CUDA)
         self._prof = profile(activities=activities, profile_memory=True)
-        start, stop = _marks(self.index)
-        self._hooks = module_hooks(self.index, start, stop)
-        self._run = torch.autograd.profiler.record_function(RUN_MARK)
+        self._ranges = Ranges(self.index)
+        self._hooks = module_hooks(self.index, self._ranges.start, self._ranges.stop)
         self._prof.__enter__()
         self._hooks.__enter__()
-        self._run.__enter__()
+        self._ranges.begin_pass()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            self._run.__exit__(*exc)
+            self._ranges.end_pass()
             self._hooks.__exit__(*exc)
         finally:
             self._prof.__exit__(*exc)
@@ -82,11 +80,15 @@ def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "c
     run: tuple[int, int] | None = None
     for node in _walk(tree):
         fields = node.extra_fields
-        if type(fields).__name__ == "_ExtraFields_Allocation":
+        kind = type(fields).__name__
+        if kind == "_ExtraFields_Allocation":
             if _device_name(fields.device) == device:
                 events.append(AllocEvent(int(node.start_time_ns), int(fields.alloc_size), int(fields.ptr)))
+        elif kind != "_ExtraFields_TorchOp":
+            continue  # the CUDA activity's copies of the ranges on the GPU's timeline, kernels...
         elif node.name == RUN_MARK:
-            run = (int(node.start_time_ns), int(node.end_time_ns))
+            if run is None:
+                run = (int(node.start_time_ns), int(node.end_time_ns))
         elif node.name.startswith(MARK):
             spans.append(ModuleSpan(int(node.name[len(MARK):]), int(node.start_time_ns), int(node.end_time_ns)))
     if run is None:

@@ -1,22 +1,17 @@
 """Level 2: the modules and, inside each, the aten ops it calls, from torch.profiler.
 
 Each hooked run goes under a profiler session of its own, so the plain runs it alternates with carry
-no profiler. A module's forward is timed as at level 1, at its boundaries, but on the profiler's own
-clock (``torch._C._profiler._get_approximate_time``), and the run is one profiler range
-(``layerperf::run``) with an empty range at each end read on both clocks: the two map the hooks'
-times onto the profiler's (:class:`Stamps`, :func:`clock_map`). An op layer is an aten op called with
-no aten op running (``aten::conv2d``, not the ``aten::convolution`` inside it), put under the innermost
-module whose forward was running then: the k-th such call in one module's forward is
-``layer1.0.conv1/aten::conv2d`` (``#k`` from the second call on), its parent that module.
-
-Marking the modules as profiler ranges instead (as the memory pass does) would attribute ops with no
-clocks to align, but a range per module call under the profiler cost level 2 more than torch.profiler
-itself (see benchmarks/torch_overhead.py); the hooks are each profiled module's own ``forward``
-wrapped for the run (:func:`.hooks.forward_wrappers`), which leaves torch's fast call path alone.
-
-The map is checked against the ops themselves: a module boundary falls between two op calls, never
-inside one, so the small offset left by the tick readings is pinned to the range where every
-boundary does (:func:`_refine`); an op call a boundary still cuts is counted in the profile's warnings.
+no profiler. The run is one profiler range (``layerperf::run``) and each module call one inside it
+(``layerperf::<layer>``, torch's C++ range object, :class:`Ranges`), opened and closed by the profiled
+modules' own ``forward``s wrapped for the run (:func:`.hooks.forward_wrappers`, which leaves torch's
+fast call path alone; global module hooks send every call through the slow one, 2-5% of the run under
+the profiler). The profiler stamps the ranges on the clock and thread it stamps the ops with, so a
+module's time is its range's, and an op's module is the innermost range holding it in the profiler's
+own event tree: exact, with no second clock to map (stamps read from Python on the profiler's clock
+were tried, and on a VM whose cores' time-stamp counters disagree they fell up to 3 µs off the ops).
+An op layer is an aten op called with no aten op running (``aten::conv2d``, not the
+``aten::convolution`` inside it), put under that module: the k-th such call in one module's forward
+is ``layer1.0.conv1/aten::conv2d`` (``#k`` from the second call on), its parent that module.
 
 The timed runs carry the profiler's default options. One untimed run records the ops' arguments
 (``record_shapes``); an op's FLOPs, integer operations and bytes are level 1's (:mod:`.record`): the op
@@ -33,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
 from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder, Seen
@@ -46,7 +41,7 @@ if TYPE_CHECKING:
 
 MARK = "layerperf::"
 RUN_MARK = "layerperf::run"
-TICK_MARK = "layerperf::tick"
+RETURN_MARK = "layerperf::return"
 LEVEL2_NOTE = ("level 2: a module's own work is on its aten op rows; its FLOPs, integer operations and bytes are "
                "left unknown so nothing counts twice")
 
@@ -102,74 +97,45 @@ def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[
     return start_op, stop_op
 
 
-def profiler_clock() -> Callable[[], int]:
-    """The clock torch.profiler stamps its events with (the CPU's time-stamp counter where it has one),
-    read from Python; ``time.perf_counter_ns`` on a torch without it (the map is linear either way)."""
-    import torch
+class Ranges:
+    """Level 2's boundaries (a collector, see :mod:`layerperf.collectors.boundary`): each run a profiler
+    range ``layerperf::run``, each module call a range ``layerperf::<layer>`` inside it (torch's C++
+    range object, :func:`_marks`). The profiler stamps them on the clock it stamps the ops with, on the
+    same thread, so an op's module is the innermost range holding it: its ancestor in the profiler's
+    own event tree, with no clocks to align."""
 
-    return getattr(torch._C._profiler, "_get_approximate_time", time.perf_counter_ns)
-
-
-class Stamps:
-    """Level 2's boundaries: the profiler's clock at every module's start and stop (a :class:`Timing`
-    collector on it), and each run a profiler range (``layerperf::run``) holding, at its start and at
-    its end, an empty range (``layerperf::tick``) read on the hooks' clock just before and just after:
-    each tick is known on both clocks within the time between those reads (0.5-8 µs here), and two
-    ticks map one clock onto the other (:func:`clock_map`), the map's error anywhere within the sum of
-    their half-widths."""
-
-    def __init__(self) -> None:
+    def __init__(self, index: dict[int, int] | None = None) -> None:
         import torch
 
-        from layerperf.collectors.timing import Timing
-
-        self.clock = profiler_clock()
-        self.timing = Timing(self.clock)
-        self.start, self.stop = self.timing.start, self.timing.stop
-        # torch's C++ range object: stamped within a microsecond of the reads beside it; the profiler's
-        # enter/exit ops (record_function) go through the dispatcher, 10-20 µs a call here
+        self.start, self.stop = _marks(index)
         self._range = getattr(torch._C._profiler, "_RecordFunctionFast", torch.autograd.profiler.record_function)
         self._run: list[Any] = []
-        self.ticks: list[Ticks] = []
-        self._first = (0.0, 0.0)
-
-    def _tick(self) -> tuple[float, float]:
-        """(midpoint, half-width) of the reads around an empty range, on the hooks' clock."""
-        clock, r = self.clock, self._range(TICK_MARK)
-        a = clock()
-        r.__enter__()
-        r.__exit__(None, None, None)
-        b = clock()
-        return (a + b) / 2, (b - a) / 2
 
     def begin_pass(self) -> None:
         r = self._range(RUN_MARK)
-        r.__enter__()  # the profiler's first event on this thread in a session also sets up its queue
+        r.__enter__()
         self._run.append(r)
-        self._first = self._tick()
-        self.timing.begin_pass()
 
     def end_pass(self) -> None:
-        self.timing.end_pass()
-        (first, w0), (last, w1) = self._first, self._tick()
-        self.ticks.append(Ticks(first, last, w0 + w1))
-        self._run.pop().__exit__(None, None, None)
+        if self._run:
+            self._run.pop().__exit__(None, None, None)
 
-    def passes(self) -> list[tuple[Run, Ticks]]:
-        """Each run on the hooks' clock (its start and duration, its modules' spans) with its ticks."""
-        return list(zip(self.timing.runs(origin_ns=0), self.ticks, strict=True))
+    def model_returned(self) -> None:
+        """An empty range ``layerperf::return`` where the model returned (a run of a ``with`` block ends
+        there or at its last row, whichever is later: its range closes only at the next model call)."""
+        r = self._range(RETURN_MARK)
+        r.__enter__()
+        r.__exit__(None, None, None)
 
 
-def clock_map(events: Any, ticks: Ticks) -> Callable[[float], float]:
-    """Hooks' clock -> profiler time (ns since its trace start), linear through the run's two ticks as
-    the profiler recorded them (``events``: the run's) and as the hooks' clock read them (``ticks``)."""
-    marks = sorted((e for e in events if e.name == TICK_MARK), key=lambda e: e.time_range.start)
-    if len(marks) < 2 or ticks.last <= ticks.first:
-        raise ValueError("a level-2 run without its two ticks")
-    p0, p1 = ((m.time_range.start + m.time_range.end) * 500 for m in (marks[0], marks[-1]))
-    scale = (p1 - p0) / (ticks.last - ticks.first)
-    a0 = ticks.first
-    return lambda a: p0 + (a - a0) * scale
+def cpu_marks(events: Any, name: str = RUN_MARK) -> list[Any]:
+    """The profiler's events named ``name`` on the CPU, by start: the ranges themselves, not the copies
+    that the CUDA activity adds on the GPU's timeline (gpu_user_annotation)."""
+    from torch.autograd import DeviceType
+
+    return sorted((e for e in events if e.name == name and e.device_type == DeviceType.CPU),
+                  key=lambda e: e.time_range.start)
+
 
 
 def _top_ops(events: Any, thread: int, lo: float, hi: float) -> list[Any]:
@@ -187,112 +153,59 @@ def _top_ops(events: Any, thread: int, lo: float, hi: float) -> list[Any]:
     return out
 
 
-class Ticks(NamedTuple):
-    """A run's two ticks on the hooks' clock (see :class:`Stamps`): their midpoints, and the sum of their
-    half-widths (how far the map through them can be off, at most)."""
-
-    first: float
-    last: float
-    spread: float
-
-
-MIN_ERROR_NS = 200.0  # the least error :func:`_refine` allows the map, however narrow the ticks
-
-
-def _gaps(x: Any, starts: Any, ends: Any) -> tuple[Any, Any]:
-    """Per boundary ``x``: the shifts [lo, hi] that put it between two op calls (op ``k`` runs from
-    ``starts[k]`` to ``ends[k]``, in order, none overlapping): the gap it is in, or for one inside an op
-    the gap before or after that op, whichever is nearer."""
-    import numpy as np
-
-    n, inf = len(starts), np.inf
-    k = np.searchsorted(starts, x, side="right") - 1  # the last op starting at or before x
-    kc, k1 = np.clip(k, 0, n - 1), np.clip(k + 1, 0, n - 1)
-    prev_end = np.where(k >= 0, ends[kc] - x, -inf)
-    next_start = np.where(k + 1 < n, starts[k1] - x, inf)
-    inside = (k >= 0) & (x < ends[kc])
-    before, after = starts[kc] - x, ends[kc] - x
-    to_before = -before <= after
-    before_prev = np.where(k - 1 >= 0, ends[np.clip(k - 1, 0, n - 1)] - x, -inf)
-    lo = np.where(inside, np.where(to_before, before_prev, after), prev_end)
-    hi = np.where(inside, np.where(to_before, before, next_start), next_start)
-    return lo, hi
-
-
-def _refine(bounds: list[float], starts: list[float], ends: list[float],
-            error_ns: float = MIN_ERROR_NS) -> tuple[Callable[[float], float], int]:
-    """The correction to apply to the module boundaries ``bounds`` (profiler ns, as the ticks mapped
-    them, each within ``error_ns``) so that each falls between two op calls: a shift and a tilt (a
-    drift across the run, from where in its reads each tick fell), each within the error, the tilt as
-    small as places every boundary (tried in 200 steps each way) and the shift in the middle of what
-    then does; with how many boundaries no such correction places so (0 then, and the correction none
-    where there are any)."""
-    import numpy as np
-
-    x = np.asarray(bounds, dtype=float)
-    st, en = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
-    if not len(x) or not len(st):
-        return (lambda t: t), 0
-    error = max(error_ns, MIN_ERROR_NS)
-    mid = float((x.min() + x.max()) / 2)
-    half = max(float(x.max() - x.min()) / 2, 1.0)
-    steps = 200
-    for j in sorted(range(-steps, steps + 1), key=abs):
-        tilt = j * error / steps / half  # ns of drift per ns from the middle: at most the error at the ends
-        moved = x + tilt * (x - mid)
-        lo, hi = _gaps(moved, st, en)
-        a, b = max(float(lo.max()), -error), min(float(hi.min()), error)
-        if a <= b:
-            shift = (a + b) / 2
-            return (lambda t, tilt=tilt, shift=shift: t + tilt * (t - mid) + shift), 0
-    k = np.searchsorted(st, x, side="right") - 1
-    return (lambda t: t), int(np.sum((k >= 0) & (x < en[np.clip(k, 0, len(st) - 1)])))
-
-
 @dataclass(slots=True)
 class _Attributed:
     spans: list[tuple[int, int, int, int]]  # (layer, start, dur, tid) of the modules, times from the origin
     ops: list[_Op]
-    cut: int  # op calls a module boundary cuts (the clocks' map could not place every boundary)
 
 
-def _ops(events: Any, layers: list[Layer], stamped: tuple[Run, Ticks], origin_ns: int) -> _Attributed:
-    """The modules' spans and the op calls of one run, each op under its module; times from ``origin_ns``."""
-    run, ticks = stamped
-    run_ev = next(e for e in events if e.name == RUN_MARK)
-    to_prof = clock_map(events, ticks)
-    base = origin_ns - run_ev.time_range.start * 1000  # profiler ns -> the profile's time
-    tops = _top_ops(events, run_ev.thread, run_ev.time_range.start, run_ev.time_range.end)
-    starts = [e.time_range.start * 1000 for e in tops]
-    ends = [e.time_range.end * 1000 for e in tops]
-    calls = [(s.layer, to_prof(s.start_ns), to_prof(s.start_ns + s.dur_ns)) for s in run.spans]
-    error = to_prof(ticks.first + ticks.spread) - to_prof(ticks.first)
-    fix, cut = _refine([t for _, t0, t1 in calls for t in (t0, t1)], starts, ends, error)
-    calls = sorted(((i, fix(t0), fix(t1)) for i, t0, t1 in calls), key=lambda c: (c[1], -c[2]))
-    tid = int(run_ev.thread)
-    spans = [(i, round(base + t0), round(t1 - t0), tid) for i, t0, t1 in calls]
+def _layer_of(ev: Any) -> int | None:
+    """The layer of the innermost module range holding ``ev`` (its nearest ``layerperf::<layer>`` ancestor)."""
+    up = ev.cpu_parent
+    while up is not None:
+        name = up.name
+        if name.startswith(MARK) and name != RUN_MARK:
+            rest = name[len(MARK):]
+            if rest.isdigit():
+                return int(rest)
+        up = up.cpu_parent
+    return None
+
+
+def _ops(events: Any, layers: list[Layer], origin_ns: int, run_ev: Any = None) -> _Attributed:
+    """The modules' spans and the op calls of one run (``run_ev``: its ``layerperf::run`` range, default
+    the first in ``events``), each op under the innermost module range holding it; times from
+    ``origin_ns``."""
+    from torch.autograd import DeviceType
+
+    if run_ev is None:
+        run_ev = cpu_marks(events)[0]
+    lo, hi = run_ev.time_range.start, run_ev.time_range.end
+    base = origin_ns - lo * 1000  # profiler ns -> the profile's time
+    spans = []
+    for e in events:
+        if e.device_type != DeviceType.CPU or not e.name.startswith(MARK) or e.name == RUN_MARK:
+            continue
+        rest = e.name[len(MARK):]
+        if rest.isdigit() and lo <= e.time_range.start <= hi:
+            a, b = e.time_range.start * 1000, e.time_range.end * 1000
+            spans.append((int(rest), round(base + a), round(b - a), int(e.thread)))
+    spans.sort(key=lambda sp: (sp[1], -sp[2]))
     ops: list[_Op] = []
     counts: dict[tuple[str | None, str], int] = {}
     module_of: dict[int, str | None] = {}
-    open_: list[tuple[int, float, float]] = []
-    nxt = 0
-    for ev, a, b in zip(tops, starts, ends, strict=True):
-        mid = (a + b) / 2
-        while nxt < len(calls) and calls[nxt][1] <= mid:
-            while open_ and open_[-1][2] < calls[nxt][1]:
-                open_.pop()
-            open_.append(calls[nxt])
-            nxt += 1
-        while open_ and open_[-1][2] < mid:
-            open_.pop()
-        module = layers[open_[-1][0]].name if open_ else None
+    for ev in _top_ops(events, run_ev.thread, lo, hi):
+        i = _layer_of(ev)
+        module = layers[i].name if i is not None else None
         module_of[id(ev)] = module
         k = counts.get((module, ev.name), 0)
         counts[(module, ev.name)] = k + 1
         key = (f"{module}/{ev.name}" if module else ev.name) + (f"#{k}" if k else "")
+        a, b = ev.time_range.start * 1000, ev.time_range.end * 1000
         ops.append(_Op(key, ev.name, module, round(base + a), round(b - a), int(ev.thread),
                        inputs=op_inputs(ev, key), event=ev))
-    return _Attributed(spans, ops + _kernel_ops(events, module_of, base / 1000), cut)
+    return _Attributed(spans, ops + _kernel_ops(events, module_of, base / 1000))
+
 
 
 # torch.profiler names an argument's element type by its C++ name (``input_dtypes``)
@@ -497,22 +410,22 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
 @dataclass(slots=True)
 class Recorded:
     """One level-2 run as recorded: its start and duration (ns; the start on the profile's clock), the
-    calling thread's CPU time in it, the profiler's events, its :class:`Stamps` (the run on the hooks'
-    clock, its ticks), and whether the profiler recorded the ops' shapes in it."""
+    calling thread's CPU time in it, the profiler's events, whether the profiler recorded the ops'
+    shapes in it, and its ``layerperf::run`` range (None: the first in ``events``)."""
 
     start_ns: int
     dur_ns: int
     cpu_ns: int | None  # None where not measured (an in-code run)
     events: Any
-    stamped: tuple[Run, Ticks]
     shapes: bool
+    run_ev: Any = None
 
 
 class Level2Run:
     """One level-2 run of a session's model per call: under a torch.profiler session of its own (on a
-    GPU with the device activity), the profiled modules' forwards wrapped to read :class:`Stamps` at
-    their boundaries. ``shapes``: the profiler records each op's arguments (``record_shapes``), which
-    costs the run 3-5% more (benchmarks/torch_overhead.py: torch.profiler's default against
+    GPU with the device activity), the profiled modules' forwards wrapped to open a profiler range
+    each (:class:`Ranges`). ``shapes``: the profiler records each op's arguments (``record_shapes``),
+    which costs the run 3-5% more (benchmarks/torch_overhead.py: torch.profiler's default against
     record_shapes), so level 2 does it in one untimed run only."""
 
     def __init__(self, session: Session, index: dict[int, int], device: str = "cpu") -> None:
@@ -520,22 +433,23 @@ class Level2Run:
 
         self.session = session
         self.targets = session.targets(index)
-        self.stamps = Stamps()
+        self.ranges = Ranges(index)
         self.activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
 
     def __call__(self, *, shapes: bool = False) -> Recorded:
         from layerperf.backends.torch.hooks import forward_wrappers
         from layerperf.backends.torch.profiler import Session as torch_profile
+        from layerperf.backends.torch.profiler import events_with_links
 
-        stamps = self.stamps
+        ranges = self.ranges
         with torch_profile(activities=self.activities, record_shapes=shapes) as prof, \
-                forward_wrappers(self.targets, stamps.start, stamps.stop):
+                forward_wrappers(self.targets, ranges.start, ranges.stop):
             c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-            stamps.begin_pass()
+            ranges.begin_pass()
             self.session.call()
-            stamps.end_pass()
+            ranges.end_pass()
             t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-        return Recorded(t0, t1 - t0, c1 - c0, prof.events(), (stamps.timing.last_run(), stamps.ticks[-1]), shapes)
+        return Recorded(t0, t1 - t0, c1 - c0, events_with_links(prof), shapes)
 
 
 def _assemble(modules: list[Layer], timed: list[Recorded],
@@ -548,16 +462,14 @@ def _assemble(modules: list[Layer], timed: list[Recorded],
     layers = [replace(m, flops=None, bytes_read=None, bytes_written=None, int_ops=None) for m in modules]
     shaped: dict[str, _Op] = {}
     for rec in described:
-        for op in _ops(rec.events, modules, rec.stamped, 0).ops:
+        for op in _ops(rec.events, modules, 0, rec.run_ev).ops:
             shaped.setdefault(op.key, op)
     op_index: dict[str, int] = {}
-    runs, cut, calls = [], 0, 0
+    runs = []
     unknown: set[str] = set()
     undescribed = 0
     for rec in timed:
-        got = _ops(rec.events, modules, rec.stamped, rec.start_ns - origin)
-        cut += got.cut
-        calls += len(got.ops)
+        got = _ops(rec.events, modules, rec.start_ns - origin, rec.run_ev)
         spans = [Span(i, s, d, tid) for i, s, d, tid in got.spans]
         if rec.shapes:
             for op in got.ops:
@@ -589,8 +501,4 @@ def _assemble(modules: list[Layer], timed: list[Recorded],
     if undescribed:
         notes.append(f"level 2: {undescribed} op row(s) did not run in the run that recorded shapes (the model "
                      "took another path): their inputs and work are unknown")
-    if cut:
-        notes.append(f"level 2: {cut} module boundar{'y' if cut == 1 else 'ies'} fell inside an op call on the "
-                     f"profiler's clock (of {calls} op calls): those ops are under the module running at their "
-                     "midpoint")
     return layers, runs, notes

@@ -63,3 +63,35 @@ class Session:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def events_with_links(prof: Any) -> list[Any]:
+    """``prof.events()`` (a stopped torch.profiler session's), completed where an older torch leaves out
+    what torch 2.13's events carry: every device event (a kernel, a memcpy) its ``linked_correlation_id``
+    (the id of the CPU op that launched it), and every CPU op recorded with shapes its ``input_dtypes``
+    (which level 2 needs to replay the op for its work). torch 2.11 keeps both in kineto's results
+    only: a device event is found there by its start (ns from the trace's start) and name, a CPU op by
+    its id (the correlation id) where the recorded shapes agree."""
+    from torch.autograd import DeviceType
+
+    events = list(prof.events())
+    device = [e for e in events if e.device_type != DeviceType.CPU]
+    shaped = [e for e in events if e.device_type == DeviceType.CPU and getattr(e, "input_shapes", None)]
+    need_links = bool(device) and not hasattr(device[0], "linked_correlation_id")
+    need_dtypes = bool(shaped) and not hasattr(shaped[0], "input_dtypes")
+    if not (need_links or need_dtypes):
+        return events
+    results = prof.profiler.kineto_results
+    if need_links:
+        origin = results.trace_start_ns()
+        links = {(k.start_ns() - origin, k.name()): k.linked_correlation_id() for k in results.events()
+                 if k.device_type() != DeviceType.CPU}
+        for e in device:
+            e.linked_correlation_id = links.get((round(e.time_range.start * 1000), e.name), 0)
+    if need_dtypes:
+        ops = {k.correlation_id(): k for k in results.events() if k.device_type() == DeviceType.CPU}
+        for e in shaped:
+            k = ops.get(e.id)
+            if k is not None and [list(x) for x in k.shapes()] == [list(x) for x in e.input_shapes]:
+                e.input_dtypes = list(k.dtypes())
+    return events
