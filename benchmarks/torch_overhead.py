@@ -19,8 +19,13 @@ profiler session is opened and closed outside the timed span):
 
 Printed: median ms per variant and its ratio to plain (median over rounds of the per-round ratio).
 
+With ``--device cuda`` the model and inputs are on the GPU and every variant's call ends with
+``torch.cuda.synchronize()`` (timed up to it, so the device's work is in every figure); level 1 and the
+decorator record a pair of CUDA events at each module's boundaries (backends/torch/cuda.py), level 2
+and torch.profiler add the CUDA activity (kernels).
+
     python benchmarks/torch_overhead.py [--models resnet50,bert-base] [--threads 1,2] [--runs 20]
-        [--image-size 224] [--seq-len 128]
+        [--image-size 224] [--seq-len 128] [--batch 1] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -53,9 +58,14 @@ def _timed(call: Callable[[], Any]) -> int:
     return time.perf_counter_ns() - t0
 
 
-def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], int]]:
-    timing = Timing()
-    level2_run = Level2Run(session, index)
+def variants(session: Session, index: dict[int, int], device: str = "cpu") -> dict[str, Callable[[], int]]:
+    timing: Any = Timing()
+    if device == "cuda":
+        from layerperf.backends.torch.cuda import CudaEvents
+
+        timing = CudaEvents(allocator=False)
+    level2_run = Level2Run(session, index, device)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
 
     def level1() -> int:
         with module_hooks(index, timing.start, timing.stop):
@@ -69,25 +79,30 @@ def variants(session: Session, index: dict[int, int]) -> dict[str, Callable[[], 
 
     def tp(**kw: Any) -> Callable[[], int]:
         def run() -> int:
-            with torch_profile(activities=[ProfilerActivity.CPU], **kw):
+            with torch_profile(activities=activities, **kw):
                 return _timed(session.call)
         return run
 
     import layerperf.torch as lt
 
-    api_call = lt.profile()(session.call)  # never stopped: the profile is not built
+    api_call = lt.profile(profile_device=device)(session.call)  # never stopped: the profile is not built
 
     return {"plain": lambda: _timed(session.call), "level1": level1, "api_level1": lambda: _timed(api_call),
             "level2": level2, "level2_shapes": lambda: level2_run(shapes=True).dur_ns,
             "tp_default": tp(), "tp_shapes": tp(record_shapes=True, with_flops=True)}
 
 
-def bench(model: str, threads: int, runs: int, zoo: dict[str, int]) -> None:
+def bench(model: str, threads: int, runs: int, zoo: dict[str, int], device: str = "cpu") -> None:
     torch.set_num_threads(threads)
-    session = Session(load(model, RunPlan(zoo_options=zoo)))
+    loaded = load(model, RunPlan(zoo_options=zoo))
+    if device == "cuda":
+        from layerperf.backends.torch.cuda import to_device
+
+        loaded = to_device(loaded, device)
+    session = Session(loaded, synchronize=device == "cuda")
     rec = session.record()
     index = session.index(rec)
-    calls = variants(session, index)
+    calls = variants(session, index, device)
     for call in calls.values():  # warm-up, every variant
         call()
     times: dict[str, list[int]] = {v: [] for v in VARIANTS}
@@ -95,7 +110,7 @@ def bench(model: str, threads: int, runs: int, zoo: dict[str, int]) -> None:
         for v in VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]:  # ending slows the next call)
             times[v].append(calls[v]())
     plain = np.asarray(times["plain"], dtype=float)
-    print(f"\n{model}, {threads} thread(s), {len(index)} modules hooked, {runs} rounds")
+    print(f"\n{model} ({zoo}) on {device}, {threads} thread(s), {len(index)} modules hooked, {runs} rounds")
     for v in VARIANTS:
         t = np.asarray(times[v], dtype=float)
         print(f"  {v:<11} median {np.median(t) / 1e6:9.2f} ms   x{np.median(t / plain):.3f}")
@@ -108,12 +123,16 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = p.parse_args()
-    print(f"torch {torch.__version__}")
+    print(f"torch {torch.__version__}"
+          + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""))
     for model in args.models.split(","):
         zoo = {"seq_len": args.seq_len} if model.startswith(("bert", "gpt")) else {"image_size": args.image_size}
+        zoo["batch"] = args.batch
         for threads in (int(t) for t in args.threads.split(",")):
-            bench(model, threads, args.runs, zoo)
+            bench(model, threads, args.runs, zoo, args.device)
 
 
 if __name__ == "__main__":

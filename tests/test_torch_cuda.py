@@ -91,14 +91,14 @@ def _pass(dev: FakeDevice, col: CudaEvents) -> None:
     col.end_pass()
 
 
-def test_device_time_per_module_from_event_pairs_one_sync() -> None:
+def test_device_time_per_module_from_event_pairs_one_sync_a_pass() -> None:
     dev = FakeDevice()
     dev.alloc(1000)  # the weights, before any pass
     col = CudaEvents(dev.api(), clock=iter(range(0, 10**9, 10**6)).__next__)
     _pass(dev, col)
     _pass(dev, col)
     runs = col.runs()
-    assert dev.syncs == 1  # once for every pair of both passes
+    assert dev.syncs == 2  # once at the end of each pass, for all its pairs
     assert [r.dur_ns for r in runs] == [4_000_000, 4_000_000]
     block, conv = runs[1].spans
     assert (block.layer, block.dur_ns, conv.layer, conv.dur_ns) == (0, 3_500_000, 1, 2_000_000)
@@ -191,11 +191,33 @@ def test_the_driver_takes_its_times_and_memory_from_the_device_path(monkeypatch:
     prof = layerperf.profile((Net().eval(), torch.randn(2, 8)), backend="torch", torch_device="cuda",
                              runs=2, warmup=0)  # type: ignore[arg-type]
     assert prof.metadata["provider"] == "cuda" and {layer.provider for layer in prof.layers} == {"cuda"}
-    # once before the runs, after each of the 2 plain (latency) calls, and once to read every pair of events
-    assert dev.syncs == 1 + 2 + 1
+    # once before the runs, after each of the 2 plain (latency) calls, at the end of each of the 2 timed
+    # passes (to read its events), and at the end of the untimed pass that reads the allocator's counters
+    assert dev.syncs == 1 + 2 + 2 + 1
     assert len(prof.runs) == 2 and all(len(r.spans) == 3 for r in prof.runs)
     block, linear = (prof.layers.index(next(la for la in prof.layers if la.name == n)) for n in ("block", "block.0"))
     spans = {s.layer: s for s in prof.runs[1].spans}
     assert spans[block].start_ns <= spans[linear].start_ns and spans[linear].dur_ns < spans[block].dur_ns
     for layer in prof.layers:
         assert set(layer.memory) == set(on_gpu.MEMORY_KEYS) and layer.memory["cuda_peak_rise_bytes"] > 0
+
+
+def test_events_are_pooled_across_passes() -> None:
+    """A boundary records an event from the pool: after the first pass, no event is created."""
+    dev = FakeDevice()
+    made = 0
+    api = dev.api()
+
+    def event() -> Any:
+        nonlocal made
+        made += 1
+        return api.event()
+
+    col = CudaEvents(CudaApi(event=event, synchronize=api.synchronize, allocated=api.allocated,
+                             max_allocated=api.max_allocated, reset_peak=api.reset_peak), allocator=False)
+    _pass(dev, col)
+    first = made
+    for _ in range(3):
+        _pass(dev, col)
+    assert first == 6 and made == first  # 2 for the pass, 2 per module call
+    assert [r.dur_ns for r in col.runs()] == [4_000_000] * 4 and col.memory(2) == [{}, {}]

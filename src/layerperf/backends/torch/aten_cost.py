@@ -70,7 +70,9 @@ POOLS = {"max_pool1d": "MaxPool", "max_pool2d": "MaxPool", "max_pool3d": "MaxPoo
 # batch norm with batch statistics (training): mean, subtract, square, variance, normalize, scale, shift
 # per element, as the cost model's normalizations that compute statistics (LAYER_NORM); the running
 # statistics' update is per channel and not counted
-BATCH_NORM_TRAINING = frozenset(("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update"))
+# (on a GPU batch norm dispatches to cudnn_batch_norm / miopen_batch_norm, native_batch_norm's arguments)
+BATCH_NORM_TRAINING = frozenset(("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update",
+                                 "cudnn_batch_norm", "miopen_batch_norm"))
 
 # backward ops: FLOPs per element of input 0 (the gradient), each a sum of primitives at 1 FLOP an element
 BACKWARD = {
@@ -165,7 +167,7 @@ def _batch_norm(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
     # _native_batch_norm_legit(input, weight, bias, [running_mean, running_var,] training, ...)
     name = func.overloadpacket.__name__
     training = True
-    if name == "native_batch_norm":
+    if name in ("native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"):
         training = bool(_arg(args, kwargs, 5, "training", True))
     elif name == "_native_batch_norm_legit":
         training = bool(args[5] if func._overloadname == "default" else args[3])
@@ -194,6 +196,12 @@ def _batch_norm_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | N
     # train, eps, output_mask)
     return _norm_backward(args[1].numel(), _arg(args, kwargs, 9, "output_mask", (True, True, True)),
                           bool(_arg(args, kwargs, 7, "train", True)))
+
+
+def _gpu_batch_norm_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
+    # cudnn_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean, save_var,
+    # epsilon, reserve): batch statistics (the forward trained), every gradient computed
+    return _norm_backward(args[0].numel(), (True, True, True))
 
 
 def _group_norm_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
@@ -252,6 +260,8 @@ _SPECIAL: dict[str, Callable[[Any, Any, Any, Any], int | None]] = {
     **{name: _batch_norm for name in BATCH_NORM_TRAINING},
     "native_layer_norm_backward": _layer_norm_backward,
     "native_batch_norm_backward": _batch_norm_backward,
+    "cudnn_batch_norm_backward": _gpu_batch_norm_backward,
+    "miopen_batch_norm_backward": _gpu_batch_norm_backward,
     "native_group_norm_backward": _group_norm_backward,
     **{name: _pool for name in POOLS},
     "_adaptive_avg_pool2d": _adaptive_avg_pool,

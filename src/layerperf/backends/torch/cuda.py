@@ -42,23 +42,34 @@ class Event(Protocol):
     def elapsed_time(self, end: Any) -> float: ...  # milliseconds, as torch.cuda.Event gives them
 
 
+def _default_recorder() -> Callable[[Any], None]:
+    return lambda ev: ev.record()
+
+
 @dataclass(frozen=True, slots=True)
 class CudaApi:
-    """The torch.cuda calls the device path makes; :meth:`real` gives torch's own."""
+    """The torch.cuda calls the device path makes; :meth:`real` gives torch's own. ``recorder`` gives,
+    at a pass's start, the function that records an event on the current stream (bound to that stream
+    once, so a boundary makes no Python stream object)."""
 
     event: Callable[[], Event]
     synchronize: Callable[[], None]
     allocated: Callable[[], int]
     max_allocated: Callable[[], int]
     reset_peak: Callable[[], None]
+    recorder: Callable[[], Callable[[Any], None]] = _default_recorder
 
     @classmethod
     def real(cls) -> CudaApi:
         import torch
 
+        def recorder() -> Callable[[Any], None]:
+            stream, record = torch.cuda.current_stream(), torch._C._CudaEventBase.record
+            return lambda ev: record(ev, stream)
+
         return cls(event=lambda: torch.cuda.Event(enable_timing=True), synchronize=torch.cuda.synchronize,
                    allocated=torch.cuda.memory_allocated, max_allocated=torch.cuda.max_memory_allocated,
-                   reset_peak=torch.cuda.reset_peak_memory_stats)
+                   reset_peak=torch.cuda.reset_peak_memory_stats, recorder=recorder)
 
 
 def check_device(device: str) -> None:
@@ -124,23 +135,34 @@ class _Pass:
     host_start_ns: int
     start: Any
     tid: int
-    end: Any = None
     calls: list[Call] = field(default_factory=list)
 
 
 class CudaEvents:
     """A collector (see :mod:`layerperf.collectors.boundary`) of device time and allocator figures at
-    module boundaries; :meth:`runs` synchronizes once and reads every pair of events."""
+    module boundaries. Each boundary records an event from a pool on the pass's stream; at the pass's
+    end the device is synchronized once, every pair read, and the events go back to the pool, so a
+    boundary costs one ``cudaEventRecord`` (no event is created inside a timed pass after the first)."""
 
-    def __init__(self, api: CudaApi | None = None, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(self, api: CudaApi | None = None, clock: Callable[[], int] = time.perf_counter_ns, *,
+                 allocator: bool = True) -> None:
         self.api = api or CudaApi.real()
         self._clock = clock
+        # the allocator's counters at every boundary too: torch.cuda.memory_allocated builds the whole
+        # statistics dict (resnet18 ran 20x slower with them read at every boundary on an H100 host), so
+        # timed runs record the events alone and the figures come from a pass of their own (:func:`allocator_pass`)
+        self.allocator = allocator
         self._open: list[_Open] = []
-        self._passes: list[_Pass] = []
+        self._pass: _Pass | None = None
+        self._pool: list[Any] = []
+        self._record: Callable[[Any], None] = _default_recorder()
+        self._runs: list[Run] = []
+        self._origin: int | None = None
+        self._memory: dict[int, dict[str, int]] = {}
 
     def _event(self) -> Any:
-        ev = self.api.event()
-        ev.record()
+        ev = self._pool.pop() if self._pool else self.api.event()
+        self._record(ev)
         return ev
 
     def _fold_peak(self) -> None:
@@ -151,48 +173,67 @@ class CudaEvents:
         self.api.reset_peak()
 
     def begin_pass(self) -> None:
-        self.api.reset_peak()
+        if self.allocator:
+            self.api.reset_peak()
         self._open = []
-        self._passes.append(_Pass(self._clock(), self._event(), threading.get_native_id()))
+        self._record = self.api.recorder()
+        host = self._clock()
+        self._pass = _Pass(host, self._event(), threading.get_native_id())
+        if self._origin is None:
+            self._origin = host
 
     def start(self, layer: int) -> None:
+        if not self.allocator:
+            self._open.append(_Open(layer, self._event(), 0, 0))
+            return
         self._fold_peak()
         now = self.api.allocated()
         self._open.append(_Open(layer, self._event(), now, now))
 
     def stop(self, layer: int) -> None:
         end = self._event()
-        self._fold_peak()
-        if not self._open or self._open[-1].layer != layer:
+        if self.allocator:
+            self._fold_peak()
+        if not self._open or self._open[-1].layer != layer or self._pass is None:
+            self._pool.append(end)
             return  # a boundary of a call that began outside the pass: nothing to pair it with
         frame = self._open.pop()
-        self._passes[-1].calls.append(Call(layer, frame.start, end, frame.allocated, self.api.allocated(),
-                                           frame.peak))
+        after = self.api.allocated() if self.allocator else 0
+        self._pass.calls.append(Call(layer, frame.start, end, frame.allocated, after, frame.peak))
 
     def end_pass(self) -> None:
-        self._passes[-1].end = self._event()
+        """The pass's end event; the device synchronized, every pair read, the events back in the pool."""
+        p, self._pass = self._pass, None
+        if p is None:
+            return
+        end = self._event()
+        self.api.synchronize()
+        run_start = p.host_start_ns - (self._origin or 0)
+        spans = [Span(c.layer, run_start + _ns(p.start, c.start), _ns(c.start, c.end), p.tid) for c in p.calls]
+        self._runs.append(Run(run_start, _ns(p.start, end), sorted(spans, key=lambda s: s.start_ns)))
+        for c in p.calls:
+            self._pool += (c.start, c.end)
+            if self.allocator:
+                self._memory[c.layer] = {
+                    "cuda_allocated_delta_bytes": c.allocated_end - c.allocated_start,
+                    "cuda_peak_allocated_bytes": c.peak, "cuda_peak_rise_bytes": c.peak - c.allocated_start}
+        self._pool += (p.start, end)
+        for frame in self._open:  # calls left open (a forward that raised): their start events
+            self._pool.append(frame.start)
+        self._open = []
 
     def runs(self) -> list[Run]:
-        """Every pass as a Run: spans at their device offsets from the pass's start event (one
-        synchronization for them all); runs placed at their host start, from the first pass's."""
-        self.api.synchronize()
-        out = []
-        origin = self._passes[0].host_start_ns if self._passes else 0
-        for p in self._passes:
-            spans = [Span(c.layer, _ns(p.start, c.start), _ns(c.start, c.end), p.tid) for c in p.calls]
-            run_start = p.host_start_ns - origin
-            spans = [Span(s.layer, run_start + s.start_ns, s.dur_ns, s.tid) for s in spans]
-            out.append(Run(run_start, _ns(p.start, p.end), sorted(spans, key=lambda s: s.start_ns)))
-        return out
+        """Every pass as a Run: spans at their device offsets from the pass's start event; runs placed
+        at their host start, from the first pass's."""
+        return list(self._runs)
 
     def memory(self, n_layers: int) -> list[dict[str, int]]:
         """Per layer, the allocator's figures of its last call (the runs after warm-up agree; the
         first would not): bytes allocated across it, the peak while it ran, and the rise to it."""
         out: list[dict[str, int]] = [{} for _ in range(n_layers)]
-        for p in self._passes:
-            for c in p.calls:
-                out[c.layer] = {"cuda_allocated_delta_bytes": c.allocated_end - c.allocated_start,
-                                "cuda_peak_allocated_bytes": c.peak, "cuda_peak_rise_bytes": c.peak - c.allocated_start}
+        for layer, figures in self._memory.items():
+            if layer < n_layers:
+                out[layer] = dict(figures)
         return out
 
 
@@ -206,7 +247,7 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
     timed on the host up to a synchronization (the device's work included)."""
     from layerperf.backends.torch.driver import interleaved
 
-    events = CudaEvents(api)
+    events = CudaEvents(api, allocator=False)
     sync = events.api.synchronize
 
     def synced() -> None:
@@ -215,6 +256,13 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
 
     sync()
     return events, interleaved(session, index, plan, events, synced, progress, "profiled runs (cuda)")
+
+
+def allocator_pass(session: Session, index: dict[int, int], api: CudaApi | None = None) -> CudaEvents:
+    """One more pass, untimed, reading the caching allocator's counters at every module boundary."""
+    events = CudaEvents(api, allocator=True)
+    session.hooked_pass(index, events)
+    return events
 
 
 def fill_memory(layers: Sequence[Layer], events: CudaEvents) -> None:
@@ -239,11 +287,13 @@ def kernels(events: Sequence[Any], module_of: Callable[[Any], str | None]) -> li
     launched it (``module_of``: the op's module, see ops._kernel_ops)."""
     from torch.autograd import DeviceType
 
+    from layerperf.backends.torch.ops import MARK
+
     by_id = {e.id: e for e in events if e.device_type == DeviceType.CPU}
     out = []
     for e in events:
-        if e.device_type != DeviceType.CUDA:
-            continue
+        if e.device_type != DeviceType.CUDA or e.name.startswith(MARK) or getattr(e, "is_user_annotation", False):
+            continue  # a range's copy on the GPU's timeline (gpu_user_annotation) is no kernel
         launcher = by_id.get(e.linked_correlation_id)
         module = module_of(launcher) if launcher is not None else None
         out.append(Kernel(module, e.name, e.time_range.start, e.time_range.end - e.time_range.start, int(e.thread)))

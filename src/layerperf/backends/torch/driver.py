@@ -32,7 +32,7 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
         torch.set_num_threads(plan.threads)
     loaded = load(model, plan)
     cuda = options.torch_device == "cuda"
-    if cuda:  # see backends/torch/cuda.py: written for a GPU, not yet run on one
+    if cuda:  # see backends/torch/cuda.py
         from layerperf.backends.torch import cuda as on_gpu
 
         loaded = on_gpu.to_device(loaded, "cuda")
@@ -55,7 +55,7 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
     if cuda:
         device_timing, plain = on_gpu.timed_runs(session, index, plan, collectors.progress)
         runs = device_timing.runs()
-        on_gpu.fill_memory(layers, device_timing)
+        on_gpu.fill_memory(layers, on_gpu.allocator_pass(session, index))
     else:
         timing, plain = timed_runs(session, index, plan, collectors.progress)
         runs = timing.runs()
