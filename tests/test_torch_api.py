@@ -168,7 +168,7 @@ def test_counters_per_module_on_the_runs_that_happen(net: Net) -> None:
 def test_memory_profile_and_its_pictures(net: Net, tmp_path: Path) -> None:
     x = torch.randn(8, 32)
     with lt.Profiler(memory=True, sample_rate=2, path=tmp_path / "mem") as prof:
-        for _ in range(2):
+        for _ in range(3):  # the first records the allocator's events, untimed; two timed runs
             net(x)
     p = prof.profile
     assert p.memory is not None and p.memory.runtime is not None
@@ -203,13 +203,39 @@ def test_memory_in_eval_mode_has_the_allocators_figures_per_module(net: Net) -> 
     assert by_name["head"].self_allocated_bytes == 16 * 8 * 4
 
 
-def test_memory_of_a_training_run_says_it_has_no_allocator_figures(net: Net) -> None:
+def test_memory_of_a_training_step_has_the_allocators_figures_per_row(net: Net) -> None:
+    """The run recorded for memory is a real training step: its forward rows allocate their outputs
+    (kept for the backward), the backward rows the gradients, the optimizer step its own work; that run
+    is not among the timed ones."""
     net.train()
-    with lt.Profiler(memory=True) as prof:
-        net(torch.randn(4, 32)).sum().backward()
-    m = prof.profile.memory
-    assert m is not None and m.allocations is None and m.runtime is not None
-    assert any("no allocator figures" in w for w in m.warnings)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(16, 32)
+
+    @lt.profile(memory=True, warmup=1)
+    def step() -> None:
+        loss = net(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    for _ in range(4):
+        step()
+    p = step.profiler.stop()
+    assert len(p.runs) == 2  # 4 calls: 1 warm-up, 1 recorded for memory, 2 timed
+    m = p.memory
+    assert m is not None and m.allocations is not None and not any("no allocator" in w for w in m.warnings)
+    by_name = {mod.name: mod for mod in m.allocations.modules}
+    assert by_name["body.0"].self_allocated_bytes >= 16 * 64 * 4  # its output
+    w = net.body[0].weight
+    # the backward of body.0 makes its weight's and bias's gradients (16 x 64 output, 32 inputs)
+    assert by_name["body.0 (backward)"].self_allocated_bytes >= (w.numel() + 64) * 4
+    assert by_name["optimizer.step (SGD)"].calls == 1 and m.allocations.peak_module
+    net.eval()
+
+
+def test_memory_needs_a_run_besides_the_recorded_one(net: Net) -> None:
+    with pytest.raises(InputError, match="first run after warm-up"), lt.Profiler(memory=True):
+        net(torch.randn(4, 32))
 
 
 class Keywords(torch.nn.Module):

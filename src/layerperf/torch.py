@@ -54,9 +54,12 @@ class Profiler:
     ``events`` (perf event strings) / ``perf_config`` (a JSON file, event string -> label): per-row
     perf counters, read at the same boundaries on the runs that happen (level 1). ``memory``: the
     memory profile (``Profile.memory``), resident memory read every ``sample_rate`` row ends (default
-    1; 0: none read). ``profile_device``: ``"cpu"``, or ``"cuda"`` (where torch.cuda is available:
-    each boundary waits for the device, so times cover its work). ``path``: a directory the profile
-    is saved to when it ends; ``formats``: which of its files (trace.json, layers.csv, and with
+    1; 0: none read), and the allocator's events per row from the first run after warm-up, recorded
+    under torch.profiler and so kept out of the timed runs. ``profile_device``: ``"cpu"``, or
+    ``"cuda"`` (where torch.cuda is available: level 1 times each row by CUDA events at its
+    boundaries, the device's time, read at each run's end; with ``memory`` also the caching
+    allocator's counters at each boundary; level 2 adds the kernels). ``path``: a directory the
+    profile is saved to when it ends; ``formats``: which of its files (trace.json, layers.csv, and with
     ``memory`` memory_flow.svg and memory_timeline.svg; default all it has). Every option is checked
     here, before anything runs.
     """

@@ -6,7 +6,7 @@ forward hooks that call a collector at each module's boundaries), :mod:`.record`
 the modules in execution order, their shapes, FLOPs and bytes), :mod:`.from_onnx` (an ONNX graph as
 one module per node), :mod:`.ops` (level 2: the aten ops inside each module, from torch.profiler),
 :mod:`.memory` (the allocator's events per module, from torch.profiler), :mod:`.cuda` (the device path:
-CUDA events at module boundaries; written for a GPU, not yet run on one). In code
+CUDA events at module boundaries, the allocator's counters, kernels under modules). In code
 (:mod:`layerperf.torch`): :mod:`.incode` (one in-code profile, its collectors, its Profile),
 :mod:`.insitu` (its rows and runs as the user's code runs), :mod:`.backward` (a row per module call's
 backward, from autograd node hooks), :mod:`.gradcost` (the work of a training run's rows).
@@ -36,8 +36,9 @@ class TorchOptions:
         "1: modules only (forward hooks, lowest cost); 2: modules and the aten ops inside each "
         "(torch.profiler; default 1)"))
     torch_device: str = field(default="cpu", metadata=option(
-        "where the model runs: cpu, or cuda (device time per module from CUDA events; written for an NVIDIA "
-        "GPU, untested on one; default cpu)", choices=("cpu", "cuda")))
+        "where the model runs: cpu, or cuda (device time per module from CUDA events, the caching "
+        "allocator's figures per module, kernels under their modules at --level 2; default cpu)",
+        choices=("cpu", "cuda")))
 
     def validate(self) -> None:
         from layerperf.errors import InputError

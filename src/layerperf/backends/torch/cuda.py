@@ -1,18 +1,22 @@
-"""The PyTorch backend on an NVIDIA GPU (``--torch-device cuda``). Written for a GPU, not yet run on one.
+"""The PyTorch backend on an NVIDIA GPU (``--torch-device cuda``; run on an H100 with torch 2.11).
 
-* Device time per module: a pair of ``torch.cuda.Event(enable_timing=True)`` recorded on the current
-  stream at each module's boundaries, one more pair around the pass; the device is synchronized once
-  after each pass, then every pair's ``elapsed_time`` is read. A module's time is the device time
-  between its boundaries on that stream: the kernels its forward queued, and any gap the host left.
-* Memory per module from the caching allocator's counters: ``memory_allocated`` at each boundary, and
-  its peak while the module ran from ``max_memory_allocated``, reset at every boundary and folded into
-  each module still open, so nested modules each get their own peak. They land in ``Layer.memory``
-  (``cuda_allocated_delta_bytes``, ``cuda_peak_allocated_bytes``, ``cuda_peak_rise_bytes``).
-* At level 2, the kernels each module's ops launched (:func:`kernel_ops`), from torch.profiler with
+* Device time per module: an event recorded on the pass's stream at each module's boundaries
+  (:class:`CudaEvents`: events from a pool, each boundary one ``cudaEventRecord``), one more pair around
+  the pass; at the pass's end the device is synchronized once and every pair's ``elapsed_time`` read.
+  A module's time is the device time between its boundaries on that stream: the kernels its forward
+  queued, and any gap where the device waited for the host to queue the next (a launch-bound model's
+  modules so read about their host time).
+* Memory per module from the caching allocator's counters, in one more pass, untimed
+  (:func:`allocator_pass`): ``memory_allocated`` at each boundary, and its peak while the module ran from
+  ``max_memory_allocated``, reset at every boundary and folded into each module still open, so nested
+  modules each get their own peak. They land in ``Layer.memory`` (``cuda_allocated_delta_bytes``,
+  ``cuda_peak_allocated_bytes``, ``cuda_peak_rise_bytes``).
+* At level 2, the kernels each module's ops launched (:func:`kernels`), from torch.profiler with
   ``ProfilerActivity.CUDA``: a kernel is linked to the op that launched it by its correlation id.
 
 Everything that touches torch.cuda goes through :class:`CudaApi`, so the pairing and the arithmetic
-are tested with fakes on a machine with no GPU.
+are tested with fakes on a machine with no GPU too (tests/test_torch_cuda.py); tests/test_torch_gpu.py
+runs the real thing where a GPU is.
 """
 
 from __future__ import annotations

@@ -119,7 +119,13 @@ class Recording:
                 boundary = Boundaries([*collectors, self.device_events])
             else:
                 boundary = Boundaries([*collectors, self.timing]) if collectors else self.timing
-        self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call)
+        capture = None
+        if settings.level == 1 and settings.collectors.memory is not None:
+            from layerperf.backends.torch.cuda import device_name
+            from layerperf.backends.torch.memory import AllocationRun
+
+            capture = AllocationRun(device_name(settings.device))
+        self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, capture=capture)
 
     def _open_counters(self) -> list[Collector]:
         request = self.settings.collectors.counters
@@ -180,6 +186,12 @@ class Recording:
 
         state = self.state
         state.finish()
+        if state.captured and not state.runs:
+            from layerperf.errors import InputError
+
+            raise InputError("memory=True: the first run after warm-up records the allocator's events and is not "
+                             "timed, and no run followed it", hint="profile at least one more run (call the model "
+                             "or the decorated function again)")
         names = {r.name for r in state.rows}
         layers = [Layer(name=r.name, op_type=r.op_type, domain=r.domain, provider=self.settings.device,
                         param_bytes=_param_bytes(r.owner) if r.kind == FORWARD else 0,
@@ -239,40 +251,20 @@ class Recording:
 
     def _fill_memory(self, prof: Profile) -> None:
         """The memory report: what the collectors give (resident memory at row boundaries, the tensors'
-        live bytes from the forward rows' shapes), and for a model in eval mode whose backward did not
-        run, the allocator's events per module from one more inference pass (:mod:`.memory`, as
-        ``--memory`` on the CLI). A training run's allocations would need its own step re-run, which
-        is not done: its report says so."""
+        live bytes from the forward rows' shapes), and the allocator's events per row from the run that
+        :class:`.memory.AllocationRun` recorded (the first after warm-up: forward, backward and optimizer
+        step rows alike)."""
         from layerperf.memory import analyze
+        from layerperf.memory.report import with_allocations
         from layerperf.memory.runtime import RuntimeMemory
 
         runtime: RuntimeMemory = self.rss.runtime() if self.rss is not None else RuntimeMemory(sample_rate=0)
         prof.memory = analyze(prof, runtime)
-        state = self.state
-        if state.root is None or state.first is None:
-            return
-        if state.root.training or any(r.kind == BACKWARD for r in state.rows):
-            from dataclasses import replace as with_fields
-
-            prof.memory = with_fields(prof.memory, warnings=(
-                *prof.memory.warnings, "no allocator figures per module: they come from one more inference pass, "
-                "and this run trained (a backward ran, or the model is in training mode)"))
-            return
-        import torch
-
-        from layerperf.backends.torch.cuda import device_name
-        from layerperf.backends.torch.gradcost import untouched
-        from layerperf.backends.torch.memory import allocation_report
-
-        root, (args, kwargs) = state.root, state.first
-        index = {id(r.owner): i for i, r in enumerate(state.rows) if r.kind == FORWARD}
-
-        def call() -> Any:
-            with torch.inference_mode():
-                return root(*args, **kwargs)
-
-        with untouched(root):
-            prof.memory = allocation_report(call, index, prof, device_name(self.settings.device))
+        capture = self.state.capture
+        names = [layer.name for layer in prof.layers]
+        allocs = capture.allocations(names, to_last_mark=not self.state.runs_by_call) if capture is not None else None
+        if allocs is not None:
+            prof.memory = with_allocations(prof.memory, allocs)
 
     def _level2_runs(self) -> list[Recorded]:
         """Each run as recorded: its ``layerperf::run`` range and the events inside it. A with block's run

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.backends.torch.backward import BackwardCalls
 
 if TYPE_CHECKING:
+    from layerperf.backends.torch.memory import AllocationRun
     from layerperf.collectors import Collector
 
 Boundary = Callable[[int], None]
@@ -90,7 +91,8 @@ class InSitu:
     start and stop (level 1: timing with counters and memory; level 2: a profiler range per row, :class:`.ops.Ranges`);
     ``runs_by_call``: runs are calls of the decorated function, not calls of the model."""
 
-    def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool) -> None:
+    def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool,
+                 capture: AllocationRun | None = None) -> None:
         self.warmup = warmup
         self.boundary = boundary
         self.clock = clock
@@ -114,6 +116,12 @@ class InSitu:
         self._in_run = False
         self._run_start = 0
         self.backward = BackwardCalls(self._start_backward, self._stop_backward, lambda: self._in_run)
+        # memory=True: the first run after warm-up is recorded under torch.profiler's memory events, its
+        # rows marked as profiler ranges instead of the collectors' boundaries, and is no timed run
+        self.capture = capture
+        self.captured = False  # that run happened
+        self._capturing = False
+        self._on_start, self._on_stop = boundary.start, boundary.stop
 
     # -- runs ---------------------------------------------------------------------------------------
     def begin_call(self) -> None:
@@ -133,10 +141,24 @@ class InSitu:
 
     def _begin_run(self) -> None:
         self._in_run = True
+        if self.capture is not None and self.capture.begin():
+            self._capturing = True
+            self._on_start, self._on_stop = self.capture.ranges.start, self.capture.ranges.stop
+            return
         self._run_start = self.clock()
         self.boundary.begin_pass()
 
     def _end_run(self, *, held: bool) -> None:
+        if self._capturing and self.capture is not None:
+            while self._open:
+                self._emit_stop(self._open.pop())
+            self.capture.end()
+            self._capturing = False
+            self._on_start, self._on_stop = self.boundary.start, self.boundary.stop
+            self.captured = True
+            self._skip.clear()
+            self._in_run = False
+            return
         with self.clock.held_at_last() if held else nullcontext():
             while self._open:  # a row left open (a forward that never returned to its hook)
                 self._emit_stop(self._open.pop())
@@ -258,7 +280,7 @@ class InSitu:
 
     def _start(self, i: int) -> None:
         self._open.append(i)
-        self.boundary.start(i)
+        self._on_start(i)
 
     def _stop(self, i: int) -> None:
         """Stop row ``i``; rows opened inside it and still open (two autograd branches interleaved)
@@ -276,7 +298,7 @@ class InSitu:
         self._emit_stop(self._open.pop())
 
     def _emit_stop(self, i: int) -> None:
-        self.boundary.stop(i)
+        self._on_stop(i)
 
     def warnings(self) -> list[str]:
         out = []

@@ -70,8 +70,11 @@ class AllocationCapture:
         return allocations_from(results.experimental_event_tree(), names, self.device)
 
 
-def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "cpu") -> Allocations:
-    """The allocations of torch.profiler's event ``tree`` on ``device``, attributed to the marked modules."""
+def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "cpu", *,
+                     to_last_mark: bool = False) -> Allocations:
+    """The allocations of torch.profiler's event ``tree`` on ``device``, attributed to the marked modules;
+    ``to_last_mark``: the pass ends where its last marked module call does (a ``with`` block's run,
+    whose range closes only at the next model call), not where its range closes."""
     from layerperf.backends.torch.ops import MARK, RUN_MARK
     from layerperf.errors import BackendError
 
@@ -89,11 +92,58 @@ def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "c
         elif node.name == RUN_MARK:
             if run is None:
                 run = (int(node.start_time_ns), int(node.end_time_ns))
-        elif node.name.startswith(MARK):
+        elif node.name.startswith(MARK) and node.name[len(MARK):].isdigit():
             spans.append(ModuleSpan(int(node.name[len(MARK):]), int(node.start_time_ns), int(node.end_time_ns)))
     if run is None:
         raise BackendError("torch.profiler recorded no range for the profiled pass (layerperf::run)")
+    if to_last_mark:
+        inside = [sp.end_ns for sp in spans if run[0] <= sp.start_ns <= run[1]]
+        run = (run[0], max(inside, default=run[1]))
     return attribute(spans, events, names, start_ns=run[0], end_ns=run[1], device=device, source=SOURCE)
+
+
+class AllocationRun:
+    """One run of the user's own code (:mod:`layerperf.torch` with ``memory=True``) recorded under
+    torch.profiler with ``profile_memory=True``, each row a profiler range (:class:`.ops.Ranges`):
+    every allocation and free of the run — forward, backward, optimizer step — attributed to the row
+    running then. The run is the first after warm-up; :class:`.insitu.InSitu` keeps it out of the timed
+    runs (its rows' times would carry the profiler's cost)."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        from layerperf.backends.torch.ops import Ranges
+
+        self.device = device
+        self.ranges = Ranges()
+        self._session: Any = None
+        self.done = False
+
+    def begin(self) -> bool:
+        """At a run's start: True, and recording, if this is the run to record."""
+        if self.done or self._session is not None:
+            return False
+        from torch.profiler import ProfilerActivity
+
+        from layerperf.backends.torch.profiler import Session as profile
+
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.device.startswith("cuda") else [])]
+        self._session = profile(activities=activities, profile_memory=True)
+        self._session.__enter__()
+        self.ranges.begin_pass()
+        return True
+
+    def end(self) -> None:
+        self.ranges.end_pass()
+        self._session.__exit__(None, None, None)
+        self.done = True
+
+    def allocations(self, names: Sequence[str], *, to_last_mark: bool) -> Allocations | None:
+        """The recorded run's allocations per row (``names``: the rows' names); None if none was recorded."""
+        if not self.done:
+            return None
+        results = self._session.profiler.kineto_results if self._session.profiler is not None else None
+        if results is None:
+            return None
+        return allocations_from(results.experimental_event_tree(), names, self.device, to_last_mark=to_last_mark)
 
 
 def _walk(nodes: Sequence[Any]) -> Iterator[Any]:
