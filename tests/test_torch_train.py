@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -93,7 +94,14 @@ def test_train_step_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert flops["features.2 (backward)"] == 2 * conv2 + out
     assert flops["features.0 (backward)"] == conv0 + out  # of its weight and bias only: the data needs none
     assert flops["features.1 (backward)"] == 2 * 8 * 8 * 8  # threshold_backward: 1 FLOP per gradient element
-    assert flops["CrossEntropyLoss (backward)"] is None and flops["optimizer.step (SGD)"] is None  # not re-run
+    # the loss re-run on zeros of its recorded shapes (logits 2x4, targets 2): log_softmax 5 FLOPs an
+    # element (as the cost model's LogSoftmax), nll 1 per target; its backward the same two, inverted
+    assert flops["CrossEntropyLoss"] == 5 * 2 * 4 + 2
+    assert flops["CrossEntropyLoss (backward)"] is not None and flops["CrossEntropyLoss (backward)"] > 0
+    # SGD with momentum, replayed on meta tensors: buf*m, buf+g, p-lr*buf (a multiply and an add)
+    params = sum(p.numel() for p in net.parameters())
+    assert flops["optimizer.step (SGD)"] == 4 * params
+    assert not [w for w in p.warnings if "unknown" in w]
     again = layerperf.load(tmp_path / "train")
     assert [layer.name for layer in again.layers] == [layer.name for layer in p.layers]
     assert [layer.parent for layer in again.layers] == [layer.parent for layer in p.layers]
@@ -253,6 +261,38 @@ def test_hooks_only_during_calls_and_a_failing_call_leaves_none() -> None:
     assert len(p.runs) == 3
     calls = {row["name"]: row["calls"] for row in p.table()}
     assert calls["optimizer.step (SGD)"] == 2 and calls["fc (backward)"] == 3
+
+
+@pytest.mark.parametrize("make", [lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.AdamW(ps),
+                                  lambda ps: torch.optim.Adam(ps, foreach=True),
+                                  lambda ps: torch.optim.RMSprop(ps, momentum=0.5)])
+def test_optimizer_steps_are_counted_without_touching_the_model(make: Any) -> None:
+    """Each optimizer's step replayed on meta tensors (same class, options and state, per-parameter loop):
+    known FLOPs, at least one an element of every stepped parameter; the model's weights and the
+    optimizer's state untouched by the replay."""
+    net, loss_fn, _, x, y = _setup()
+    opt = make(net.parameters())
+
+    @lt.profile(warmup=1)
+    def step() -> None:
+        loss = loss_fn(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    weights = [p.detach().clone() for p in net.parameters()]
+    state = {k: {n: v.clone() if isinstance(v, torch.Tensor) else v for n, v in st.items()}
+             for k, st in opt.state_dict()["state"].items()}
+    prof = step.profiler.stop()
+    row = next(layer for layer in prof.layers if layer.name.startswith("optimizer.step"))
+    assert row.flops is not None and row.flops >= sum(p.numel() for p in net.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(weights, net.parameters(), strict=True))
+    after = opt.state_dict()["state"]
+    for k, st in state.items():
+        for n, v in st.items():
+            assert torch.equal(after[k][n], v) if isinstance(v, torch.Tensor) else after[k][n] == v
 
 
 def test_costs_rerun_leaves_buffers_and_random_state_as_they_were() -> None:

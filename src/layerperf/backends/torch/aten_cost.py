@@ -63,7 +63,9 @@ REDUCTIONS = {
     "argmax": "ArgMax", "argmin": "ArgMin", "logsumexp": "ReduceLogSumExp", "linalg_vector_norm": "ReduceL2",
 }
 # several ONNX ops: rsqrt is Sqrt then Reciprocal; addcmul/addcdiv (value 1) a Mul or Div then an Add
-COMPOSED = {"rsqrt": ("Sqrt", "Reciprocal"), "addcmul": ("Mul", "Add"), "addcdiv": ("Div", "Add")}
+# lerp(a, b, w) = a + w * (b - a): a Sub, a Mul and an Add (Adam's first moment)
+COMPOSED = {"rsqrt": ("Sqrt", "Reciprocal"), "addcmul": ("Mul", "Add"), "addcdiv": ("Div", "Add"),
+            "lerp": ("Sub", "Mul", "Add")}
 POOLS = {"max_pool1d": "MaxPool", "max_pool2d": "MaxPool", "max_pool3d": "MaxPool",
          "max_pool2d_with_indices": "MaxPool", "max_pool3d_with_indices": "MaxPool",
          "avg_pool1d": "AveragePool", "avg_pool2d": "AveragePool", "avg_pool3d": "AveragePool"}
@@ -198,6 +200,14 @@ def _batch_norm_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | N
                           bool(_arg(args, kwargs, 7, "train", True)))
 
 
+def _nll_loss(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
+    # nll_loss_forward(self, target, ...) picks, negates and sums one log-probability per target;
+    # nll_loss_backward(grad_output, self, target, ...) writes one value per target (the rest are zeros
+    # written, no arithmetic): 1 FLOP per target element either way
+    target = args[1] if func.overloadpacket.__name__.endswith("forward") else args[2]
+    return int(target.numel())
+
+
 def _gpu_batch_norm_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
     # cudnn_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean, save_var,
     # epsilon, reserve): batch statistics (the forward trained), every gradient computed
@@ -261,6 +271,8 @@ _SPECIAL: dict[str, Callable[[Any, Any, Any, Any], int | None]] = {
     "native_layer_norm_backward": _layer_norm_backward,
     "native_batch_norm_backward": _batch_norm_backward,
     "cudnn_batch_norm_backward": _gpu_batch_norm_backward,
+    **{name: _nll_loss for name in ("nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward",
+                                    "nll_loss2d_backward")},
     "miopen_batch_norm_backward": _gpu_batch_norm_backward,
     "native_group_norm_backward": _group_norm_backward,
     **{name: _pool for name in POOLS},

@@ -24,6 +24,7 @@ from layerperf.profile_data import GraphSummary, Layer, Profile
 
 if TYPE_CHECKING:
     from layerperf.backends.torch.cuda import CudaEvents
+    from layerperf.backends.torch.insitu import InSitu
     from layerperf.backends.torch.ops import Recorded
     from layerperf.backends.torch.record import Recorder, Seen
     from layerperf.collectors import Collector, Collectors
@@ -199,6 +200,7 @@ class Recording:
                   for r in state.rows]
         grad = any(r.kind == BACKWARD for r in state.rows)
         warnings, graph = forward_costs(state.root, state.first, layers, names, grad=grad)
+        warnings += outside_costs(state, layers, names)
         if state.kwargs_unread:
             warnings.append("the model's keyword arguments could not be read in its hooks: the untimed re-run for "
                             "shapes and FLOPs passed its positional arguments only")
@@ -339,11 +341,42 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
     return _unknown_ops(rec, back), graph_summary(model, rec)
 
 
+def outside_costs(state: InSitu, layers: list[Layer], names: set[str]) -> list[str]:
+    """The work of the rows outside the model (see :mod:`.gradcost`): each loss module's forward and,
+    where its backward row ran, its backward, on tensors of its first recorded call's shapes; each
+    optimizer's step replayed on meta tensors. With warnings for what could not be counted."""
+    from layerperf.backends.torch.driver import unknown_ops_warnings
+    from layerperf.backends.torch.gradcost import loss_costs, step_cost
+    from layerperf.backends.torch.insitu import STEP
+
+    warnings: list[str] = []
+    done: list[Seen] = []
+    for mod, specs in state.outside_first.values():
+        name = state.path_of(mod)
+        try:
+            got = loss_costs(mod, name, specs, backward=f"{name} (backward)" in names)
+        except Exception as exc:  # the user's module, re-run on zeros of the recorded shapes
+            warnings.append(f"{name}: FLOPs unknown, re-running it failed ({type(exc).__name__}: {exc})")
+            continue
+        _put(layers, {k: v for k, v in got.items() if k == name}, "torch.nn")
+        _put(layers, {k: v for k, v in got.items() if k != name}, "torch.autograd")
+        done += got.values()
+    for row in (r for r in state.rows if r.kind == STEP):
+        try:
+            seen = step_cost(row.owner, row.name)
+        except Exception as exc:  # an optimizer that cannot step on meta tensors
+            warnings.append(f"{row.name}: FLOPs unknown, replaying the step failed ({type(exc).__name__}: {exc})")
+            continue
+        _put(layers, {row.name: seen}, "torch.optim")
+        done.append(seen)
+    return warnings + unknown_ops_warnings(done)
+
+
 def _put(layers: list[Layer], seen: dict[str, Seen], domain: str) -> None:
     for layer in layers:
         s = seen.get(layer.name)
         if s is not None and layer.domain == domain:
-            if domain == "torch.nn":
+            if domain == "torch.nn" and (s.inputs or s.outputs):
                 layer.inputs, layer.outputs = s.inputs, s.outputs
             layer.flops, layer.bytes_read, layer.bytes_written, layer.int_ops = s.per_call()
 

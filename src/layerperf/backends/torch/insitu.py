@@ -103,6 +103,9 @@ class InSitu:
         self.root: Any = None
         self.first: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         self.kwargs_unread = False  # the first run's keyword arguments could not be read (see call_kwargs)
+        # modules called outside the model (a loss), by id: the module and its first recorded call's
+        # tensors' shapes (see gradcost.tensor_specs)
+        self.outside_first: dict[int, tuple[Any, Any]] = {}
         self.calls = 0  # runs begun, warm-up ones included
         self.runs = 0
         self.extents: list[tuple[int, int]] = []  # (start, end) ns of each recorded run
@@ -226,6 +229,10 @@ class InSitu:
                 if p:
                     self._paths.setdefault(id(m), f"{prefix}.{p}")
         if mod is not self.root:
+            if self._in_run and id(mod) not in self.outside_first:  # a loss: its first call's shapes, for its work
+                from layerperf.backends.torch.gradcost import tensor_specs
+
+                self.outside_first[id(mod)] = (mod, tensor_specs((tuple(args), call_kwargs(mod) or {})))
             return
         if not self.runs_by_call:
             if self._in_run:
@@ -236,6 +243,10 @@ class InSitu:
             if kwargs is None:
                 self.kwargs_unread = True
             self.first = (tuple(args), kwargs or {})
+
+    def path_of(self, mod: Any) -> str:
+        """A module's row name (its path under the model, or under its class name outside it)."""
+        return self._paths[id(mod)]
 
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if self._in_run and threading.get_ident() == self.tid:
