@@ -272,3 +272,28 @@ def test_keyword_arguments_are_replayed_for_shapes_and_flops() -> None:
     assert by_name["proj"].flops == 2 * 2 * 7 * 16 * 8 + 2 * 7 * 8 and by_name["proj"].in_shapes == "2x7x16"
     assert by_name["embeddings"].in_shapes == "2x7;2x7x1"  # its keyword arguments are its inputs
     assert p.graph is not None and p.graph.inputs == ("input_ids", "mask")
+
+
+def test_a_failing_block_keeps_its_own_exception(net: Net) -> None:
+    """The model raised on its only call, the one memory=True records: the user sees the model's error,
+    not the profile's complaint that no timed run followed."""
+    with pytest.raises(RuntimeError, match="mat1 and mat2"), lt.Profiler(memory=True):
+        net(torch.randn(4, 5))
+
+
+def test_memory_under_the_users_own_profiler_leaves_its_trace_alone(net: Net) -> None:
+    """A torch.profiler session already running: layerperf starts none of its own (that would end the
+    user's), says there are no allocator figures, and the user's trace keeps every op."""
+    from torch.profiler import profile
+
+    x = torch.randn(4, 32)
+    with profile() as outer, lt.Profiler(memory=True) as prof:
+        for _ in range(2):
+            net(x)
+    ops = [e.name for e in outer.events() if e.name == "aten::linear"]
+    assert len(ops) >= 2 * 2  # two Linears, two calls (and the untimed re-run for shapes at the end)
+    m = prof.profile.memory
+    assert m is not None and m.allocations is None and any("already running" in w for w in m.warnings)
+    assert len(prof.profile.runs) == 2  # no run was taken for memory
+    with pytest.raises(InputError, match="already running"), profile(), lt.Profiler(level=2):
+        pass

@@ -251,3 +251,64 @@ def test_attention_counts_its_math_path() -> None:
     seen = _count(fn.scaled_dot_product_attention, q, k, v)
     assert "_safe_softmax" in seen.ops and seen.flops == expected and not seen.unknown_ops
     assert _count(fn.scaled_dot_product_attention, *[t.to("meta") for t in (q, k, v)]).flops == expected
+
+
+def test_the_cpu_flash_attention_kernel_counts_what_the_math_path_does() -> None:
+    """transformers' attention under inference_mode reaches the CPU flash kernel directly (no formula in
+    flop_counter): counted as the math path (the same sum as above), mask or causal bias adding one FLOP a
+    score; its backward as the math path's backward."""
+    b, h, lq, s, e, ev = 2, 4, 8, 12, 16, 16
+    q, k, v = torch.randn(b, h, lq, e), torch.randn(b, h, s, e), torch.randn(b, h, s, ev)
+    scores = b * h * lq * s
+    plain = b * h * (lq + s) * e + 2 * scores * e + 5 * scores + 2 * scores * ev
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    assert _count(flash, q, k, v).flops == plain
+    assert _count(lambda *a: flash(*a, 0.0, True), q, k, v).flops == plain + scores
+    grad = torch.randn(b, h, lq, ev)
+    out, lse = flash(q, k, v)
+    back = _count(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward, grad, q, k, v, out, lse,
+                  0.0, False)
+    assert back.flops == b * h * (lq + s) * e + 4 * scores * (e + ev) + 4 * scores and not back.unknown_ops
+
+
+def test_gathers_read_the_rows_they_copy() -> None:
+    """An embedding lookup reads the looked-up rows and the indices, not the whole table (as the cost
+    model's Gather): 3 rows of a 1000 x 64 table."""
+    table, ids = torch.randn(1000, 64), torch.tensor([1, 5, 7])
+    seen = _count(torch.nn.functional.embedding, ids, table)
+    assert seen.bytes_read == 3 * 64 * F4 + 3 * 8 and seen.bytes_written == 3 * 64 * F4 and seen.flops == 0
+    seen = _count(lambda t, i: t.index_select(0, i), table, ids)
+    assert seen.bytes_read == 3 * 64 * F4 + 3 * 8
+
+
+def test_select_backward_and_tril_move_data_only() -> None:
+    x = torch.randn(4, 6, requires_grad=True)
+    seen = Seen("m", "m", None)
+    y = x[1].sum()
+    with counting_mode(lambda f, a, k, o: add_op(seen, f, a, k, o)):
+        torch.autograd.grad(y, x)
+    assert "select_backward" in seen.ops and seen.flops is not None and not seen.unknown_ops
+    mask = _count(torch.tril, torch.ones(5, 5, dtype=torch.bool))
+    assert mask.int_ops == 0 and mask.flops == 0
+
+
+def test_level2_cat_bytes_unknown_and_an_empty_module_zero() -> None:
+    """At level 2 cat's inputs (a list of tensors) are not recorded: its bytes unknown, not 0, and the totals
+    say so; a module that ran no op (Identity) did no work: 0, counted."""
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc, self.idle = nn.Linear(8, 8), nn.Identity()
+
+        def forward(self, x: Any) -> Any:
+            return self.idle(self.fc(torch.cat((x, x), dim=1)))
+
+    with lt.Profiler(level=2) as p, torch.inference_mode():
+        M().eval()(torch.randn(2, 4, 8))
+    by_name = {layer.name: layer for layer in p.profile.layers}
+    assert by_name["aten::cat"].bytes_read is None and by_name["aten::cat"].flops == 0
+    assert by_name["idle"].flops == 0 and by_name["idle"].bytes == 0
+    from layerperf.summary import summary
+
+    # the module fc, whose work is on its op row, is no layer the totals count: not among the unknown ones
+    assert summary(p.profile)["flops_unknown_layers"] == 0

@@ -99,7 +99,7 @@ def test_device_time_per_module_from_event_pairs_one_sync_a_pass() -> None:
     _pass(dev, col)
     runs = col.runs()
     assert dev.syncs == 2  # once at the end of each pass, for all its pairs
-    assert [r.dur_ns for r in runs] == [4_000_000, 4_000_000]
+    assert [r.dur_ns for r in runs] == [3_750_000, 3_750_000]  # each to its last boundary (block's end)
     block, conv = runs[1].spans
     assert (block.layer, block.dur_ns, conv.layer, conv.dur_ns) == (0, 3_500_000, 1, 2_000_000)
     assert conv.start_ns - block.start_ns == 1_000_000 and block.start_ns == runs[1].start_ns + 250_000
@@ -219,5 +219,58 @@ def test_events_are_pooled_across_passes() -> None:
     first = made
     for _ in range(3):
         _pass(dev, col)
-    assert first == 6 and made == first  # 2 for the pass, 2 per module call
-    assert [r.dur_ns for r in col.runs()] == [4_000_000] * 4 and col.memory(2) == [{}, {}]
+    assert first == 5 and made == first  # the pass's start, 2 per module call (the last ends the pass)
+    assert [r.dur_ns for r in col.runs()] == [3_750_000] * 4 and col.memory(2) == [{}, {}]
+
+
+def test_in_code_device_runs_end_at_their_last_row_and_read_the_allocator_only_when_recorded_for_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """layerperf.torch with profile_device="cuda" (torch.cuda faked, events stamped by the host clock): a
+    with block's run ends at its last row, not at the next model call (20 ms later here); with memory=True
+    the allocator's counters are read in the run recorded for memory only, never in a timed one."""
+    import time
+
+    import layerperf.torch as lt
+    from layerperf.backends.torch import cuda as on_gpu
+
+    dev = FakeDevice()
+    api = dev.api()
+    reads = {"allocated": 0}
+    timed = {"on": False}
+
+    def stamp() -> Any:
+        ev = api.event()
+        real_record = ev.record
+
+        def record() -> None:
+            dev.t_ms = time.perf_counter() * 1e3
+            real_record()
+
+        ev.record = record
+        return ev
+
+    def allocated() -> int:
+        reads["allocated"] += timed["on"]
+        return dev.allocated
+
+    fake = CudaApi(event=stamp, synchronize=api.synchronize, allocated=allocated,
+                   max_allocated=api.max_allocated, reset_peak=api.reset_peak)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # torch.profiler's, with the CUDA activity
+    monkeypatch.setattr(on_gpu.CudaApi, "real", classmethod(lambda cls: fake))
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    for memory in (False, True):
+        options: dict[str, Any] = {"memory": True, "sample_rate": 0} if memory else {}
+        with lt.Profiler(profile_device="cuda", **options) as p, torch.inference_mode():
+            for k in range(3):
+                timed["on"] = not memory or k > 0
+                net(x)
+                time.sleep(0.02)
+        prof = p.profile
+        assert len(prof.runs) == (2 if memory else 3)
+        assert all(r.dur_ns < 15_000_000 for r in prof.runs), [r.dur_ns for r in prof.runs]
+        assert reads["allocated"] == 0
+        keys = {k for layer in prof.layers for k in layer.memory}
+        assert keys == (set(on_gpu.MEMORY_KEYS) if memory else set())

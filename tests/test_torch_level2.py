@@ -253,3 +253,65 @@ def test_an_older_torchs_events_are_completed_from_kinetos_results() -> None:
     assert events_with_links(prof) == [op, other, kernel]
     assert op.input_dtypes == ["float", "float"] and kernel.linked_correlation_id == 7
     assert not hasattr(other, "input_dtypes")  # its recorded shapes disagree: left unknown
+
+
+class _Recursive(torch.nn.Module):
+    """Calls itself ``depth`` times: one ``add`` a call, a ``mul`` at the bottom."""
+
+    def forward(self, x: Any, depth: int = 3) -> Any:
+        return self(x + 1, depth - 1) if depth else x * 2
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rec = _Recursive()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc(self.rec(x))
+
+
+def test_a_module_calling_itself_keeps_every_call() -> None:
+    """torch's event list folds a range into a same-named parent that has no other child: each nested
+    call's range is named apart, so all 4 calls are spans and all 3 adds and the mul are the module's."""
+    session = Session(layerperf.backends.torch.models.TorchModel(_Outer().eval(), (torch.randn(2, 4),)))
+    rec = session.record()
+    layers = layerperf.backends.torch.driver.layers_from(rec)
+    got = Level2Run(session, session.index(rec))(shapes=False)
+    att = _ops(got.events, layers, 0)
+    rec_layer = next(i for i, la in enumerate(layers) if la.name == "rec")
+    assert sum(1 for i, _, _, _ in att.spans if i == rec_layer) == 4
+    assert [(op.op, op.parent) for op in att.ops] == [("aten::add", "rec")] * 3 + [("aten::mul", "rec"),
+                                                                                ("aten::linear", "fc")]
+
+
+class _Threaded(torch.nn.Module):
+    """Runs its first submodule on a thread of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.side = torch.nn.Linear(4, 4)
+        self.main = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        import threading
+
+        out: list[Any] = []
+        t = threading.Thread(target=lambda: out.append(self.side(x)))
+        t.start()
+        t.join()
+        return self.main(out[0])
+
+
+def test_a_module_run_on_another_thread_leaves_the_ranges_whole() -> None:
+    """Each thread opens and closes its own ranges (a range closed on another thread than it opened on
+    trips torch's internal assert): the run completes, the main thread's op is under its module."""
+    session = Session(layerperf.backends.torch.models.TorchModel(_Threaded().eval(), (torch.randn(2, 4),)))
+    rec = session.record()
+    layers = layerperf.backends.torch.driver.layers_from(rec)
+    run = Level2Run(session, session.index(rec))
+    for _ in range(2):
+        got = run(shapes=False)
+        att = _ops(got.events, layers, 0)
+        assert ("aten::linear", "main") in [(op.op, op.parent) for op in att.ops]

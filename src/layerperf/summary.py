@@ -52,10 +52,9 @@ def summary(profile: Profile) -> dict[str, Any]:
     """Latency with the profiler off, in-situ run time, profiler overhead ratio and per-event cost, FLOP,
     integer operation and byte totals per run (:func:`layerperf.figures.total`: over the layers whose
     figure is known, None when no layer's is; ``unknown_in_totals`` counts the layers each total left
-    out, ``*_unknown_layers`` every layer whose figure is unknown), and how the figures were taken."""
+    out, ``*_unknown_layers`` every layer the totals count whose figure is unknown), and how the figures
+    were taken."""
     rows = profile.table()
-    flops = [r["flops"] for r in rows]
-    int_ops = [r["int_ops"] for r in rows]
     runs = max(len(profile.runs), 1)
     # Per run, once per call (a loop body's layer runs several times a run). Where a parent's figures
     # hold its children's (a control-flow layer's are its body's), totals count the layers that are no
@@ -77,9 +76,9 @@ def summary(profile: Profile) -> dict[str, Any]:
         "run_median_us": known(distribution(profile.run_durations_ns).median_us),
         "layers_sum_median_us": layers_sum,
         "flops": _rounded(totals["flops"].value),
-        "flops_unknown_layers": sum(f is None for f in flops),
+        "flops_unknown_layers": sum(r["flops"] is None for r in leaves),
         "int_ops": _rounded(totals["int_ops"].value),
-        "int_ops_unknown_layers": sum(n is None for n in int_ops),
+        "int_ops_unknown_layers": sum(r["int_ops"] is None for r in leaves),
         "padded_layers": sum(layer.padded for layer in profile.layers),
         "padding_flops": sum(layer.padded_flops - layer.flops for layer in profile.layers
                              if layer.padded_flops is not None and layer.flops is not None),

@@ -22,6 +22,7 @@ their FLOPs stay unknown.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -91,13 +92,17 @@ class Profiler:
         self._refuse_ended()
         from layerperf.backends.torch.incode import Recording
 
-        rec = self._rec = Recording(self.settings, runs_by_call=False)
+        rec = Recording(self.settings, runs_by_call=False)
         stack = ExitStack()
         stack.callback(rec.close)
-        if self.settings.level == 2:
-            stack.enter_context(rec.level2_session())
-        stack.enter_context(rec.state.hooks())
-        self._stack = stack
+        try:
+            if self.settings.level == 2:
+                stack.enter_context(rec.level2_session())
+            stack.enter_context(rec.state.hooks())
+        except BaseException:
+            stack.close()
+            raise
+        self._rec, self._stack = rec, stack
         return self
 
     def stop(self) -> Profile:
@@ -123,8 +128,12 @@ class Profiler:
     def __enter__(self) -> Profiler:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        with contextlib.suppress(InputError):  # the block raised: its exception is the one to see
+            self.stop()
 
     @property
     def profile(self) -> Profile:

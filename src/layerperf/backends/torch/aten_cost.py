@@ -208,6 +208,31 @@ def _nll_loss(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
     return int(target.numel())
 
 
+def _attention_dims(q: Any, k: Any, v: Any) -> tuple[int, int, int, int, int]:
+    """(batch x heads, L, S, E, Ev) of an attention's query (..., L, E), key (..., S, E), value (..., S, Ev)."""
+    length, e = int(q.shape[-2]), int(q.shape[-1])
+    return int(q.numel()) // max(length * e, 1), length, int(k.shape[-2]), e, int(v.shape[-1])
+
+
+def _cpu_attention(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
+    # _scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, *, attn_mask, scale): what
+    # scaled_dot_product_attention's math path counts: q and k scaled (1 an element each), Q K^T
+    # (2 BH L S E), the mask or causal bias added (BH L S), softmax (5 BH L S), P V (2 BH L S Ev)
+    q, k, v = args[:3]
+    bh, length, s, e, ev = _attention_dims(q, k, v)
+    masked = _arg(args, kwargs, 99, "attn_mask", None) is not None or bool(_arg(args, kwargs, 4, "is_causal", False))
+    return int(q.numel() + k.numel()) + 2 * bh * length * s * (e + ev) + (6 if masked else 5) * bh * length * s
+
+
+def _cpu_attention_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
+    # (grad_out, q, k, v, out, logsumexp, ...): the math path's backward: dV = P^T dO and dP = dO V^T
+    # (2 BH L S Ev each), softmax's backward (4 BH L S), dQ = dS K and dK = dS^T Q (2 BH L S E each), the
+    # scales' (1 an element of q and k)
+    q, k, v = args[1:4]
+    bh, length, s, e, ev = _attention_dims(q, k, v)
+    return int(q.numel() + k.numel()) + 4 * bh * length * s * (e + ev) + 4 * bh * length * s
+
+
 def _gpu_batch_norm_backward(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
     # cudnn_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean, save_var,
     # epsilon, reserve): batch statistics (the forward trained), every gradient computed
@@ -271,6 +296,8 @@ _SPECIAL: dict[str, Callable[[Any, Any, Any, Any], int | None]] = {
     "native_layer_norm_backward": _layer_norm_backward,
     "native_batch_norm_backward": _batch_norm_backward,
     "cudnn_batch_norm_backward": _gpu_batch_norm_backward,
+    "_scaled_dot_product_flash_attention_for_cpu": _cpu_attention,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _cpu_attention_backward,
     **{name: _nll_loss for name in ("nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward",
                                     "nll_loss2d_backward")},
     "miopen_batch_norm_backward": _gpu_batch_norm_backward,

@@ -140,6 +140,7 @@ class _Pass:
     start: Any
     tid: int
     calls: list[Call] = field(default_factory=list)
+    last: Any = None  # the event of its last boundary
 
 
 class CudaEvents:
@@ -204,13 +205,16 @@ class CudaEvents:
         frame = self._open.pop()
         after = self.api.allocated() if self.allocator else 0
         self._pass.calls.append(Call(layer, frame.start, end, frame.allocated, after, frame.peak))
+        self._pass.last = end
 
     def end_pass(self) -> None:
-        """The pass's end event; the device synchronized, every pair read, the events back in the pool."""
+        """The pass ends at its last boundary (a ``with`` block's run is ended only at the next model
+        call: the time between steps is in no run); the device synchronized, every pair read, the
+        events back in the pool."""
         p, self._pass = self._pass, None
         if p is None:
             return
-        end = self._event()
+        end = p.last if p.last is not None else self._event()
         self.api.synchronize()
         run_start = p.host_start_ns - (self._origin or 0)
         spans = [Span(c.layer, run_start + _ns(p.start, c.start), _ns(c.start, c.end), p.tid) for c in p.calls]
@@ -221,7 +225,7 @@ class CudaEvents:
                 self._memory[c.layer] = {
                     "cuda_allocated_delta_bytes": c.allocated_end - c.allocated_start,
                     "cuda_peak_allocated_bytes": c.peak, "cuda_peak_rise_bytes": c.peak - c.allocated_start}
-        self._pool += (p.start, end)
+        self._pool += (p.start,) if end is p.last else (p.start, end)
         for frame in self._open:  # calls left open (a forward that raised): their start events
             self._pool.append(frame.start)
         self._open = []

@@ -60,7 +60,9 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
     with untouched(root), _node_hooks(calls, paths), torch.enable_grad():
         rec = record(model, forward)
         heads = [t for t in _tensors(outs[0]) if t.requires_grad]
+        # the leaves the backward reaches: the parameters, and inputs that require a gradient themselves
         params = [p for p in root.parameters() if p.requires_grad]
+        params += [t for t in _tensors((model.args, model.kwargs)) if t.requires_grad and t.is_leaf]
         if heads and params:
             with counting_mode(on_op):
                 torch.autograd.grad(heads, params, grad_outputs=[torch.ones_like(t) for t in heads],

@@ -95,6 +95,7 @@ class Recording:
         self.rss: ResidentMemory | None = None
         self.sessions: list[Any] = []  # level 2: the torch.profiler sessions, in order
         self.device_events: CudaEvents | None = None  # profile_device="cuda", level 1: device time per row
+        self.allocator_counts: CudaEvents | None = None  # and with memory=True the allocator's counters
         from layerperf.backends.torch.ops import Ranges
 
         boundary: Collector
@@ -113,9 +114,10 @@ class Recording:
             if settings.device == "cuda":  # innermost: its events are recorded nearest the row's work
                 from layerperf.backends.torch.cuda import CudaEvents
 
-                # the allocator's counters at each boundary only when the memory profile is asked for:
-                # reading them costs far more than the events (see cuda.CudaEvents)
-                self.device_events = CudaEvents(allocator=settings.collectors.memory is not None)
+                # events only: the allocator's counters, read at each boundary, cost far more than the
+                # events (see cuda.CudaEvents); with memory=True they are read in the run recorded for
+                # memory, which is not timed (below)
+                self.device_events = CudaEvents(allocator=False)
                 collectors.append(self.timing)
                 boundary = Boundaries([*collectors, self.device_events])
             else:
@@ -125,7 +127,11 @@ class Recording:
             from layerperf.backends.torch.cuda import device_name
             from layerperf.backends.torch.memory import AllocationRun
 
-            capture = AllocationRun(device_name(settings.device))
+            if settings.device == "cuda":
+                from layerperf.backends.torch.cuda import CudaEvents
+
+                self.allocator_counts = CudaEvents(allocator=True)
+            capture = AllocationRun(device_name(settings.device), alongside=self.allocator_counts)
         self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, capture=capture)
 
     def _open_counters(self) -> list[Collector]:
@@ -167,9 +173,16 @@ class Recording:
 
     def level2_session(self) -> Any:
         """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
+        import torch
         from torch.profiler import ProfilerActivity
 
         from layerperf.backends.torch.profiler import Session as torch_profile
+
+        if torch.autograd._profiler_enabled():
+            from layerperf.errors import InputError
+
+            raise InputError("level 2 runs a torch.profiler session of its own, and one is already running",
+                             hint="stop the other profiler first, or profile at level 1")
 
         # the first session records the ops' shapes (for their inputs and work); the later ones (the
         # decorator's calls after the first) do not, which costs their runs 3-5% less
@@ -221,7 +234,8 @@ class Recording:
             from layerperf.backends.torch.cuda import fill_memory
 
             runs = self.device_events.runs()  # device time between each row's boundaries
-            fill_memory(layers, self.device_events)
+            if self.allocator_counts is not None and state.captured:
+                fill_memory(layers, self.allocator_counts)
         prof = Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph,
                        cost_nesting="self")
         if self.perf and state.runs:
@@ -263,6 +277,13 @@ class Recording:
         runtime: RuntimeMemory = self.rss.runtime() if self.rss is not None else RuntimeMemory(sample_rate=0)
         prof.memory = analyze(prof, runtime)
         capture = self.state.capture
+        if capture is not None and capture.skipped:
+            from dataclasses import replace as with_fields
+
+            prof.memory = with_fields(prof.memory, warnings=(
+                *prof.memory.warnings, "no allocator figures per row: torch.profiler was already running when the run "
+                "to record began, and the memory run needs a session of its own (stopping the user's would end "
+                "its trace)"))
         names = [layer.name for layer in prof.layers]
         allocs = capture.allocations(names, to_last_mark=not self.state.runs_by_call) if capture is not None else None
         if allocs is not None:
@@ -275,27 +296,26 @@ class Recording:
         no run."""
         from torch.autograd import DeviceType
 
-        from layerperf.backends.torch.ops import MARK, RETURN_MARK, RUN_MARK, Recorded, cpu_marks
+        from layerperf.backends.torch.ops import RETURN_MARK, RUN_MARK, Recorded, cpu_marks, mark_layer
         from layerperf.backends.torch.profiler import events_with_links
 
         out = []
         extents = iter(self.state.extents)
         for k, session in enumerate(self.sessions):
             events = events_with_links(session)
-            rows = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(MARK)
-                    and (e.name[len(MARK):].isdigit() or e.name == RETURN_MARK)]
-            marks = cpu_marks(events, RUN_MARK)
-            for j, mark in enumerate(marks):
+            cpu = [e for e in events if e.device_type == DeviceType.CPU]
+            device = [e for e in events if e.device_type != DeviceType.CPU]
+            rows = [e for e in cpu if mark_layer(e.name) is not None or e.name == RETURN_MARK]
+            for mark in cpu_marks(events, RUN_MARK):
                 t0, t1 = next(extents, (0, 0))
                 lo, hi = mark.time_range.start, mark.time_range.end
                 if not self.state.runs_by_call:
                     hi = max((e.time_range.end for e in rows if lo <= e.time_range.start <= hi), default=hi)
-                # the device's work (kernels) runs after its launch, up to the next run's start
-                nxt = marks[j + 1].time_range.start if j + 1 < len(marks) else float("inf")
-                inside = [mark] + [e for e in events if e is not mark and e.name != RUN_MARK
-                                   and lo <= e.time_range.start
-                                   and (e.time_range.start <= hi if e.device_type == DeviceType.CPU
-                                        else e.time_range.start < nxt)]
+                inside = [mark] + [e for e in cpu if e is not mark and e.name != RUN_MARK
+                                   and lo <= e.time_range.start <= hi]
+                # the device's work (kernels, copies) that this run's ops launched, whenever it ran
+                launched = {e.id for e in inside}
+                inside += [e for e in device if getattr(e, "linked_correlation_id", 0) in launched]
                 out.append(Recorded(t0, t1 - t0, None, inside, k == 0, mark))
         return out
 

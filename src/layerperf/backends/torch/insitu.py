@@ -124,7 +124,8 @@ class InSitu:
         self.capture = capture
         self.captured = False  # that run happened
         self._capturing = False
-        self._on_start, self._on_stop = boundary.start, boundary.stop
+        self._on_start: Callable[[int], None] = boundary.start
+        self._on_stop: Callable[[int], None] = boundary.stop
 
     # -- runs ---------------------------------------------------------------------------------------
     def begin_call(self) -> None:
@@ -146,7 +147,7 @@ class InSitu:
         self._in_run = True
         if self.capture is not None and self.capture.begin():
             self._capturing = True
-            self._on_start, self._on_stop = self.capture.ranges.start, self.capture.ranges.stop
+            self._on_start, self._on_stop = self.capture.start, self.capture.stop
             return
         self._run_start = self.clock()
         self.boundary.begin_pass()

@@ -75,7 +75,7 @@ def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "c
     """The allocations of torch.profiler's event ``tree`` on ``device``, attributed to the marked modules;
     ``to_last_mark``: the pass ends where its last marked module call does (a ``with`` block's run,
     whose range closes only at the next model call), not where its range closes."""
-    from layerperf.backends.torch.ops import MARK, RUN_MARK
+    from layerperf.backends.torch.ops import RUN_MARK, mark_layer
     from layerperf.errors import BackendError
 
     spans: list[ModuleSpan] = []
@@ -92,8 +92,8 @@ def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "c
         elif node.name == RUN_MARK:
             if run is None:
                 run = (int(node.start_time_ns), int(node.end_time_ns))
-        elif node.name.startswith(MARK) and node.name[len(MARK):].isdigit():
-            spans.append(ModuleSpan(int(node.name[len(MARK):]), int(node.start_time_ns), int(node.end_time_ns)))
+        elif (layer := mark_layer(node.name)) is not None:
+            spans.append(ModuleSpan(layer, int(node.start_time_ns), int(node.end_time_ns)))
     if run is None:
         raise BackendError("torch.profiler recorded no range for the profiled pass (layerperf::run)")
     if to_last_mark:
@@ -109,19 +109,42 @@ class AllocationRun:
     running then. The run is the first after warm-up; :class:`.insitu.InSitu` keeps it out of the timed
     runs (its rows' times would carry the profiler's cost)."""
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", alongside: Any = None) -> None:
         from layerperf.backends.torch.ops import Ranges
 
         self.device = device
         self.ranges = Ranges()
+        # a collector driven at the same boundaries in that run (on a GPU: the caching allocator's
+        # counters, too costly to read in the timed runs)
+        self.alongside = alongside
+        self.start: Callable[[int], None] = self.ranges.start
+        self.stop: Callable[[int], None] = self.ranges.stop
+        if alongside is not None:
+            r_start, r_stop, a_start, a_stop = self.ranges.start, self.ranges.stop, alongside.start, alongside.stop
+
+            def start(i: int) -> None:
+                r_start(i)
+                a_start(i)
+
+            def stop(i: int) -> None:
+                a_stop(i)
+                r_stop(i)
+
+            self.start, self.stop = start, stop
         self._session: Any = None
         self.done = False
+        self.skipped = False  # a profiler was already running: nothing recorded
 
     def begin(self) -> bool:
         """At a run's start: True, and recording, if this is the run to record."""
         if self.done or self._session is not None:
             return False
+        import torch
         from torch.profiler import ProfilerActivity
+
+        if torch.autograd._profiler_enabled():  # the user's own session: starting ours would end it
+            self.done = self.skipped = True
+            return False
 
         from layerperf.backends.torch.profiler import Session as profile
 
@@ -129,16 +152,20 @@ class AllocationRun:
         self._session = profile(activities=activities, profile_memory=True)
         self._session.__enter__()
         self.ranges.begin_pass()
+        if self.alongside is not None:
+            self.alongside.begin_pass()
         return True
 
     def end(self) -> None:
+        if self.alongside is not None:
+            self.alongside.end_pass()
         self.ranges.end_pass()
         self._session.__exit__(None, None, None)
         self.done = True
 
     def allocations(self, names: Sequence[str], *, to_last_mark: bool) -> Allocations | None:
         """The recorded run's allocations per row (``names``: the rows' names); None if none was recorded."""
-        if not self.done:
+        if not self.done or self.skipped:
             return None
         results = self._session.profiler.kineto_results if self._session.profiler is not None else None
         if results is None:

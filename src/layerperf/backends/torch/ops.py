@@ -62,39 +62,58 @@ class _Op:
 def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[..., None]]:
     """A profiler range per layer call (``layerperf::<layer>``); ``index`` None: layers made as they run.
     The memory pass's marks (:mod:`.memory`)."""
-    import torch
-
     # torch's C++ range object (0.6 µs a range under the profiler here) rather than the profiler's
     # enter/exit ops, which are dispatcher calls recorded with their arguments (21 µs a range)
-    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
-    stack: list[Any] = []
-    names = {i: f"{MARK}{i}" for i in (index or {}).values()}
+    import threading
 
-    def name_of(i: int) -> str:
+    import torch
+
+    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    stacks: dict[int, list[tuple[int, Any]]] = {}  # per thread: a range opened on one is closed on it
+    names = {i: f"{MARK}{i}" for i in (index or {}).values()}
+    get_ident = threading.get_ident
+
+    def name_of(i: int, stack: list[tuple[int, Any]]) -> str:
+        # a module called inside its own call (recursion) gets ``layerperf::<layer>#<depth>``: torch's
+        # event list folds a range into a parent of the same name when it is that parent's only child
+        depth = sum(1 for j, _ in stack if j == i) if stack and stack[-1][0] == i else 0
+        if depth:
+            return f"{MARK}{i}#{depth}"
         name = names.get(i)
         if name is None:
             name = names[i] = f"{MARK}{i}"
         return name
 
-    if fast is not None:
-        def start(i: int) -> None:
-            r = fast(name_of(i))
+    def start(i: int) -> None:
+        stack = stacks.setdefault(get_ident(), [])
+        name = name_of(i, stack)
+        if fast is not None:
+            r = fast(name)
             r.__enter__()
-            stack.append(r)
+        else:
+            r = torch.ops.profiler._record_function_enter_new(name, None)
+        stack.append((i, r))
 
-        def stop(i: int) -> None:
-            stack.pop().__exit__(None, None, None)
+    def stop(i: int) -> None:
+        stack = stacks.get(get_ident())
+        if not stack or stack[-1][0] != i:
+            return  # not opened on this thread (or already closed): nothing to close here
+        _, r = stack.pop()
+        if fast is not None:
+            r.__exit__(None, None, None)
+        else:
+            torch.ops.profiler._record_function_exit(r)
 
-        return start, stop
-    enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
+    return start, stop
 
-    def start_op(i: int) -> None:
-        stack.append(enter(name_of(i), None))
 
-    def stop_op(i: int) -> None:
-        leave(stack.pop())
-
-    return start_op, stop_op
+def mark_layer(name: str) -> int | None:
+    """The layer of a module range's name (``layerperf::12``, ``layerperf::12#1`` for a recursive call);
+    None for another name (the run, a return mark, anything else)."""
+    if not name.startswith(MARK):
+        return None
+    rest = name[len(MARK):].partition("#")[0]
+    return int(rest) if rest.isdigit() else None
 
 
 class Ranges:
@@ -138,11 +157,13 @@ def cpu_marks(events: Any, name: str = RUN_MARK) -> list[Any]:
 
 
 
-def _top_ops(events: Any, thread: int, lo: float, hi: float) -> list[Any]:
-    """The aten ops called with no aten op running, on ``thread``, starting within [lo, hi] µs, by start."""
+def _top_ops(events: Any, thread: int | None, lo: float, hi: float) -> list[Any]:
+    """The aten ops called with no aten op running, on ``thread`` (None: any), starting within [lo, hi] µs,
+    by start."""
     out = []
     for ev in events:
-        if not ev.name.startswith("aten::") or ev.thread != thread or not lo <= ev.time_range.start <= hi:
+        if not ev.name.startswith("aten::") or thread is not None and ev.thread != thread \
+                or not lo <= ev.time_range.start <= hi:
             continue
         up = ev.cpu_parent
         while up is not None and not up.name.startswith("aten::"):
@@ -163,11 +184,9 @@ def _layer_of(ev: Any) -> int | None:
     """The layer of the innermost module range holding ``ev`` (its nearest ``layerperf::<layer>`` ancestor)."""
     up = ev.cpu_parent
     while up is not None:
-        name = up.name
-        if name.startswith(MARK) and name != RUN_MARK:
-            rest = name[len(MARK):]
-            if rest.isdigit():
-                return int(rest)
+        layer = mark_layer(up.name)
+        if layer is not None:
+            return layer
         up = up.cpu_parent
     return None
 
@@ -184,18 +203,19 @@ def _ops(events: Any, layers: list[Layer], origin_ns: int, run_ev: Any = None) -
     base = origin_ns - lo * 1000  # profiler ns -> the profile's time
     spans = []
     for e in events:
-        if e.device_type != DeviceType.CPU or not e.name.startswith(MARK) or e.name == RUN_MARK:
-            continue
-        rest = e.name[len(MARK):]
-        if rest.isdigit() and lo <= e.time_range.start <= hi:
+        layer = mark_layer(e.name) if e.device_type == DeviceType.CPU else None
+        if layer is not None and lo <= e.time_range.start <= hi:
             a, b = e.time_range.start * 1000, e.time_range.end * 1000
-            spans.append((int(rest), round(base + a), round(b - a), int(e.thread)))
+            spans.append((layer, round(base + a), round(b - a), int(e.thread)))
     spans.sort(key=lambda sp: (sp[1], -sp[2]))
     ops: list[_Op] = []
     counts: dict[tuple[str | None, str], int] = {}
     module_of: dict[int, str | None] = {}
-    for ev in _top_ops(events, run_ev.thread, lo, hi):
+    for ev in _top_ops(events, None, lo, hi):
         i = _layer_of(ev)
+        if i is None and ev.thread != run_ev.thread:
+            continue  # another thread's op in no module range of this run (autograd's GPU thread runs the
+            # backward's ops inside the rows' ranges; anything else there is not the run's)
         module = layers[i].name if i is not None else None
         module_of[id(ev)] = module
         k = counts.get((module, ev.name), 0)
@@ -324,6 +344,9 @@ def _replay(ev: Any) -> Seen | None:
     return None
 
 
+ALLOCATORS = frozenset(("empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_"))
+
+
 @dataclass(frozen=True, slots=True)
 class OpCost:
     """An op call's work: FLOPs, integer operations, bytes read and written (None: unknown)."""
@@ -340,7 +363,9 @@ def op_cost(ev: Any) -> OpCost:
     seen = _replay(ev)
     if seen is not None:
         return OpCost(seen.flops, seen.int_ops, seen.bytes_read, seen.bytes_written)
-    children = list(getattr(ev, "cpu_children", None) or [])
+    # the ops it called: an op whose own kernel does its work (cat copies its inputs itself) calls only
+    # allocators, which do not stand for it
+    children = [c for c in getattr(ev, "cpu_children", None) or [] if c.name.removeprefix("aten::") not in ALLOCATORS]
     if children:
         parts = [op_cost(c) for c in children]
         return OpCost(*(None if any(getattr(p, f) is None for p in parts) else sum(getattr(p, f) for p in parts)
@@ -446,8 +471,10 @@ class Level2Run:
                 forward_wrappers(self.targets, ranges.start, ranges.stop):
             c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             ranges.begin_pass()
-            self.session.call()
-            ranges.end_pass()
+            try:
+                self.session.call()
+            finally:
+                ranges.end_pass()
             t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
         return Recorded(t0, t1 - t0, c1 - c0, events_with_links(prof), shapes)
 
@@ -494,6 +521,12 @@ def _assemble(modules: list[Layer], timed: list[Recorded],
             spans.append(Span(i, op.start_ns, op.dur_ns, op.tid))
         spans.sort(key=lambda s: s.start_ns)
         runs.append(Run(rec.start_ns - origin, rec.dur_ns, spans))
+    # a module with no op row and no module inside it ran no aten op (an Identity, a Dropout in eval):
+    # its work is 0, counted, where a module with rows has its work on them
+    holders = {layer.parent for layer in layers if layer.parent is not None}
+    for k, m in enumerate(modules):
+        if m.name not in holders:
+            layers[k] = replace(layers[k], flops=0, int_ops=0, bytes_read=0, bytes_written=0)
     notes = []
     if unknown:
         notes.append("level 2: FLOPs or integer operations unknown for aten ops whose recorded arguments could not "

@@ -26,6 +26,9 @@ from layerperf.tensor import TensorInfo
 # operations, known (as the cost model's data movement ops). ``_to_copy`` converts between dtypes:
 # bytes, no FLOPs, as ONNX Cast. torch.utils.flop_counter has formulas for matmuls, convolutions and
 # attention only; these are the ops with none that are known to compute nothing.
+# ops that copy rows of their first argument picked by the others (as the cost model's Gather): what
+# they read is the indices and an output's worth of the table (embedding's first argument is the table)
+GATHERS = frozenset(("embedding", "index_select", "gather", "index", "take", "_unsafe_index"))
 NO_ARITHMETIC = frozenset((
     "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "flatten",
     "unflatten", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind",
@@ -40,6 +43,7 @@ NO_ARITHMETIC = frozenset((
     "split_copy", "split_with_sizes_copy", "unbind_copy", "transpose_copy", "t_copy", "squeeze_copy",
     "unsqueeze_copy", "detach_copy", "alias_copy", "_reshape_copy", "copy", "fill", "masked_fill_", "new_full",
     "full_like", "empty_strided", "scalar_tensor", "_local_scalar_dense", "_record_function_enter_new",
+    "select_backward", "slice_backward", "tril", "triu", "tril_", "triu_", "is_nonzero",
     "_record_function_enter", "_record_function_exit", "repeat", "flip", "roll",
     "constant_pad_nd", "select_scatter", "slice_scatter", "masked_select", "pixel_shuffle", "pixel_unshuffle",
     "channel_shuffle", "movedim", "moveaxis", "swapaxes", "diagonal", "unfold", "_unsafe_index",
@@ -214,7 +218,10 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     seen.ops.append(name)
     if aten_cost.is_view(func):  # an alias of its input (t, view, expand, detach...): no data moves
         return
-    if name not in AUTOGRAD_ONLY:
+    if name in GATHERS:  # reads the rows it copies (an output's worth) and the indices, not the whole table
+        seen.bytes_read += _nbytes((args[1:], kwargs)) + _nbytes(out)
+        seen.bytes_written += _nbytes(out)
+    elif name not in AUTOGRAD_ONLY:
         seen.bytes_read += _nbytes((args[1:], kwargs) if name in aten_cost.OVERWRITE else (args, kwargs))
         seen.bytes_written += _nbytes(out)
     formula = flop_registry.get(func.overloadpacket)
