@@ -312,3 +312,53 @@ def test_level2_cat_bytes_unknown_and_an_empty_module_zero() -> None:
 
     # the module fc, whose work is on its op row, is no layer the totals count: not among the unknown ones
     assert summary(p.profile)["flops_unknown_layers"] == 0
+
+
+def test_a_cat_whose_only_call_is_a_view_is_not_a_zero() -> None:
+    """A cat with an empty piece (a KV cache's first step) calls only narrow, a view: the copy it makes
+    itself is not counted by its parts, so its bytes stay unknown."""
+    class C(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.cat([torch.tensor([]), x.flatten()], 0)
+
+    with lt.Profiler(level=2) as p, torch.inference_mode():
+        nn.Sequential(C())(torch.randn(2, 3))
+    cat = next(layer for layer in p.profile.layers if layer.op_type == "aten::cat")
+    assert cat.flops == 0 and cat.bytes_read is None
+
+
+@pytest.mark.parametrize("other", [torch.tensor(0.0), torch.zeros(8, 8), torch.tensor(2.0)])
+def test_where_is_one_flop_an_element_whatever_its_third_argument(other: Any) -> None:
+    """where(cond, x, y) is the cost model's Where; its third argument is no add's alpha."""
+    x = torch.randn(8, 8)
+    assert _count(torch.where, x > 0, x, other).flops == 64  # 1 an output element, no multiply by "alpha"
+
+
+def test_attention_work_is_the_same_at_both_levels() -> None:
+    """Level 2 costs scaled_dot_product_attention as the kernel it called (recorded by the profiler), not
+    by a replay on meta tensors, which would take the math path and count the scores' bytes: FLOPs and
+    bytes equal level 1's, with and without a mask."""
+    import torch.nn.functional as fn
+
+    class Att(nn.Module):
+        def forward(self, q: Any, k: Any, v: Any, mask: Any = None) -> Any:
+            return fn.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    class M(nn.Module):
+        def __init__(self, masked: bool) -> None:
+            super().__init__()
+            self.att, self.masked = Att(), masked
+
+        def forward(self, q: Any, k: Any, v: Any) -> Any:
+            return self.att(q, k, v, torch.zeros(q.shape[-2], k.shape[-2]) if self.masked else None)
+
+    q, k, v = torch.randn(2, 4, 8, 16), torch.randn(2, 4, 12, 16), torch.randn(2, 4, 12, 16)
+    for masked in (False, True):
+        figures = {}
+        for level in (1, 2):
+            with lt.Profiler(level=level) as p, torch.inference_mode():
+                M(masked).eval()(q, k, v)
+            rows = [la for la in p.profile.layers if la.name == "att" or la.parent == "att"]
+            known = [la for la in rows if la.flops is not None]
+            figures[level] = (sum(la.flops for la in known), sum(la.bytes for la in known))
+        assert figures[1] == figures[2] and figures[1][0] > 0

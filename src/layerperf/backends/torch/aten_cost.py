@@ -58,6 +58,7 @@ BINARY = {
     "minimum": "Min", "eq": "Equal", "ne": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater",
     "ge": "GreaterOrEqual", "where": "Where", "fmod": "Mod", "remainder": "Mod",
 }
+ALPHA_OPS = frozenset(("add", "sub", "rsub"))
 REDUCTIONS = {
     "sum": "ReduceSum", "mean": "ReduceMean", "amax": "ReduceMax", "amin": "ReduceMin", "prod": "ReduceProd",
     "argmax": "ArgMax", "argmin": "ArgMin", "logsumexp": "ReduceLogSumExp", "linalg_vector_norm": "ReduceL2",
@@ -140,7 +141,11 @@ def flops(func: Any, args: Any, kwargs: Any, out: Any) -> int | None:
     if base in UNARY:
         return _onnx(UNARY[base], ins[:1], outs[:1])
     if base in BINARY:
-        extra = [_onnx("Mul", ins, outs[:1])] if _arg(args, kwargs, 2, "alpha", 1) != 1 else []
+        # add/sub/rsub(x, y, alpha): alpha != 1 scales y first; no other binary op has a third argument
+        # of that meaning (where's third is a tensor)
+        alpha = _arg(args, kwargs, 2, "alpha", 1) if base in ALPHA_OPS else 1
+        scaled = isinstance(alpha, int | float) and alpha != 1
+        extra = [_onnx("Mul", ins, outs[:1])] if scaled else []
         return _sum([_onnx(BINARY[base], ins, outs[:1]), *extra])
     if base in ("max", "min"):  # max.other is elementwise; max() and max.dim reduce
         binary = func._overloadname == "other"

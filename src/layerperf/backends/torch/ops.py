@@ -345,6 +345,10 @@ def _replay(ev: Any) -> Seen | None:
 
 
 ALLOCATORS = frozenset(("empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_"))
+# ops that pick their kernel as they run (attention: flash, memory-efficient or the math path): costed as
+# the op they called, which the profiler recorded, where it is known; a replay on meta tensors would take
+# the math path, whose bytes (the scores materialised) the flash kernel never moves
+RUN_TIME_CHOICE = frozenset(("scaled_dot_product_attention",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,20 +363,28 @@ class OpCost:
 
 def op_cost(ev: Any) -> OpCost:
     """What one op call did (see the module's docstring): replayed, else the sum of the ops it called
-    (each costed so), else unknown — but 0 FLOPs and integer operations for an op that only moves data."""
+    (each costed so), else unknown — but 0 FLOPs and integer operations for an op that only moves data.
+    An op that picks its kernel as it runs (:data:`RUN_TIME_CHOICE`) is the op it called, where known."""
+    name = ev.name.removeprefix("aten::")
+    called = [c for c in getattr(ev, "cpu_children", None) or [] if c.name.removeprefix("aten::") not in ALLOCATORS]
+    if name in RUN_TIME_CHOICE and called:  # the kernel that ran, not the one a replay would choose
+        parts = _summed([op_cost(c) for c in called])
+        if parts.flops is not None:
+            return parts
     seen = _replay(ev)
     if seen is not None:
         return OpCost(seen.flops, seen.int_ops, seen.bytes_read, seen.bytes_written)
-    # the ops it called: an op whose own kernel does its work (cat copies its inputs itself) calls only
-    # allocators, which do not stand for it
-    children = [c for c in getattr(ev, "cpu_children", None) or [] if c.name.removeprefix("aten::") not in ALLOCATORS]
-    if children:
-        parts = [op_cost(c) for c in children]
-        return OpCost(*(None if any(getattr(p, f) is None for p in parts) else sum(getattr(p, f) for p in parts)
-                        for f in ("flops", "int_ops", "bytes_read", "bytes_written")))
-    if ev.name.removeprefix("aten::") in NO_ARITHMETIC:
+    if name in NO_ARITHMETIC:  # moves data in its own kernel; what it moved is not recorded (a list of tensors)
         return OpCost(0, 0, None, None)
+    if called:
+        return _summed([op_cost(c) for c in called])
     return OpCost(None, None, None, None)
+
+
+def _summed(parts: list[OpCost]) -> OpCost:
+    """The parts' work added up, each figure unknown where any part's is."""
+    return OpCost(*(None if any(getattr(p, f) is None for p in parts) else sum(getattr(p, f) for p in parts)
+                    for f in ("flops", "int_ops", "bytes_read", "bytes_written")))
 
 
 def _kernel_ops(events: Any, module_of: dict[int, str | None], base_us: float) -> list[_Op]:
