@@ -99,9 +99,8 @@ class Recording:
         from layerperf.backends.torch.ops import Ranges
 
         boundary: Collector
-        self.ranges: Ranges | None = None
         if settings.level == 2:
-            boundary = self.ranges = Ranges()
+            boundary = Ranges()
         else:
             self.timing = Timing(self.clock)
             collectors: list[Collector] = []

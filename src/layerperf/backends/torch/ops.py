@@ -84,25 +84,29 @@ def _marks(index: dict[int, int] | None) -> tuple[Callable[..., None], Callable[
             name = names[i] = f"{MARK}{i}"
         return name
 
-    def start(i: int) -> None:
-        stack = stacks.setdefault(get_ident(), [])
-        name = name_of(i, stack)
-        if fast is not None:
+    if fast is not None:
+        def enter(name: str) -> Any:
             r = fast(name)
             r.__enter__()
-        else:
-            r = torch.ops.profiler._record_function_enter_new(name, None)
-        stack.append((i, r))
+            return r
+
+        def leave(r: Any) -> None:
+            r.__exit__(None, None, None)
+    else:
+        def enter(name: str) -> Any:
+            return torch.ops.profiler._record_function_enter_new(name, None)
+
+        leave = torch.ops.profiler._record_function_exit
+
+    def start(i: int) -> None:
+        stack = stacks.setdefault(get_ident(), [])
+        stack.append((i, enter(name_of(i, stack))))
 
     def stop(i: int) -> None:
         stack = stacks.get(get_ident())
         if not stack or stack[-1][0] != i:
             return  # not opened on this thread (or already closed): nothing to close here
-        _, r = stack.pop()
-        if fast is not None:
-            r.__exit__(None, None, None)
-        else:
-            torch.ops.profiler._record_function_exit(r)
+        leave(stack.pop()[1])
 
     return start, stop
 
