@@ -167,6 +167,10 @@ def loss_costs(mod: Any, name: str, specs: tuple[Any, Any], backward: bool) -> d
     return {fwd.path: fwd, **({back.path: back} if backward and back.ops else {})}
 
 
+# an optimizer's options that pick its batched or fused kernels (or graph capture): off in the replay
+BATCHED = ("foreach", "fused", "capturable", "differentiable")
+
+
 def step_cost(opt: Any, name: str) -> Seen:
     """The work of one step of optimizer ``opt``: the same class, hyperparameters and state, stepped on
     meta tensors of its parameters' shapes (nothing is computed or allocated) with its per-parameter
@@ -175,7 +179,7 @@ def step_cost(opt: Any, name: str) -> Seen:
     now, or, where none has (``zero_grad()`` cleared them), if it requires one."""
     import torch
 
-    groups, clones = [], {}
+    groups = []
     stepped = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
     use = set(map(id, stepped)) if stepped else {id(p) for g in opt.param_groups for p in g["params"]
                                                   if p.requires_grad}
@@ -185,10 +189,9 @@ def step_cost(opt: Any, name: str) -> Seen:
             c = torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
             if id(p) in use:
                 c.grad = torch.empty_like(p, device="meta")
-            clones[id(p)] = c
             params.append(c)
         options = {k: v for k, v in g.items() if k != "params"}
-        options.update({k: False for k in ("foreach", "fused", "capturable", "differentiable") if k in options})
+        options.update({k: False for k in BATCHED if k in options})
         groups.append({**options, "params": params})
     seen = Seen(name, type(opt).__name__, None, calls=1)
     replica = type(opt)(groups)
@@ -202,7 +205,7 @@ def step_cost(opt: Any, name: str) -> Seen:
         state = {**state, "state": {k: {n: copy(v) for n, v in st.items()} for k, st in state["state"].items()}}
         replica.load_state_dict(state)  # which puts the saved options back: the flags off again
         for g in replica.param_groups:
-            g.update({k: False for k in ("foreach", "fused", "capturable", "differentiable") if k in g})
+            g.update({k: False for k in BATCHED if k in g})
     with torch.no_grad(), counting_mode(lambda f, a, k, o: add_op(seen, f, a, k, o)):
         replica.step()
     return seen

@@ -173,9 +173,9 @@ class Recording:
     def level2_session(self) -> Any:
         """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
         import torch
-        from torch.profiler import ProfilerActivity
 
         from layerperf.backends.torch.profiler import Session as torch_profile
+        from layerperf.backends.torch.profiler import activities
 
         if torch.autograd._profiler_enabled():
             from layerperf.errors import InputError
@@ -185,8 +185,7 @@ class Recording:
 
         # the first session records the ops' shapes (for their inputs and work); the later ones (the
         # decorator's calls after the first) do not, which costs their runs 3-5% less
-        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.settings.device == "cuda" else [])]
-        session = torch_profile(activities=activities, record_shapes=not self.sessions)
+        session = torch_profile(activities=activities(self.settings.device), record_shapes=not self.sessions)
         self.sessions.append(session)
         return session
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
 
 if TYPE_CHECKING:
+    from layerperf.collectors import Collector
     from layerperf.memory.report import MemoryReport
     from layerperf.profile_data import Profile
 
@@ -36,16 +37,12 @@ class AllocationCapture:
         self._stack: list[Any] = []
 
     def __enter__(self) -> AllocationCapture:
-        from torch.profiler import ProfilerActivity
-
         from layerperf.backends.torch.hooks import module_hooks
         from layerperf.backends.torch.ops import Ranges
         from layerperf.backends.torch.profiler import Session as profile
+        from layerperf.backends.torch.profiler import activities
 
-        activities = [ProfilerActivity.CPU]
-        if self.device.startswith("cuda"):
-            activities.append(ProfilerActivity.CUDA)
-        self._prof = profile(activities=activities, profile_memory=True)
+        self._prof = profile(activities=activities(self.device), profile_memory=True)
         self._ranges = Ranges(self.index)
         self._hooks = module_hooks(self.index, self._ranges.start, self._ranges.stop)
         self._prof.__enter__()
@@ -109,28 +106,15 @@ class AllocationRun:
     running then. The run is the first after warm-up; :class:`.insitu.InSitu` keeps it out of the timed
     runs (its rows' times would carry the profiler's cost)."""
 
-    def __init__(self, device: str = "cpu", alongside: Any = None) -> None:
+    def __init__(self, device: str = "cpu", alongside: Collector | None = None) -> None:
         from layerperf.backends.torch.ops import Ranges
+        from layerperf.collectors import Boundaries
 
         self.device = device
-        self.ranges = Ranges()
-        # a collector driven at the same boundaries in that run (on a GPU: the caching allocator's
-        # counters, too costly to read in the timed runs)
-        self.alongside = alongside
-        self.start: Callable[[int], None] = self.ranges.start
-        self.stop: Callable[[int], None] = self.ranges.stop
-        if alongside is not None:
-            r_start, r_stop, a_start, a_stop = self.ranges.start, self.ranges.stop, alongside.start, alongside.stop
-
-            def start(i: int) -> None:
-                r_start(i)
-                a_start(i)
-
-            def stop(i: int) -> None:
-                a_stop(i)
-                r_stop(i)
-
-            self.start, self.stop = start, stop
+        # the rows' ranges, and a collector driven at the same boundaries in that run (on a GPU: the
+        # caching allocator's counters, too costly to read in the timed runs) inside them
+        self.boundary = Boundaries([Ranges(), *([alongside] if alongside is not None else [])])
+        self.start, self.stop = self.boundary.start, self.boundary.stop
         self._session: Any = None
         self.done = False
         self.skipped = False  # a profiler was already running: nothing recorded
@@ -140,26 +124,21 @@ class AllocationRun:
         if self.done or self._session is not None:
             return False
         import torch
-        from torch.profiler import ProfilerActivity
 
         if torch.autograd._profiler_enabled():  # the user's own session: starting ours would end it
             self.done = self.skipped = True
             return False
 
         from layerperf.backends.torch.profiler import Session as profile
+        from layerperf.backends.torch.profiler import activities
 
-        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if self.device.startswith("cuda") else [])]
-        self._session = profile(activities=activities, profile_memory=True)
+        self._session = profile(activities=activities(self.device), profile_memory=True)
         self._session.__enter__()
-        self.ranges.begin_pass()
-        if self.alongside is not None:
-            self.alongside.begin_pass()
+        self.boundary.begin_pass()
         return True
 
     def end(self) -> None:
-        if self.alongside is not None:
-            self.alongside.end_pass()
-        self.ranges.end_pass()
+        self.boundary.end_pass()
         self._session.__exit__(None, None, None)
         self.done = True
 

@@ -470,12 +470,12 @@ class Level2Run:
     record_shapes), so level 2 does it in one untimed run only."""
 
     def __init__(self, session: Session, index: dict[int, int], device: str = "cpu") -> None:
-        from torch.profiler import ProfilerActivity
+        from layerperf.backends.torch.profiler import activities
 
         self.session = session
         self.targets = session.targets(index)
         self.ranges = Ranges(index)
-        self.activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
+        self.activities = activities(device)
 
     def __call__(self, *, shapes: bool = False) -> Recorded:
         from layerperf.backends.torch.hooks import forward_wrappers

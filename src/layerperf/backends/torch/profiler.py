@@ -65,6 +65,14 @@ class Session:
         return getattr(self.inner, name)
 
 
+def activities(device: str) -> list[Any]:
+    """torch.profiler's activities for a run on ``device`` ("cpu", "cuda", "cuda:N"): the CPU's, and the
+    GPU's kernels and copies where the model runs on one."""
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device.startswith("cuda") else [])]
+
+
 def events_with_links(prof: Any) -> list[Any]:
     """``prof.events()`` (a stopped torch.profiler session's), completed where an older torch leaves out
     what torch 2.13's events carry: every device event (a kernel, a memcpy) its ``linked_correlation_id``
