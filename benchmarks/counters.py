@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import layerperf
+from layerperf.analysis.summary import summary
 from layerperf.counters import CounterSet
-from layerperf.summary import summary
 
 
 def read_cost_us(events: list[str], threads: str, n: int = 10000) -> tuple[float, float, int]:
@@ -43,7 +43,7 @@ def read_cost_us(events: list[str], threads: str, n: int = 10000) -> tuple[float
 
 def collector_cost_us(events: list[str], threads: str, n: int = 10000) -> float:
     """Median µs of one layer's boundary through the PerfCounters collector: start + stop."""
-    from layerperf.collectors.counters import PerfCounters
+    from layerperf.collectors.perf import PerfCounters
 
     with CounterSet(events, threads=threads) as cs:
         cs.enable()

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from layerperf.tensor import lacks_numpy, numpy_dtype, onnx_elem_to_dtype
+from layerperf.data.tensor import lacks_numpy, numpy_dtype, onnx_elem_to_dtype
 
 PROFILE_OPTIONS: dict[str, Any] = {"warmup": 0, "runs": 1, "latency": False, "threads": 1}
 REASON_WORDS = 8

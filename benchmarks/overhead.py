@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.backends.interleave import interleaved, timed
-from layerperf.backends.ort import sessions as backend
-from layerperf.model_source import open_model
+from layerperf.backends.common import interleaved, timed
+from layerperf.backends.ort import measure as backend
+from layerperf.models.source import open_model
 from layerperf.readers.ort import split_runs
 
 

@@ -41,7 +41,7 @@ def status_kib(key: str) -> int:
 
 
 def _model_path(model: str) -> Path:
-    from layerperf import zoo
+    from layerperf.models import zoo
 
     return Path(model) if Path(model).suffix == ".onnx" or Path(model).exists() else zoo.path(model)
 
@@ -50,9 +50,9 @@ def _one_session(model: str) -> None:
     """A plain session with ONNX Runtime's defaults, run once on layerperf's seeded inputs."""
     import onnxruntime as ort
 
-    from layerperf.backends.ort.sessions import input_specs
-    from layerperf.inputs import make_feed
-    from layerperf.skeleton import read_skeleton
+    from layerperf.backends.ort.measure import input_specs
+    from layerperf.models.inputs import make_feed
+    from layerperf.models.skeleton import read_skeleton
 
     path = _model_path(model)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -47,7 +47,7 @@ from layerperf.backends.torch.ops import Level2Run
 from layerperf.backends.torch.profiler import (
     Session as torch_profile,  # torch.profiler.profile, less kineto's stderr lines
 )
-from layerperf.collectors.timing import Timing
+from layerperf.collectors.timer import Timing
 
 VARIANTS = ("plain", "level1", "api_level1", "level2", "level2_shapes", "tp_default", "tp_shapes")
 

@@ -141,8 +141,8 @@ def test_bad_input_subprocess_and_where(tmp_path: Path, trace: Path) -> None:
 
 
 def test_counter_columns_order_and_aggregate() -> None:
-    from layerperf import analysis
-    from layerperf.calls import TableBuilder
+    from layerperf.analysis import aggregate as analysis
+    from layerperf.data.calls import TableBuilder
 
     b = TableBuilder()
     a, c = b.ident("a", "Conv", "CPU", "", ""), b.ident("c", "Relu", "CPU", "", "")
@@ -171,7 +171,7 @@ def test_summed_inclusive_time_counts_nested_calls_of_a_group_once(tmp_path: Pat
 
 def test_a_file_that_is_no_json_is_refused_at_its_first_bytes(tmp_path: Path) -> None:
     # a weights file (.onnx.data) passed by mistake: refused from its first block, not read whole
-    from layerperf.readers.jsonfile import open_events
+    from layerperf.readers.stream import open_events
 
     path = tmp_path / "model.onnx.data"
     with path.open("wb") as f:

@@ -20,9 +20,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
 from layerperf import backends
+from layerperf.analysis.memory.report import MemoryReport
 from layerperf.cli import main
 from layerperf.cost import is_known
-from layerperf.memory import MemoryReport
 
 backends.register("replay", "backends.replay:ReplayBackend")
 
@@ -133,7 +133,7 @@ def test_flops_known_or_flagged_unknown(profiled: layerperf.Profile) -> None:
             assert layer.flops is None, layer.name  # unknown, never a silent 0
     det = [layer for layer in profiled.layers if layer.op_type == "Det"]
     assert det and det[0].flops is None
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     summ = summary(profiled)
     assert summ["flops_unknown_layers"] >= 1

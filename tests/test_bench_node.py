@@ -10,9 +10,9 @@ import onnxruntime as ort
 import pytest
 
 import layerperf
-from layerperf import zoo
 from layerperf.bench.extract import extract_node
 from layerperf.errors import InputError
+from layerperf.models import zoo
 
 FAST: dict[str, Any] = {"samples": 3, "min_time_ms": 0.05, "warmup_max_s": 0.05, "overhead": False, "speed_wait_s": 0}
 SMALL = {"image_size": 32}

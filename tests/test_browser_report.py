@@ -24,7 +24,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from browser import Browser, WebDriverError, require_binaries
-from layerperf.profile_data import Profile
+from layerperf.data.profile import Profile
 from layerperf.readers.layerperf import load_profile
 
 from conftest import run_cli
@@ -365,7 +365,7 @@ def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, art
 def calibrated(mobilenet: Report, tmp_path_factory: pytest.TempPathFactory) -> Report:
     """mobilenet's trace reported with a calibration of its machine in a cache of the test's own: ceilings on
     the roofline and a "% of peak" column. The peaks are test input (round figures), not measured."""
-    from layerperf import calibration
+    from layerperf.calibration import peaks as calibration
 
     base = tmp_path_factory.mktemp("calibrated")
     machine = mobilenet.profile.metadata["machine"]
@@ -438,7 +438,7 @@ def ort_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     import numpy as np
     import onnxruntime as ort
 
-    from layerperf import zoo
+    from layerperf.models import zoo
 
     base = tmp_path_factory.mktemp("ort")
     opts = ort.SessionOptions()

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 import layerperf
-from layerperf import calibration, figures
-from layerperf.calibrate import (
+from layerperf.calibration import peaks as calibration
+from layerperf.calibration.measure import (
     BYTES,
     FLOPS,
     INT_OPS,
@@ -24,8 +24,9 @@ from layerperf.calibrate import (
     stream_bytes_for,
     time_repeats,
 )
-from layerperf.calibration import Peaks
+from layerperf.calibration.peaks import Peaks
 from layerperf.cli import main
+from layerperf.data import figures
 from layerperf.errors import InputError
 from layerperf.readers.detect import read_table
 from layerperf.renderers.views.analyze import analyze_view
@@ -119,7 +120,7 @@ class FakeClock:
 
 
 def test_repeats_keep_the_undisturbed_ones_and_the_best_is_the_peak() -> None:
-    from layerperf.calibrate import QUICK_SIZES, Settings
+    from layerperf.calibration.measure import QUICK_SIZES, Settings
 
     ms = 1_000_000
     # 3 single calls sizing the repeats (3 ms: 3 calls each), a warm-up batch of 3, then repeats of 3 calls:
@@ -159,7 +160,7 @@ def test_thread_counts() -> None:
 
 
 def test_bandwidth_arrays_are_larger_than_the_cache(tmp_path: Path) -> None:
-    from layerperf.calibrate import last_level_cache_bytes
+    from layerperf.calibration.measure import last_level_cache_bytes
 
     for index, size in (("index0", "48K"), ("index2", "2048K"), ("index3", "491520K"), ("index4", "junk")):
         (tmp_path / index).mkdir()
@@ -171,7 +172,7 @@ def test_bandwidth_arrays_are_larger_than_the_cache(tmp_path: Path) -> None:
 
 
 def test_every_kernel_runs_and_counts_its_work_with_the_cost_model() -> None:
-    from layerperf.calibrate import QUICK_SIZES, Settings, measure
+    from layerperf.calibration.measure import QUICK_SIZES, Settings, measure
 
     settings = Settings(threads=(1,), sizes=QUICK_SIZES, repeats=1, min_repeat_s=0.0, warmup_s=0.0)
     n, c, hw, stream = QUICK_SIZES.matmul_n, QUICK_SIZES.conv_channels, QUICK_SIZES.conv_hw, QUICK_SIZES.stream_bytes
@@ -216,7 +217,7 @@ def test_calibrate_json_has_the_measurements(cache: Path, capsys: pytest.Capture
 
 
 def test_quick_never_replaces_a_full_calibration(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from layerperf.machine import fingerprint
+    from layerperf.data.machine import fingerprint
 
     fp = fingerprint()
     full = calibration.save(peaks(str(fp["cpu"]), int(fp["cores"])))
@@ -312,7 +313,7 @@ def test_analyze_gets_percent_of_peak(cache: Path, capsys: pytest.CaptureFixture
 
 
 def this_machine_peaks(**kw: object) -> Peaks:
-    from layerperf.machine import fingerprint
+    from layerperf.data.machine import fingerprint
 
     fp = fingerprint()
     return peaks(str(fp["cpu"]), int(fp["cores"]), **kw)

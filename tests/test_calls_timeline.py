@@ -18,8 +18,8 @@ import pytest
 
 import layerperf
 from controlflow_models import MODELS, feeds
-from layerperf.analysis import aggregate, filter_table
-from layerperf.calls import Calls, TableBuilder, int_id
+from layerperf.analysis.aggregate import aggregate, filter_table
+from layerperf.data.calls import Calls, TableBuilder, int_id
 from layerperf.errors import InputError
 from layerperf.readers.detect import read_table
 from layerperf.readers.ort import is_kernel_event

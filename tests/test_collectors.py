@@ -17,13 +17,13 @@ import pytest
 
 from layerperf.collectors import Boundaries, Collectors
 from layerperf.collectors.boundary import empty_pass, nested, pairs
-from layerperf.collectors.counters import CounterRequest, PerfCounters
-from layerperf.collectors.counts import CounterResult
-from layerperf.collectors.memory import ResidentMemory
-from layerperf.collectors.timing import Timing
+from layerperf.collectors.perf import CounterRequest, PerfCounters
+from layerperf.collectors.perf_counts import CounterResult
+from layerperf.collectors.rss import ResidentMemory
+from layerperf.collectors.timer import Timing
+from layerperf.data.profile import GraphSummary, Layer, Profile
+from layerperf.data.tensor import TensorInfo
 from layerperf.errors import BackendError, InputError
-from layerperf.profile_data import GraphSummary, Layer, Profile
-from layerperf.tensor import TensorInfo
 
 
 def ticking(step: int = 10) -> Iterator[int]:

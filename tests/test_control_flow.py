@@ -22,8 +22,8 @@ import pytest
 import layerperf
 from controlflow_models import LOOP_TRIPS, MODELS, OUTER_TRIPS, SCAN_STEPS, feeds
 from layerperf.backends.ort.layers import build_layers_and_runs, unknown_cost_ops
-from layerperf.backends.ort.sessions import OPT_LEVELS
-from layerperf.profile_data import Profile
+from layerperf.backends.ort.measure import OPT_LEVELS
+from layerperf.data.profile import Profile
 from layerperf.readers.detect import read_table
 from layerperf.readers.ort import is_kernel_event, node_name, split_runs
 
@@ -136,7 +136,7 @@ def check_flops(prof: Profile) -> None:
 
 
 def by_name(path: Path) -> dict[str, dict[str, Any]]:
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
 
     return {r["name"]: r for r in analysis.rows(analysis.aggregate(read_table(path), "name", "sum"))}
 
@@ -303,7 +303,7 @@ def test_onnx_node_test_models(tmp_path: Path) -> None:
 def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, flow: np.ndarray) -> list[int]:
     """The last control-flow event on the same thread opened before each (longer first at one start,
     zero-length first of all) that had not ended when it started."""
-    from layerperf.nesting import open_order
+    from layerperf.data.nesting import open_order
 
     rank = np.empty(start.size, dtype=np.int64)
     rank[open_order(thread, start, dur)] = np.arange(start.size)
@@ -317,7 +317,7 @@ def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, flow:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_enclosing_matches_its_definition(seed: int) -> None:
-    from layerperf.nesting import enclosing
+    from layerperf.data.nesting import enclosing
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 120))
@@ -369,7 +369,7 @@ def test_control_flow_without_recorded_body_has_unknown_flops(tmp_path: Path) ->
 def test_sums_over_groups_count_nested_calls_once(source: str, tmp_path: Path) -> None:
     """By type, a Loop in a Loop is summed once; by provider, a parent's FLOPs and time are not added
     to its body's again."""
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
 
     rec = record(MODELS["nested"](), feeds("nested"), tmp_path, "disable")
     rec.profile.save(tmp_path / "saved")

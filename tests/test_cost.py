@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cost import Cost, graph_costs, is_known, known_op_types, model_flops, node_cost
-from layerperf.tensor import TensorInfo
+from layerperf.data.tensor import TensorInfo
 
 F32 = "float32"
 
@@ -658,14 +658,14 @@ def test_graph_costs_takes_runtime_shapes() -> None:
     assert model_flops(_cnn()) * 2 == sum(c.flops or 0 for _, c in after)  # batch 2 doubles everything
 
 
-# -- published figures (layerperf.zoo) ------------------------------------------------------------
+# -- published figures (layerperf.models.zoo) ------------------------------------------------------------
 
 zoo: Any
 try:
-    from layerperf import zoo
+    from layerperf.models import zoo
 except ImportError:  # the zoo is optional for this module: only the published-figure tests need it
     zoo = None
-needs_zoo = pytest.mark.skipif(not hasattr(zoo, "build"), reason="layerperf.zoo.build not available")
+needs_zoo = pytest.mark.skipif(not hasattr(zoo, "build"), reason="layerperf.models.zoo.build not available")
 MAC_OPS = {"Conv", "Gemm", "MatMul"}
 
 
@@ -710,7 +710,7 @@ def test_ort_level_all_keeps_the_cost(zoo_model: Callable[[str], onnx.ModelProto
 
 def test_a_layer_holds_its_cost() -> None:
     from layerperf.cost.core import Cost
-    from layerperf.profile_data import Layer
+    from layerperf.data.profile import Layer
 
     layer = Layer(name="c", op_type="Conv", flops=200, bytes_read=60, bytes_written=40, int_ops=0, padded_flops=240)
     assert layer.cost == Cost(200, 60, 40, 0, 240)

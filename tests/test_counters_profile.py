@@ -68,7 +68,7 @@ def test_counts_per_node_and_pass(counted: layerperf.Profile) -> None:
 
 
 def test_stepwise_fidelity_reported(counted: layerperf.Profile) -> None:
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     fid = summary(counted)["fidelity"]
     assert fid is not None
@@ -286,7 +286,7 @@ def test_worker_error_is_clean(tmp_path: Path) -> None:
         from pathlib import Path
         import numpy as np
         from layerperf.backends.ort.counting import count_layers
-        from layerperf.collectors.counters import CounterRequest
+        from layerperf.collectors.perf import CounterRequest
         req = CounterRequest(("task-clock",), ("task-clock",), 1, False)
         try:
             count_layers(Path("/nonexistent.onnx"), {"opt_level": "all", "provider": "CPUExecutionProvider",

@@ -20,9 +20,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
+from layerperf.analysis.matching import Node, op_family, pair_nodes
 from layerperf.cli import main
-from layerperf.matching import Node, op_family, pair_nodes
-from layerperf.profile_data import Profile
+from layerperf.data.profile import Profile
 
 CHANNELS = (16, 32, 48)
 

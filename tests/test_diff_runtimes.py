@@ -24,9 +24,9 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:The feature will be removed:DeprecationWarning")
 
 import layerperf  # noqa: E402
+from layerperf.analysis.matching import Node, module_path, shapes_agree  # noqa: E402
 from layerperf.cli import main  # noqa: E402
-from layerperf.matching import Node, module_path, shapes_agree  # noqa: E402
-from layerperf.profile_data import load  # noqa: E402
+from layerperf.data.profile import load  # noqa: E402
 
 nn = torch.nn
 RUNS = {"warmup": 1, "runs": 2}

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
 from layerperf.errors import InputError
-from layerperf.model_source import open_model
+from layerperf.models.source import open_model
 
 from conftest import run_cli, tiny_cnn
 
@@ -150,7 +150,7 @@ def test_in_memory_proto(ext_path: Path, elsewhere: Path) -> None:
 
 
 def test_in_memory_proto_over_2gb(monkeypatch: pytest.MonkeyPatch) -> None:
-    from layerperf import model_source as modelsrc
+    from layerperf.models import source as modelsrc
 
     # protobuf cannot serialize a message over 2 GB: say so instead of failing inside it
     monkeypatch.setattr(modelsrc, "MAX_PROTO_BYTES", tiny_cnn().ByteSize() - 1)

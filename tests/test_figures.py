@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layerperf import analysis, calls, figures
+from layerperf.analysis import aggregate as analysis
 from layerperf.bench.stats import deciles_us, describe
-from layerperf.calls import STRING_COLUMNS
 from layerperf.cost import Cost
-from layerperf.profile_data import CounterInfo, Layer, Profile, Run, Span
+from layerperf.data import calls, figures
+from layerperf.data.calls import STRING_COLUMNS
+from layerperf.data.profile import CounterInfo, Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
 from layerperf.renderers.views import analyze as analyze_view
 from layerperf.renderers.views import columns as layer_view

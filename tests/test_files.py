@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 import layerperf
-from layerperf import atomic
+from layerperf.util import atomic
 
 from conftest import run_cli, tiny_cnn
 
@@ -44,7 +44,7 @@ def test_profile_outputs_follow_umask(memory_profile: layerperf.Profile, tmp_pat
 
 
 def test_cached_model_follows_umask(tmp_path: Path, umask: int) -> None:
-    from layerperf.zoo._cache import write_atomic
+    from layerperf.models.zoo._cache import write_atomic
 
     target = tmp_path / "cache" / "m.onnx"
     write_atomic(target, b"model")

@@ -15,9 +15,9 @@ import layerperf
 from layerperf.backends.ort.counting import _restored, _storable
 from layerperf.backends.ort.session import Session, ort_message
 from layerperf.backends.ort.stepwise import StepwiseExecutor
+from layerperf.data.tensor import onnx_elem_to_dtype
 from layerperf.errors import BackendError, InputError
-from layerperf.inputs import InputSpec, load_npz, make_feed, ort_type_to_numpy, random_inputs
-from layerperf.tensor import onnx_elem_to_dtype
+from layerperf.models.inputs import InputSpec, load_npz, make_feed, ort_type_to_numpy, random_inputs
 
 from conftest import run_cli, tiny_cnn
 

@@ -16,11 +16,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
-from layerperf.analysis import aggregate, rows
+from layerperf.analysis.aggregate import aggregate, rows
 from layerperf.cost import graph_costs, node_cost
-from layerperf.profile_data import Layer, Profile
+from layerperf.data.profile import Layer, Profile
+from layerperf.data.tensor import TensorInfo
 from layerperf.readers.detect import read_table
-from layerperf.tensor import TensorInfo
 
 from conftest import run_cli
 

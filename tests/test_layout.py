@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
-from layerperf.profile_data import Layer, Profile
+from layerperf.data.profile import Layer, Profile
 
 IR_VERSION = 9
 CONV_TYPES = ("Conv", "FusedConv")

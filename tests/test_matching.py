@@ -1,4 +1,4 @@
-"""Node pairing across ONNX Runtime's renamings (layerperf.matching), on names as real profiles have them.
+"""Node pairing across ONNX Runtime's renamings (layerperf.analysis.matching), on names as real profiles have them.
 
 The names below are copied from layerperf profiles of the Hugging Face ResNet-50 (PyTorch's legacy
 exporter) at --opt-level all, its onnxruntime.quantization QOperator and QDQ versions, and the zoo
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from layerperf.analysis.matching import Node, module_path, normalize_name, op_family, pair_nodes, scope, shapes_agree
 from layerperf.errors import InputError
-from layerperf.matching import Node, module_path, normalize_name, op_family, pair_nodes, scope, shapes_agree
 
 BLOCK = "/model/encoder/stages.0/layers.0/layer/layer.0"
 

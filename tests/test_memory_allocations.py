@@ -1,4 +1,4 @@
-"""Allocator events attributed to modules (layerperf.memory.allocations), on hand-made spans and events;
+"""Allocator events attributed to modules (layerperf.analysis.memory.allocations), on hand-made spans and events;
 the report keeps them through trace.json, and old reports without them still load."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from layerperf.analysis.memory.allocations import OUTSIDE, OUTSIDE_NAME, Allocations, AllocEvent, ModuleSpan, attribute
+from layerperf.analysis.memory.report import MemoryReport, NodeMemory, with_allocations
 from layerperf.errors import InputError
-from layerperf.memory.allocations import OUTSIDE, OUTSIDE_NAME, Allocations, AllocEvent, ModuleSpan, attribute
-from layerperf.memory.report import MemoryReport, NodeMemory, with_allocations
 from layerperf.renderers.svg import timeline_svg
 from layerperf.renderers.views.memory import memory_view, module_rows
 

@@ -15,9 +15,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
+from layerperf.analysis.memory.report import MemoryReport, memory_report
+from layerperf.api import profile_memory
+from layerperf.collectors.rss_sampler import RssSampler
 from layerperf.errors import InputError
-from layerperf.memory import MemoryReport, profile_memory, report
-from layerperf.memory.sampler import RssSampler
 
 from conftest import run_cli
 
@@ -71,7 +72,7 @@ def live_minus_inputs(rep: MemoryReport) -> list[int]:
 
 def test_branches_exact_and_equal_to_onnxruntimes_arena() -> None:
     prof = profile_memory(branch_model(), opt_level="disable", runs=2, sample_rate=0)
-    rep = report(prof)
+    rep = memory_report(prof)
     assert [n.name for n in rep.nodes] == ["A", "C", "E", "B", "D", "F"]  # ONNX Runtime's order: depth first
     x, a, b, c, d, e, y = (n * 4 for n in (64, 256, 512, 1024, 128, 128, 128))  # float32 bytes
     # a lives until B, its last consumer, so it is still held while the C-E branch runs.
@@ -83,7 +84,7 @@ def test_branches_exact_and_equal_to_onnxruntimes_arena() -> None:
 
 
 def test_inplace_ops_share_a_buffer_as_in_onnxruntime() -> None:
-    rep = report(profile_memory(inplace_model(), opt_level="disable", runs=2, sample_rate=0))
+    rep = memory_report(profile_memory(inplace_model(), opt_level="disable", runs=2, sample_rate=0))
     assert [n.name for n in rep.nodes] == ["A", "R", "S", "D"]
     assert any(set(b.tensors) == {"a", "r", "s"} for b in rep.blocks)
     assert [n.live_bytes for n in rep.nodes] == [256 + 1024, 1024, 1024, 1024 + 512]
@@ -98,7 +99,7 @@ def resnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[layerperf.Profile,
 
 def test_zoo_peak_between_largest_tensor_and_sum(resnet: tuple[layerperf.Profile, dict[str, Path]]) -> None:
     prof, _ = resnet
-    rep = report(prof)
+    rep = memory_report(prof)
     sizes = [t.nbytes or 0 for layer in prof.layers for t in layer.outputs]
     assert max(sizes) <= rep.peak_bytes <= sum(sizes) + sum(b.nbytes for b in rep.blocks if b.kind == "input")
     assert rep.peak_bytes <= rep.simulated_arena_bytes <= 2 * rep.peak_bytes
@@ -113,7 +114,7 @@ def test_zoo_peak_between_largest_tensor_and_sum(resnet: tuple[layerperf.Profile
 @pytest.mark.parametrize("name", ["mobilenet_v2", "lstm"])
 def test_more_zoo_models_within_bounds(name: str) -> None:
     prof = profile_memory(name, image_size=64, seq_len=16, runs=1, sample_rate=0)
-    rep = report(prof)
+    rep = memory_report(prof)
     outputs = [t.nbytes or 0 for layer in prof.layers for t in layer.outputs]
     inputs = sum(b.nbytes for b in rep.blocks if b.kind == "input")
     assert max(outputs) <= rep.peak_bytes <= sum(outputs) + inputs
@@ -122,7 +123,7 @@ def test_more_zoo_models_within_bounds(name: str) -> None:
 
 def test_zoo_sampled_rss_one_per_node_per_run(resnet: tuple[layerperf.Profile, dict[str, Path]]) -> None:
     prof, _ = resnet
-    rt = report(prof).runtime
+    rt = memory_report(prof).runtime
     assert rt is not None and rt.sample_rate == 1 and rt.rss_baseline_bytes and rt.rss_hwm_bytes
     n = len(prof.layers)
     for run in (0, 1):
@@ -136,10 +137,10 @@ def test_zoo_sampled_rss_one_per_node_per_run(resnet: tuple[layerperf.Profile, d
 
 def test_sample_rate_keeps_every_nth_node(tiny_model_path: Path) -> None:
     prof = profile_memory(tiny_model_path, opt_level="disable", runs=1, sample_rate=2)
-    rt = report(prof).runtime
+    rt = memory_report(prof).runtime
     assert rt is not None
     assert [(s.run, s.node) for s in rt.rss_samples] == [(r, k) for r in (0, 1) for k in (0, 2, 4)]
-    off = report(profile_memory(tiny_model_path, runs=1, sample_rate=0)).runtime
+    off = memory_report(profile_memory(tiny_model_path, runs=1, sample_rate=0)).runtime
     assert off is not None and off.rss_samples == () and off.rss_hwm_bytes is None
     assert off.arena_runs  # the arena figures do not need sampling
 
@@ -176,7 +177,7 @@ def test_rss_sampler_thins_out_when_full() -> None:
 def test_pictures_and_counter_track(resnet: tuple[layerperf.Profile, dict[str, Path]]) -> None:
     prof, written = resnet
     assert {"memory_flow.svg", "memory_timeline.svg", "trace.json", "layers.csv"} <= set(written)
-    rep = report(prof)
+    rep = memory_report(prof)
     flow = ET.parse(written["memory_flow.svg"]).getroot()
     titles = [el.text or "" for el in flow.iter("{http://www.w3.org/2000/svg}title")]
     assert sum(1 for b in rep.blocks if b.nbytes) == sum(1 for tt in titles if "produced by" in tt or
@@ -191,7 +192,7 @@ def test_pictures_and_counter_track(resnet: tuple[layerperf.Profile, dict[str, P
     assert [e["args"]["bytes"] for e in live] == [n.live_bytes for n in rep.nodes]
     assert [e["ts"] for e in live] == sorted(e["ts"] for e in live)
     assert any(e["ph"] == "C" and e["name"] == "resident bytes (first run)" for e in trace["traceEvents"])
-    assert report(layerperf.load(written["trace.json"])) == rep  # the report round-trips with the trace
+    assert memory_report(layerperf.load(written["trace.json"])) == rep  # the report round-trips with the trace
 
 
 def test_svg_escapes_names(resnet: tuple[layerperf.Profile, dict[str, Path]]) -> None:
@@ -199,7 +200,7 @@ def test_svg_escapes_names(resnet: tuple[layerperf.Profile, dict[str, Path]]) ->
 
     from layerperf.renderers import svg
 
-    rep = report(resnet[0])
+    rep = memory_report(resnet[0])
     odd = 'a<b>&"c\'\x01'
     rep = replace(rep, nodes=(replace(rep.nodes[0], name=odd, op_type="<op>"), *rep.nodes[1:]))
     for picture in (svg.flow_svg(rep, odd), svg.timeline_svg(rep, odd)):

@@ -7,12 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from layerperf.analysis.memory import live as timeline
+from layerperf.analysis.memory import placement as allocator
+from layerperf.analysis.memory.report import MemoryReport, analyze_memory, memory_report, workspace_bytes
+from layerperf.collectors.runtime_memory import ArenaRun, RuntimeMemory
+from layerperf.data.profile import GraphSummary, Layer, Profile
+from layerperf.data.tensor import TensorInfo
 from layerperf.errors import InputError
-from layerperf.memory import allocator, analyze, report, timeline
-from layerperf.memory.report import MemoryReport, workspace_bytes
-from layerperf.memory.runtime import ArenaRun, RuntimeMemory
-from layerperf.profile_data import GraphSummary, Layer, Profile
-from layerperf.tensor import TensorInfo
 
 
 def t(name: str, nbytes: int) -> TensorInfo:
@@ -165,7 +166,7 @@ def test_allocator_never_overlaps_live_blocks(raw: list[tuple[int, int, int]]) -
 def test_report_round_trips_through_json() -> None:
     runtime = RuntimeMemory(arena_runs=(ArenaRun((100, 150, 120, 90), (100, 180, 180, 180), (1024,) * 4),),
                             arena_in_use_before_bytes=50, arena_held_before_bytes=0)
-    rep = analyze(branches(), runtime)
+    rep = analyze_memory(branches(), runtime)
     assert rep.max_allocated_bytes == 1024 and rep.max_allocated_source == "arena growth"
     assert [n.workspace_bytes for n in rep.nodes] == [None, 30, None, None]
     doc = orjson.loads(orjson.dumps(rep.to_json()))
@@ -174,7 +175,7 @@ def test_report_round_trips_through_json() -> None:
     assert MemoryReport.from_json(doc) == rep
     p = branches()
     p.memory = MemoryReport.from_json(doc)
-    assert report(p) == rep
+    assert memory_report(p) == rep
 
 
 def test_workspace_is_only_reported_where_the_peak_rose() -> None:
@@ -185,13 +186,13 @@ def test_workspace_is_only_reported_where_the_peak_rose() -> None:
 
 def test_hint_when_allocated_far_exceeds_used() -> None:
     big = RuntimeMemory(arena_runs=(ArenaRun((0,) * 4, (0,) * 4, (8 << 20,) * 4),), arena_held_before_bytes=0)
-    assert "arena grew 8.00 MiB" in (analyze(branches(), big).hint or "")
+    assert "arena grew 8.00 MiB" in (analyze_memory(branches(), big).hint or "")
     near = RuntimeMemory(arena_runs=(ArenaRun((0,) * 4, (0,) * 4, (700,) * 4),), arena_held_before_bytes=0)
-    assert analyze(branches(), near).hint is None
+    assert analyze_memory(branches(), near).hint is None
 
 
 def test_damaged_memory_section() -> None:
-    from layerperf.profile_json import sections_from_json
+    from layerperf.data.codec import sections_from_json
 
     with pytest.raises(InputError, match="memory section is damaged"):
         sections_from_json({"memory": {"peak_bytes": "many"}})
@@ -202,7 +203,7 @@ def test_unnamed_tensors_warn_and_pictures_still_render() -> None:
 
     from layerperf.renderers import svg
 
-    rep = analyze(prof([Layer("A", "Conv", inputs=(t("", 8),), outputs=(t("", 8),))], [], []))
+    rep = analyze_memory(prof([Layer("A", "Conv", inputs=(t("", 8),), outputs=(t("", 8),))], [], []))
     assert rep.peak_bytes == 0 and "names no tensors" in rep.warnings[0]
     for picture in (svg.flow_svg(rep), svg.timeline_svg(rep)):
         assert ET.fromstring(picture).tag.endswith("svg")

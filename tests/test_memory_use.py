@@ -19,9 +19,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import load_external_data_for_model
 
 import layerperf
-from layerperf.backends.ort import sessions as backend
-from layerperf.model_source import open_model
-from layerperf.skeleton import INLINE_LIMIT_BYTES, read_skeleton
+from layerperf.backends.ort import measure as backend
+from layerperf.models.skeleton import INLINE_LIMIT_BYTES, read_skeleton
+from layerperf.models.source import open_model
 
 MIB = 1024 * 1024
 
@@ -228,7 +228,7 @@ def test_linked_model_named_model_onnx_is_never_written_through(tmp_path: Path,
     """Where ONNX Runtime ignores the folder key, a session is made from a temporary folder of links to
     the data files: for a file keeping weights inside, a link to the .onnx itself, which may be
     called model.onnx like the file written there."""
-    from layerperf import extdata
+    from layerperf.models import extdata
 
     path = tmp_path / "model.onnx"
     onnx.save(mlp(layers=1, d=256, h=512), path)

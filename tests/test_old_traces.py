@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 import layerperf
+from layerperf.analysis.summary import summary
 from layerperf.cli import main
-from layerperf.summary import summary
 
 DATA = Path(__file__).parent / "data" / "traces_0_1"
 TRACES = ("resnet18_counters_memory", "loop")

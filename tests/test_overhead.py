@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 
 import layerperf
-from layerperf.backends.interleave import interleaved
-from layerperf.overhead import BUSY_CPU_SHARE, OVERHEAD_WARN, SMALL_LAYER_EVENTS
-from layerperf.profile_data import Layer, Profile, Run, Span
+from layerperf.analysis.overhead import BUSY_CPU_SHARE, OVERHEAD_WARN, SMALL_LAYER_EVENTS
+from layerperf.analysis.summary import summary
+from layerperf.backends.common import interleaved
+from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
-from layerperf.summary import summary
 
 US = 1000
 

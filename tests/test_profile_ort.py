@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 import layerperf
-from layerperf.backends.ort.sessions import OPT_LEVELS
+from layerperf.backends.ort.measure import OPT_LEVELS
 from layerperf.readers.ort import is_kernel_event, node_name
 
 RUNS = 7
@@ -75,7 +75,7 @@ def test_operator_info_and_cost(prof: layerperf.Profile) -> None:
 
 
 def test_latency_and_overhead(prof: layerperf.Profile) -> None:
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     assert len(prof.latency_ns) == RUNS
     s = summary(prof)

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 import layerperf
-from layerperf.analysis import aggregate, rows
+from layerperf.analysis.aggregate import aggregate, rows
 from layerperf.readers.detect import read_table
 
 DATA = Path(__file__).parent / "data"
@@ -322,7 +322,7 @@ def test_events_like_layerperfs_without_its_metadata_read_as_tef(tmp_path: Path)
 
 def test_aten_cost_from_recorded_inputs() -> None:
     """conv2d's FLOPs and bytes from dims, types and concrete inputs; what the formula does not cover is NaN."""
-    from layerperf.readers.aten import aten_cost
+    from layerperf.cost.aten_trace import aten_cost
 
     def cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float]:
         return aten_cost(name, orjson.dumps(dims), orjson.dumps(types), orjson.dumps(concrete))

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 import layerperf
+from layerperf.analysis.memory.report import memory_report
 from layerperf.cli import main
-from layerperf.memory import report
 from layerperf.readers.detect import read_table
 from layerperf.renderers import csv as csv_format
 from layerperf.renderers import json as json_format
@@ -123,8 +123,8 @@ def _views(tmp_path: Path) -> dict[str, View]:
     return {
         "profile": profile_view(prof, top=None, fmt="table", written={"trace.json": tmp_path / "trace.json"}),
         "profile-json": profile_view(prof, top=None, fmt="json", written={}),
-        "profile+memory": profile_view(prof, top=3, fmt="table", written={}).then(memory_view(report(prof))),
-        "memory": memory_view(report(prof), top=0, model="resnet18"),
+        "profile+memory": profile_view(prof, top=3, fmt="table", written={}).then(memory_view(memory_report(prof))),
+        "memory": memory_view(memory_report(prof), top=0, model="resnet18"),
         "analyze": analyze_view(read_table(LOOP)),
         "backends": backends_view(backend_rows()),
         "models": models_view(),
@@ -170,7 +170,7 @@ def test_notes_print_as_written_not_as_markup() -> None:
 def test_models_list_is_one_plain_line_each(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines and all(line[14] == " " and line[:14].strip() in layerperf.zoo.names() for line in lines)
+    assert lines and all(line[14] == " " and line[:14].strip() in layerperf.models.zoo.names() for line in lines)
     assert not any("│" in line for line in lines)
 
 

@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import layerperf
-from layerperf.calibration import Peaks
+from layerperf.calibration.peaks import Peaks
 from layerperf.cli import main
 from layerperf.renderers import html
 from layerperf.renderers.html.page import json_block
@@ -212,7 +212,7 @@ def test_roofline_without_and_with_calibration(tmp_path: Path, monkeypatch: pyte
 
 def test_calibration_of_the_profiled_machine(hostile: layerperf.Profile, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from layerperf import calibration
+    from layerperf.calibration import peaks as calibration
 
     monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
     machine = hostile.metadata["machine"]
@@ -242,7 +242,7 @@ def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
     assert dom.by_id("timeline") and dom.by_id("breakdown") and dom.by_id("roofline")
     assert len(dom.with_class("g", "span")) == len(calls) // 3  # one of the three runs
     # the FLOPs card, as a layerperf trace's "work per run": per run, the whole trace's beside it
-    from layerperf import units
+    from layerperf.util import units
 
     flops = float(np.nansum(calls.flops))
     facts = _facts(out.read_text())
@@ -252,7 +252,7 @@ def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
 
 
 def test_kineto_trace_renders(tmp_path: Path) -> None:
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
     from layerperf.readers.detect import read_table
 
     out = tmp_path / "k.html"
@@ -399,7 +399,7 @@ def test_table_of_very_many_ops_is_capped(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_calibration_file_and_calls_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from layerperf import calibration
+    from layerperf.calibration import peaks as calibration
     from layerperf.readers.detect import read_table
 
     monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
@@ -484,7 +484,7 @@ def test_runs_of_a_torch_trace_with_and_without_profiler_steps(tmp_path: Path, s
     assert f"{'step' if steps else 'run'} " in page and f" of {runs}, the one of median length" in page
     flops = float(np.nansum(calls.flops))
     assert flops > 0
-    from layerperf import units
+    from layerperf.util import units
 
     assert facts["FLOPs"].startswith(f"{units.si(flops / runs, 'FLOP')} per run (mean of {runs} runs); "
                                      f"{units.si(flops, 'FLOP')} over the whole trace")
@@ -492,7 +492,7 @@ def test_runs_of_a_torch_trace_with_and_without_profiler_steps(tmp_path: Path, s
 
 
 def test_run_period() -> None:
-    from layerperf.trace_runs import period
+    from layerperf.analysis.trace_runs import period
 
     assert period(np.array([0, 1, 0, 2, 0, 1, 0, 2])) == 4  # the first op recurs within a run: not a run start
     assert period(np.array([0, 1, 0, 1, 0, 1])) == 2

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cli import main
-from layerperf.profile_data import Layer, Profile, Run, Span
+from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
 from layerperf.renderers.views.columns import LAYER_COLUMNS
 

@@ -62,7 +62,7 @@ def test_relu_called_twice_is_two_calls_per_run() -> None:
     # a layer's figures are per call: the two ReLUs of a run (4x8 each) did 2 x 32 FLOPs in all
     act = next(layer for layer in prof.layers if layer.name == "act")
     assert act.flops == 32 and act.bytes_read == act.bytes_written == 4 * 8 * 4
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     assert summary(prof)["flops"] == 2 * 32 + 2 * 4 * 8 * 8 + 4 * 8  # relus + matmul + bias
 
@@ -96,10 +96,10 @@ def test_overhead_interleaved(resnet18: layerperf.Profile) -> None:
 def test_zoo_torch_forms_compute_what_onnxruntime_does() -> None:
     import onnxruntime as ort
 
-    from layerperf import zoo
     from layerperf.backends.torch.models import _specs
-    from layerperf.inputs import make_feed
-    from layerperf.zoo.torch_models import build_torch, example_inputs
+    from layerperf.models import zoo
+    from layerperf.models.inputs import make_feed
+    from layerperf.models.zoo.torch_models import build_torch, example_inputs
 
     for name, kw in (("resnet50", {"image_size": 32}), ("bert-base", {"seq_len": 8})):
         proto = zoo.build(name, **kw)
@@ -270,7 +270,7 @@ def test_integer_work_kwargs_and_data_movement() -> None:
 
 
 def test_float_models_count_zero_integer_operations(resnet18: layerperf.Profile) -> None:
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     assert all(layer.int_ops == 0 for layer in resnet18.layers)
     assert summary(resnet18)["int_ops_unknown_layers"] == 0
@@ -395,7 +395,7 @@ def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixt
 
 
 def test_keyword_arguments_read_only_inside_a_module_call() -> None:
-    from layerperf.backends.torch.insitu import call_kwargs
+    from layerperf.torch.insitu import call_kwargs
 
     seen: list[object] = []
     lin = torch.nn.Linear(2, 2)

@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 
 import layerperf  # noqa: E402
 import layerperf.torch as lt  # noqa: E402
-from layerperf.backends.torch.aten_cost import is_view  # noqa: E402
 from layerperf.backends.torch.record import Seen, add_op, counting_mode  # noqa: E402
 from layerperf.cost import node_cost  # noqa: E402
-from layerperf.tensor import TensorInfo  # noqa: E402
+from layerperf.cost.aten import is_view  # noqa: E402
+from layerperf.data.tensor import TensorInfo  # noqa: E402
 
 nn = torch.nn
 F4 = 4  # bytes of a float32
@@ -308,7 +308,7 @@ def test_level2_cat_bytes_unknown_and_an_empty_module_zero() -> None:
     by_name = {layer.name: layer for layer in p.profile.layers}
     assert by_name["aten::cat"].bytes_read is None and by_name["aten::cat"].flops == 0
     assert by_name["idle"].flops == 0 and by_name["idle"].bytes == 0
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     # the module fc, whose work is on its op row, is no layer the totals count: not among the unknown ones
     assert summary(p.profile)["flops_unknown_layers"] == 0

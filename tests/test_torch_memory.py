@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import layerperf  # noqa: E402
+from layerperf.analysis.memory.allocations import OUTSIDE_NAME  # noqa: E402
 from layerperf.cli import main  # noqa: E402
-from layerperf.memory.allocations import OUTSIDE_NAME  # noqa: E402
 
 TEMP, KEEP, BIG = 3 << 20, 1 << 20, 5 << 20  # bytes: distinct, so a wrong attribution shows
 
@@ -161,10 +161,10 @@ class Between(torch.nn.Module):
 
 
 def test_a_tensor_made_between_layers_lives_from_its_first_use() -> None:
-    from layerperf.memory import analyze
+    from layerperf.analysis.memory.report import analyze_memory
 
     prof = layerperf.profile((Between().eval(), torch.zeros(1024)), backend="torch", runs=1, warmup=0)
-    rep = analyze(prof)
+    rep = analyze_memory(prof)
     names = [n.name for n in rep.nodes]
     made = [b for b in rep.blocks if b.kind == "code"]
     assert len(made) == 1 and made[0].first == made[0].last == names.index("c") and made[0].nbytes == 4096

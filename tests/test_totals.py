@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 import layerperf
-from layerperf.figures import total, total_text
-from layerperf.profile_data import Layer, Profile, Run, Span
+from layerperf.analysis.summary import summary, work_line
+from layerperf.data.figures import total, total_text
+from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.renderers.html import build
 from layerperf.renderers.html.source import from_profile
 from layerperf.renderers.output import print_profile
-from layerperf.summary import summary, work_line
 
 US = 1000
 

@@ -14,10 +14,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, shape_inference
 
-from layerperf import zoo
 from layerperf.errors import InputError
-from layerperf.zoo import _cache
-from layerperf.zoo.vision import adaptive_pool_matrix
+from layerperf.models import zoo
+from layerperf.models.zoo import _cache
+from layerperf.models.zoo.vision import adaptive_pool_matrix
 
 ALL_MODELS = ["bert-base", "gpt2-small", "lstm", "mobilenet_v2", "resnet18", "resnet50", "vgg16"]
 VISION = ["mobilenet_v2", "resnet18", "resnet50", "vgg16"]

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from layerperf.api import profile
     from layerperf.bench import BenchResult, bench_node, bench_op
-    from layerperf.profile_data import Layer, Profile, Run, Span, load
+    from layerperf.data.profile import Layer, Profile, Run, Span, load
     from layerperf.renderers.html import report
 
 __all__ = ["BenchResult", "Layer", "Profile", "Run", "Span", "__version__", "bench_node", "bench_op", "load",
@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(bench, name)
     if name in {"Layer", "Profile", "Run", "Span", "load"}:
-        from layerperf import profile_data as data
+        from layerperf.data import profile as data
 
         return getattr(data, name)
     if name == "report":
@@ -42,5 +42,5 @@ def __getattr__(name: str) -> Any:
     if name == "zoo":
         import importlib
 
-        return importlib.import_module("layerperf.zoo")
+        return importlib.import_module("layerperf.models.zoo")
     raise AttributeError(f"module 'layerperf' has no attribute {name!r}")

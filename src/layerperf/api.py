@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.backends.base import Backend, RunPlan
+from layerperf.collectors.rss import DEFAULT_SAMPLE_RATE
+from layerperf.data.profile import Profile
 from layerperf.errors import InputError
-from layerperf.profile_data import Profile
 
 
 def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None) -> dict[str, int]:
@@ -77,3 +78,13 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
         prof.warnings.append(f"{threads} intra-op threads asked for on {cores} cores: they share the cores, so "
                              "layer times include waits for a core")
     return prof
+
+
+def profile_memory(model: Any, *, sample_rate: int = DEFAULT_SAMPLE_RATE, runs: int = 3, warmup: int = 1,
+                   latency: bool = False, **options: Any) -> Profile:
+    """``profile(model, memory=True, ...)`` with fewer runs: memory needs no timing statistics.
+
+    The report is ``profile.memory`` (a :class:`~layerperf.analysis.memory.report.MemoryReport`).
+    """
+    return profile(model, runs=runs, warmup=warmup, latency=latency, memory=True, sample_rate=sample_rate,
+                   **options)

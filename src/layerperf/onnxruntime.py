@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from layerperf import atomic, extdata
 from layerperf.backends.ort.counting import count_layers
-from layerperf.collectors.counters import CounterRequest
+from layerperf.collectors.perf import CounterRequest
+from layerperf.models import extdata
 from layerperf.readers.ort import is_kernel_event, node_name, split_runs
+from layerperf.util import atomic
 
 PERF_CONFIG_KEY = "session.profiler.perf_config_file_name"
 _LEVEL_NAMES = {

@@ -22,15 +22,15 @@ from onnx import numpy_helper
 from backends.replay_ops import KERNELS, Kernel
 from layerperf.backends.base import Availability, RunPlan, option
 from layerperf.collectors import Collector, Collectors
-from layerperf.collectors.timing import Timing
+from layerperf.collectors.timer import Timing
 from layerperf.cost import is_known, node_cost
 from layerperf.cost.graph import attributes
+from layerperf.data.metadata import metadata
+from layerperf.data.profile import GraphSummary, Layer, Measurement, Profile
+from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import BackendError
-from layerperf.inputs import InputSpec, make_feed
-from layerperf.model_source import ModelSource, open_model
-from layerperf.profile_data import GraphSummary, Layer, Measurement, Profile
-from layerperf.profile_metadata import metadata
-from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
+from layerperf.models.inputs import InputSpec, make_feed
+from layerperf.models.source import ModelSource, open_model
 
 DTYPES = ("float32", "float64")
 

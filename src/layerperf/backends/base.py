@@ -1,6 +1,6 @@
 """What a backend is: the protocol every runtime driver implements, and the options all of them share.
 
-A backend turns a model into a :class:`~layerperf.profile_data.Profile`: it loads or compiles the
+A backend turns a model into a :class:`~layerperf.data.profile.Profile`: it loads or compiles the
 model, runs warm-up and measured runs, drives the requested collectors (perf counters, resident
 memory) at each layer's start and end, and fills the layers and runs. Everything after the Profile —
 analysis, diff, renderers, files — is shared, so a backend knows nothing about outputs.
@@ -20,7 +20,7 @@ from layerperf.errors import InputError
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
 
 
 @dataclass(frozen=True, slots=True)

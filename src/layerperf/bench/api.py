@@ -18,7 +18,7 @@ from layerperf.bench.result import BenchResult
 from layerperf.bench.runner import Kernel, prepare
 from layerperf.bench.stats import NOISY_CV, deciles_us, describe
 from layerperf.cost import Cost, node_cost
-from layerperf.tensor import TensorInfo
+from layerperf.data.tensor import TensorInfo
 
 # An empty run costing more than this share of the op's time is worth a warning.
 OVERHEAD_SHARE_WARN = 0.1
@@ -50,7 +50,7 @@ class BenchSettings:
 
     def validate(self) -> None:
         """The session settings are checked as `layerperf profile` checks them, then the timing options."""
-        from layerperf.backends.ort.sessions import ProfileOptions
+        from layerperf.backends.ort.measure import ProfileOptions
 
         ProfileOptions(threads=self.threads, opt_level=self.opt_level, provider=self.provider).validate()
         self.measure_options().validate()
@@ -175,7 +175,7 @@ def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms:
                       speed_wait_s=speed_wait_s)
     s.validate()
     if s.events:  # an unknown or unsupported event fails now, not after the timing
-        from layerperf.collectors.counters import CounterRequest
+        from layerperf.collectors.perf import CounterRequest
 
         request = CounterRequest.build(list(s.events), None)
         if request is not None:

@@ -22,8 +22,8 @@ from onnx import helper, numpy_helper
 
 from layerperf.bench.opschema import OpSignature, Param, lookup, max_opset, norm_domain
 from layerperf.bench.parse import Dims, guess_attr, parse_dims, parse_dtype, split_dtype
+from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import InputError
-from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
 # (domain, op_type) -> input names that are layer parameters in real models.
 PARAMETER_INPUTS: dict[tuple[str, str], frozenset[str]] = {

@@ -23,19 +23,19 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from layerperf import extdata
 from layerperf.backends.ort.layers import attributes
+from layerperf.backends.ort.measure import ProfileOptions, create_session
+from layerperf.backends.ort.measure import session_options as ort_session_options
 from layerperf.backends.ort.names import Observed, has_unnamed, nodes_by_name
 from layerperf.backends.ort.session import Session
-from layerperf.backends.ort.sessions import ProfileOptions, create_session
-from layerperf.backends.ort.sessions import session_options as ort_session_options
 from layerperf.bench.build import OneNode
 from layerperf.bench.runner import session_options
+from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import InputError
-from layerperf.inputs import InputSpec, make_feed
-from layerperf.model_source import ModelSource, open_model
+from layerperf.models import extdata
+from layerperf.models.inputs import InputSpec, make_feed
+from layerperf.models.source import ModelSource, open_model
 from layerperf.readers.ort import split_runs
-from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
 
 def _input_specs(model: onnx.ModelProto) -> list[InputSpec]:

@@ -10,8 +10,8 @@ from layerperf.bench.measure import Timing
 from layerperf.bench.runner import Kernel
 from layerperf.bench.stats import SampleStats, deciles_us, describe
 from layerperf.cost import Cost
-from layerperf.figures import intensity, rate
-from layerperf.tensor import TensorInfo
+from layerperf.data.figures import intensity, rate
+from layerperf.data.tensor import TensorInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from layerperf.backends.ort.sessions import ProfileOptions
-from layerperf.backends.ort.sessions import session_options as ort_session_options
+from layerperf.backends.ort.measure import ProfileOptions
+from layerperf.backends.ort.measure import session_options as ort_session_options
 from layerperf.bench.build import OneNode, first_line
+from layerperf.data.tensor import TensorInfo
 from layerperf.errors import InputError
-from layerperf.inputs import ort_type_to_numpy
+from layerperf.models.inputs import ort_type_to_numpy
 from layerperf.readers.ort import split_runs
-from layerperf.tensor import TensorInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ import json
 import os
 from pathlib import Path
 
-from layerperf import atomic
-from layerperf.machine import fingerprint
+from layerperf.data.machine import fingerprint
+from layerperf.util import atomic
 
 
 def path() -> Path:

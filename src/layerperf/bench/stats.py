@@ -1,6 +1,6 @@
 """Statistics of the samples of one measurement: location, spread and IQR outliers.
 
-Location figures (min, median, mean, p90, max) and quartiles come from :mod:`layerperf.figures`, the
+Location figures (min, median, mean, p90, max) and quartiles come from :mod:`layerperf.data.figures`, the
 code the per-layer table uses; this module adds what a repeated measurement needs: the spread
 (stddev, coefficient of variation) and Tukey's IQR outliers.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerperf.figures import distribution, percentile
+from layerperf.data.figures import distribution, percentile
 
 # Above this coefficient of variation a figure is flagged as not to be trusted.
 NOISY_CV = 0.05

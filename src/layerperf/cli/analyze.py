@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
     from layerperf.readers.detect import read_table
     from layerperf.renderers.output import show
     from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
@@ -91,7 +91,7 @@ def _timeline(table: Any, args: argparse.Namespace) -> None:
     """Write ``--timeline``: every call of the trace the row filters keep, as read (not aggregated)."""
     if args.timeline is None:
         return
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
     from layerperf.renderers import timeline
 
     calls = table if args.aggregate_by == "kernel" else analysis.filter_table(table, types=args.types,

@@ -130,7 +130,7 @@ def _not_an_op_hint(target: str) -> None:
 
     is_model = target.endswith(".onnx") or Path(target).exists()
     if not is_model:
-        from layerperf import zoo
+        from layerperf.models import zoo
 
         is_model = target in zoo.names()
     if is_model:

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerperf import calibration
+    from layerperf.calibration import peaks as calibration
     from layerperf.errors import InputError
     from layerperf.renderers.output import show
     from layerperf.renderers.views.calibration import calibration_view, none_view
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         peaks = calibration.load(file) if file.exists() else None
         show(none_view(file) if peaks is None else calibration_view(peaks, file=file, verb="stored in"), args.format)
         return 0
-    from layerperf.calibrate import calibrate, parse_threads, settings_for
+    from layerperf.calibration.measure import calibrate, parse_threads, settings_for
 
     if args.stream_mib is not None and args.stream_mib < 1:
         raise InputError(f"--stream-mib must be at least 1, got {args.stream_mib}")
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _full(file: Any) -> bool:
     """Whether ``file`` holds a full (not --quick) calibration; an unreadable one does not count."""
-    from layerperf import calibration
+    from layerperf.calibration import peaks as calibration
     from layerperf.errors import InputError
 
     try:

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
     from layerperf.readers.detect import read_table
     from layerperf.renderers.output import show
     from layerperf.renderers.views.diff import diff_view
@@ -59,10 +59,11 @@ def is_html(output: str | None) -> bool:
 
 def _page(args: argparse.Namespace) -> int:
     """``-o FILE.html``: the visual report of A and B, their diff made with the same options."""
-    from layerperf import analysis, units
+    from layerperf.analysis import aggregate as analysis
     from layerperf.errors import InputError
     from layerperf.renderers import html
     from layerperf.renderers.html.build import write
+    from layerperf.util import units
 
     if args.format is not None:
         raise InputError(f"--format {args.format} disagrees with --output {args.output}, an HTML page",

@@ -35,8 +35,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import layerperf
+    from layerperf.analysis.memory.report import memory_report
     from layerperf.cli.common import backend_flags, model_options, progress_bar
-    from layerperf.memory import report
     from layerperf.renderers.files import check_dir
     from layerperf.renderers.output import show
     from layerperf.renderers.views.memory import memory_view
@@ -53,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
     model = str(prof.metadata.get("model", {}).get("name", "model"))
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in model)  # factory.py:make -> factory.py-make
     written = prof.save(Path(args.out) if args.out else Path(f"{safe}-memory"))
-    show(memory_view(report(prof), fmt=fmt, top=args.top, model=model, written=written), fmt, args.output)
+    show(memory_view(memory_report(prof), fmt=fmt, top=args.top, model=model, written=written), fmt, args.output)
     return 0

@@ -70,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
         written = {**written, "report.html": html.report(prof, report_path)}
     view = profile_view(prof, top=args.top, fmt=fmt, written=written)
     if args.memory and for_people(fmt):  # JSON has the memory report in its "extra"
-        from layerperf.memory import report
+        from layerperf.analysis.memory.report import memory_report
         from layerperf.renderers.views.memory import memory_view
 
-        view = view.then(memory_view(report(prof), fmt=fmt))
+        view = view.then(memory_view(memory_report(prof), fmt=fmt))
     show(view, fmt, args.output)
     if args.output:  # the "wrote" lines went into the output file: say on stderr what was written where
         import sys

@@ -28,14 +28,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerperf import units
     from layerperf.renderers import html
     from layerperf.renderers.html.build import AUTO, write
+    from layerperf.util import units
 
     target = html.check_output(args.output)  # before reading traces, not after
     peaks = AUTO
     if args.calibration is not None:
-        from layerperf import calibration
+        from layerperf.calibration import peaks as calibration
 
         peaks = calibration.load(args.calibration)
     page = html.html(args.trace, args.b, match=args.match, peaks=peaks).encode("utf-8")

@@ -4,8 +4,8 @@ A backend receives one :class:`Collectors` with the validated requests (None for
 requests are checked when made, before any model runs, so an unusable event or option fails in
 seconds, not after minutes of profiling. The collectors themselves are small objects a backend calls
 around each pass and each layer (:class:`~layerperf.collectors.boundary.Collector`):
-:class:`~layerperf.collectors.timing.Timing`, :class:`~layerperf.collectors.counters.PerfCounters`,
-:class:`~layerperf.collectors.memory.ResidentMemory`; :meth:`Collectors.driver` gives the object that
+:class:`~layerperf.collectors.timer.Timing`, :class:`~layerperf.collectors.perf.PerfCounters`,
+:class:`~layerperf.collectors.rss.ResidentMemory`; :meth:`Collectors.driver` gives the object that
 runs the passes a request needs and puts the results on the Profile.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layerperf.collectors.boundary import Boundaries, Collector, PassFn, empty_pass
-from layerperf.collectors.counters import CounterRequest
-from layerperf.collectors.memory import MemoryRequest
+from layerperf.collectors.perf import CounterRequest
+from layerperf.collectors.rss import MemoryRequest
 
 Progress = Callable[[str, int, int], None]
 

@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from layerperf.collectors.boundary import Collector, PassFn, empty_pass
-from layerperf.collectors.counters import PerfCounters
-from layerperf.collectors.counts import CounterResult
-from layerperf.collectors.memory import ResidentMemory
-from layerperf.collectors.timing import Timing
+from layerperf.collectors.perf import PerfCounters
+from layerperf.collectors.perf_counts import CounterResult
+from layerperf.collectors.rss import ResidentMemory
+from layerperf.collectors.timer import Timing
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors, CounterRequest
+    from layerperf.collectors.runtime_memory import RuntimeMemory
     from layerperf.counters import CounterSet, EventSpec
-    from layerperf.memory.runtime import RuntimeMemory
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
 
 CALIBRATION_PASSES = 50
 MEMORY_PASSES = 2  # as a fresh session's first run allocates, and the second reuses
@@ -74,9 +74,9 @@ class Driver:
         if self.counted is not None and self.request.counters is not None:
             profile.counters = self.counted.apply(profile.layers, self.request.counters)
         if self.request.memory is not None:
-            from layerperf.memory import analyze
+            from layerperf.analysis.memory.report import analyze_memory
 
-            profile.memory = analyze(profile, self.memory)
+            profile.memory = analyze_memory(profile, self.memory)
 
     # -- the passes --------------------------------------------------------------------------------
     def _passes(self, collector: Collector, one_pass: PassFn, n: int) -> None:
@@ -87,7 +87,7 @@ class Driver:
                 self.request.progress("collecting (counters, memory)", self._done, self._total)
 
     def _sample_memory(self, one_pass: PassFn, rate: int) -> RuntimeMemory:
-        from layerperf.memory.runtime import RuntimeMemory
+        from layerperf.collectors.runtime_memory import RuntimeMemory
 
         if not rate:
             return RuntimeMemory(sample_rate=0)

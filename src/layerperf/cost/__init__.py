@@ -79,7 +79,7 @@ from collections.abc import Sequence
 from layerperf.cost import ops_elementwise, ops_fused, ops_movement, ops_nn, ops_quant
 from layerperf.cost.core import BytesFn, Cost, FlopsFn, Node, OpKey, ShapeUnknown, total_bytes
 from layerperf.cost.graph import graph_costs, model_flops
-from layerperf.tensor import TensorInfo, is_float_dtype, is_integer_dtype
+from layerperf.data.tensor import TensorInfo, is_float_dtype, is_integer_dtype
 
 # (domain, op_type) -> FLOPs function. Domain "" is ai.onnx.
 _TABLE: dict[OpKey, FlopsFn] = {

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from layerperf.tensor import TensorInfo
+from layerperf.data.tensor import TensorInfo
 
 Shape = tuple[int, ...]
 
@@ -43,7 +43,7 @@ class Cost:
     @property
     def intensity(self) -> float | None:
         """Arithmetic intensity in FLOPs per byte moved, or None when undefined."""
-        from layerperf.figures import intensity
+        from layerperf.data.figures import intensity
 
         return intensity(self.flops, self.bytes)
 

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cost.core import Cost, Node
 from layerperf.cost.infer import SHAPES, infer_contrib
-from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
+from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 
 # Initializers up to this many elements keep their data for shape inference: shape tensors,
 # axes and scales are tiny, and leaving the weights out keeps a 500 MB model from being

@@ -14,7 +14,7 @@ from layerperf.cost.core import Node, Shape, ShapeUnknown
 from layerperf.cost.ops_fused import MS, NCHWC, NHWC, fused_matmul_dims
 from layerperf.cost.ops_nn import conv_out_shape, conv_transpose_out_shape, gemm_mnk, pool_out_shape
 from layerperf.cost.shapes import broadcast, matmul_dims
-from layerperf.tensor import TensorInfo
+from layerperf.data.tensor import TensorInfo
 
 ShapeFn = Callable[[Node], list[Shape | None]]
 """Output shapes of one node (None for an output it cannot tell); may raise ShapeUnknown."""

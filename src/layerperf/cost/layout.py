@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from layerperf.tensor import TensorInfo
+from layerperf.data.tensor import TensorInfo
 
 NCHWC = "com.microsoft.nchwc"
 MAX_BLOCK = 16  # the widest NCHWc block (AVX-512): padding adds fewer channels than this

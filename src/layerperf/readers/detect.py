@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layerperf.calls import Calls
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 from layerperf.readers.decode import Event
-from layerperf.readers.jsonfile import BLOCK_BYTES, EventStream, load_json, open_events
+from layerperf.readers.stream import BLOCK_BYTES, EventStream, load_json, open_events
 
 FORMATS = ("layerperf", "ort", "kineto", "tef")
 ORT_CATS = frozenset(("Session", "Node"))

@@ -9,7 +9,7 @@ names the op; failing that its ``correlation`` names the runtime call that launc
 time; its inclusive device time adds the activity of every op nested in it (an ``aten::conv2d``
 launches nothing itself, its ``aten::cudnn_convolution`` does). Activity that links to no op becomes
 a row of its own, so no device time is dropped; every activity is also kept, with the op that
-launched it, for the per-kernel view (:mod:`layerperf.kernels`).
+launched it, for the per-kernel view (:mod:`layerperf.analysis.gpu_kernels`).
 
 Traces of PyTorch 1.8/1.9 name the categories ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``,
 ``Memset`` and the argument ``external id``; they read the same way.
@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.calls import Calls, Interner, Labels, TableBuilder, int_id, with_outer
-from layerperf.kernels import KernelTable
-from layerperf.readers import aten
+from layerperf.analysis.gpu_kernels import KernelTable
+from layerperf.cost import aten_trace as aten
+from layerperf.data.calls import Calls, Interner, Labels, TableBuilder, int_id, with_outer
 from layerperf.readers.decode import Event, raw_value
-from layerperf.readers.jsonfile import EventStream
+from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import earliest, nested_self_times, num, parents, shapes_text, text, thread_ids, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")

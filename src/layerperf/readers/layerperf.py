@@ -6,10 +6,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from layerperf.data.codec import check_version, layer_from_json, sections_from_json
+from layerperf.data.profile import Profile, Run, Span
 from layerperf.errors import InputError
-from layerperf.profile_data import Profile, Run, Span
-from layerperf.profile_json import check_version, layer_from_json, sections_from_json
-from layerperf.readers.jsonfile import load_json
+from layerperf.readers.stream import load_json
 from layerperf.renderers.chrome import FILENAME
 
 

@@ -5,7 +5,7 @@ A JSON array of events: per run a ``model_run`` Session event, and per executed 
 ``input_type_shape``/``output_type_shape`` seen at run time, the arena's memory figures and, with an
 intra-op thread pool, ``thread_scheduling_stats``. Older releases wrap each kernel in
 ``<node>_fence_before``/``<node>_fence_after`` events, which time nothing and are skipped.
-The nodes of a Loop, If or Scan body are node events within the parent's (:mod:`layerperf.nesting`):
+The nodes of a Loop, If or Scan body are node events within the parent's (:mod:`layerperf.data.nesting`):
 they are named ``parent::node``.
 
 It is read two ways, through the same parsing (the first section below):
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.calls import Calls, Interner, TableBuilder, shape_str, with_outer
-from layerperf.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
+from layerperf.data.calls import Calls, Interner, TableBuilder, shape_str, with_outer
+from layerperf.data.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
 from layerperf.readers.decode import Args, Event, fields
-from layerperf.readers.jsonfile import EventStream
+from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
     Idents,
     Part,
@@ -54,8 +54,8 @@ from layerperf.readers.tef import (
     to_ns,
 )
 
-if TYPE_CHECKING:  # layerperf.tensor imports onnx: half a second that reading a trace never needs
-    from layerperf.tensor import TensorInfo
+if TYPE_CHECKING:  # layerperf.data.tensor imports onnx: half a second that reading a trace never needs
+    from layerperf.data.tensor import TensorInfo
 
 # -- the format --------------------------------------------------------------------------------------
 KERNEL_SUFFIX = "_kernel_time"
@@ -110,7 +110,7 @@ def listed_tensors(value: Any) -> list[tuple[str, Any]] | None:
 
 def tensor_info(name: str, elem_type: str, dims: Any) -> TensorInfo:
     """One listed tensor as a TensorInfo; its shape None unless the dims are sane sizes."""
-    from layerperf.tensor import TensorInfo, ort_type_to_dtype
+    from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
 
     ok = isinstance(dims, list) and all(type(d) is int and 0 <= d < 1 << 40 for d in dims)
     return TensorInfo(name, tuple(dims) if ok else None, ort_type_to_dtype(elem_type))
@@ -125,7 +125,7 @@ def tensor_infos(shapes: Any, names: list[str],
     by walking the names: a ``known`` tensor (an initializer) takes its own shape and consumes the
     profiler's entry only when that entry matches it.
     """
-    from layerperf.tensor import TensorInfo
+    from layerperf.data.tensor import TensorInfo
 
     known = known or {}
     listed = [tensor_info("", elem_type, dims) for elem_type, dims in listed_tensors(shapes) or []]

@@ -2,7 +2,7 @@
 
 Decoding events and reading their fields is Python work that holds the interpreter lock, so a second
 core helps only in a second process. The file is cut in two at an event boundary
-(:func:`layerperf.readers.jsonfile.split_events`); a forked child reads the second stretch while
+(:func:`layerperf.readers.stream.split_events`); a forked child reads the second stretch while
 this process reads the first; the child sends back its part — numbers as numpy arrays, identities as
 tuples — and the parts merge in file order (:func:`layerperf.readers.tef.merge`). Anything
 unexpected, a wrong cut or a damaged file included, returns None and the caller reads the file
@@ -20,9 +20,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from layerperf.calls import Calls
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
-from layerperf.readers.jsonfile import split_events
+from layerperf.readers.stream import split_events
 
 MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
 PEEK_BYTES = 1 << 20  # what is read of such a file to tell its format

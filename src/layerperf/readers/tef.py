@@ -19,9 +19,9 @@ import msgspec
 import numpy as np
 import orjson
 
-from layerperf.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
+from layerperf.data.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
 from layerperf.readers.decode import Args, Event, fields, raw_value
-from layerperf.readers.jsonfile import EventStream
+from layerperf.readers.stream import EventStream
 
 
 def floats(values: list[Any]) -> np.ndarray:

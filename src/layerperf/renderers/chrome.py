@@ -2,7 +2,7 @@
 
 Every layer call of every measured run is a complete event (``"ph": "X"``); runs are X events on
 the same thread one level up; counters are counter tracks (``"ph": "C"``). Everything needed to
-reload the Profile is under ``otherData`` (see :mod:`layerperf.profile_json`).
+reload the Profile is under ``otherData`` (see :mod:`layerperf.data.codec`).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
-from layerperf.figures import counter_labels
-from layerperf.profile_json import FORMAT_KEY, layer_to_json
-from layerperf.summary import summary
+from layerperf.analysis.summary import summary
+from layerperf.data.codec import FORMAT_KEY, layer_to_json
+from layerperf.data.figures import counter_labels
 
 if TYPE_CHECKING:
-    from layerperf.profile_data import Layer, Profile
+    from layerperf.data.profile import Layer, Profile
 
 FILENAME = "trace.json"
 

@@ -1,6 +1,6 @@
 """Writers turn a Profile into files. Each states its file name and writes; ``save`` runs them all.
 
-Files are written atomically (:mod:`layerperf.atomic`): every writer renders to a temporary file in
+Files are written atomically (:mod:`layerperf.util.atomic`): every writer renders to a temporary file in
 the target directory, and only when all of them succeeded are they renamed into place, so a failure
 leaves nothing partial. They get a plain ``open()``'s mode, 0666 less the umask.
 """
@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from layerperf import atomic
 from layerperf.errors import InputError
+from layerperf.util import atomic
 
 if TYPE_CHECKING:
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
 
 WriteFn = Callable[["Profile", IO[bytes]], None]
 

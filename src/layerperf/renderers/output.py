@@ -15,7 +15,7 @@ from layerperf.errors import InputError
 from layerperf.renderers import csv, json, markdown, terminal
 
 if TYPE_CHECKING:
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
     from layerperf.renderers.view import View
 
 

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from layerperf import units
+from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.memory.allocations import Allocations
-    from layerperf.memory.report import MemoryReport, PlacedBlock
-    from layerperf.profile_data import Profile
+    from layerperf.analysis.memory.allocations import Allocations
+    from layerperf.analysis.memory.report import MemoryReport, PlacedBlock
+    from layerperf.data.profile import Profile
     from layerperf.renderers.files import WriteFn
 
 FLOW_FILENAME = "memory_flow.svg"
@@ -296,7 +296,7 @@ def timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
 
 
 def _module_label(rep: MemoryReport, allocs: Allocations, layer: int) -> str:
-    from layerperf.memory.allocations import OUTSIDE_NAME
+    from layerperf.analysis.memory.allocations import OUTSIDE_NAME
 
     if 0 <= layer < len(rep.nodes):
         return f"{rep.nodes[layer].name} ({rep.nodes[layer].op_type})"
@@ -357,9 +357,9 @@ def _hover_columns(c: Canvas, rep: MemoryReport, arena_lines: list[tuple[str, li
 
 
 def _report(profile: Profile) -> MemoryReport:
-    from layerperf.memory import report
+    from layerperf.analysis.memory.report import memory_report
 
-    return report(profile)
+    return memory_report(profile)
 
 
 def _model(profile: Profile) -> str:

@@ -1,6 +1,6 @@
 """A timeline of any event table: Chrome Trace Event Format JSON that Perfetto and chrome://tracing open.
 
-Each row of a :class:`~layerperf.calls.Calls` read from a trace is one call, with its start
+Each row of a :class:`~layerperf.data.calls.Calls` read from a trace is one call, with its start
 (``ts_ns``), its whole duration (``incl_ns``: what ran inside it included), its process and thread.
 Each becomes a complete event (``"ph": "X"``) named after the call, its category the op type, its
 arguments what the table knows of it: provider, shapes, and FLOPs, integer operations, bytes and
@@ -20,7 +20,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from layerperf.calls import Calls
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 
 UNKNOWN = -1  # the pid/tid of a call whose process or thread the trace did not say

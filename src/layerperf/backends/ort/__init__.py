@@ -17,7 +17,7 @@ from layerperf.backends.base import Availability, RunPlan, option
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
 
 OPT_LEVEL_NAMES = ("disable", "basic", "extended", "all")
 ORT_MAX_EVENTS = 1_000_000

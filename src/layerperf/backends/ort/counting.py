@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from layerperf.collectors import Collectors, CounterRequest, PassFn
-from layerperf.collectors.counts import CounterResult
+from layerperf.collectors.perf_counts import CounterResult
+from layerperf.data.profile import CounterInfo
+from layerperf.data.tensor import lacks_numpy, numpy_dtype
 from layerperf.errors import BackendError, CounterError, LayerperfError
-from layerperf.profile_data import CounterInfo
-from layerperf.tensor import lacks_numpy, numpy_dtype
 
 
 def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndarray], order: list[str],
@@ -89,11 +89,11 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path, workdir: P
     import onnx
     import onnxruntime as ort
 
-    from layerperf import extdata
+    from layerperf.backends.ort.measure import OPT_LEVELS
     from layerperf.backends.ort.session import Session
-    from layerperf.backends.ort.sessions import OPT_LEVELS
-    from layerperf.heap import release
-    from layerperf.skeleton import INLINE_LIMIT_BYTES
+    from layerperf.models import extdata
+    from layerperf.models.skeleton import INLINE_LIMIT_BYTES
+    from layerperf.util.malloc_trim import release
 
     so = ort.SessionOptions()
     so.graph_optimization_level = OPT_LEVELS[opts["opt_level"]]
@@ -128,7 +128,7 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
     import onnxruntime.capi._pybind_state as ort_state
 
     from layerperf.backends.ort.stepwise import StepwiseExecutor
-    from layerperf.skeleton import read_skeleton
+    from layerperf.models.skeleton import read_skeleton
 
     opts, req = job["opts"], job["request"]
     # Must precede the first session of this process: all node sessions then share one pool.

@@ -10,11 +10,12 @@ import onnx
 import onnxruntime as ort
 
 from layerperf.backends.base import RunPlan
-from layerperf.backends.ort import OrtOptions, sessions
+from layerperf.backends.ort import OrtOptions
+from layerperf.backends.ort import measure as sessions
 from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
-from layerperf.model_source import ModelSource
-from layerperf.profile_data import CounterInfo, Profile
-from layerperf.profile_metadata import metadata
+from layerperf.data.metadata import metadata
+from layerperf.data.profile import CounterInfo, Profile
+from layerperf.models.source import ModelSource
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors, CounterRequest
@@ -33,7 +34,7 @@ def settings(plan: RunPlan, options: OrtOptions) -> sessions.ProfileOptions:
 
 
 def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collectors) -> Profile:
-    from layerperf.model_source import open_model
+    from layerperf.models.source import open_model
 
     opts = settings(plan, options)
     source = open_model(model, **plan.zoo_options)
@@ -55,12 +56,12 @@ def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collecto
     if collectors.counters:
         prof.counters = _count(source, opts, feed, layers, collectors.counters, progress)
     if collectors.memory:
+        from layerperf.analysis.memory.report import analyze_memory
         from layerperf.backends.ort import memory as ort_memory
-        from layerperf.memory import analyze
 
         runtime = ort_memory.measure(source, opts, feed, [layer.name for layer in layers],
                                      collectors.memory.sample_rate)
-        prof.memory = analyze(prof, runtime)
+        prof.memory = analyze_memory(prof, runtime)
         _released(None)
     return prof
 
@@ -69,7 +70,7 @@ def _original_shapes(source: ModelSource, feed: dict[str, Any], optimized: onnx.
     """The original model's tensors at the fed shapes, only when a blocked layout needs them."""
     from layerperf.cost.graph import tensor_infos
     from layerperf.cost.layout import has_blocked
-    from layerperf.tensor import TensorInfo
+    from layerperf.data.tensor import TensorInfo
 
     if not has_blocked(optimized):
         return None
@@ -87,7 +88,7 @@ def _cost_warnings(unknown_ops: list[str], unresolved: int) -> list[str]:
 
 def _released(value: _T) -> _T:
     """``value``, once the sessions that made it are gone and their memory is back with the system."""
-    from layerperf.heap import release
+    from layerperf.util.malloc_trim import release
 
     release()
     return value

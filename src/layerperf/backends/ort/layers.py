@@ -12,10 +12,10 @@ from layerperf.backends.ort.scope import Scoped, graph_initializers, graph_node,
 from layerperf.cost import Cost, is_known, node_cost
 from layerperf.cost.graph import attributes
 from layerperf.cost.layout import Channels, has_blocked, real_channels, real_view
-from layerperf.nesting import CONTROL_FLOW_OPS
-from layerperf.profile_data import GraphSummary, Layer, Run, Span
+from layerperf.data.nesting import CONTROL_FLOW_OPS
+from layerperf.data.profile import GraphSummary, Layer, Run, Span
+from layerperf.data.tensor import TensorInfo
 from layerperf.readers.ort import NodeEvent, RunEvents, memory_figures, tensor_infos
-from layerperf.tensor import TensorInfo
 
 
 def _param_bytes(inputs: tuple[Any, ...], initializers: dict[str, TensorInfo]) -> int:

@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layerperf.backends.ort.sessions import ProfileOptions, create_session, session_options
-from layerperf.memory.runtime import ArenaRun, RuntimeMemory
-from layerperf.memory.sampler import RssSampler, RunWindows, per_node
-from layerperf.model_source import ModelSource
+from layerperf.backends.ort.measure import ProfileOptions, create_session, session_options
+from layerperf.collectors.rss_sampler import RssSampler, RunWindows, per_node
+from layerperf.collectors.runtime_memory import ArenaRun, RuntimeMemory
+from layerperf.models.source import ModelSource
 from layerperf.readers.ort import RunEvents, memory_figures, split_runs
 
 SAMPLED_RUNS = 2

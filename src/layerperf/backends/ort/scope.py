@@ -2,7 +2,7 @@
 
 A Loop, If or Scan body's nodes are named in their own graph (and an unnamed one as the profiler
 names it there, ``<op_type>_<index>`` in that graph); their layer is ``parent::node``
-(:mod:`layerperf.nesting`), and they see their own graph's initializers and every enclosing one's.
+(:mod:`layerperf.data.nesting`), and they see their own graph's initializers and every enclosing one's.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import onnx
 
 from layerperf.backends.ort.names import Observed, profiler_names
-from layerperf.nesting import qualify
+from layerperf.data.nesting import qualify
+from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.readers.ort import NodeEvent
-from layerperf.tensor import TensorInfo, onnx_elem_to_dtype
 
 # A graph node with the initializers it can see (its own graph's and every enclosing graph's).
 Scoped = tuple[onnx.NodeProto, dict[str, TensorInfo]]

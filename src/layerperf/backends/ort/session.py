@@ -23,8 +23,8 @@ import onnxruntime as ort
 import onnxruntime.capi.onnxruntime_pybind11_state as _pybind
 from onnx import TensorProto
 
+from layerperf.data.tensor import lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
 from layerperf.errors import BackendError
-from layerperf.tensor import lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
 
 ORT_ERRORS: tuple[type[Exception], ...] = (RuntimeError, *(
     c for c in vars(_pybind).values() if isinstance(c, type) and issubclass(c, Exception)))

@@ -20,10 +20,10 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
-from layerperf import extdata
 from layerperf.backends.ort.names import nodes_by_name
 from layerperf.backends.ort.session import ORT_ERRORS, Session, elem_type, to_ortvalue
 from layerperf.errors import LayerperfError
+from layerperf.models import extdata
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collector

@@ -22,7 +22,7 @@ from layerperf.backends.base import Availability, RunPlan, option
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
 
 INSTALL_HINT = "pip install 'layerperf[torch]'"
 LEVELS = (1, 2)

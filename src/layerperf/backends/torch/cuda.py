@@ -27,14 +27,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from layerperf.data.profile import Run, Span
 from layerperf.errors import InputError
-from layerperf.profile_data import Run, Span
 
 if TYPE_CHECKING:
     from layerperf.backends.base import RunPlan
     from layerperf.backends.torch.driver import Session
     from layerperf.backends.torch.models import TorchModel
-    from layerperf.profile_data import Layer
+    from layerperf.data.profile import Layer
 
 DEVICES = ("cpu", "cuda")
 MEMORY_KEYS = ("cuda_allocated_delta_bytes", "cuda_peak_allocated_bytes", "cuda_peak_rise_bytes")

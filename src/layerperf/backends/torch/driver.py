@@ -14,12 +14,12 @@ from layerperf.backends.torch import TorchOptions
 from layerperf.backends.torch.hooks import module_hooks
 from layerperf.backends.torch.models import TorchModel, forward_failed, load
 from layerperf.backends.torch.record import Recorder, Seen, record
-from layerperf.profile_data import GraphSummary, Layer, Measurement, Profile
-from layerperf.profile_metadata import metadata
+from layerperf.data.metadata import metadata
+from layerperf.data.profile import GraphSummary, Layer, Measurement, Profile
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collector, Collectors
-    from layerperf.collectors.timing import Timing
+    from layerperf.collectors.timer import Timing
 
 MODULE_DOMAIN = "torch.nn"  # a module's op type is its class name, never an ONNX op's
 
@@ -117,7 +117,7 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
                progress: Callable[[str, int, int], None] | None) -> tuple[Timing, Any]:
     """``plan.runs`` hooked passes timed by the timing collector; with ``plan.latency`` a plain call
     before each (the profiler-off latency, see backends/interleave)."""
-    from layerperf.collectors.timing import Timing
+    from layerperf.collectors.timer import Timing
 
     timing = Timing()
     return timing, interleaved(session, index, plan, timing, session.call, progress, "profiled runs")
@@ -129,7 +129,7 @@ def interleaved(session: Session, index: dict[int, int], plan: RunPlan, collecto
     """``plan.runs`` passes with ``collector`` at the module boundaries, each after a ``plain_call()``
     timed with no hook installed when ``plan.latency``; the plain timings (backends/interleave.Timings).
     The calling thread's CPU time of each hooked pass goes to ``session.cpu_ns``."""
-    from layerperf.backends.interleave import Timings
+    from layerperf.backends.common import Timings
 
     plain = Timings()
     session.cpu_ns = []

@@ -64,8 +64,8 @@ def load_onnx(path: str, plan: RunPlan) -> TorchModel:
     import onnx
     import torch
 
-    from layerperf.inputs import make_feed
-    from layerperf.model_source import open_model
+    from layerperf.models.inputs import make_feed
+    from layerperf.models.source import open_model
 
     source = open_model(path)
     proto = onnx.load(str(source.path))

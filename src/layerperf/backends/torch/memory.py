@@ -1,6 +1,6 @@
 """The memory profile on PyTorch: one extra pass under torch.profiler with ``profile_memory=True``, the
 modules' forwards marked as profiler ranges, every allocation and free attributed to the innermost
-module running at that moment (see :mod:`layerperf.memory.allocations`).
+module running at that moment (see :mod:`layerperf.analysis.memory.allocations`).
 
 Events and ranges come from the profiler's event tree (its allocation records carry the address,
 which pairs a free with its allocation); a range is ``layerperf::<layer>`` as at level 2, and the pass
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from layerperf.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
+from layerperf.analysis.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
 
 if TYPE_CHECKING:
+    from layerperf.analysis.memory.report import MemoryReport
     from layerperf.collectors import Collector
-    from layerperf.memory.report import MemoryReport
-    from layerperf.profile_data import Profile
+    from layerperf.data.profile import Profile
 
 SOURCE = "torch.profiler memory events (profile_memory=True), one pass"
 
@@ -176,8 +176,8 @@ def allocation_report(call: Callable[[], Any], index: dict[int, int], profile: P
     warning saying so."""
     from dataclasses import replace
 
-    from layerperf.memory.report import analyze, with_allocations
-    from layerperf.profile_data import GraphSummary
+    from layerperf.analysis.memory.report import analyze_memory, with_allocations
+    from layerperf.data.profile import GraphSummary
 
     with AllocationCapture(index, device) as cap:
         out = call()  # held to the pass's end, as a caller holds it: the outputs stay allocated
@@ -185,9 +185,9 @@ def allocation_report(call: Callable[[], Any], index: dict[int, int], profile: P
     allocs = cap.allocations([layer.name for layer in profile.layers])
     base = profile.memory
     if base is None and profile.graph is None:
-        base = analyze(replace(profile, graph=GraphSummary()))
+        base = analyze_memory(replace(profile, graph=GraphSummary()))
         base = replace(base, warnings=(*base.warnings, "no graph section: the model's inputs and outputs are "
                                        "unknown, so the live tensors between layers are approximate"))
     elif base is None:
-        base = analyze(profile)
+        base = analyze_memory(profile)
     return with_allocations(base, allocs)

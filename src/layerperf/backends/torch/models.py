@@ -51,9 +51,9 @@ def _zoo(name: str, plan: RunPlan) -> TorchModel:
     import onnx
     import torch
 
-    from layerperf.inputs import make_feed
-    from layerperf.model_source import open_model
-    from layerperf.zoo.torch_models import build_torch
+    from layerperf.models.inputs import make_feed
+    from layerperf.models.source import open_model
+    from layerperf.models.zoo.torch_models import build_torch
 
     source = open_model(name, **plan.zoo_options)  # the ONNX form: its weights and inputs are the module's
     proto = onnx.load(str(source.path))  # the weights too (the zoo's file keeps them inside)
@@ -64,8 +64,8 @@ def _zoo(name: str, plan: RunPlan) -> TorchModel:
 
 
 def _specs(proto: Any) -> list[Any]:
-    from layerperf.inputs import InputSpec
-    from layerperf.tensor import onnx_elem_to_dtype
+    from layerperf.data.tensor import onnx_elem_to_dtype
+    from layerperf.models.inputs import InputSpec
 
     inits = {i.name for i in proto.graph.initializer}
     out = []
@@ -144,7 +144,7 @@ def _given(module: Any, inputs: Any, desc: dict[str, Any], plan: RunPlan) -> Tor
 def _from_shapes(plan: RunPlan) -> tuple[Any, ...]:
     import torch
 
-    from layerperf.inputs import parse_shapes
+    from layerperf.models.inputs import parse_shapes
 
     if not plan.shapes:
         raise InputError("the model comes without example inputs",

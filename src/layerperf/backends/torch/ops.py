@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
 from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder, Seen
-from layerperf.profile_data import Layer, Profile, Run, Span
-from layerperf.tensor import TensorInfo
+from layerperf.data.profile import Layer, Profile, Run, Span
+from layerperf.data.tensor import TensorInfo
 
 if TYPE_CHECKING:
     from layerperf.backends.torch.driver import Session
@@ -420,7 +420,7 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
     """The level-2 profile: one untimed run recording the ops' shapes, then hooked runs each under
     torch.profiler, plain runs between them; on a GPU (``device`` "cuda") the kernels too, each under
     its module."""
-    from layerperf.backends.interleave import Timings
+    from layerperf.backends.common import Timings
     from layerperf.backends.torch import driver
 
     run = Level2Run(session, session.index(rec), device)

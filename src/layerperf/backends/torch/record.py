@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from layerperf.tensor import TensorInfo
+from layerperf.data.tensor import TensorInfo
 
 # aten ops that move, view, convert or make data but do no arithmetic: 0 FLOPs and 0 integer
 # operations, known (as the cost model's data movement ops). ``_to_copy`` converts between dtypes:
@@ -212,7 +212,7 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     unknown (None), never 0."""
     from torch.utils.flop_counter import flop_registry
 
-    from layerperf.backends.torch import aten_cost
+    from layerperf.cost import aten as aten_cost
 
     name = func.overloadpacket.__name__
     seen.ops.append(name)

@@ -19,7 +19,7 @@ from layerperf.renderers.html.build import AUTO
 from layerperf.renderers.html.source import Source
 
 if TYPE_CHECKING:
-    from layerperf.calibration import Peaks
+    from layerperf.calibration.peaks import Peaks
 
 NAME = "html"
 SUFFIXES = (".html", ".htm")

@@ -14,19 +14,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from layerperf import units
 from layerperf.renderers.html import charts, gantt
 from layerperf.renderers.html.draw import op_colors
 from layerperf.renderers.html.page import Table, document, facts_html, filter_bar, notes_html, section_html, table_html
 from layerperf.renderers.html.source import Source
 from layerperf.renderers.view import Note, Section
+from layerperf.util import units
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from layerperf.calibration import Peaks
-    from layerperf.calls import Calls
-    from layerperf.trace_runs import TraceRuns
+    from layerperf.analysis.trace_runs import TraceRuns
+    from layerperf.calibration.peaks import Peaks
+    from layerperf.data.calls import Calls
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
 MAX_ROWS = 5000  # layer table rows at most (the page stays quick to open)
@@ -58,7 +58,7 @@ def _threads(src: Source) -> int | None:
 
 def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, str]:
     """The peaks to draw as ceilings and a line saying whose they are (or why there are none)."""
-    from layerperf import calibration as cal
+    from layerperf.calibration import peaks as cal
     from layerperf.errors import LayerperfError
 
     if peaks is not AUTO:
@@ -95,9 +95,9 @@ def facts(src: Source) -> list[tuple[str, str]]:
     """The headline figures: what ran where, how long, how much work."""
     if src.profile is None:
         return _trace_facts(src)
+    from layerperf.analysis.summary import summary, work_line
     from layerperf.renderers.views.profile import _backend_options
     from layerperf.renderers.views.profile import _threads as threads_line
-    from layerperf.summary import summary, work_line
 
     prof = src.profile
     s = summary(prof)
@@ -125,8 +125,8 @@ def facts(src: Source) -> list[tuple[str, str]]:
 
 
 def _trace_facts(src: Source) -> list[tuple[str, str]]:
-    from layerperf.analysis import grand_total_ns
-    from layerperf.trace_runs import find_runs
+    from layerperf.analysis.aggregate import grand_total_ns
+    from layerperf.analysis.trace_runs import find_runs
 
     calls, meta = src.calls, src.calls.meta
     found = find_runs(calls)
@@ -203,7 +203,7 @@ def _colors(times: Sequence[charts.TypeTime]) -> dict[str, str]:
 def _runs(src: Source) -> int | None:
     if src.profile is not None:
         return len(src.profile.runs) or None
-    from layerperf.trace_runs import find_runs
+    from layerperf.analysis.trace_runs import find_runs
 
     return find_runs(src.calls).count
 
@@ -259,7 +259,7 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
          order_by: str = "delta", top: int = 0) -> str:
     """A side-by-side page of two traces: both summaries, op-type times paired, the per-node (``by`` type: per
     op type) diff as ``layerperf diff`` makes it with the same options."""
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
     from layerperf.renderers.views.diff import diff_view
 
     view = diff_view(a.calls, b.calls, by=by, how=how, match=match, order_by=order_by, top=top)

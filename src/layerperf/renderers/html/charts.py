@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf import figures, units
+from layerperf.data import figures
 from layerperf.renderers.html.draw import Svg, clip, color, decades
+from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration import Peaks
-    from layerperf.calls import Calls
+    from layerperf.calibration.peaks import Peaks
+    from layerperf.data.calls import Calls
 
 WIDTH = 1100
 BAR_ROWS = 16  # op types drawn one by one; the rest share a bar
@@ -32,7 +33,7 @@ class TypeTime:
 
 def type_times(calls: Calls) -> list[TypeTime]:
     """Self time per op type (as ``layerperf analyze --aggregate-by type``), largest first."""
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
 
     by_type = analysis.aggregate(calls, "type", "sum")
     grand = analysis.grand_total_ns(calls)

@@ -3,7 +3,7 @@
 One run, not all of them: a hundred runs of a few hundred layers would be tens of thousands of
 elements for the browser to lay out, and the runs look alike. A layerperf Profile says where its runs
 are (the run of median duration is drawn); a foreign trace's runs are its ProfilerStep events, or else
-the periods of its op sequence (:mod:`layerperf.trace_runs`; the run of median length is drawn); a
+the periods of its op sequence (:mod:`layerperf.analysis.trace_runs`; the run of median length is drawn); a
 trace of one run, or whose calls cannot be split into the runs it says it holds, is drawn whole (its
 first calls, up to :data:`MAX_SPANS`).
 """
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layerperf import units
 from layerperf.renderers.html.draw import Svg, clip, color, time_label, time_ticks
 from layerperf.renderers.html.page import esc
 from layerperf.renderers.svg import shade
+from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calls import Calls
-    from layerperf.profile_data import Profile
+    from layerperf.data.calls import Calls
+    from layerperf.data.profile import Profile
 
 MAX_SPANS = 3000  # bars drawn at most; a run with more is cut, and the page says so
 WIDTH = 1100  # px, at least
@@ -63,8 +63,8 @@ def one_run(calls: Calls, profile: Profile | None) -> Window | None:
 
 
 def _foreign_run(calls: Calls) -> Window:
-    """A foreign trace's run of median length (:func:`layerperf.trace_runs.find_runs`), or the whole trace."""
-    from layerperf.trace_runs import find_runs
+    """A foreign trace's run of median length (:func:`layerperf.analysis.trace_runs.find_runs`), or the whole trace."""
+    from layerperf.analysis.trace_runs import find_runs
 
     found = find_runs(calls)
     timed = np.flatnonzero(~np.isnan(calls.ts_ns))

@@ -1,6 +1,6 @@
 """What a report is made of: a trace's event table, and the Profile behind it when layerperf wrote it.
 
-Every trace ``layerperf analyze`` reads becomes a :class:`Source`: its :class:`~layerperf.calls.Calls`
+Every trace ``layerperf analyze`` reads becomes a :class:`Source`: its :class:`~layerperf.data.calls.Calls`
 (the event table every reader produces), and for a layerperf trace.json (or a Profile in hand) the
 Profile too, which adds what only it has: latency with the profiler off, counters, memory, the machine.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from layerperf.calls import Calls
-    from layerperf.profile_data import Profile
+    from layerperf.data.calls import Calls
+    from layerperf.data.profile import Profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +55,8 @@ def load(path: str | Path) -> Source:
 
 def of(subject: Any) -> Source:
     """A Source from a Profile, a Calls table, a path, or a Source."""
-    from layerperf.calls import Calls
-    from layerperf.profile_data import Profile
+    from layerperf.data.calls import Calls
+    from layerperf.data.profile import Profile
 
     if isinstance(subject, Source):
         return subject

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layerperf import units
-from layerperf.figures import ANALYZE_KEYS
+from layerperf.data.figures import ANALYZE_KEYS
 from layerperf.renderers.view import Column, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
+from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration import Peaks
-    from layerperf.calls import Calls
+    from layerperf.calibration.peaks import Peaks
+    from layerperf.data.calls import Calls
 
 DEFAULT_TOP = 20  # rows people see when --top is not given
 # the layer table's columns under analyze's names (figures.ANALYZE_KEYS: self time is the aggregate, not the median)
@@ -73,7 +73,7 @@ def _title(table: Calls, shown: int, total: int, *, by: str, how: str, order_by:
 
 
 def _notes(table: Calls) -> list[str]:
-    from layerperf.analysis import grand_total_ns
+    from layerperf.analysis.aggregate import grand_total_ns
 
     meta = table.meta
     runs = meta.get("runs")
@@ -99,7 +99,7 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
     the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration
     of the machine the trace names, else this machine's, when there is one; None: no such column)."""
-    from layerperf import analysis
+    from layerperf.analysis import aggregate as analysis
 
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
@@ -119,7 +119,7 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
 def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0) -> View:
     """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (device
     time when None); the first ``top`` rows (all when 0). InputError when the trace has no kernels."""
-    from layerperf import kernels
+    from layerperf.analysis import gpu_kernels as kernels
     from layerperf.errors import InputError
 
     meta = table.meta

@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from layerperf import units
 from layerperf.bench.measure import SLOW_FACTOR
 from layerperf.bench.result import BenchResult
 from layerperf.renderers.view import Column, Note, Section, View, notes
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
+from layerperf.util import units
 
 
 def _as(key: str, header: str) -> Column:

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf import units
 from layerperf.renderers.view import Column, Note, Section, View
 from layerperf.renderers.views.columns import text
+from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibrate import Measured
-    from layerperf.calibration import Peaks
+    from layerperf.calibration.measure import Measured
+    from layerperf.calibration.peaks import Peaks
 
 KERNEL_UNITS = {"flops": "FLOP/s", "int_ops": "OP/s", "bytes": "B/s"}
 PEAK_KINDS = (("flops_per_s", "flops", "float32 FLOP/s"), ("int_ops_per_s", "int_ops", "int8 OP/s"),
@@ -42,7 +42,7 @@ PEAK_COLUMNS = (Column("threads", "threads"), *(_rate_column(key, header) for ke
 
 
 def _kind(kernel: str) -> str | None:
-    from layerperf.calibrate import KIND
+    from layerperf.calibration.measure import KIND
 
     return KIND.get(kernel)
 

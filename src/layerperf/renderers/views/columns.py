@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from layerperf import units
 from layerperf.renderers.view import Column
+from layerperf.util import units
 
 
 def _ratio(unit: str) -> Callable[[Any], str]:

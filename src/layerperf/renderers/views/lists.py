@@ -56,7 +56,7 @@ def events_view(probes: Sequence[Any], pfm_events: Sequence[Mapping[str, Any]], 
 
 def models_view() -> View:
     """The built-in models, one line each: name and description."""
-    from layerperf import zoo
+    from layerperf.models import zoo
 
     rows = [{"name": name, "description": zoo.describe(name)} for name in zoo.names()]
     return View(sections=(Section(columns=MODEL_COLUMNS, rows=rows, listing=True),), doc={"models": rows})

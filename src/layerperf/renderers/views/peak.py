@@ -1,7 +1,7 @@
 """The "% of peak" column of the profile and analyze tables: each row's achieved rate over the peak
 ``layerperf calibrate`` measured on the machine the run was taken on, at its thread count.
 
-The figure itself is :func:`layerperf.figures.peak_pcts`; this module finds the peaks that apply
+The figure itself is :func:`layerperf.data.figures.peak_pcts`; this module finds the peaks that apply
 and adds the column. Without a calibration (or a FLOP count) the figure is unknown, never 0; a
 calibration file that cannot be read costs the column, not the report (a warning below it says why).
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layerperf.calibration import Peaks
+from layerperf.calibration.peaks import Peaks
 from layerperf.renderers.view import Column, Note
 
 KEY = "pct_of_peak"
@@ -51,7 +51,7 @@ def _threads(n: int | None) -> str:
 
 
 def _si(value: float, unit: str) -> str:
-    from layerperf import units
+    from layerperf.util import units
 
     return units.si(value, unit)
 
@@ -64,7 +64,7 @@ def reference(machine: Mapping[str, Any] | None, threads: int | None,
     """The peaks of ``machine`` (a profile's ``metadata["machine"]``; None: this machine) at ``threads``,
     or None with the warning saying why not when its calibration file is unreadable. ``peaks`` given
     (not :data:`AUTO`): those peaks, or None for no column at all."""
-    from layerperf.calibration import for_machine
+    from layerperf.calibration.peaks import for_machine
     from layerperf.errors import InputError
 
     if peaks is AUTO:
@@ -83,7 +83,7 @@ def reference(machine: Mapping[str, Any] | None, threads: int | None,
 def with_pcts(rows: Sequence[Mapping[str, Any]], ref: Reference | None) -> list[dict[str, Any]]:
     """``rows`` with :data:`KEY` added once calibrated: the % of peak, None where unknown (no FLOPs).
     Without a calibration the rows stay as they were: outputs keep their exact keys until one is made."""
-    from layerperf.figures import rows_peak_pcts
+    from layerperf.data.figures import rows_peak_pcts
 
     if ref is None:
         return [dict(r) for r in rows]

@@ -6,15 +6,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf import units
+from layerperf.analysis.summary import work_line
 from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import counter_columns, header, layer_columns
-from layerperf.summary import work_line
+from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration import Peaks
-    from layerperf.profile_data import Layer, Profile
+    from layerperf.calibration.peaks import Peaks
+    from layerperf.data.profile import Layer, Profile
 
 # The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
 # the figure the cumulative column runs over; self time is the median per call, so its column need not
@@ -51,16 +51,16 @@ def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
 
 
 def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
-    """The layers as programs read them (layers.csv): the columns of :data:`layerperf.figures.COLUMNS`,
+    """The layers as programs read them (layers.csv): the columns of :data:`layerperf.data.figures.COLUMNS`,
     then counters and metrics; every layer in execution order unless ``rows`` says which."""
-    from layerperf.figures import COLUMNS, extra_columns
+    from layerperf.data.figures import COLUMNS, extra_columns
 
     keys = list(COLUMNS) + extra_columns(prof)
     return Section(columns=(), rows=prof.table() if rows is None else rows, keys=keys)
 
 
 def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[Column]:
-    from layerperf.figures import extra_columns
+    from layerperf.data.figures import extra_columns
 
     columns = layer_columns((summ["int_ops"] or 0) > 0)
     if calibrated:  # % of peak, once this machine is calibrated
@@ -87,7 +87,7 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given).
     ``peaks``: what "% of peak" divides by (default: the calibration of the machine the profile ran on,
     when there is one; None: no such column)."""
-    from layerperf.summary import summary
+    from layerperf.analysis.summary import summary
 
     summ = summary(prof)
     ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ), peaks)

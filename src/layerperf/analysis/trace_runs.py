@@ -1,0 +1,78 @@
+"""The runs of a foreign trace (one not written by layerperf): how many, and which calls each holds.
+
+Where the trace marks them, its marks are the runs: a PyTorch profiler trace's ``ProfilerStep#N``
+events (``meta["run_windows_ns"]``, from :mod:`layerperf.readers.kineto`). Otherwise a run is a period
+of the op sequence: the smallest ``p`` such that the trace's calls, by start time, are the same ``p``
+names over and over (``n % p == 0``); three forward calls of a CNN repeat its ops three times, whatever
+op comes first. A trace that only counts its runs (ONNX Runtime's ``model_run`` events:
+``meta["runs"]``) is split by the period its count gives when the sequence repeats that way. No period:
+the trace is one run, unless it says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from layerperf.data.calls import Calls
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRuns:
+    """``count`` runs (None: unknown, the table has no start times), the rows of each (by start time; empty
+    when the calls could not be split into them), where each starts and ends when the trace says, and
+    ``how`` the count was found, for people."""
+
+    count: int | None
+    windows: tuple[np.ndarray, ...]
+    how: str
+    bounds_ns: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def per_run(self) -> bool:
+        """Whether figures can be given per run: the runs are known and more than one."""
+        return self.count is not None and self.count > 1
+
+
+def period(codes: np.ndarray, prefer: int | None = None) -> int | None:
+    """The smallest ``p`` < n with ``codes`` the same ``p`` values repeated n / p times (``prefer`` runs
+    tried first: the period a trace's own count of runs gives); None when there is none."""
+    n = int(codes.size)
+    if n < 2:
+        return None
+    candidates = [n // prefer] if prefer and prefer > 1 and n % prefer == 0 else []
+    candidates += [p for p in range(1, n // 2 + 1) if n % p == 0]
+    for p in candidates:
+        if codes[p] == codes[0] and np.array_equal(codes[p:], codes[:-p]):
+            return p
+    return None
+
+
+def find_runs(calls: Calls) -> TraceRuns:
+    """The runs of ``calls`` (a foreign trace's table), as the module says."""
+    said = calls.meta.get("runs")
+    said = int(said) if said else None
+    if not calls.has_times:
+        return TraceRuns(said, (), "as the trace says" if said else "not in this trace")
+    timed = np.flatnonzero(~np.isnan(calls.ts_ns))
+    timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
+    marked = calls.meta.get("run_windows_ns")
+    if marked:
+        ts = calls.ts_ns[timed]
+        windows = tuple(timed[(ts >= s) & (ts < e)] for s, e in marked)
+        return TraceRuns(len(marked), windows, "its ProfilerStep events",
+                         tuple((float(s), float(e)) for s, e in marked))
+    if said == 1:
+        return TraceRuns(1, (timed,), "as the trace says: one run")
+    p = period(calls.name.codes[timed], said)
+    if p is not None and (said is None or timed.size // p == said):
+        n = timed.size // p
+        return TraceRuns(n, tuple(timed[k * p:(k + 1) * p] for k in range(n)),
+                         f"its op sequence repeats {n} times, every {p} calls")
+    if said:
+        return TraceRuns(said, (), "as the trace says; its op sequence does not repeat that many times, so "
+                                   "its calls are not split into runs")
+    return TraceRuns(1, (timed,), "its op sequence does not repeat: one run")

@@ -1,0 +1,86 @@
+"""Per-layer perf counts as the collector driver took them: what a counting process hands back (as
+JSON), and what fills ``Layer.counters`` and the Profile's :class:`~layerperf.data.profile.CounterInfo`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from layerperf.data.profile import CounterInfo
+from layerperf.errors import LayerperfError
+
+if TYPE_CHECKING:
+    from layerperf.collectors.perf import CounterRequest
+    from layerperf.data.profile import Layer
+
+
+@dataclass(frozen=True, slots=True)
+class CounterResult:
+    """Self counts by label, ``[layer][pass]`` (a layer's own, less what the layers called directly
+    inside it counted; ``inclusive`` with theirs), with an empty boundary's own counts subtracted; the share of
+    its time each layer's group was counted, ``[layer][pass]``; what an empty boundary counts
+    (``calibration``, by label) and takes (``call_overhead_ns``); each layer's call durations in
+    passes timed without counters (``node_ns``); and the event groups counted apart (``schedule``)."""
+
+    counts: dict[str, list[list[float]]]
+    fraction: dict[str, list[list[float]]]
+    calibration: dict[str, float]
+    call_overhead_ns: float
+    node_ns: list[list[int]]
+    schedule: list[list[str]]
+    inclusive: dict[str, list[list[float]]] | None = None  # by label, [layer][pass], children's included
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CounterResult:
+        try:
+            return cls(counts=d["counts"], fraction=d["fraction"], calibration=d["calibration"],
+                       call_overhead_ns=float(d["call_overhead_ns"]), node_ns=d["node_ns"], schedule=d["schedule"],
+                       inclusive=d.get("inclusive"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LayerperfError(f"the counting result is incomplete ({type(exc).__name__}: {exc})") from None
+
+    def apply(self, layers: Sequence[Layer], request: CounterRequest) -> CounterInfo:
+        """Put each layer's per-pass counts on it (``layers``: the ones counted, in the same order); return
+        how they were counted."""
+        for label, per_layer in self.counts.items():
+            for layer, values in zip(layers, per_layer, strict=True):
+                layer.counters[label] = values
+        call_ns = self.call_overhead_ns
+        nests = self.inclusive is not None and not _same(self.inclusive, self.counts)
+        inclusive = _medians(self.inclusive) if nests and self.inclusive is not None else None
+        fractions = ({label: [float(np.mean(f)) for f in per_layer] for label, per_layer in self.fraction.items()}
+                     if request.multiplex else None)
+        return CounterInfo(
+            events=dict(zip(request.labels, request.events, strict=True)), passes=request.passes,
+            multiplex=request.multiplex, schedule=self.schedule, calibration=self.calibration,
+            call_overhead_ns=call_ns, stepwise_median_ns=[_less(t, call_ns) for t in self.node_ns],
+            fraction_counted=fractions, inclusive=inclusive)
+
+
+def _same(a: dict[str, list[list[float]]], b: dict[str, list[list[float]]]) -> bool:
+    """Whether two sets of counts are equal, an unknown (NaN) equal to an unknown."""
+    if a.keys() != b.keys():
+        return False
+    return all(np.array_equal(np.asarray(a[k], dtype=np.float64), np.asarray(b[k], dtype=np.float64),
+                              equal_nan=True) for k in a)
+
+
+def _medians(by_label: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+    """Each label's median per layer over its passes (NaN for a layer with no known count)."""
+    out = {}
+    for label, per_layer in by_label.items():
+        out[label] = [float(np.nanmedian(v)) if v and not all(math.isnan(x) for x in v) else math.nan
+                      for v in per_layer]
+    return out
+
+
+def _less(calls_ns: list[int], call_ns: float) -> float:
+    """A layer's median call, less what an empty boundary takes; NaN (unknown) for a layer never timed."""
+    return max(0.0, float(np.median(calls_ns)) - call_ns) if calls_ns else math.nan

@@ -1,0 +1,395 @@
+"""Calls: the one columnar table every trace reader produces and every analysis consumes.
+
+One row per op call (an event) as read, or per group once aggregated. String columns are stored
+dictionary-encoded (:class:`Labels`): a million calls of a few hundred distinct ops cost a few int32
+arrays, and grouping is integer work in numpy instead of hashing a million Python strings.
+Unknown figures are NaN in the float columns, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from layerperf.data.profile import Profile
+
+STRING_COLUMNS = ("name", "op_type", "provider", "in_shapes", "out_shapes")
+# how analysis groups rows, by the string columns each grouping compares
+GROUPINGS: dict[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "type": ("op_type",),
+    "provider": ("provider",),
+    "shape": ("op_type", "in_shapes", "out_shapes"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    """A string column: ``codes`` (int32, one per row) index into ``values`` (distinct strings)."""
+
+    codes: np.ndarray
+    values: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.codes.size)
+
+    def __getitem__(self, row: int) -> str:
+        return self.values[int(self.codes[row])]
+
+    def tolist(self) -> list[str]:
+        return [self.values[c] for c in self.codes.tolist()]
+
+    def take(self, rows: np.ndarray) -> Labels:
+        return Labels(self.codes[rows], self.values)
+
+    def mask(self, keep: Iterable[str]) -> np.ndarray:
+        """Rows whose value is one of ``keep``."""
+        wanted = set(keep)
+        hit = np.fromiter((v in wanted for v in self.values), dtype=bool, count=len(self.values))
+        return hit[self.codes] if self.values else np.zeros(len(self), dtype=bool)
+
+    @staticmethod
+    def of(strings: Sequence[str]) -> Labels:
+        """Encode a plain sequence of strings (small tables and tests; readers use :class:`Interner`)."""
+        table: dict[str, int] = {}
+        codes = [table.setdefault(s, len(table)) for s in strings]
+        return Labels(np.asarray(codes, dtype=np.int32), tuple(table))
+
+
+# The "left out" marks of Calls' time and thread columns (compared by identity, never filled).
+_NO_FLOATS: np.ndarray = np.zeros(0, dtype=np.float64)
+_NO_INTS: np.ndarray = np.zeros(0, dtype=np.int64)
+_NO_FLOATS.flags.writeable = False
+_NO_INTS.flags.writeable = False
+
+
+@dataclass(frozen=True, slots=True)
+class Calls:
+    """Columns of op calls (or of aggregated groups of them). Times in ns; NaN = unknown.
+
+    ``dur_ns`` is self time: the event's duration minus the time of events nested inside it.
+    ``incl_ns`` is inclusive time (the whole duration). ``device_ns`` is time on an accelerator
+    attributed to the op (PyTorch kernels linked to the op that launched them), ``device_incl_ns``
+    the same for kernels launched anywhere under the op (itself and the calls nested in it). ``calls``
+    is 1 for a row read from a trace and the group size after aggregation, where ``total_ns`` keeps
+    the sum of self time whatever the aggregate function was. ``meta["inclusive_flops"]`` says a
+    nested row's FLOPs count what ran inside it (ONNX Runtime control flow: a parent's are its
+    body's), so its rates are over inclusive time, and a sum over a group counts nested calls once.
+
+    ``outer`` (nested traces only) says, per grouping of :data:`GROUPINGS`, whether a row lies inside
+    no other row of its own group, so that summing inclusive figures over a group counts nested
+    calls once (an ``aten::clamp`` inside an ``aten::clamp``; every CPU op of a provider).
+
+    ``ts_ns`` is when a call started, relative to the trace's time origin (``meta["ts_origin_us"]``
+    says where that lies in the file's own clock), and ``pid``/``tid`` the process and thread it ran
+    on: with ``incl_ns`` they place every call on a timeline (:mod:`layerperf.renderers.timeline`).
+    They are NaN and -1 where unknown, and in aggregated rows, which are no single call. Left out
+    when the table is made, they are unknown for every row.
+    """
+
+    name: Labels
+    op_type: Labels
+    provider: Labels
+    in_shapes: Labels
+    out_shapes: Labels
+    dur_ns: np.ndarray  # float64
+    total_ns: np.ndarray  # float64
+    incl_ns: np.ndarray  # float64
+    device_ns: np.ndarray  # float64, NaN where the trace has no device time
+    calls: np.ndarray  # int64
+    flops: np.ndarray  # float64
+    bytes: np.ndarray  # float64
+    int_ops: np.ndarray  # float64: integer operations (quantized kernels, integer tensors)
+    counters: dict[str, np.ndarray] = field(default_factory=dict)  # label -> float64 per row
+    meta: dict[str, Any] = field(default_factory=dict)  # what was read: format, source, events...
+    device_incl_ns: np.ndarray | None = None  # float64; None: as device_ns (nothing nests)
+    outer: dict[str, np.ndarray] = field(default_factory=dict)  # grouping -> bool per row; absent: all outer
+    ts_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)  # float64; NaN: unknown
+    pid: np.ndarray = field(default_factory=lambda: _NO_INTS)  # int64; -1: unknown
+    tid: np.ndarray = field(default_factory=lambda: _NO_INTS)  # int64; -1: unknown
+
+    def __post_init__(self) -> None:
+        # frozen: columns left out are set once, here
+        if self.device_incl_ns is None:
+            object.__setattr__(self, "device_incl_ns", self.device_ns.copy())
+        n = len(self)
+        for column, unknown in (("ts_ns", np.nan), ("pid", -1), ("tid", -1)):
+            values = getattr(self, column)
+            if values is _NO_FLOATS or values is _NO_INTS:
+                object.__setattr__(self, column, np.full(n, unknown, dtype=values.dtype))
+            elif values.shape != (n,):
+                raise ValueError(f"{column}: {values.size} values for {n} rows")
+
+    @property
+    def device_incl(self) -> np.ndarray:
+        """``device_incl_ns``, never None."""
+        assert self.device_incl_ns is not None
+        return self.device_incl_ns
+
+    def __len__(self) -> int:
+        return int(self.dur_ns.size)
+
+    def take(self, rows: np.ndarray) -> Calls:
+        """The table restricted to (and reordered by) ``rows``: indices or a boolean mask."""
+        return Calls(
+            name=self.name.take(rows), op_type=self.op_type.take(rows), provider=self.provider.take(rows),
+            in_shapes=self.in_shapes.take(rows), out_shapes=self.out_shapes.take(rows),
+            dur_ns=self.dur_ns[rows], total_ns=self.total_ns[rows], incl_ns=self.incl_ns[rows],
+            device_ns=self.device_ns[rows], calls=self.calls[rows], flops=self.flops[rows],
+            bytes=self.bytes[rows], int_ops=self.int_ops[rows], counters={k: v[rows] for k, v in self.counters.items()},
+            meta=self.meta, device_incl_ns=self.device_incl[rows], outer={k: v[rows] for k, v in self.outer.items()},
+            ts_ns=self.ts_ns[rows], pid=self.pid[rows], tid=self.tid[rows])
+
+    def labels(self, column: str) -> Labels:
+        if column not in STRING_COLUMNS:
+            raise KeyError(column)
+        labels: Labels = getattr(self, column)
+        return labels
+
+    @property
+    def has_device(self) -> bool:
+        return bool(self.device_ns.size) and not bool(np.isnan(self.device_ns).all())
+
+    @property
+    def has_times(self) -> bool:
+        """Whether any row says when it started (rows read from a trace, not aggregated)."""
+        return bool(self.ts_ns.size) and not bool(np.isnan(self.ts_ns).all())
+
+
+class Interner:
+    """Gives each distinct value a dense int code, in first-seen order."""
+
+    __slots__ = ("table",)
+
+    def __init__(self) -> None:
+        self.table: dict[Any, int] = {}
+
+    def code(self, value: Any) -> int:
+        table = self.table
+        c = table.get(value)
+        if c is None:
+            c = table[value] = len(table)
+        return c
+
+    def codes(self, values: Iterable[Any]) -> list[int]:
+        table = self.table
+        values = list(values)
+        found = list(map(table.get, values))  # at C speed when every value is known already
+        if None not in found:
+            return found  # type: ignore[return-value]
+        return [table.setdefault(v, len(table)) for v in values]
+
+    def values(self) -> list[Any]:
+        return list(self.table)
+
+
+class TableBuilder:
+    """Accumulates rows chunk by chunk; ``build()`` makes the Calls.
+
+    A row's identity — (name, op_type, provider, in_shapes, out_shapes) — is interned once per
+    distinct tuple, so per row only an int code and its numbers are kept, as numpy arrays.
+    """
+
+    def __init__(self) -> None:
+        self._ident = Interner()
+        self._parts: dict[str, list[np.ndarray]] = {k: [] for k in _NUMERIC}
+        self._counters: dict[str, list[tuple[int, np.ndarray]]] = {}
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def ident(self, name: str, op_type: str, provider: str, in_shapes: str, out_shapes: str) -> int:
+        return self._ident.code((name, op_type, provider, in_shapes, out_shapes))
+
+    def ident_codes(self, idents: Iterable[tuple[str, str, str, str, str]]) -> list[int]:
+        return self._ident.codes(idents)
+
+    def idents(self) -> list[tuple[str, str, str, str, str]]:
+        """Every row identity so far, in code order."""
+        return self._ident.values()
+
+    def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
+               device_us: Any = None, flops: Any = None, bytes_: Any = None, int_ops: Any = None,
+               counters: dict[str, Any] | None = None, device_incl_us: Any = None, ts_us: Any = None,
+               pid: Any = None, tid: Any = None) -> None:
+        """Append rows: identity codes (from :meth:`ident`) and their figures in µs (None/NaN unknown);
+        ``ts_us`` their start relative to the trace's time origin, ``pid``/``tid`` their process and
+        thread (None/-1 unknown).
+
+        Figures may be lists or arrays; anything numpy can't read as float64 (int64 for ids) raises
+        TypeError or ValueError before anything is appended. Arrays of the right type may become the
+        table's columns as they are (a million rows are 8 MB a column): leave them unchanged.
+        """
+        n = len(keys)
+        given = {"keys": keys, "dur_us": dur_us, "incl_us": incl_us, "device_us": device_us,
+                 "flops": flops, "bytes": bytes_, "int_ops": int_ops,
+                 "device_incl_us": device_us if device_incl_us is None else device_incl_us, "ts_us": ts_us,
+                 "pid": pid, "tid": tid}
+        arrays = {}
+        for column, values in given.items():
+            dtype, unknown = _DTYPES.get(column, (np.float64, np.nan))
+            arr = np.full(n, unknown, dtype=dtype) if values is None else np.asarray(values, dtype=dtype)
+            if arr.shape != (n,):
+                raise ValueError(f"{column}: {arr.shape[0] if arr.ndim else 0} values for {n} rows")
+            arrays[column] = arr
+        extra = {k: np.asarray(v, dtype=np.float64) for k, v in (counters or {}).items()}
+        if any(v.shape != (n,) for v in extra.values()):
+            raise ValueError("counter columns of the wrong length")
+        for column, arr in arrays.items():
+            self._parts[column].append(arr)
+        for label, arr in extra.items():
+            self._counters.setdefault(label, []).append((self._rows, arr))
+        self._rows += n
+
+    def build(self, meta: dict[str, Any] | None = None) -> Calls:
+        idents = self._ident.values()
+        col = {k: _joined(v, _DTYPES.get(k, (np.float64,))[0]) for k, v in self._parts.items()}
+        keys = col["keys"]
+        labels: dict[str, Labels] = {}
+        for position, string_column in enumerate(STRING_COLUMNS):
+            encode = Interner()
+            per_ident = np.asarray(encode.codes(t[position] for t in idents), dtype=np.int32)
+            codes = per_ident[keys] if idents else np.zeros(0, dtype=np.int32)
+            labels[string_column] = Labels(codes, tuple(encode.values()))
+        dur_ns: np.ndarray = np.multiply(col["dur_us"], 1e3)
+        incl_ns: np.ndarray = np.multiply(col["incl_us"], 1e3)
+        # A trace without nesting has inclusive time equal to self time.
+        incl_ns = np.where(np.isnan(incl_ns), dur_ns, incl_ns)
+        counters = {}
+        for label, parts in self._counters.items():
+            column = np.full(self._rows, np.nan)
+            for start, arr in parts:
+                column[start:start + arr.size] = arr
+            counters[label] = column
+        return Calls(name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
+                       in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"],
+                       dur_ns=dur_ns, total_ns=dur_ns.copy(), incl_ns=incl_ns,
+                       device_ns=np.multiply(col["device_us"], 1e3), calls=np.ones(keys.size, dtype=np.int64),
+                       flops=col["flops"], bytes=col["bytes"], int_ops=col["int_ops"], counters=counters,
+                       meta=dict(meta or {}),
+                       device_incl_ns=np.multiply(col["device_incl_us"], 1e3),
+                       ts_ns=np.multiply(col["ts_us"], 1e3), pid=col["pid"], tid=col["tid"])
+
+
+def _joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    # one part (one extend, as most readers do) is the column as it is: a copy would be the peak's
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+_NUMERIC = ("keys", "dur_us", "incl_us", "device_us", "flops", "bytes", "int_ops", "device_incl_us", "ts_us",
+            "pid", "tid")
+# columns that are not float64 with NaN for unknown: their dtype and unknown value
+_DTYPES: dict[str, tuple[Any, Any]] = {"keys": (np.int32, 0), "pid": (np.int64, -1), "tid": (np.int64, -1)}
+
+
+def group_codes(table: Calls, grouping: str) -> np.ndarray:
+    """One int64 code per row, equal for rows of one group of ``grouping`` (see :data:`GROUPINGS`)."""
+    key = np.zeros(len(table), dtype=np.int64)
+    for column in GROUPINGS[grouping]:
+        labels = table.labels(column)
+        # re-densified after each column, so the combined key never outgrows int64
+        key = key * max(len(labels.values), 1) + labels.codes
+        key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return key
+
+
+def with_outer(table: Calls, parent: np.ndarray) -> Calls:
+    """``table`` with its ``outer`` flags, given each row's enclosing row (``parent``, -1 for none):
+    per grouping, a row is outer when no row around it belongs to its group."""
+    if not (parent >= 0).any():
+        return table
+    outer = {}
+    for grouping in GROUPINGS:
+        code = group_codes(table, grouping)
+        inner = np.zeros(len(table), dtype=bool)
+        at = parent.copy()
+        while (live := at >= 0).any():
+            inner[live] |= code[at[live]] == code[live]
+            at[live] = parent[at[live]]
+        outer[grouping] = ~inner
+    return replace(table, outer=outer)
+
+
+def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
+    """One row per measured call of every layer of a layerperf Profile (:meth:`Profile.calls`).
+
+    A layer's counters hold one value per measured pass; when there is one per run, each call gets
+    its run's value, otherwise every call gets the layer's median. A call's start is its span's
+    (relative to the profile's origin), its thread the span's, its process ``metadata["pid"]``.
+    """
+    b = TableBuilder()
+    idents = [b.ident(layer.name, layer.op_type, layer.provider, layer.in_shapes, layer.out_shapes)
+              for layer in profile.layers]
+    n_layers = len(profile.layers)
+    flops = np.asarray([np.nan if la.flops is None else la.flops for la in profile.layers], dtype=np.float64)
+    nbytes = np.asarray([np.nan if la.bytes is None else la.bytes for la in profile.layers], dtype=np.float64)
+    int_ops = np.asarray([np.nan if la.int_ops is None else la.int_ops for la in profile.layers], dtype=np.float64)
+    spans = [span for run in profile.runs for span in run.spans]
+    run_of = [r for r, run in enumerate(profile.runs) for _ in run.spans]
+    self_ns = profile.span_self_ns  # a control-flow layer's calls less their body's
+    li = np.fromiter((s.layer for s in spans), dtype=np.int64, count=len(spans))
+    ri = np.asarray(run_of, dtype=np.int64)
+    counters = {}
+    labels = list(dict.fromkeys(k for la in profile.layers for k in la.counters))
+    for label in labels:
+        per_run = np.full((n_layers, max(len(profile.runs), 1)), np.nan)
+        for i, layer in enumerate(profile.layers):
+            values = layer.counters.get(label) or []
+            if len(values) == len(profile.runs):
+                per_run[i, :len(values)] = values
+            elif values:
+                per_run[i, :] = float(np.median(values))
+        counters[label] = per_run[li, ri] if li.size else np.zeros(0)
+    ident_arr = np.asarray(idents, dtype=np.int32)
+    pid = profile.metadata.get("pid")
+    b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
+             self_ns.astype(np.float64) / 1e3,
+             incl_us=np.fromiter((s.dur_ns for s in spans), dtype=np.float64, count=len(spans)) / 1e3,
+             flops=flops[li] if li.size else None, bytes_=nbytes[li] if li.size else None,
+             int_ops=int_ops[li] if li.size else None, counters=counters,
+             ts_us=np.fromiter((s.start_ns for s in spans), dtype=np.float64, count=len(spans)) / 1e3,
+             pid=np.full(len(spans), int_id(pid), dtype=np.int64),
+             tid=np.fromiter((s.tid for s in spans), dtype=np.int64, count=len(spans)))
+    # tensor names let a diff pair nodes that graph transformations renamed (layerperf.analysis.matching)
+    outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
+    # the machine and thread count the run was taken on: which calibrated peaks its rates compare to
+    measured = profile.measurement.intra_op_threads if profile.measurement is not None else None
+    threads = measured or profile.metadata.get("options", {}).get("threads") or None
+    table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                     "inclusive_flops": True, "ts_origin_us": 0.0, "machine": profile.metadata.get("machine"),
+                     "threads": threads, **(meta or {})})
+    return with_outer(table, profile.span_parents)  # rows are the spans, in order
+
+
+def empty(meta: dict[str, Any] | None = None) -> Calls:
+    return TableBuilder().build(meta)
+
+
+def int_id(value: Any) -> int:
+    """A process or thread id as the int64 of the ``pid``/``tid`` columns: an int, or a string of decimal
+    digits (PyTorch 1.8 writes thread ids so), as it is; anything else -1 (unknown)."""
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 19:
+        return int(value)
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    return value if type(value) is int and _INT64_MIN < value < _INT64_MAX else -1
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def shape_str(dims: Any) -> str:
+    """``[1, 3, 224, 224]`` -> ``1x3x224x224``; ``[]`` -> ``scalar``; anything else -> ``?``."""
+    if isinstance(dims, list | tuple):
+        if not dims:
+            return "scalar"
+        if all(isinstance(d, int | str) and not isinstance(d, bool) for d in dims):
+            return "x".join(str(d) for d in dims)
+    return "?"

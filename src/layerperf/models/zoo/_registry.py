@@ -1,0 +1,98 @@
+"""The table of built-in models and the checking of build arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from layerperf.errors import InputError
+from layerperf.models.zoo._graph import GraphBuilder
+from layerperf.models.zoo.recurrent import build_lstm
+from layerperf.models.zoo.transformers import BERT_BASE, GPT2_SMALL, build_bert_base, build_gpt2_small
+from layerperf.models.zoo.vision import build_mobilenet_v2, build_resnet18, build_resnet50, build_vgg16
+
+Builder = Callable[[GraphBuilder, int, int], None]  # (graph, batch, image_size or seq_len)
+
+# Smallest image every vision model takes: VGG's five 2x2 max pools need at least 32 px.
+MIN_IMAGE_SIZE = 32
+MAX_IMAGE_SIZE = 4096
+MAX_LSTM_SEQ = 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One zoo entry: how to build it and which size argument it uses, within which range."""
+
+    name: str
+    summary: str
+    builder: Builder
+    size_arg: Literal["image_size", "seq_len"]
+    min_size: int
+    max_size: int
+
+
+def _vision(name: str, summary: str, builder: Builder) -> ModelSpec:
+    return ModelSpec(name, summary, builder, "image_size", MIN_IMAGE_SIZE, MAX_IMAGE_SIZE)
+
+
+def _text(name: str, summary: str, builder: Builder, max_seq: int) -> ModelSpec:
+    return ModelSpec(name, summary, builder, "seq_len", 1, max_seq)
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        _vision("resnet18", "ResNet-18 ImageNet classifier (torchvision)", build_resnet18),
+        _vision("resnet50", "ResNet-50 v1.5 ImageNet classifier (torchvision)", build_resnet50),
+        _vision("mobilenet_v2", "MobileNetV2 1.0 ImageNet classifier (torchvision)", build_mobilenet_v2),
+        _vision("vgg16", "VGG-16 ImageNet classifier without batch norm (torchvision)", build_vgg16),
+        _text(
+            "bert-base",
+            "BERT-base encoder, 12 layers, hidden 768, 12 heads (no pooler)",
+            build_bert_base,
+            BERT_BASE.max_positions,
+        ),
+        _text(
+            "gpt2-small",
+            "GPT-2 small decoder, 12 layers, hidden 768, LM head tied to wte",
+            build_gpt2_small,
+            GPT2_SMALL.max_positions,
+        ),
+        _text(
+            "lstm",
+            "2-layer LSTM sequence classifier: 256 features -> hidden 512 -> 10 classes",
+            build_lstm,
+            MAX_LSTM_SEQ,
+        ),
+    )
+}
+
+
+def lookup(name: str) -> ModelSpec:
+    """The spec for ``name``, or InputError listing the known names."""
+    spec = MODELS.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise InputError(f"unknown model '{name}'", hint="known models: " + ", ".join(sorted(MODELS)))
+    return spec
+
+
+def _check_int(arg: str, value: object, lowest: int, highest: int | None = None) -> int:
+    # bool is an int subclass, but batch=True is a mistake rather than batch=1.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(f"{arg} must be an integer, got {value!r}")
+    if value < lowest or (highest is not None and value > highest):
+        limit = f"between {lowest} and {highest}" if highest is not None else f"at least {lowest}"
+        raise InputError(f"{arg} must be {limit}, got {value}")
+    return value
+
+
+def check_args(spec: ModelSpec, batch: object, image_size: object, seq_len: object, seed: object) -> int:
+    """Validate the build arguments and return the size the model uses (image_size or seq_len)."""
+    _check_int("batch", batch, 1)
+    _check_int("seed", seed, 0)
+    sizes = {"image_size": image_size, "seq_len": seq_len}
+    for arg, value in sizes.items():
+        if arg != spec.size_arg:
+            _check_int(arg, value, 1)  # ignored by this model, but still has to make sense
+    return _check_int(f"{spec.size_arg} for {spec.name}", sizes[spec.size_arg], spec.min_size, spec.max_size)

@@ -1,0 +1,275 @@
+"""Profile PyTorch code where it runs: a ``with`` block, a decorator, or ``start()``/``stop()``.
+
+>>> with layerperf.torch.Profiler() as prof:          # doctest: +SKIP
+...     model(x)
+>>> prof.profile.save("out")                          # doctest: +SKIP
+
+>>> @layerperf.torch.profile(path="out")              # doctest: +SKIP
+... def train_step(x, y):
+...     loss = loss_fn(model(x), y); opt.zero_grad(); loss.backward(); opt.step()
+
+Every module called inside is timed at its boundaries, by its path under the outermost module called
+(``layer1.0.conv1``); a backward pass adds a row per module call's backward (``layer1.0.conv1
+(backward)``), an optimizer step a row ``optimizer.step (SGD)``. A run is one call of the decorated
+function, or in a ``with`` block (and between ``start()`` and ``stop()``) one outermost call of the
+model with what follows it up to the next (see :mod:`layerperf.torch.insitu`). The first
+``warmup`` runs are left out. When the profile ends, the model is run once more on the first timed
+run's inputs (its keyword arguments too), untimed, for each row's shapes, FLOPs and bytes: in
+inference mode, or where a backward ran (or the model is in training mode) a forward and a backward (see
+:mod:`layerperf.torch.gradcost`). The loss's backward and the optimizer steps are not re-run:
+their FLOPs stay unknown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from layerperf.backends.torch import INSTALL_HINT, LEVELS, import_torch
+from layerperf.data.profile import Profile
+from layerperf.errors import InputError, LayerperfError
+
+if TYPE_CHECKING:
+    from layerperf.torch.incode import Recording, Settings
+
+__all__ = ["INSTALL_HINT", "Profiler", "profile"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+TRACE, CSV, FLOW_SVG, TIMELINE_SVG = "trace.json", "layers.csv", "memory_flow.svg", "memory_timeline.svg"
+FORMATS = (TRACE, CSV, FLOW_SVG, TIMELINE_SVG)
+DEVICES = ("cpu", "cuda")
+
+
+class Profiler:
+    """Times every module called between :meth:`start` and :meth:`stop` (or inside ``with``), the
+    backward of each and each optimizer step.
+
+    ``level``: 1 modules (forward hooks, lowest cost); 2 modules and the aten ops inside each forward
+    (torch.profiler; its first session records the ops' shapes). ``warmup``: runs to leave out.
+    ``events`` (perf event strings) / ``perf_config`` (a JSON file, event string -> label): per-row
+    perf counters, read at the same boundaries on the runs that happen (level 1). ``memory``: the
+    memory profile (``Profile.memory``), resident memory read every ``sample_rate`` row ends (default
+    1; 0: none read), and the allocator's events per row from the first run after warm-up, recorded
+    under torch.profiler and so kept out of the timed runs. ``profile_device``: ``"cpu"``, or
+    ``"cuda"`` (where torch.cuda is available: level 1 times each row by CUDA events at its
+    boundaries, the device's time, read at each run's end; with ``memory`` also the caching
+    allocator's counters at each boundary; level 2 adds the kernels). ``path``: a directory the
+    profile is saved to when it ends; ``formats``: which of its files (trace.json, layers.csv, and with
+    ``memory`` memory_flow.svg and memory_timeline.svg; default all it has). Every option is checked
+    here, before anything runs.
+    """
+
+    def __init__(self, *, level: int = 1, warmup: int = 0, path: str | Path | None = None,
+                 formats: Sequence[str] | None = None, events: Sequence[str] | None = None,
+                 perf_config: str | Path | None = None, memory: bool = False, sample_rate: int | None = None,
+                 profile_device: str = "cpu") -> None:
+        self._torch = import_torch()
+        self.settings = _settings(level, warmup, path, formats, events, perf_config, memory, sample_rate,
+                                  profile_device)
+        self._rec: Recording | None = None
+        self._stack: ExitStack | None = None
+        self._profile: Profile | None = None
+        self._busy = threading.Lock()  # the decorator's: one profiled call at a time
+
+    @property
+    def path(self) -> Path | None:
+        return self.settings.path
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        return self.settings.formats
+
+    def start(self) -> Profiler:
+        """Hooks on until :meth:`stop`; runs are the outermost calls of the model."""
+        if self._stack is not None or self._rec is not None:
+            raise InputError("this Profiler is already started")
+        self._refuse_ended()
+        from layerperf.torch.incode import Recording
+
+        rec = Recording(self.settings, runs_by_call=False)
+        stack = ExitStack()
+        stack.callback(rec.close)
+        try:
+            if self.settings.level == 2:
+                stack.enter_context(rec.level2_session())
+            stack.enter_context(rec.state.hooks())
+        except BaseException:
+            stack.close()
+            raise
+        self._rec, self._stack = rec, stack
+        return self
+
+    def stop(self) -> Profile:
+        """End the profile: hooks off, shapes and FLOPs taken, saved to ``path`` when given."""
+        if self._profile is not None:
+            return self._profile
+        rec = self._rec
+        if rec is None:
+            raise InputError("this Profiler was never started", hint="use it in a with block, call start(), or "
+                             "call the decorated function first")
+        rec.state.finish()  # the last run ends inside the profiler session and the hooks
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        try:
+            self._profile = rec.build()
+        finally:
+            rec.close()
+        if self.settings.path is not None:
+            _save(self._profile, self.settings.path, self.settings.formats)
+        return self._profile
+
+    def __enter__(self) -> Profiler:
+        return self.start()
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        with contextlib.suppress(InputError):  # the block raised: its exception is the one to see
+            self.stop()
+
+    @property
+    def profile(self) -> Profile:
+        """The profile, once stopped."""
+        if self._profile is None:
+            raise InputError("the profile is not ended yet: call stop() or leave the with block first")
+        return self._profile
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``fn(*args, **kwargs)`` as one run (the decorator's). A call made while another is being
+        profiled (nested, or on another thread) is not a run of its own: nested, it is part of the outer."""
+        if self._profile is not None or self._stack is not None or not self._busy.acquire(blocking=False):
+            return fn(*args, **kwargs)
+        try:
+            from layerperf.torch.incode import Recording
+
+            if self._rec is None:
+                self._rec = Recording(self.settings, runs_by_call=True)
+            rec = self._rec
+            rec.state.tid = threading.get_ident()
+            with ExitStack() as stack:
+                if self.settings.level == 2 and rec.state.calls >= self.settings.warmup:
+                    stack.enter_context(rec.level2_session())
+                stack.enter_context(rec.state.hooks())
+                rec.state.begin_call()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    rec.state.end_call()
+        finally:
+            self._busy.release()
+
+    def _refuse_ended(self) -> None:
+        if self._profile is not None:
+            raise InputError("this Profiler has ended: make a new one to profile again")
+
+    def _stop_at_exit(self) -> None:
+        if self._rec is None or self._profile is not None:
+            return
+        try:
+            self.stop()
+        except LayerperfError as exc:  # the process is ending: one line, no traceback
+            print(f"layerperf.torch: the profile was not saved: {exc}", file=sys.stderr)
+
+
+def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequence[str] | None,
+              events: Sequence[str] | None, perf_config: str | Path | None, memory: bool,
+              sample_rate: int | None, device: str) -> Settings:
+    """The options checked, each fault in one line, before anything runs."""
+    from layerperf.collectors import Collectors
+    from layerperf.torch.incode import Settings
+
+    if isinstance(level, bool) or level not in LEVELS:
+        raise InputError(f"level must be 1 (modules) or 2 (modules and aten ops), got {level!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise InputError(f"warmup must be an integer, 0 or more, got {warmup!r}")
+    if isinstance(events, str):
+        raise InputError(f"events must be a list of event strings, got the string {events!r}",
+                         hint=f"events=[{events!r}]")
+    if not memory and sample_rate is not None:
+        raise InputError("sample_rate applies to the memory profile only", hint="add memory=True")
+    if level == 2 and (events or perf_config or memory):
+        raise InputError("perf counters and the memory profile run at level 1 (modules) only")
+    if device not in DEVICES:
+        raise InputError(f"profile_device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("profile_device='cuda' but torch.cuda is not available here",
+                             hint="profile_device='cpu', or a CUDA build of torch on a machine with a GPU")
+    chosen = _formats(formats, memory)
+    out = Path(path) if path is not None else None
+    if out is not None:
+        from layerperf.renderers.files import check_dir
+
+        check_dir(out)
+    # each group the PMU counts together is checked here, as it is opened (all at once) when profiling
+    collectors = Collectors.make(events=events, perf_config=perf_config, passes=1, multiplex=False,
+                                 memory=memory, sample_rate=sample_rate)
+    return Settings(level, warmup, collectors, device, out, chosen)
+
+
+def _formats(formats: Sequence[str] | None, memory: bool) -> tuple[str, ...]:
+    if formats is None:
+        return FORMATS if memory else (TRACE, CSV)
+    if isinstance(formats, str):
+        formats = [formats]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise InputError(f"unknown format {bad[0]!r}", hint="one of: " + ", ".join(FORMATS))
+    pictures = [f for f in formats if f in (FLOW_SVG, TIMELINE_SVG)]
+    if pictures and not memory:
+        raise InputError(f"format {pictures[0]!r} needs the memory profile", hint="add memory=True")
+    if not formats:
+        raise InputError("formats is empty: nothing would be saved", hint="one or more of: " + ", ".join(FORMATS))
+    return tuple(dict.fromkeys(formats))
+
+
+def _save(prof: Profile, out: Path, formats: Sequence[str]) -> None:
+    """The chosen files of the profile, written atomically (nothing partial on failure)."""
+    from layerperf.renderers.files import atomic_files, ensure_dir, writers
+
+    table = writers(prof)
+    names = [n for n in table if n in formats]
+    ensure_dir(out)
+    with atomic_files(out, names) as files:
+        for name, f in zip(names, files, strict=True):
+            table[name](prof, f)
+
+
+def profile(*, level: int = 1, warmup: int = 0, path: str | Path | None = None,
+            formats: Sequence[str] | None = None, events: Sequence[str] | None = None,
+            perf_config: str | Path | None = None, memory: bool = False, sample_rate: int | None = None,
+            profile_device: str = "cpu") -> Callable[[F], F]:
+    """Decorate a function: each call of it is one run (a training step: forward, loss, backward and
+    optimizer step), the runs aggregated into one profile; options as :class:`Profiler`'s, checked
+    when decorating. The hooks are on only during the calls. The function's ``.profiler`` ends the
+    profile (``.profiler.stop()`` returns it), or the end of the process does, saving to ``path``."""
+    import_torch()
+    _settings(level, warmup, path, formats, events, perf_config, memory, sample_rate, profile_device)
+
+    def wrap(fn: F) -> F:
+        prof = Profiler(level=level, warmup=warmup, path=path, formats=formats, events=events,
+                        perf_config=perf_config, memory=memory, sample_rate=sample_rate,
+                        profile_device=profile_device)
+
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            return prof.call(fn, args, kwargs)
+
+        if path is not None:
+            import atexit
+
+            atexit.register(prof._stop_at_exit)
+        inner.profiler = prof  # type: ignore[attr-defined]
+        return inner  # type: ignore[return-value]
+
+    return wrap

@@ -1,0 +1,1 @@
+"""Small helpers every stage uses: atomic files, figures with units, handing memory back."""
