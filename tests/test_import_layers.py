@@ -1,0 +1,485 @@
+"""The house's import rules, checked over every module of src/layerperf.
+
+1. Layering goes one way: a module imports only from its own stage or the stages below it
+   (``STAGES``, lowest first): model source -> backends -> collectors -> data model <- analysis <-
+   renderers <- CLI, as docs/architecture.md draws it. Type-checking-only imports count too.
+2. No import circles between modules, none hidden in a function or behind TYPE_CHECKING.
+3. layerperf's own modules import each other at the top of the file. A function-local import is
+   left only where it keeps an optional or heavy runtime (torch, onnxruntime, tvm, ray...) out of
+   an import that does not need it, or keeps start-up fast (the CLI's subcommands, the package's
+   lazy attributes); elsewhere it carries a ``# lazy: <reason>`` comment.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "layerperf"
+
+# Stages, lowest first. A module may import from a stage at or below its own.
+STAGES: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("util",),
+    ("counters",),        # perf_event_open, libpfm4: the mechanism collectors use
+    ("data",),            # Profile, Layer, metadata, the event table, derived figures, value types
+    ("cost",),            # FLOPs, int ops, bytes of every op namespace
+    ("models",),          # where a model comes from: files, external data, inputs, the zoo
+    ("readers",),         # trace files -> the event table / a Profile
+    ("analysis",),        # pure functions over a Profile or an event table
+    ("collectors",),      # timer, perf counters, resident memory at layer boundaries; the pass driver
+    ("backends",),        # runtimes: protocol, registry, shared parts, onnxruntime, torch, ...
+    ("bench",),           # one operator in isolation
+    ("calibration",),     # this machine's peaks
+    ("renderers",),       # every output: terminal, markdown, csv, json, svg, html, trace.json
+    ("api", "torch", "onnxruntime"),  # the public Python API
+    ("cli", "__main__"),
+)
+RANK = {name: i for i, names in enumerate(STAGES) for name in names}
+# Heavy or optional runtimes: importing them costs start-up time, or they may be missing.
+HEAVY = {"torch", "onnxruntime", "onnx", "tvm", "ray", "pandas", "sklearn", "lightgbm", "duckdb", "pyarrow",
+         "polars", "rich", "ml_dtypes"}
+# Function-local imports of layerperf's own modules allowed without a comment: start-up cost.
+LAZY_PLACES = ("layerperf", "layerperf.cli")
+
+# Known violations still to be removed by the layout work; must end empty.
+KNOWN_STAGE: set[tuple[str, str]] = {
+    ('layerperf.analysis.memory.report', 'layerperf.collectors.runtime_memory'),
+    ('layerperf.data.codec', 'layerperf.analysis.memory.report'),
+    ('layerperf.data.metadata', 'layerperf.backends.base'),
+    ('layerperf.data.metadata', 'layerperf.models.source'),
+    ('layerperf.data.profile', 'layerperf.analysis.memory.report'),
+    ('layerperf.data.profile', 'layerperf.cost.core'),
+    ('layerperf.data.profile', 'layerperf.readers.layerperf'),
+    ('layerperf.data.profile', 'layerperf.renderers.files'),
+    ('layerperf.readers.kineto', 'layerperf.analysis.gpu_kernels'),
+    ('layerperf.readers.layerperf', 'layerperf.renderers.chrome'),
+}
+KNOWN_CYCLES: list[set[str]] = [
+    {
+        'layerperf.counters.catalog',
+        'layerperf.counters.pfm',
+    },
+    {
+        'layerperf.analysis.memory.live',
+        'layerperf.analysis.memory.report',
+        'layerperf.analysis.overhead',
+        'layerperf.analysis.summary',
+        'layerperf.cost.core',
+        'layerperf.data.calls',
+        'layerperf.data.codec',
+        'layerperf.data.figures',
+        'layerperf.data.nesting',
+        'layerperf.data.profile',
+        'layerperf.readers.layerperf',
+        'layerperf.renderers.chrome',
+        'layerperf.renderers.csv',
+        'layerperf.renderers.files',
+        'layerperf.renderers.svg',
+        'layerperf.renderers.views.peak',
+        'layerperf.renderers.views.profile',
+    },
+    {
+        'layerperf.collectors',
+        'layerperf.collectors.driver',
+    },
+    {
+        'layerperf.cost',
+        'layerperf.cost.graph',
+    },
+    {
+        'layerperf.backends.ort',
+        'layerperf.backends.ort.counting',
+        'layerperf.backends.ort.driver',
+        'layerperf.backends.ort.measure',
+        'layerperf.backends.ort.memory',
+    },
+    {
+        'layerperf.backends.torch.from_onnx',
+        'layerperf.backends.torch.models',
+    },
+    {
+        'layerperf.backends.torch',
+        'layerperf.backends.torch.cuda',
+        'layerperf.backends.torch.driver',
+        'layerperf.backends.torch.memory',
+        'layerperf.backends.torch.ops',
+    },
+]
+KNOWN_LOCAL: set[tuple[str, str]] = {
+    ('layerperf.analysis.aggregate', 'layerperf.analysis.matching'),
+    ('layerperf.analysis.matching', 'layerperf.errors'),
+    ('layerperf.api', 'layerperf.backends'),
+    ('layerperf.api', 'layerperf.collectors'),
+    ('layerperf.backends.ort.counting', 'layerperf.backends.ort.measure'),
+    ('layerperf.backends.ort.counting', 'layerperf.backends.ort.session'),
+    ('layerperf.backends.ort.counting', 'layerperf.backends.ort.stepwise'),
+    ('layerperf.backends.ort.counting', 'layerperf.models.extdata'),
+    ('layerperf.backends.ort.counting', 'layerperf.models.skeleton'),
+    ('layerperf.backends.ort.counting', 'layerperf.util.malloc_trim'),
+    ('layerperf.backends.ort.driver', 'layerperf.analysis.memory.report'),
+    ('layerperf.backends.ort.driver', 'layerperf.backends.ort.counting'),
+    ('layerperf.backends.ort.driver', 'layerperf.backends.ort.memory'),
+    ('layerperf.backends.ort.driver', 'layerperf.cost.graph'),
+    ('layerperf.backends.ort.driver', 'layerperf.cost.layout'),
+    ('layerperf.backends.ort.driver', 'layerperf.data.tensor'),
+    ('layerperf.backends.ort.driver', 'layerperf.models.source'),
+    ('layerperf.backends.ort.driver', 'layerperf.util.malloc_trim'),
+    ('layerperf.backends.ort.measure', 'layerperf.cost.layout'),
+    ('layerperf.backends.ort.measure', 'layerperf.models.extdata'),
+    ('layerperf.backends.torch', 'layerperf.errors'),
+    ('layerperf.backends.torch.cuda', 'layerperf.backends.torch.driver'),
+    ('layerperf.backends.torch.cuda', 'layerperf.backends.torch.ops'),
+    ('layerperf.backends.torch.driver', 'layerperf.backends.common'),
+    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.cuda'),
+    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.memory'),
+    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.ops'),
+    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.record'),
+    ('layerperf.backends.torch.driver', 'layerperf.collectors.timer'),
+    ('layerperf.backends.torch.driver', 'layerperf.cost'),
+    ('layerperf.backends.torch.driver', 'layerperf.errors'),
+    ('layerperf.backends.torch.memory', 'layerperf.analysis.memory.report'),
+    ('layerperf.backends.torch.memory', 'layerperf.backends.torch.hooks'),
+    ('layerperf.backends.torch.memory', 'layerperf.backends.torch.profiler'),
+    ('layerperf.backends.torch.memory', 'layerperf.collectors'),
+    ('layerperf.backends.torch.memory', 'layerperf.errors'),
+    ('layerperf.backends.torch.models', 'layerperf.backends.torch.from_onnx'),
+    ('layerperf.backends.torch.ops', 'layerperf.backends.common'),
+    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.cuda'),
+    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.driver'),
+    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.hooks'),
+    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.profiler'),
+    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.record'),
+    ('layerperf.backends.torch.record', 'layerperf.cost.aten'),
+    ('layerperf.bench.api', 'layerperf.backends.ort.measure'),
+    ('layerperf.bench.api', 'layerperf.bench.counting'),
+    ('layerperf.bench.api', 'layerperf.bench.extract'),
+    ('layerperf.bench.api', 'layerperf.bench.speed'),
+    ('layerperf.bench.api', 'layerperf.collectors.perf'),
+    ('layerperf.bench.build', 'layerperf.bench.opschema'),
+    ('layerperf.bench.counting', 'layerperf.counters'),
+    ('layerperf.bench.counting', 'layerperf.counters.schedule'),
+    ('layerperf.bench.extract', 'layerperf.cost.graph'),
+    ('layerperf.bench.extract', 'layerperf.cost.layout'),
+    ('layerperf.bench.measure', 'layerperf.errors'),
+    ('layerperf.bench.result', 'layerperf.bench.build'),
+    ('layerperf.bench.sweep', 'layerperf.bench.extract'),
+    ('layerperf.calibration.measure', 'layerperf.bench.measure'),
+    ('layerperf.calibration.measure', 'layerperf.data.machine'),
+    ('layerperf.calibration.peaks', 'layerperf.data.machine'),
+    ('layerperf.calibration.peaks', 'layerperf.util.atomic'),
+    ('layerperf.collectors.driver', 'layerperf.analysis.memory.report'),
+    ('layerperf.collectors.driver', 'layerperf.collectors.runtime_memory'),
+    ('layerperf.collectors.driver', 'layerperf.counters'),
+    ('layerperf.collectors.driver', 'layerperf.counters.schedule'),
+    ('layerperf.collectors.perf', 'layerperf.counters'),
+    ('layerperf.collectors.perf', 'layerperf.counters.schedule'),
+    ('layerperf.collectors.rss', 'layerperf.collectors.rss_sampler'),
+    ('layerperf.collectors.rss', 'layerperf.collectors.runtime_memory'),
+    ('layerperf.cost.core', 'layerperf.data.figures'),
+    ('layerperf.cost.graph', 'layerperf.cost'),
+    ('layerperf.cost.graph', 'layerperf.cost.layout'),
+    ('layerperf.counters.catalog', 'layerperf.counters.pfm'),
+    ('layerperf.counters.schedule', 'layerperf.counters.pfm'),
+    ('layerperf.data.codec', 'layerperf.analysis.memory.report'),
+    ('layerperf.data.figures', 'layerperf.counters'),
+    ('layerperf.data.figures', 'layerperf.errors'),
+    ('layerperf.data.profile', 'layerperf.cost.core'),
+    ('layerperf.data.profile', 'layerperf.data.calls'),
+    ('layerperf.data.profile', 'layerperf.data.codec'),
+    ('layerperf.data.profile', 'layerperf.data.figures'),
+    ('layerperf.data.profile', 'layerperf.data.nesting'),
+    ('layerperf.data.profile', 'layerperf.readers.layerperf'),
+    ('layerperf.data.profile', 'layerperf.renderers.files'),
+    ('layerperf.models.source', 'layerperf.models.zoo'),
+    ('layerperf.readers.detect', 'layerperf.readers.kineto'),
+    ('layerperf.readers.detect', 'layerperf.readers.ort'),
+    ('layerperf.readers.detect', 'layerperf.readers.parallel'),
+    ('layerperf.readers.detect', 'layerperf.readers.tef'),
+    ('layerperf.renderers.csv', 'layerperf.renderers.views.profile'),
+    ('layerperf.renderers.files', 'layerperf.renderers.csv'),
+    ('layerperf.renderers.files', 'layerperf.renderers.svg'),
+    ('layerperf.renderers.html', 'layerperf.errors'),
+    ('layerperf.renderers.html', 'layerperf.renderers.html.build'),
+    ('layerperf.renderers.html', 'layerperf.renderers.html.source'),
+    ('layerperf.renderers.html.build', 'layerperf.analysis.aggregate'),
+    ('layerperf.renderers.html.build', 'layerperf.analysis.summary'),
+    ('layerperf.renderers.html.build', 'layerperf.analysis.trace_runs'),
+    ('layerperf.renderers.html.build', 'layerperf.calibration.peaks'),
+    ('layerperf.renderers.html.build', 'layerperf.errors'),
+    ('layerperf.renderers.html.build', 'layerperf.renderers.files'),
+    ('layerperf.renderers.html.build', 'layerperf.renderers.html.page'),
+    ('layerperf.renderers.html.build', 'layerperf.renderers.svg'),
+    ('layerperf.renderers.html.build', 'layerperf.renderers.views.analyze'),
+    ('layerperf.renderers.html.build', 'layerperf.renderers.views.diff'),
+    ('layerperf.renderers.html.build', 'layerperf.renderers.views.profile'),
+    ('layerperf.renderers.html.charts', 'layerperf.analysis.aggregate'),
+    ('layerperf.renderers.html.charts', 'layerperf.renderers.html.page'),
+    ('layerperf.renderers.html.gantt', 'layerperf.analysis.trace_runs'),
+    ('layerperf.renderers.html.source', 'layerperf.data.calls'),
+    ('layerperf.renderers.html.source', 'layerperf.readers.detect'),
+    ('layerperf.renderers.output', 'layerperf.renderers.files'),
+    ('layerperf.renderers.output', 'layerperf.renderers.views.profile'),
+    ('layerperf.renderers.svg', 'layerperf.analysis.memory.allocations'),
+    ('layerperf.renderers.svg', 'layerperf.analysis.memory.report'),
+    ('layerperf.renderers.timeline', 'layerperf.renderers.files'),
+    ('layerperf.renderers.views.analyze', 'layerperf.analysis.aggregate'),
+    ('layerperf.renderers.views.analyze', 'layerperf.analysis.gpu_kernels'),
+    ('layerperf.renderers.views.analyze', 'layerperf.errors'),
+    ('layerperf.renderers.views.calibration', 'layerperf.calibration.measure'),
+    ('layerperf.renderers.views.diff', 'layerperf.analysis.aggregate'),
+    ('layerperf.renderers.views.lists', 'layerperf.backends'),
+    ('layerperf.renderers.views.lists', 'layerperf.backends.base'),
+    ('layerperf.renderers.views.peak', 'layerperf.calibration.peaks'),
+    ('layerperf.renderers.views.peak', 'layerperf.data.figures'),
+    ('layerperf.renderers.views.peak', 'layerperf.errors'),
+    ('layerperf.renderers.views.peak', 'layerperf.util.units'),
+    ('layerperf.renderers.views.profile', 'layerperf.analysis.summary'),
+    ('layerperf.renderers.views.profile', 'layerperf.data.figures'),
+    ('layerperf.torch', 'layerperf.collectors'),
+    ('layerperf.torch', 'layerperf.renderers.files'),
+    ('layerperf.torch', 'layerperf.torch.incode'),
+    ('layerperf.torch.gradcost', 'layerperf.backends.torch.hooks'),
+    ('layerperf.torch.incode', 'layerperf.analysis.memory.report'),
+    ('layerperf.torch.incode', 'layerperf.backends.base'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.cuda'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.driver'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.memory'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.models'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.ops'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.profiler'),
+    ('layerperf.torch.incode', 'layerperf.backends.torch.record'),
+    ('layerperf.torch.incode', 'layerperf.collectors'),
+    ('layerperf.torch.incode', 'layerperf.collectors.boundary'),
+    ('layerperf.torch.incode', 'layerperf.collectors.driver'),
+    ('layerperf.torch.incode', 'layerperf.collectors.perf'),
+    ('layerperf.torch.incode', 'layerperf.collectors.perf_counts'),
+    ('layerperf.torch.incode', 'layerperf.collectors.rss'),
+    ('layerperf.torch.incode', 'layerperf.collectors.runtime_memory'),
+    ('layerperf.torch.incode', 'layerperf.collectors.timer'),
+    ('layerperf.torch.incode', 'layerperf.counters'),
+    ('layerperf.torch.incode', 'layerperf.data.metadata'),
+    ('layerperf.torch.incode', 'layerperf.errors'),
+    ('layerperf.torch.incode', 'layerperf.torch.gradcost'),
+    ('layerperf.torch.incode', 'layerperf.torch.insitu'),
+    ('layerperf.torch.insitu', 'layerperf.backends.torch.hooks'),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module
+    target: str  # imported layerperf module (or an outside top-level package name)
+    local: bool  # inside a function
+    type_only: bool  # under `if TYPE_CHECKING:`
+    line: int
+    commented: bool  # carries a `# lazy:` reason
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _resolve(name: str) -> str | None:
+    mods = modules()
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _targets(node: ast.Import | ast.ImportFrom) -> list[str]:
+    mods = modules()
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level or not node.module:
+        return []
+    if not node.module.startswith("layerperf"):
+        return [node.module]
+    out = []
+    for a in node.names:
+        full = f"{node.module}.{a.name}"
+        out.append(full if full in mods else node.module)
+    return out
+
+
+def _file_imports(name: str, path: Path) -> list[Import]:
+    text = path.read_text()
+    lines = ["", *text.splitlines()]
+    out: list[Import] = []
+
+    def visit(node: ast.AST, local: bool, type_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for c in child.body:
+                    visit_one(c, local, True)
+                for c in child.orelse:
+                    visit_one(c, local, type_only)
+            else:
+                visit_one(child, local, type_only)
+
+    def visit_one(child: ast.AST, local: bool, type_only: bool) -> None:
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            commented = any("# lazy:" in lines[i] for i in (child.lineno - 1, child.lineno))
+            for target in _targets(child):
+                resolved = _resolve(target) if target.startswith("layerperf") else target.split(".")[0]
+                if resolved and resolved != name:
+                    out.append(Import(name, resolved, local, type_only, child.lineno, commented))
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            visit(child, True, type_only)
+        else:
+            visit(child, local, type_only)
+
+    visit(ast.parse(text), False, False)
+    return out
+
+
+@cache
+def imports() -> list[Import]:
+    return [imp for name, path in modules().items() for imp in _file_imports(name, path)]
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "layerperf"
+
+
+def _own(imp: Import) -> bool:
+    return imp.target.startswith("layerperf")
+
+
+def _edges() -> dict[str, set[str]]:
+    """Module -> layerperf modules it imports (every kind), less the package's lazy attributes and
+    ``__version__`` (the root package imports nothing at its top)."""
+    adj: dict[str, set[str]] = {m: set() for m in modules()}
+    for imp in imports():
+        if _own(imp) and imp.source != "layerperf" and imp.target != "layerperf":
+            adj[imp.source].add(imp.target)
+    return adj
+
+
+def cycles(adj: dict[str, set[str]]) -> list[set[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[set[str]] = []
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in adj[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(comp)
+
+    for v in sorted(adj):
+        if v not in index:
+            strong(v)
+    return found
+
+
+@cache
+def heavy_at_top(module: str) -> bool:
+    """Whether importing ``module`` imports a heavy or optional runtime (through its top-level imports)."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        for imp in imports():
+            if imp.source != m or imp.local or imp.type_only:
+                continue
+            if not _own(imp):
+                if imp.target in HEAVY:
+                    return True
+            elif imp.target != "layerperf":
+                todo.append(imp.target)
+    return False
+
+
+def stage_violations(imps: list[Import]) -> set[tuple[str, str]]:
+    bad = set()
+    for imp in imps:
+        if not _own(imp) or imp.target == "layerperf" or imp.source in {"layerperf", "layerperf.__main__"}:
+            continue
+        a, b = _stage(imp.source), _stage(imp.target)
+        if a not in RANK or b not in RANK or RANK[b] > RANK[a]:
+            bad.add((imp.source, imp.target))
+    return bad
+
+
+def local_violations() -> set[tuple[str, str]]:
+    bad = set()
+    for imp in imports():
+        if not (imp.local and _own(imp)) or imp.type_only or imp.commented:
+            continue
+        if imp.source == "layerperf" or imp.source.startswith("layerperf.cli"):
+            continue
+        if heavy_at_top(imp.target) and not heavy_at_top(imp.source):
+            continue
+        bad.add((imp.source, imp.target))
+    return bad
+
+
+def test_every_stage_is_ranked() -> None:
+    stages = {_stage(m) for m in modules()} - {"layerperf"}
+    assert stages <= set(RANK), f"stages with no place in STAGES: {sorted(stages - set(RANK))}"
+
+
+def test_layering_goes_one_way() -> None:
+    bad = stage_violations(imports())
+    new = sorted(bad - KNOWN_STAGE)
+    assert not new, "imports up the stages:\n" + "\n".join(f"  {a} -> {b}" for a, b in new)
+    assert not KNOWN_STAGE - bad, f"fixed, take out of KNOWN_STAGE: {sorted(KNOWN_STAGE - bad)}"
+
+
+def test_no_import_circles() -> None:
+    found = cycles(_edges())
+    new = [c for c in found if not any(c <= known for known in KNOWN_CYCLES)]
+    assert not new, "import circles:\n" + "\n".join("  " + ", ".join(sorted(c)) for c in new)
+
+
+def test_own_modules_are_imported_at_the_top() -> None:
+    bad = local_violations()
+    new = sorted(bad - KNOWN_LOCAL)
+    assert not new, ("function-local imports of layerperf modules with no heavy runtime behind them "
+                     "(import at the top, or say why with `# lazy: <reason>`):\n"
+                     + "\n".join(f"  {a} -> {b}" for a, b in new))
+    assert not KNOWN_LOCAL - bad, f"fixed, take out of KNOWN_LOCAL: {sorted(KNOWN_LOCAL - bad)}"
+
+
+def test_the_checker_sees_a_circle_and_an_upward_import() -> None:
+    """The checks can fail: modules importing each other in a ring are a circle, and a data module
+    importing a renderer goes up the stages."""
+    ring = {"layerperf.a": {"layerperf.b"}, "layerperf.b": {"layerperf.c"}, "layerperf.c": {"layerperf.a"},
+            "layerperf.d": {"layerperf.a"}}
+    assert cycles(ring) == [{"layerperf.a", "layerperf.b", "layerperf.c"}]
+    up = Import("layerperf.data.profile", "layerperf.renderers.files", True, False, 1, False)
+    down = Import("layerperf.renderers.files", "layerperf.data.profile", False, False, 1, False)
+    assert stage_violations([up, down]) == {("layerperf.data.profile", "layerperf.renderers.files")}
