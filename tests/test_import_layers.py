@@ -61,10 +61,6 @@ KNOWN_STAGE: set[tuple[str, str]] = {
 }
 KNOWN_CYCLES: list[set[str]] = [
     {
-        'layerperf.counters.catalog',
-        'layerperf.counters.pfm',
-    },
-    {
         'layerperf.analysis.memory.live',
         'layerperf.analysis.memory.report',
         'layerperf.analysis.overhead',
@@ -183,7 +179,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('layerperf.cost.core', 'layerperf.data.figures'),
     ('layerperf.cost.graph', 'layerperf.cost'),
     ('layerperf.cost.graph', 'layerperf.cost.layout'),
-    ('layerperf.counters.catalog', 'layerperf.counters.pfm'),
     ('layerperf.counters.schedule', 'layerperf.counters.pfm'),
     ('layerperf.data.codec', 'layerperf.analysis.memory.report'),
     ('layerperf.data.figures', 'layerperf.counters'),

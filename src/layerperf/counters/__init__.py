@@ -14,8 +14,9 @@ Event names: perf's generic names (resolve), raw `rNNNN`, libpfm4 strings (`pmu:
 
 from __future__ import annotations
 
-from layerperf.counters.catalog import EventSpec, known_names, resolve
+from layerperf.counters.catalog import known_names, resolve
 from layerperf.counters.config import parse_perf_config
+from layerperf.counters.event import EventSpec
 from layerperf.counters.group import CounterSet, list_threads
 from layerperf.counters.metrics import derived_metrics
 from layerperf.counters.perms import Privilege, current_privilege

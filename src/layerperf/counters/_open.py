@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from layerperf.counters import abi
-from layerperf.counters.catalog import EventSpec
+from layerperf.counters.event import EventSpec
 from layerperf.counters.perms import Privilege, kernel_refusal
 from layerperf.errors import CounterError
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
-from typing import Any
 
-from layerperf.counters import abi
+from layerperf.counters import abi, pfm
+from layerperf.counters.event import EventSpec
 from layerperf.errors import CounterError, MissingDependency
 
 # Software events that the kernel raises only from kernel context (the scheduler), so with
@@ -92,34 +91,6 @@ _RAW = re.compile(r"r([0-9a-fA-F]+)")
 _MODIFIERS = re.compile(r"[uk]{1,2}")
 
 
-@dataclass(frozen=True, slots=True)
-class EventSpec:
-    """One countable event: what to put in perf_event_attr, and how to name it.
-
-    `modifiers` is "" (user mode, plus kernel mode when the CounterSet includes it), "u", "k" or "uk"
-    (an explicit privilege-level choice, as in perf's `cycles:u`). `kernel_only` marks events the
-    kernel raises only in kernel mode, which read 0 in user-only counting.
-    """
-
-    name: str
-    type: int
-    config: int
-    config1: int = 0
-    config2: int = 0
-    kernel_only: bool = False
-    modifiers: str = ""
-
-    @property
-    def key(self) -> tuple[int, int, int, int]:
-        """What the kernel counts, independent of how the event was spelled."""
-        return (self.type, self.config, self.config1, self.config2)
-
-    @property
-    def uses_pmu_counter(self) -> bool:
-        """Whether the event occupies a hardware counter (software and tracepoint events do not)."""
-        return self.type not in (abi.PERF_TYPE_SOFTWARE, abi.PERF_TYPE_TRACEPOINT)
-
-
 def known_names(*, aliases: bool = True) -> list[str]:
     """The perf event names this module knows (canonical first, then aliases)."""
     return [*EVENTS, *ALIASES] if aliases else list(EVENTS)
@@ -170,8 +141,6 @@ def resolve(name: str) -> EventSpec:
         spec = _perf_name(name)
         if spec is not None:
             return spec
-    from layerperf.counters import pfm
-
     try:
         return pfm.resolve(name)
     except MissingDependency:
@@ -180,11 +149,11 @@ def resolve(name: str) -> EventSpec:
         raise _unknown(name, " (libpfm4 is not installed, so PMU-specific names are unavailable)") from None
     except pfm.PfmNotFound as exc:
         if "::" in name:
-            raise CounterError(exc.message, _pfm_hint(name, pfm)) from None
+            raise CounterError(exc.message, _pfm_hint(name)) from None
         raise _unknown(name) from None
 
 
-def _pfm_hint(name: str, pfm: Any) -> str:
+def _pfm_hint(name: str) -> str:
     names = [e.name for e in pfm.event_list()]
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     if close:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layerperf.counters import abi
-from layerperf.counters.catalog import EventSpec
+from layerperf.counters.event import EventSpec
 from layerperf.errors import CounterError, MissingDependency
 
 PFM_SUCCESS = 0
