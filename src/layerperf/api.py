@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from layerperf import backends
 from layerperf.backends.base import Backend, RunPlan
+from layerperf.collectors import Collectors
 from layerperf.collectors.rss import DEFAULT_SAMPLE_RATE
 from layerperf.data.profile import Profile
 from layerperf.errors import InputError
@@ -58,8 +60,6 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
     Other keywords are the backend's own options (ONNX Runtime: ``opt_level``, ``provider``,
     ``max_events``).
     """
-    from layerperf import backends
-    from layerperf.collectors import Collectors
 
     chosen = usable(backends.for_model(model, backend))
     opts = backend_options(chosen, options)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.analysis import matching
+from layerperf.analysis.matching import Node, op_family
 from layerperf.data import figures
 from layerperf.data.calls import GROUPINGS, STRING_COLUMNS, Calls, Labels, group_codes
 from layerperf.errors import InputError
@@ -289,7 +291,6 @@ def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
     ``only_in`` and counts as 0 on the other side; ``in_paired_scope_a``/``_b`` count those of them
     that ran inside a module paired across runtimes (a Linear's bias Add beside its paired MatMul).
     """
-    from layerperf.analysis import matching
 
     ta, tb = per_pass(a, by, how), per_pass(b, by, how)
     if by != "name" and match == "normalized":
@@ -324,7 +325,6 @@ def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
 
 def _families(table: Calls) -> dict[str, tuple[list[str], int, float]]:
     """Per op family (:func:`layerperf.analysis.matching.op_family`): its op types, calls and time (µs)."""
-    from layerperf.analysis.matching import op_family
 
     out: dict[str, tuple[list[str], int, float]] = {}
     for op_type, calls, dur_ns in zip(table.op_type.tolist(), table.calls.tolist(), table.dur_ns.tolist(),
@@ -358,7 +358,6 @@ def _diff_families(ta: Calls, tb: Calls) -> tuple[list[dict[str, Any]], dict[str
 
 def _match_nodes(table: Calls, key_col: str = "name") -> list[Any]:
     """The rows of a per-node table as :class:`~layerperf.analysis.matching.Node` (output tensors when known)."""
-    from layerperf.analysis.matching import Node
 
     outputs = table.meta.get("outputs") or {}
     keys, types = table.labels(key_col).tolist(), table.op_type.tolist()

@@ -43,6 +43,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from layerperf.errors import InputError
+
 MODES = ("normalized", "exact")
 RULES = ("exact", "name", "output", "scope", "order")
 
@@ -432,8 +434,6 @@ def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -
     """Pair the nodes of A with those of B: by exact name, and with ``mode="normalized"`` by the rules
     of this module's docstring too."""
     if mode not in MODES:
-        from layerperf.errors import InputError
-
         raise InputError(f"unknown --match {mode!r}", hint=f"use one of: {', '.join(MODES)}")
     p = _Pairer(a, b)
     p.apply("exact", lambda n: (n.name,))

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from layerperf.data.calls import Calls
+
 if TYPE_CHECKING:
-    from layerperf.data.calls import Calls
+    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,16 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from layerperf.collectors.boundary import Boundaries, Collector, PassFn, empty_pass
+from layerperf.collectors.driver import Driver
 from layerperf.collectors.perf import CounterRequest
 from layerperf.collectors.rss import MemoryRequest
 
 Progress = Callable[[str, int, int], None]
 
-if TYPE_CHECKING:
-    from layerperf.collectors.driver import Driver
 
 __all__ = ["Boundaries", "Collector", "Collectors", "CounterRequest", "MemoryRequest", "PassFn", "Progress"]
 
@@ -50,6 +48,4 @@ class Collectors:
         """The object that runs the passes these requests need over a backend's ``n_layers`` layers (see
         :mod:`layerperf.collectors.driver`). ``threads``: the counter group's, ``"all"`` (this process's)
         or ``"self"``; ``calibrate``: one pass over a layer that does nothing, run as a real one is."""
-        from layerperf.collectors.driver import Driver
-
         return Driver(self, n_layers, threads=threads, calibrate=calibrate)

@@ -3,7 +3,6 @@ through a backend's own pass function, and their results put on the Profile.
 
 A backend hands it one function that runs the model once, calling a collector's boundaries
 (:data:`~layerperf.collectors.boundary.PassFn`), and gets counters and memory with no code of its own::
-
     driver = collectors.driver(len(layers))
     driver.run(lambda c: run_once(feed, c))
     driver.fill(profile)            # Layer.counters, profile.counters, profile.memory
@@ -17,21 +16,32 @@ clock alone, for the counting passes' own time per layer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
+from layerperf.analysis.memory.report import analyze_memory
 from layerperf.collectors.boundary import Collector, PassFn, empty_pass
-from layerperf.collectors.perf import PerfCounters
+from layerperf.collectors.perf import CounterRequest, PerfCounters
 from layerperf.collectors.perf_counts import CounterResult
-from layerperf.collectors.rss import ResidentMemory
+from layerperf.collectors.rss import MemoryRequest, ResidentMemory
+from layerperf.collectors.runtime_memory import RuntimeMemory
 from layerperf.collectors.timer import Timing
+from layerperf.counters import CounterSet, EventSpec, resolve, schedule
+from layerperf.data.profile import Profile
 
-if TYPE_CHECKING:
-    from layerperf.collectors import Collectors, CounterRequest
-    from layerperf.collectors.runtime_memory import RuntimeMemory
-    from layerperf.counters import CounterSet, EventSpec
-    from layerperf.data.profile import Profile
+
+class Request(Protocol):
+    """What the driver reads of a :class:`~layerperf.collectors.Collectors` request."""
+
+    @property
+    def counters(self) -> CounterRequest | None: ...
+    @property
+    def memory(self) -> MemoryRequest | None: ...
+    @property
+    def progress(self) -> Callable[[str, int, int], None] | None: ...
+
 
 CALIBRATION_PASSES = 50
 MEMORY_PASSES = 2  # as a fresh session's first run allocates, and the second reuses
@@ -46,7 +56,7 @@ class Driver:
     boundaries); its median counts and time are subtracted from every layer's.
     """
 
-    def __init__(self, request: Collectors, n_layers: int, *, threads: str = "all",
+    def __init__(self, request: Request, n_layers: int, *, threads: str = "all",
                  calibrate: PassFn = empty_pass) -> None:
         self.request = request
         self.n_layers = n_layers
@@ -74,8 +84,6 @@ class Driver:
         if self.counted is not None and self.request.counters is not None:
             profile.counters = self.counted.apply(profile.layers, self.request.counters)
         if self.request.memory is not None:
-            from layerperf.analysis.memory.report import analyze_memory
-
             profile.memory = analyze_memory(profile, self.memory)
 
     # -- the passes --------------------------------------------------------------------------------
@@ -87,8 +95,6 @@ class Driver:
                 self.request.progress("collecting (counters, memory)", self._done, self._total)
 
     def _sample_memory(self, one_pass: PassFn, rate: int) -> RuntimeMemory:
-        from layerperf.collectors.runtime_memory import RuntimeMemory
-
         if not rate:
             return RuntimeMemory(sample_rate=0)
         with ResidentMemory(rate) as rss:
@@ -97,8 +103,6 @@ class Driver:
 
     def _count(self, one_pass: PassFn, passes: int, name_label: dict[str, str],
                groups: list[list[EventSpec]]) -> CounterResult:
-        from layerperf.counters import CounterSet
-
         counts: dict[str, list[list[float]]] = {}
         inclusive: dict[str, list[list[float]]] = {}
         fraction: dict[str, list[list[float]]] = {}
@@ -150,7 +154,6 @@ def boundary_ns(calibrate: PassFn = empty_pass) -> float:
 
 def _groups(request: CounterRequest) -> tuple[dict[str, str], list[list[EventSpec]]]:
     """Each event's label by its resolved name, and the groups counted apart."""
-    from layerperf.counters import resolve, schedule
 
     specs = [resolve(e) for e in request.events]
     labels = {spec.name: label for spec, label in zip(specs, request.labels, strict=True)}

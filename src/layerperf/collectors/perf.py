@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from layerperf.collectors.boundary import MarkLog, nested, outside_pass, self_values
+from layerperf.counters import CounterSet, parse_perf_config, resolve, schedule
 from layerperf.counters.reading import Reading
 from layerperf.errors import CounterError
 
@@ -26,8 +27,6 @@ class CounterRequest:
     @classmethod
     def build(cls, events: list[str] | None, perf_config: str | Path | None, passes: int = 5,
               multiplex: bool = False) -> CounterRequest | None:
-        from layerperf.counters import parse_perf_config
-
         pairs: dict[str, str] = {}
         if perf_config:
             pairs.update(parse_perf_config(perf_config))
@@ -41,7 +40,6 @@ class CounterRequest:
 
     def check(self) -> None:
         """Fail fast, before any profiling: resolve every event and open it once on this thread."""
-        from layerperf.counters import CounterSet, resolve, schedule
 
         specs = [resolve(e) for e in self.events]
         for group in ([specs] if self.multiplex else schedule(specs)):

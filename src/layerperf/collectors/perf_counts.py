@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.data.profile import CounterInfo
+from layerperf.collectors.perf import CounterRequest
+from layerperf.data.profile import CounterInfo, Layer
 from layerperf.errors import LayerperfError
 
 if TYPE_CHECKING:
-    from layerperf.collectors.perf import CounterRequest
-    from layerperf.data.profile import Layer
+    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from layerperf.collectors.boundary import MarkLog, outside_pass
+from layerperf.collectors.rss_sampler import STATM, RssSample, check_available
+from layerperf.collectors.runtime_memory import RuntimeMemory
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
-    from layerperf.collectors.runtime_memory import RuntimeMemory
+    pass
 
 DEFAULT_SAMPLE_RATE = 1
 
@@ -35,8 +37,6 @@ class MemoryRequest:
         if isinstance(rate, bool) or not isinstance(rate, int) or rate < 0:
             raise InputError(f"--sample-rate must be an integer, 0 (off) or more, got {sample_rate!r}")
         if rate:
-            from layerperf.collectors.rss_sampler import check_available
-
             check_available()
         return cls(rate)
 
@@ -54,8 +54,6 @@ class ResidentMemory:
         self.sample_rate = sample_rate
         self._fd: int | None = None
         if read is None:
-            from layerperf.collectors.rss_sampler import STATM, check_available
-
             check_available()
             fd = self._fd = os.open(STATM, os.O_RDONLY)
             read = functools.partial(os.pread, fd, 128, 0)
@@ -98,8 +96,6 @@ class ResidentMemory:
 
     def runtime(self) -> RuntimeMemory:
         """The readings as the memory analysis takes them (no arena figures: a backend without one)."""
-        from layerperf.collectors.rss_sampler import RssSample
-        from layerperf.collectors.runtime_memory import RuntimeMemory
 
         if self._baseline is None:
             return RuntimeMemory(sample_rate=self.sample_rate)

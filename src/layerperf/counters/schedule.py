@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from layerperf.counters import abi
+from layerperf.counters import abi, pfm
 from layerperf.counters._open import HEADER_WORDS, USER_ONLY, GroupTooBig, close_all, open_group
 from layerperf.counters.catalog import EventSpec, resolve
 from layerperf.counters.perms import current_privilege, require_user
@@ -22,7 +22,6 @@ Fits = Callable[[Sequence[EventSpec]], bool]
 
 def counter_budget() -> int:
     """General-purpose counters of this CPU's core PMU as libpfm4 knows it, else DEFAULT_COUNTERS."""
-    from layerperf.counters import pfm
 
     try:
         budget = pfm.core_counter_budget()

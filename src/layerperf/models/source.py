@@ -17,7 +17,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from layerperf.errors import InputError
-from layerperf.models import extdata
+from layerperf.models import extdata, zoo
 from layerperf.models.skeleton import read_skeleton
 from layerperf.util import atomic
 
@@ -107,7 +107,6 @@ def open_model(spec: str | Path | onnx.ModelProto, **zoo_options: Any) -> ModelS
         files = _data_files(model, path)
         check(model, path)
         return ModelSource(path.stem, path, model, extdata.sha256(path), zoo=False, data_files=files)
-    from layerperf.models import zoo
 
     zoo_path = zoo.path(str(spec), **zoo_options)  # raises InputError for an unknown name
     return ModelSource(str(spec), zoo_path, _graph(zoo_path), extdata.sha256(zoo_path), zoo=True)
@@ -120,7 +119,6 @@ def _data_files(model: onnx.ModelProto, path: Path) -> tuple[extdata.DataFile, .
 
 
 def _from_proto(model: onnx.ModelProto) -> ModelSource:
-
     external = extdata.external_tensors(model)
     if external:  # its locations are relative to a directory the proto does not know
         raise InputError(f"the in-memory model's tensor '{external[0].name}' is in external data that was "

@@ -19,6 +19,7 @@ from typing import Any
 
 from layerperf.data.calls import Calls
 from layerperf.errors import InputError
+from layerperf.readers import kineto, ort, parallel, tef
 from layerperf.readers.decode import Event
 from layerperf.readers.stream import BLOCK_BYTES, EventStream, load_json, open_events
 
@@ -93,7 +94,6 @@ def _read_table(path: Path, block: int) -> Calls:
     if trace.is_file() and _is_onnx_model(trace):
         raise InputError(f"{trace} is an ONNX model, not a trace",
                          hint=f"profile it with: layerperf profile {trace}")
-    from layerperf.readers import parallel
 
     split = block == BLOCK_BYTES and parallel.worth_it(trace)
     # a file to be read in parts is opened only to tell its format: from a small first block
@@ -108,12 +108,8 @@ def _read_table(path: Path, block: int) -> Calls:
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
     elif fmt == "kineto":
-        from layerperf.readers import kineto
-
         table = kineto.read(stream, meta)
     else:
-        from layerperf.readers import ort, tef
-
         reader = ort if fmt == "ort" else tef
         in_parts = None
         if split:
@@ -144,8 +140,6 @@ def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: in
     stream.close()
     doc = load_json(trace)
     if not _is_layerperf(doc):  # looked like one but is not: any other TEF file
-        from layerperf.readers import tef
-
         del doc
         return tef.read(open_events(trace, block=block), meta)
     try:
