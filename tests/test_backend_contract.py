@@ -20,9 +20,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
 from layerperf import backends
-from layerperf.analysis.memory.report import MemoryReport
 from layerperf.cli import main
 from layerperf.cost import is_known
+from layerperf.data.memory_report import MemoryReport
 
 backends.register("replay", "backends.replay:ReplayBackend")
 
@@ -80,7 +80,7 @@ def profiled(backend: str, model_path: Path) -> layerperf.Profile:
 @pytest.fixture(scope="module")
 def saved(profiled: layerperf.Profile, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("saved")
-    profiled.save(out)
+    layerperf.save(profiled, out)
     return out
 
 
@@ -89,7 +89,7 @@ def _producers(prof: layerperf.Profile) -> dict[str, int]:
 
 
 def test_layers_in_execution_order(profiled: layerperf.Profile, backend: str) -> None:
-    assert profiled.metadata["backend"] == backend
+    assert profiled.metadata.backend == backend
     names = [layer.name for layer in profiled.layers]
     assert len(names) == len(set(names)) and names
     produced = _producers(profiled)
@@ -271,6 +271,6 @@ def test_replay_flag_reaches_it(replay_only: None, model_path: Path, tmp_path: P
     assert main(["profile", str(model_path), "--backend", "replay", "--replay-dtype", "float64", "--runs", "1",
                  "--warmup", "0", "--no-latency", "--out", str(out)]) == 0
     prof = layerperf.load(out)
-    assert prof.metadata["options"]["replay_dtype"] == "float64"
+    assert prof.metadata.options.get("replay_dtype") == "float64"
     tanh = next(layer for layer in prof.layers if layer.op_type == "Tanh")
     assert [t.dtype for t in tanh.outputs] == ["float64"] and tanh.bytes_written == M * N * 8

@@ -368,11 +368,12 @@ def calibrated(mobilenet: Report, tmp_path_factory: pytest.TempPathFactory) -> R
     from layerperf.calibration import peaks as calibration
 
     base = tmp_path_factory.mktemp("calibrated")
-    machine = mobilenet.profile.metadata["machine"]
+    machine = mobilenet.profile.metadata.machine
+    assert machine is not None
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAYERPERF_CACHE", str(base / "cache"))  # read by the report's subprocess too
         calibration.save(calibration.Peaks(
-            str(machine["cpu"]), int(machine["cores"]), flops_per_s={1: 250e9, 2: 500e9},
+            str(machine.cpu), int(machine.cores or 0), flops_per_s={1: 250e9, 2: 500e9},
             int_ops_per_s={1: 1e12, 2: 2e12}, bytes_per_s={1: 20e9, 2: 30e9}, measured_at="2026-11-24T00:00:00Z"))
         cli_ok("report", str(mobilenet.html.parent / "trace.json"), "-o", str(base / "report.html"))
     return Report(base / "report.html", mobilenet.profile, mobilenet.rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +124,14 @@ def test_profile_calls_are_its_spans(tiny_model_path: Path, tmp_path: Path) -> N
     assert len(table) == len(spans) and table.meta["format"] == "layerperf"
     assert table.ts_ns.tolist() == [float(s.start_ns) for s in spans]
     assert table.tid.tolist() == [s.tid for s in spans]
-    assert set(table.pid.tolist()) == {prof.metadata["pid"]}
+    assert set(table.pid.tolist()) == {prof.metadata.pid}
     assert table.name.tolist() == [prof.layers[s.layer].name for s in spans]
     # analyze reads a saved profile through the same table
-    prof.save(tmp_path)
+    layerperf.save(prof, tmp_path)
     read = read_table(tmp_path)
     assert read.name.tolist() == table.name.tolist() and read.tid.tolist() == table.tid.tolist()
     assert np.allclose(read.ts_ns, table.ts_ns, rtol=0, atol=1.0)  # trace.json keeps ns to 3 decimals of µs
-    del prof.metadata["pid"]
+    prof.metadata = replace(prof.metadata, pid=None)
     assert set(prof.calls().pid.tolist()) == {-1}  # unknown, not made up
 
 

@@ -21,6 +21,7 @@ from layerperf.collectors.perf import CounterRequest, PerfCounters
 from layerperf.collectors.perf_counts import CounterResult
 from layerperf.collectors.rss import ResidentMemory
 from layerperf.collectors.timer import Timing
+from layerperf.data.metadata import Metadata
 from layerperf.data.profile import GraphSummary, Layer, Profile
 from layerperf.data.tensor import TensorInfo
 from layerperf.errors import BackendError, InputError
@@ -301,7 +302,7 @@ def toy_pass(collector: object) -> None:
 def toy_profile() -> Profile:
     layers = [Layer(f"l{i}", "Relu", inputs=(TensorInfo(f"t{i}", (1024,), "float32"),),
                     outputs=(TensorInfo(f"t{i + 1}", (1024,), "float32"),)) for i in range(3)]
-    return Profile(metadata={}, layers=layers, runs=[], graph=GraphSummary(("t0",), ("t3",), {}))
+    return Profile(metadata=Metadata(), layers=layers, runs=[], graph=GraphSummary(("t0",), ("t3",), {}))
 
 
 def test_driver_counts_memory_and_fills_the_profile() -> None:

@@ -23,6 +23,7 @@ import layerperf
 from controlflow_models import LOOP_TRIPS, MODELS, OUTER_TRIPS, SCAN_STEPS, feeds
 from layerperf.backends.ort.layers import build_layers_and_runs, unknown_cost_ops
 from layerperf.backends.ort.measure import OPT_LEVELS
+from layerperf.data.metadata import Metadata
 from layerperf.data.profile import Profile
 from layerperf.readers.detect import read_table
 from layerperf.readers.ort import is_kernel_event, node_name, split_runs
@@ -57,7 +58,7 @@ def record(model: onnx.ModelProto, inputs: list[dict[str, Any]], tmp: Path, opt_
     events = json.loads(path.read_text())
     optimized = onnx.load(str(tmp / "optimized.onnx"), load_external_data=False)
     layers, run_list = build_layers_and_runs([(0, r) for r in split_runs(events)], optimized, 0, model)
-    return Recorded(path, events, optimized, Profile(metadata={}, layers=layers, runs=run_list))
+    return Recorded(path, events, optimized, Profile(metadata=Metadata(), layers=layers, runs=run_list))
 
 
 # -- what ONNX Runtime recorded, read independently of layerperf's nesting code ----------------------
@@ -143,7 +144,7 @@ def by_name(path: Path) -> dict[str, dict[str, Any]]:
 
 def check_analyze(rec: Recorded, tmp: Path) -> None:
     """``layerperf analyze`` of the raw profile and of the saved layerperf trace agree."""
-    rec.profile.save(tmp / "saved")
+    layerperf.save(rec.profile, tmp / "saved")
     raw, saved = by_name(rec.path), by_name(tmp / "saved")
     assert set(raw) == set(saved) == {la.name for la in rec.profile.layers}
     for name, r in raw.items():
@@ -230,7 +231,7 @@ def test_profile_end_to_end(tmp_path: Path) -> None:
     assert all(r["parent"] == "loop" for name, r in rows.items() if name != "loop")
     assert sum(r["share"] for r in rows.values()) == pytest.approx(1.0)
     assert loop["flops_per_s"] == pytest.approx(loop["flops"] / (loop["incl_median_us"] * 1e-6))
-    prof.save(tmp_path / "out")
+    layerperf.save(prof, tmp_path / "out")
     again = layerperf.load(tmp_path / "out")
     assert again == prof
     for i in range(len(prof.layers)):
@@ -372,7 +373,7 @@ def test_sums_over_groups_count_nested_calls_once(source: str, tmp_path: Path) -
     from layerperf.analysis import aggregate as analysis
 
     rec = record(MODELS["nested"](), feeds("nested"), tmp_path, "disable")
-    rec.profile.save(tmp_path / "saved")
+    layerperf.save(rec.profile, tmp_path / "saved")
     table = read_table(rec.path if source == "raw" else tmp_path / "saved")
     calls = analysis.rows(analysis.aggregate(table, "name", "sum"))
     by_name = {r["name"]: r for r in calls}

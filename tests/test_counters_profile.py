@@ -77,7 +77,7 @@ def test_stepwise_fidelity_reported(counted: layerperf.Profile) -> None:
 
 
 def test_counters_in_outputs_and_reload(counted: layerperf.Profile, tmp_path: Path) -> None:
-    counted.save(tmp_path)
+    layerperf.save(counted, tmp_path)
     with (tmp_path / "layers.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert "task-clock" in rows[0] and "page-faults" in rows[0]
@@ -190,7 +190,7 @@ def test_threads_option_reaches_counting_worker(chain_path: Path) -> None:
     prof = layerperf.profile(chain_path, warmup=0, runs=1, threads=2, opt_level="disable",
                              events=["task-clock"], passes=2, latency=False)
     assert all(np.median(layer.counters["task-clock"]) > 0 for layer in prof.layers)
-    assert prof.metadata["options"]["threads"] == 2
+    assert prof.metadata.plan.threads == 2
 
 
 def test_multiplex_reports_fraction_counted(chain_path: Path) -> None:

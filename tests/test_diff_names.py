@@ -66,7 +66,7 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Profile]:
     out = {}
     for key, path, level in (("all", fp32, "all"), ("disable", fp32, "disable"), ("int8", int8, "all")):
         prof = layerperf.profile(path, runs=2, warmup=1, opt_level=level, latency=False)
-        prof.save(tmp / key)
+        layerperf.save(prof, tmp / key)
         out[key] = prof
     return out
 
@@ -105,7 +105,7 @@ def _diff_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]
 
 
 def test_diff_reports_matches_per_rule(profiles: dict[str, Profile], capsys: pytest.CaptureFixture[str]) -> None:
-    root = Path(str(profiles["all"].metadata["model"]["path"])).parent
+    root = Path(str(profiles["all"].metadata.model.path)).parent
     a, b = str(root / "all"), str(root / "int8")
     expected = pair_nodes(_nodes(profiles["all"]), _nodes(profiles["int8"]))
     doc = _diff_json(capsys, a, b)

@@ -26,7 +26,6 @@ pytestmark = pytest.mark.filterwarnings(
 import layerperf  # noqa: E402
 from layerperf.analysis.matching import Node, module_path, shapes_agree  # noqa: E402
 from layerperf.cli import main  # noqa: E402
-from layerperf.data.profile import load  # noqa: E402
 
 nn = torch.nn
 RUNS = {"warmup": 1, "runs": 2}
@@ -176,11 +175,12 @@ def _profiles(tmp: Path, model: Any, x: Any, levels: tuple[str, ...]) -> dict[st
     torch.onnx.export(Wrapper(model), (x,), str(onnx_path), dynamo=False, opset_version=17,
                       input_names=["x"], output_names=["out"])
     out = {"torch": tmp / "torch", "torch2": tmp / "torch2"}
-    layerperf.profile((model, x), backend="torch", threads=1, **RUNS).save(out["torch"])  # type: ignore[arg-type]
-    layerperf.profile((model, x), backend="torch", threads=1, level=2, **RUNS).save(out["torch2"])  # type: ignore[arg-type]
+    layerperf.save(layerperf.profile((model, x), backend="torch", threads=1, **RUNS), out["torch"])  # type: ignore[arg-type]
+    layerperf.save(layerperf.profile((model, x), backend="torch", threads=1, level=2, **RUNS),  # type: ignore[arg-type]
+                   out["torch2"])
     for level in levels:
         out[level] = tmp / level
-        layerperf.profile(onnx_path, opt_level=level, threads=1, latency=False, **RUNS).save(out[level])
+        layerperf.save(layerperf.profile(onnx_path, opt_level=level, threads=1, latency=False, **RUNS), out[level])
     return out
 
 
@@ -206,7 +206,7 @@ def _diff(capsys: pytest.CaptureFixture[str], a: Path, b: Path) -> dict[str, Any
 
 
 def _layers(path: Path) -> dict[str, Any]:
-    return {la.name: la for la in load(path).layers}
+    return {la.name: la for la in layerperf.load(path).layers}
 
 
 def _node(layer: Any) -> Node:

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
+from layerperf.data.metadata import DataFile
 from layerperf.errors import InputError
 from layerperf.models.source import open_model
 
@@ -55,10 +56,10 @@ def test_profile_from_elsewhere(ext_path: Path, elsewhere: Path) -> None:
     proc = run_cli("profile", str(ext_path), "--runs", "2", "--warmup", "0", "--out", str(out), cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr
     prof = layerperf.load(out)
-    model = prof.metadata["model"]
-    assert model["sha256"] == _sha256(ext_path)  # the .onnx file itself, as sha256sum says
+    model = prof.metadata.model
+    assert model.sha256 == _sha256(ext_path)  # the .onnx file itself, as sha256sum says
     data = ext_path.parent / DATA
-    assert model["external_data"] == [{"location": DATA, "bytes": data.stat().st_size, "sha256": _sha256(data)}]
+    assert model.external_data == (DataFile(DATA, data.stat().st_size, _sha256(data)),)
     # the weights' sizes come from the graph's dims, without reading them
     fc = next(layer for layer in prof.layers if any(t.name == "fc.w" for t in layer.inputs))
     assert fc.param_bytes >= 10 * 8 * 8 * 8 * 4

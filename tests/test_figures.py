@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import layerperf
 from layerperf.analysis import aggregate as analysis
 from layerperf.bench.stats import deciles_us, describe
 from layerperf.cost import Cost
 from layerperf.data import calls, figures
 from layerperf.data.calls import STRING_COLUMNS
+from layerperf.data.metadata import Metadata, ModelInfo
 from layerperf.data.profile import CounterInfo, Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
 from layerperf.renderers.views import analyze as analyze_view
@@ -37,7 +39,7 @@ def _profile(durations_us: dict[str, list[int]], **layer_fields: dict[str, objec
                 spans.append(Span(i, t, durs[r] * 1000, 1))
                 t += durs[r] * 1000
         runs.append(Run(r * 10**9, t - r * 10**9, spans))
-    return Profile(metadata={"model": {"name": "fake"}}, layers=layers, runs=runs)
+    return Profile(metadata=Metadata(model=ModelInfo("fake")), layers=layers, runs=runs)
 
 
 # -- empty inputs: unknown, not 0 -------------------------------------------------------------------
@@ -80,7 +82,7 @@ def test_a_layer_that_never_ran_has_unknown_times_not_zero(tmp_path: Path) -> No
     for key in ("median_us", "mean_us", "p90_us", "min_us", "max_us", "share", "cum_share", "incl_median_us"):
         assert never[key] is None, key
     assert ran["share"] == 1.0 and ran["cum_share"] == 1.0 and ran["median_us"] == 15.0
-    prof.save(tmp_path)
+    layerperf.save(prof, tmp_path)
     rows = {r["name"]: r for r in csv.DictReader(io.StringIO((tmp_path / "layers.csv").read_text()))}
     assert rows["never"]["median_us"] == "" and rows["never"]["share"] == ""
     assert rows["ran"]["share"] == "1"
@@ -223,13 +225,20 @@ def test_bench_statistics_come_from_figures() -> None:
 
 
 # -- names -------------------------------------------------------------------------------------------
-def test_analyze_names_differ_from_the_layer_tables_only_where_the_table_says() -> None:
+def test_one_name_inside_the_code_the_published_names_at_the_edge() -> None:
+    """analyze's self time is ``self_us`` inside the code and ``time_us`` in what it publishes (rows, JSON,
+    CSV, --order-by), the layer table's ``median_us``; both under the header "self time", every other
+    column the same."""
     layer_keys = [c.key for c in layer_view.LAYER_COLUMNS]
     analyze_keys = [c.key for c in analyze_view.ANALYZE_COLUMNS]
-    assert [figures.ANALYZE_KEYS.get(k, k) for k in layer_keys] == analyze_keys
+    assert (layer_keys[0], analyze_keys[0]) == ("median_us", "time_us") and layer_keys[1:] == analyze_keys[1:]
     assert [c.header for c in layer_view.LAYER_COLUMNS] == [c.header for c in analyze_view.ANALYZE_COLUMNS]
-    analyze_names = {*analysis.NUMERIC_COLUMNS, *STRING_COLUMNS}
-    for layer_key, analyze_key in figures.ANALYZE_KEYS.items():
-        assert layer_key in figures.COLUMNS and layer_key not in analyze_names
-        assert analyze_key in analyze_names and analyze_key not in figures.COLUMNS
-    assert set(analyze_keys) <= analyze_names
+    assert analysis.SELF_US in analysis.NUMERIC_COLUMNS and "time_us" not in analysis.NUMERIC_COLUMNS
+    published = {*analysis.orderable(calls.empty()), *STRING_COLUMNS}
+    assert set(analyze_keys) <= published and "median_us" in figures.COLUMNS and "time_us" not in figures.COLUMNS
+    b = calls.TableBuilder()
+    b.extend([b.ident("a", "Relu", "CPU", "", "")] * 2, [2.0, 4.0])
+    table = analysis.aggregate(b.build({}), "name", "sum")
+    (row,) = analysis.rows(table)
+    assert row["time_us"] == 6.0 and analysis.SELF_US not in row
+    assert analysis.resolve_column(table, "time_us") == (analysis.SELF_US, None)

@@ -37,7 +37,7 @@ def memory_profile(tiny_model_path: Path) -> layerperf.Profile:
 
 
 def test_profile_outputs_follow_umask(memory_profile: layerperf.Profile, tmp_path: Path, umask: int) -> None:
-    written = memory_profile.save(tmp_path / "out")
+    written = layerperf.save(memory_profile, tmp_path / "out")
     assert {"trace.json", "layers.csv", "memory_flow.svg", "memory_timeline.svg"} <= set(written)
     assert {name: _mode(path) for name, path in written.items()} == {name: umask for name in written}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(written)  # no temporaries left

@@ -139,7 +139,7 @@ def _matmul_macs(layer: Layer, a: int, b: int) -> int:
 def quantized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Path]:
     out = tmp_path_factory.mktemp("quantized")
     prof = layerperf.profile(_quantized_model(), runs=2, warmup=1, latency=False, opt_level="disable")
-    prof.save(out)
+    layerperf.save(prof, out)
     return prof, out
 
 

@@ -80,7 +80,7 @@ def test_zoo_model_flops_agree_across_opt_levels() -> None:
 def chain_profiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Profile, Profile, Path]:
     out = tmp_path_factory.mktemp("chain")
     blocked = _profile(_chain(), "all")
-    blocked.save(out)
+    layerperf.save(blocked, out)
     return _profile(_chain(), "extended"), blocked, out
 
 

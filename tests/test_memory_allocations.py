@@ -9,8 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from layerperf.analysis.memory.allocations import OUTSIDE, OUTSIDE_NAME, Allocations, AllocEvent, ModuleSpan, attribute
-from layerperf.analysis.memory.report import MemoryReport, NodeMemory, with_allocations
+from layerperf.analysis.memory.allocations import AllocEvent, ModuleSpan, attribute
+from layerperf.analysis.memory.report import with_allocations
+from layerperf.data.memory_report import OUTSIDE, OUTSIDE_NAME, Allocations, MemoryReport, NodeMemory
 from layerperf.errors import InputError
 from layerperf.renderers.svg import timeline_svg
 from layerperf.renderers.views.memory import memory_view, module_rows

@@ -15,9 +15,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
-from layerperf.analysis.memory.report import MemoryReport, memory_report
+from layerperf.analysis.memory.report import memory_report
 from layerperf.api import profile_memory
 from layerperf.collectors.rss_sampler import RssSampler
+from layerperf.data.memory_report import MemoryReport
 from layerperf.errors import InputError
 
 from conftest import run_cli
@@ -94,7 +95,7 @@ def test_inplace_ops_share_a_buffer_as_in_onnxruntime() -> None:
 @pytest.fixture(scope="module")
 def resnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[layerperf.Profile, dict[str, Path]]:
     prof = profile_memory("resnet18", image_size=64, runs=2, sample_rate=1)
-    return prof, prof.save(tmp_path_factory.mktemp("resnet") / "out")
+    return prof, layerperf.save(prof, tmp_path_factory.mktemp("resnet") / "out")
 
 
 def test_zoo_peak_between_largest_tensor_and_sum(resnet: tuple[layerperf.Profile, dict[str, Path]]) -> None:

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from layerperf.analysis.memory import live as timeline
 from layerperf.analysis.memory import placement as allocator
-from layerperf.analysis.memory.report import MemoryReport, analyze_memory, memory_report, workspace_bytes
-from layerperf.collectors.runtime_memory import ArenaRun, RuntimeMemory
+from layerperf.analysis.memory.report import analyze_memory, memory_report, workspace_bytes
+from layerperf.data.memory_report import ArenaRun, MemoryReport, RuntimeMemory
+from layerperf.data.metadata import Metadata
 from layerperf.data.profile import GraphSummary, Layer, Profile
 from layerperf.data.tensor import TensorInfo
 from layerperf.errors import InputError
@@ -26,7 +27,7 @@ def node(name: str, op: str, ins: list[tuple[str, int]], outs: list[tuple[str, i
 
 def prof(layers: list[Layer], inputs: list[str], outputs: list[str], inits: dict[str, int] | None = None) -> Profile:
     graph = GraphSummary(tuple(inputs), tuple(outputs), inits or {})
-    return Profile(metadata={}, layers=layers, runs=[], graph=graph)
+    return Profile(metadata=Metadata(), layers=layers, runs=[], graph=graph)
 
 
 def branches() -> Profile:

@@ -61,7 +61,7 @@ def test_old_trace_analyzes_the_same(name: str, capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize("name", TRACES)
 def test_old_trace_saves_the_same_layers_csv_and_round_trips(name: str, tmp_path: Path) -> None:
     prof = layerperf.load(DATA / name / "trace.json")
-    written = prof.save(tmp_path)
+    written = layerperf.save(prof, tmp_path)
     assert (tmp_path / "layers.csv").read_text() == (DATA / name / "layers.csv").read_text()
     again = layerperf.load(tmp_path)
     assert again == prof

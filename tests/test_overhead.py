@@ -14,6 +14,7 @@ import layerperf
 from layerperf.analysis.overhead import BUSY_CPU_SHARE, OVERHEAD_WARN, SMALL_LAYER_EVENTS
 from layerperf.analysis.summary import summary
 from layerperf.backends.common import interleaved
+from layerperf.data.metadata import Metadata, ModelInfo, PlanInfo
 from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
 
@@ -106,6 +107,10 @@ def test_default_threads_and_inputs_printed(tiny_model_path: Path, capsys: pytes
 
 # -- the summary's overhead figures on constructed profiles ------------------------------------------
 
+# a profile of a model "fake", its threads the runtime's default
+FAKE = Metadata(model=ModelInfo("fake"), plan=PlanInfo(threads=0, keys=("threads",)))
+
+
 def fake_profile(layer_us: list[int], latency_us: float, profiled_us: float, runs: int = 5) -> Profile:
     layers = [Layer(name=f"n{i}", op_type="Relu") for i in range(len(layer_us))]
     run_list = []
@@ -115,7 +120,7 @@ def fake_profile(layer_us: list[int], latency_us: float, profiled_us: float, run
             spans.append(Span(i, t, dur * US, 1))
             t += dur * US
         run_list.append(Run(r * 10_000 * US, int(profiled_us * US), spans))
-    return Profile(metadata={"model": {"name": "fake"}, "options": {"threads": 0}}, layers=layers, runs=run_list,
+    return Profile(metadata=FAKE, layers=layers, runs=run_list,
                    latency_ns=[int(latency_us * US)] * runs,
                    profiled_latency_ns=[int(profiled_us * US)] * runs)
 
@@ -167,7 +172,7 @@ def test_layers_summing_past_the_plain_latency_warn() -> None:
 
 def test_trace_metadata_carries_the_summary(tmp_path: Path) -> None:
     prof = fake_profile(SMALL_AND_LARGE, latency_us=1000, profiled_us=1500)
-    prof.save(tmp_path)
+    layerperf.save(prof, tmp_path)
     doc = json.loads((tmp_path / "trace.json").read_text())
     saved = doc["otherData"]["layerperf"]["summary"]
     assert saved["profiler_warning"] == summary(prof)["profiler_warning"]

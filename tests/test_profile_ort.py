@@ -93,7 +93,7 @@ def test_runs_are_timelines(prof: layerperf.Profile) -> None:
 
 
 def test_trace_json_structure(prof: layerperf.Profile, tmp_path: Path) -> None:
-    files = prof.save(tmp_path)
+    files = layerperf.save(prof, tmp_path)
     doc = json.loads(files["trace.json"].read_text())
     events = doc["traceEvents"]
     xs = [e for e in events if e["ph"] == "X"]
@@ -111,7 +111,7 @@ def test_trace_json_structure(prof: layerperf.Profile, tmp_path: Path) -> None:
 
 
 def test_reload_round_trip(prof: layerperf.Profile, tmp_path: Path) -> None:
-    prof.save(tmp_path)
+    layerperf.save(prof, tmp_path)
     again = layerperf.load(tmp_path / "trace.json")
     assert again == prof
     assert layerperf.load(tmp_path) == prof
@@ -119,7 +119,7 @@ def test_reload_round_trip(prof: layerperf.Profile, tmp_path: Path) -> None:
 
 
 def test_layers_csv(prof: layerperf.Profile, tmp_path: Path) -> None:
-    prof.save(tmp_path)
+    layerperf.save(prof, tmp_path)
     with (tmp_path / "layers.csv").open() as f:
         rows = list(csv.DictReader(f))
     required = ["name", "op_type", "provider", "calls", "median_us", "mean_us", "p90_us", "share", "flops",
@@ -143,8 +143,8 @@ def test_event_limit_splits_sessions_without_losing_runs(tiny_model_path: Path) 
 
 def test_threads_option_recorded(tiny_model_path: Path) -> None:
     prof = layerperf.profile(tiny_model_path, warmup=0, runs=1, threads=2, latency=False)
-    assert prof.metadata["options"]["threads"] == 2
-    assert prof.metadata["machine"]["cores"] >= 1
+    assert prof.metadata.plan.threads == 2
+    assert prof.metadata.machine is not None and (prof.metadata.machine.cores or 0) >= 1
 
 
 def test_dynamic_batch_and_shape_option(dynamic_model_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_inputs_npz(tiny_model_path: Path, tmp_path: Path) -> None:
     npz = tmp_path / "in.npz"
     np.savez(npz, input=np.ones((1, 3, 16, 16), np.float32))
     prof = layerperf.profile(tiny_model_path, warmup=0, runs=1, latency=False, inputs=npz)
-    assert prof.metadata["options"]["inputs_file"] == str(npz)
+    assert prof.metadata.plan.inputs_file == str(npz)
 
 
 def test_an_in_memory_model_leaves_no_file_behind(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def ort_profile(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="module")
 def layerperf_dir(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("lp")
-    layerperf.profile(str(tiny_model_path), runs=3, warmup=1, latency=False).save(out)
+    layerperf.save(layerperf.profile(str(tiny_model_path), runs=3, warmup=1, latency=False), out)
     return out
 
 

@@ -215,9 +215,10 @@ def test_calibration_of_the_profiled_machine(hostile: layerperf.Profile, tmp_pat
     from layerperf.calibration import peaks as calibration
 
     monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
-    machine = hostile.metadata["machine"]
+    machine = hostile.metadata.machine
+    assert machine is not None and machine.cpu is not None and machine.cores is not None
     assert "was never calibrated" in html.html(hostile)
-    calibration.save(Peaks(machine["cpu"], machine["cores"], flops_per_s={1: 1e10}, bytes_per_s={1: 1e10}))
+    calibration.save(Peaks(machine.cpu, machine.cores, flops_per_s={1: 1e10}, bytes_per_s={1: 1e10}))
     dom = Dom(html.html(hostile))
     assert len(dom.with_class("line", "ceiling")) == 2 and "pct_of_peak" in dom.headers["layers"]
 
@@ -313,7 +314,7 @@ def test_bad_input_is_one_line(case: str, tmp_path: Path, tiny_model_path: Path)
 
 
 def test_gzip_and_profile_directory(tmp_path: Path, hostile: layerperf.Profile) -> None:
-    written = hostile.save(tmp_path / "prof")
+    written = layerperf.save(hostile, tmp_path / "prof")
     gz = tmp_path / "trace.json.gz"
     gz.write_bytes(gzip.compress(written["trace.json"].read_bytes()))
     for source in (tmp_path / "prof", gz):

@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cli import main
+from layerperf.data.metadata import Metadata, ModelInfo
 from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
 from layerperf.renderers.views.columns import LAYER_COLUMNS
@@ -35,7 +36,7 @@ def mean_median_profile() -> Profile:
             spans.append(Span(i, t, durs[r] * US, 1))
             t += durs[r] * US
         runs.append(Run(r * 10_000 * US, t - r * 10_000 * US, spans))
-    return Profile(metadata={"model": {"name": "fake"}}, layers=layers, runs=runs)
+    return Profile(metadata=Metadata(model=ModelInfo("fake")), layers=layers, runs=runs)
 
 
 def test_profile_table_is_ranked_by_the_column_its_title_names(capsys: pytest.CaptureFixture[str]) -> None:

@@ -33,7 +33,7 @@ def test_modules_are_layers_with_their_paths_and_parents(resnet18: layerperf.Pro
     assert conv.op_type == "Conv2d" and conv.parent == "layer1.0"
     assert resnet18.layers[idx["layer1.0"]].parent == "layer1" and resnet18.layers[idx["layer1"]].parent is None
     assert idx["layer1"] < idx["layer1.0"] < idx["layer1.0.conv1"] < idx["layer1.0.conv2"]  # first-call order
-    assert resnet18.metadata["backend"] == "torch" and resnet18.metadata["options"]["level"] == 1
+    assert resnet18.metadata.backend == "torch" and resnet18.metadata.options.get("level") == 1
 
 
 def test_self_time_is_own_less_children(resnet18: layerperf.Profile) -> None:
@@ -211,7 +211,7 @@ def test_py_factory_picks_the_torch_backend(factories: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main(["profile", f"{factories}:with_inputs", "--runs", "1", "--warmup", "0", "--out", str(out)]) == 0
-    assert layerperf.load(out).metadata["backend"] == "torch"
+    assert layerperf.load(out).metadata.backend == "torch"
     capsys.readouterr()
     other = tmp_path / "other"
     assert main(["profile", f"{factories}:with_inputs", "--backend", "onnxruntime", "--out", str(other)]) == 2
@@ -297,7 +297,7 @@ def test_level2_ops_nested_under_their_module(tmp_path: Path, capsys: pytest.Cap
     assert op.int_ops == 0 and op.in_shapes == "1x64x8x8;64x64x3x3"
     own, incl = prof.durations_ns(module), prof.inclusive_ns(module)
     assert np.all(own == incl - prof.inclusive_ns(idx["layer1.0.conv1/aten::conv2d"]))
-    prof.save(tmp_path)
+    layerperf.save(prof, tmp_path)
     capsys.readouterr()
     assert main(["analyze", str(tmp_path / "trace.json"), "--aggregate-by", "type", "--format", "json"]) == 0
     rows = orjson.loads(capsys.readouterr().out)

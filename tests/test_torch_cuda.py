@@ -190,7 +190,7 @@ def test_the_driver_takes_its_times_and_memory_from_the_device_path(monkeypatch:
 
     prof = layerperf.profile((Net().eval(), torch.randn(2, 8)), backend="torch", torch_device="cuda",
                              runs=2, warmup=0)  # type: ignore[arg-type]
-    assert prof.metadata["provider"] == "cuda" and {layer.provider for layer in prof.layers} == {"cuda"}
+    assert prof.metadata.provider == "cuda" and {layer.provider for layer in prof.layers} == {"cuda"}
     # once before the runs, after each of the 2 plain (latency) calls, at the end of each of the 2 timed
     # passes (to read its events), and at the end of the untimed pass that reads the allocator's counters
     assert dev.syncs == 1 + 2 + 2 + 1
@@ -199,7 +199,7 @@ def test_the_driver_takes_its_times_and_memory_from_the_device_path(monkeypatch:
     spans = {s.layer: s for s in prof.runs[1].spans}
     assert spans[block].start_ns <= spans[linear].start_ns and spans[linear].dur_ns < spans[block].dur_ns
     for layer in prof.layers:
-        assert set(layer.memory) == set(on_gpu.MEMORY_KEYS) and layer.memory["cuda_peak_rise_bytes"] > 0
+        assert set(layer.memory_figures) == set(on_gpu.MEMORY_KEYS) and layer.memory_figures["cuda_peak_rise_bytes"] > 0
 
 
 def test_events_are_pooled_across_passes() -> None:
@@ -272,5 +272,5 @@ def test_in_code_device_runs_end_at_their_last_row_and_read_the_allocator_only_w
         assert len(prof.runs) == (2 if memory else 3)
         assert all(r.dur_ns < 15_000_000 for r in prof.runs), [r.dur_ns for r in prof.runs]
         assert reads["allocated"] == 0
-        keys = {k for layer in prof.layers for k in layer.memory}
+        keys = {k for layer in prof.layers for k in layer.memory_figures}
         assert keys == (set(on_gpu.MEMORY_KEYS) if memory else set())

@@ -35,7 +35,7 @@ def _layer(prof: Any, name: str) -> tuple[int, Any]:
 
 def test_device_time_per_module_nests_within_the_run(level1: Any) -> None:
     prof = level1
-    assert prof.metadata["provider"] == "cuda" and {la.provider for la in prof.layers} == {"cuda"}
+    assert prof.metadata.provider == "cuda" and {la.provider for la in prof.layers} == {"cuda"}
     assert len(prof.runs) == 8
     top = [i for i, la in enumerate(prof.layers) if la.parent is None]
     for run in prof.runs:
@@ -68,10 +68,11 @@ def test_allocator_figures_per_module(level1: Any) -> None:
     is the output's bytes (a multiple of the caching allocator's 512-byte rounding), its peak at least that."""
     _, conv1 = _layer(level1, "conv1")
     out_bytes = BATCH * 64 * (SIZE // 2) ** 2 * 4
-    assert conv1.memory["cuda_allocated_delta_bytes"] == out_bytes
-    assert conv1.memory["cuda_peak_rise_bytes"] >= out_bytes
+    assert conv1.memory_figures["cuda_allocated_delta_bytes"] == out_bytes
+    assert conv1.memory_figures["cuda_peak_rise_bytes"] >= out_bytes
     _, model = _layer(level1, "layer1")
-    assert model.memory["cuda_peak_allocated_bytes"] >= conv1.memory["cuda_peak_allocated_bytes"] - out_bytes
+    peak = "cuda_peak_allocated_bytes"
+    assert model.memory_figures[peak] >= conv1.memory_figures[peak] - out_bytes
 
 
 def test_level2_puts_each_kernel_under_its_module() -> None:
@@ -145,7 +146,7 @@ def test_in_code_train_step_on_the_gpu() -> None:
         got = {prof.layers[s.layer].name: s.dur_ns for s in run.spans}
         assert got["conv"] > 0 and got["conv (backward)"] > 0 and got["optimizer.step (SGD)"] > 0
     _, conv = _layer(prof, "conv")
-    assert "cuda_allocated_delta_bytes" not in conv.memory  # read only with memory=True (they cost)
+    assert "cuda_allocated_delta_bytes" not in conv.memory_figures  # read only with memory=True (they cost)
 
 
 def test_in_code_level2_on_the_gpu() -> None:
@@ -168,5 +169,5 @@ def test_in_code_train_step_allocator_figures_with_memory() -> None:
         for _ in range(2):
             model(x).sum().backward()
     _, conv = _layer(p.profile, "conv")
-    assert conv.memory["cuda_allocated_delta_bytes"] >= BATCH * 16 * SIZE * SIZE * 4
-    assert conv.memory["cuda_peak_rise_bytes"] >= conv.memory["cuda_allocated_delta_bytes"]
+    assert conv.memory_figures["cuda_allocated_delta_bytes"] >= BATCH * 16 * SIZE * SIZE * 4
+    assert conv.memory_figures["cuda_peak_rise_bytes"] >= conv.memory_figures["cuda_allocated_delta_bytes"]

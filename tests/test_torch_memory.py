@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import layerperf  # noqa: E402
-from layerperf.analysis.memory.allocations import OUTSIDE_NAME  # noqa: E402
 from layerperf.cli import main  # noqa: E402
+from layerperf.data.memory_report import OUTSIDE_NAME  # noqa: E402
 
 TEMP, KEEP, BIG = 3 << 20, 1 << 20, 5 << 20  # bytes: distinct, so a wrong attribution shows
 

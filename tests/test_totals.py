@@ -12,7 +12,9 @@ import pytest
 import layerperf
 from layerperf.analysis.summary import summary, work_line
 from layerperf.data.figures import total, total_text
+from layerperf.data.metadata import Metadata, ModelInfo
 from layerperf.data.profile import Layer, Profile, Run, Span
+from layerperf.data.sections import CostNesting
 from layerperf.renderers.html import build
 from layerperf.renderers.html.source import from_profile
 from layerperf.renderers.output import print_profile
@@ -25,7 +27,7 @@ def _profile(**figures: Any) -> Profile:
     layers = [Layer(name=f"l{i}", op_type="Conv", **{k: v[i] for k, v in figures.items()}) for i in range(2)]
     runs = [Run(r * 100 * US, 20 * US, [Span(i, r * 100 * US + i * 10 * US, 10 * US, 1) for i in range(2)])
             for r in range(2)]
-    return Profile(metadata={"model": {"name": "fake"}}, layers=layers, runs=runs)
+    return Profile(metadata=Metadata(model=ModelInfo("fake")), layers=layers, runs=runs)
 
 
 def test_total_is_unknown_when_no_figure_is_known_and_a_bound_when_some_are() -> None:
@@ -69,11 +71,11 @@ def test_totals_count_a_modules_own_work_where_costs_nest_as_self(tmp_path: Path
     layers = [Layer("block", "Block", flops=100, bytes_read=10, bytes_written=10),
               Layer("block.fc", "Linear", flops=1000, bytes_read=50, bytes_written=50, parent="block")]
     runs = [Run(0, 100, [Span(0, 0, 100, 1), Span(1, 10, 50, 1)])]
-    own = Profile(metadata={}, layers=layers, runs=runs, cost_nesting="self")
+    own = Profile(metadata=Metadata(), layers=layers, runs=runs, cost_nesting=CostNesting.SELF)
     assert (summary(own)["flops"], summary(own)["bytes"]) == (1100, 120)
-    inclusive = Profile(metadata={}, layers=layers, runs=runs)
+    inclusive = Profile(metadata=Metadata(), layers=layers, runs=runs)
     assert (summary(inclusive)["flops"], summary(inclusive)["bytes"]) == (1000, 100)
-    own.save(tmp_path / "p")
+    layerperf.save(own, tmp_path / "p")
     assert layerperf.load(tmp_path / "p" / "trace.json").cost_nesting == "self"
-    inclusive.save(tmp_path / "q")
+    layerperf.save(inclusive, tmp_path / "q")
     assert layerperf.load(tmp_path / "q" / "trace.json").cost_nesting == "inclusive"

@@ -1,4 +1,5 @@
-"""The Python API: ``layerperf.profile(model, backend=..., **options) -> Profile``."""
+"""The Python API: ``layerperf.profile(model, backend=..., **options) -> Profile``; ``layerperf.save`` and
+``layerperf.load`` to write a Profile's files and read one back."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from layerperf.collectors import Collectors
 from layerperf.collectors.rss import DEFAULT_SAMPLE_RATE
 from layerperf.data.profile import Profile
 from layerperf.errors import InputError
+from layerperf.readers.layerperf import load_profile
+from layerperf.renderers import files
 
 
 def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None) -> dict[str, int]:
@@ -88,3 +91,16 @@ def profile_memory(model: Any, *, sample_rate: int = DEFAULT_SAMPLE_RATE, runs: 
     """
     return profile(model, runs=runs, warmup=warmup, latency=latency, memory=True, sample_rate=sample_rate,
                    **options)
+
+
+def save(profile: Profile, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``profile``'s files into ``out_dir`` (created when missing), atomically: ``trace.json`` (the
+    Profile itself, for :func:`load` and trace viewers), ``layers.csv``, and the memory pictures when it
+    has a memory report. Returns file name -> path."""
+    return files.save(profile, Path(out_dir))
+
+
+def load(path: str | Path) -> Profile:
+    """Read a layerperf ``trace.json`` (or the directory holding one) back into a Profile; a trace written
+    by an older layerperf loads with None (or the default) for what it lacks."""
+    return load_profile(Path(path))

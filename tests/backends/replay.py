@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,11 +21,11 @@ from onnx import numpy_helper
 
 from backends.replay_ops import KERNELS, Kernel
 from layerperf.backends.base import Availability, RunPlan, option
+from layerperf.backends.common import CORE_PLAN_FIELDS, profile_metadata
 from layerperf.collectors import Collector, Collectors
 from layerperf.collectors.timer import Timing
 from layerperf.cost import is_known, node_cost
 from layerperf.cost.graph import attributes
-from layerperf.data.metadata import metadata
 from layerperf.data.profile import GraphSummary, Layer, Measurement, Profile
 from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import BackendError
@@ -169,10 +169,9 @@ class ReplayBackend:
             runner.run(feed)
         timing, plain = _timed(runner, feed, plan, collectors.progress)
         run_list = timing.runs()
-        options_json = {"warmup": plan.warmup, "runs": plan.runs, "threads": plan.threads, "seed": plan.seed,
-                        "shapes": list(plan.shapes), **asdict(options)}
         prof = Profile(
-            metadata=metadata(source, plan, self.name, np.__version__, "numpy", options_json),
+            metadata=profile_metadata(source, plan, self.name, np.__version__, "numpy", options,
+                                      plan_fields=CORE_PLAN_FIELDS),
             layers=layers, runs=run_list, latency_ns=plain,
             profiled_latency_ns=[r.dur_ns for r in run_list] if plain else [],
             graph=GraphSummary(tuple(s.name for s in _specs(full)), tuple(o.name for o in full.graph.output),

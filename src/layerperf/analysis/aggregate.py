@@ -22,16 +22,21 @@ from layerperf.errors import InputError
 GROUP_KEYS = GROUPINGS
 AGGREGATES = ("sum", "mean", "median", "max", "min", "count")
 
-# Orderable columns: canonical name (the JSON key) and what else a user may call it.
+# A row's self time, its calls' combined by the aggregate (sum by default): ``self_us`` inside the code;
+# analyze's rows, JSON and CSV publish it as ``time_us`` (the layer table's self time is figures'
+# ``median_us``, one layer's per-call median: both are shown under "self time").
+SELF_US = "self_us"
+PUBLISHED = {SELF_US: "time_us"}
+# Orderable columns: canonical name and what else a user may call it (the published names included).
 ALIASES = {
-    "time": "time_us", "self": "time_us", "self_time": "time_us", "total": "total_us",
+    "time": SELF_US, "time_us": SELF_US, "self": SELF_US, "self_time": SELF_US, "total": "total_us",
     "cumulative": "cum_share", "inclusive": "incl_us", "device": "device_us", "device_self": "device_us",
     "device_incl": "device_incl_us", "device_inclusive": "device_incl_us", "count": "calls",
     "computation": "flops", "FLOPS": "flops_per_s", "flops/s": "flops_per_s", "memory": "bytes",
     "bandwidth": "bytes_per_s", "type": "op_type", "int ops": "int_ops", "OP/s": "int_ops_per_s",
     "ops/s": "int_ops_per_s",
 }
-NUMERIC_COLUMNS = ("time_us", "total_us", "share", "cum_share", "incl_us", "device_us", "device_incl_us", "calls",
+NUMERIC_COLUMNS = (SELF_US, "total_us", "share", "cum_share", "incl_us", "device_us", "device_incl_us", "calls",
                    "flops", "flops_per_s", "bytes", "bytes_per_s", "int_ops", "int_ops_per_s")
 
 
@@ -161,11 +166,12 @@ def rate_time_ns(table: Calls) -> np.ndarray:
 
 
 def numeric_columns(table: Calls) -> dict[str, np.ndarray]:
-    """Every numeric column by its JSON name, derived ones included (cum_share in table order)."""
+    """Every numeric column by its name (:data:`PUBLISHED` says where JSON names it otherwise), derived
+    ones included (cum_share in table order)."""
     grand = grand_total_ns(table)
     rate_s = rate_time_ns(table) * 1e-9
     cols = {
-        "time_us": table.dur_ns / 1e3, "total_us": table.total_ns / 1e3,
+        SELF_US: table.dur_ns / 1e3, "total_us": table.total_ns / 1e3,
         "share": figures.shares(table.total_ns, grand), "cum_share": figures.cumulative_shares(table.total_ns, grand),
         "incl_us": table.incl_ns / 1e3, "device_us": table.device_ns / 1e3, "device_incl_us": table.device_incl / 1e3,
         "calls": table.calls.astype(np.float64), "flops": table.flops,
@@ -178,8 +184,8 @@ def numeric_columns(table: Calls) -> dict[str, np.ndarray]:
 
 
 def orderable(table: Calls) -> list[str]:
-    """Column names ``order`` accepts for this table."""
-    return [*NUMERIC_COLUMNS, *table.counters, *STRING_COLUMNS]
+    """Column names ``order`` accepts for this table, as analyze publishes them."""
+    return [*(PUBLISHED.get(c, c) for c in NUMERIC_COLUMNS), *table.counters, *STRING_COLUMNS]
 
 
 def resolve_column(table: Calls, column: str) -> tuple[str, bool | None]:
@@ -197,7 +203,7 @@ def resolve_column(table: Calls, column: str) -> tuple[str, bool | None]:
     return canonical, ascending
 
 
-def order(table: Calls, by: str = "time_us", ascending: bool | None = None) -> Calls:
+def order(table: Calls, by: str = SELF_US, ascending: bool | None = None) -> Calls:
     """Rows sorted by a column (any of :func:`orderable`, or an alias): numbers largest first and
     names A-Z unless ``ascending`` says otherwise; unknown (NaN) values always last; ties keep order.
     """
@@ -240,12 +246,13 @@ def rows(table: Calls) -> list[dict[str, Any]]:
     device_rows = on_device(table).tolist() if table.has_device else None
     strings = {c: table.labels(c).tolist() for c in STRING_COLUMNS}
     numbers = {k: v.tolist() for k, v in cols.items()}
+    published = [(key, PUBLISHED.get(key, key)) for key in cols]  # the edge: analyze's published names
     out = []
     for i in range(len(table)):
         row: dict[str, Any] = {"name": strings["name"][i], "op_type": strings["op_type"][i],
                                "provider": strings["provider"][i]}
-        for key in cols:
-            row[key] = _value(numbers[key][i])
+        for key, name in published:
+            row[name] = _value(numbers[key][i])
         row["calls"] = int(table.calls[i])
         row["in_shapes"] = strings["in_shapes"][i]
         row["out_shapes"] = strings["out_shapes"][i]
@@ -263,7 +270,7 @@ def analyze(table: Calls, *, by: str = "name", how: str = "sum", order_by: str |
     table = aggregate(table, by, how)
     if min_time_s is not None:
         table = filter_table(table, min_time_s=min_time_s)
-    table = order(table, order_by or ("calls" if how == "count" else "time_us"))
+    table = order(table, order_by or ("calls" if how == "count" else SELF_US))
     return top(table, top_n)
 
 

@@ -11,32 +11,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import Calls, Labels
+from layerperf.data.calls import Calls, KernelTable
 from layerperf.errors import InputError
 
 KERNEL_COLUMNS = ("name", "kind", "device", "calls", "total_us", "mean_us", "share", "launched_by", "launcher_share")
 ORDERS = {"time": "total_us", "total": "total_us", "total_us": "total_us", "calls": "calls", "count": "calls",
           "mean": "mean_us", "mean_us": "mean_us", "share": "total_us", "name": "name"}
-
-
-@dataclass(frozen=True, slots=True)
-class KernelTable:
-    """One row per device activity. ``launcher`` is the name of the op it is device time of ("" when
-    linked to none)."""
-
-    name: Labels
-    kind: Labels
-    device: Labels
-    launcher: Labels
-    dur_ns: np.ndarray  # float64
-
-    def __len__(self) -> int:
-        return int(self.dur_ns.size)
 
 
 def of(table: Calls) -> KernelTable | None:

@@ -7,11 +7,12 @@ which layers it swamps, and whether the host was too busy for wall times to mean
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.data.figures import distribution, known, median
+from layerperf.data.figures import LayerStats, distribution, known, median
 
 if TYPE_CHECKING:
     from layerperf.data.profile import Profile
@@ -38,7 +39,7 @@ def cpu_share(profile: Profile) -> float | None:
     return median(cpu / wall)
 
 
-def figures(profile: Profile, rows: list[dict[str, Any]], latency_med: float | None,
+def figures(profile: Profile, stats: Sequence[LayerStats], latency_med: float | None,
             profiled_med: float | None, layers_sum: float) -> dict[str, Any]:
     """Per-event cost in wall and CPU time, the least of it inside the layer times, the layers it may
     swamp, the host's business, warnings."""
@@ -52,12 +53,12 @@ def figures(profile: Profile, rows: list[dict[str, Any]], latency_med: float | N
     # falls inside a layer's span is not measured (the plain run's gaps between layers hide it).
     inside = max(layers_sum - latency_med, 0.0) / nodes if nodes and latency_med else None
     small = None if cost is None or cost <= 0 else sum(
-        1 for r in rows if r["calls"] and r["median_us"] < SMALL_LAYER_EVENTS * cost)
+        1 for st in stats if st.calls and st.median_us < SMALL_LAYER_EVENTS * cost)
     share = cpu_share(profile)
     return {
         "nodes_per_run": nodes, "profiler_event_cost_us": wall_cost, "profiler_event_cost_cpu_us": cpu_cost,
         "profiler_cost_in_layers_min_us": inside, "profiler_small_layers": small, "caller_cpu_share": share,
-        "profiler_warning": _warning(latency_med, profiled_med, layers_sum, cost, inside, small, len(rows)),
+        "profiler_warning": _warning(latency_med, profiled_med, layers_sum, cost, inside, small, len(stats)),
         "busy_host_warning": _busy(share),
     }
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf.analysis import overhead
-from layerperf.data.figures import distribution, known, total, total_text
+from layerperf.data.figures import LayerStats, distribution, known, total, total_text
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from layerperf.data.profile import Profile
 
@@ -34,12 +34,13 @@ def spearman(a: Any, b: Any) -> float | None:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def fidelity(profile: Profile) -> dict[str, Any] | None:
-    """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran)."""
+def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dict[str, Any] | None:
+    """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran);
+    ``stats``: the profile's, when already computed."""
     stepwise = profile.counters.stepwise_median_ns if profile.counters is not None else None
     if not stepwise:
         return None
-    insitu = [r["median_us"] * 1e3 if r["calls"] else 0.0 for r in profile.table()]
+    insitu = [st.median_us * 1e3 if st.calls else 0.0 for st in stats or profile.stats()]
     total = sum(insitu)
     return {"time_ratio": sum(stepwise) / total if total else None, "rank_correlation": spearman(stepwise, insitu),
             "stepwise_sum_us": sum(stepwise) / 1e3, "insitu_sum_us": total / 1e3}
@@ -55,18 +56,19 @@ def summary(profile: Profile) -> dict[str, Any]:
     figure is known, None when no layer's is; ``unknown_in_totals`` counts the layers each total left
     out, ``*_unknown_layers`` every layer the totals count whose figure is unknown), and how the figures
     were taken."""
-    rows = profile.table()
+    stats = profile.stats()
     runs = max(len(profile.runs), 1)
-    # Per run, once per call (a loop body's layer runs several times a run). Where a parent's figures
-    # hold its children's (a control-flow layer's are its body's), totals count the layers that are no
-    # parent; where they are its own work (a torch module's), every layer.
-    leaves = rows if profile.cost_nesting == "self" else [r for r in rows if r["name"] not in profile.parent_names]
+    # Per run, once per call (a loop body's layer runs several times a run), over the layers whose work
+    # a total adds (Profile.in_totals: not a parent whose figures hold its children's again)
+    counted = [(layer, st) for layer, st, adds in zip(profile.layers, stats, profile.in_totals(), strict=True)
+               if adds]
     latency = distribution(profile.latency_ns)
     latency_med = known(latency.median_us)
     profiled_med = known(distribution(profile.profiled_latency_ns).median_us)
-    calls = [r["calls"] for r in leaves]
-    totals = {key: total([r[key] for r in leaves], calls, runs) for key in ("flops", "int_ops", "bytes")}
-    layers_sum = float(sum(r["median_us"] * r["calls"] / runs for r in rows if r["calls"]))
+    calls = [st.calls for _, st in counted]
+    totals = {key: total([getattr(layer, key) for layer, _ in counted], calls, runs)
+              for key in ("flops", "int_ops", "bytes")}
+    layers_sum = float(sum(st.median_us * st.calls / runs for st in stats if st.calls))
     return {
         "layers": len(profile.layers),
         "runs": len(profile.runs),
@@ -77,17 +79,17 @@ def summary(profile: Profile) -> dict[str, Any]:
         "run_median_us": known(distribution(profile.run_durations_ns).median_us),
         "layers_sum_median_us": layers_sum,
         "flops": _rounded(totals["flops"].value),
-        "flops_unknown_layers": sum(r["flops"] is None for r in leaves),
+        "flops_unknown_layers": sum(layer.flops is None for layer, _ in counted),
         "int_ops": _rounded(totals["int_ops"].value),
-        "int_ops_unknown_layers": sum(r["int_ops"] is None for r in leaves),
+        "int_ops_unknown_layers": sum(layer.int_ops is None for layer, _ in counted),
         "padded_layers": sum(layer.padded for layer in profile.layers),
         "padding_flops": sum(layer.padded_flops - layer.flops for layer in profile.layers
                              if layer.padded_flops is not None and layer.flops is not None),
         "bytes": _rounded(totals["bytes"].value),
-        "bytes_unknown_layers": sum(r["bytes"] is None for r in rows),
+        "bytes_unknown_layers": sum(layer.bytes is None for layer in profile.layers),
         "unknown_in_totals": {key: t.unknown for key, t in totals.items()},
-        "fidelity": fidelity(profile),
-        **overhead.figures(profile, rows, latency_med, profiled_med, layers_sum),
+        "fidelity": fidelity(profile, stats),
+        **overhead.figures(profile, stats, latency_med, profiled_med, layers_sum),
         **overhead.measurement(profile),
     }
 

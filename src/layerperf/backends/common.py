@@ -12,9 +12,20 @@ says how busy the host was.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from layerperf import __version__
+from layerperf.backends.base import RunPlan
+from layerperf.data.machine import Machine
+from layerperf.data.metadata import PLAN_FIELDS, BackendOptions, Metadata, ModelInfo, now, split_options
+
+if TYPE_CHECKING:
+    from layerperf.models.source import ModelSource
 
 Clock = Callable[[], int]
 
@@ -58,3 +69,29 @@ def interleaved(plain: Callable[[], object], profiled: Callable[[], object], run
         plain_t.take(plain, n, clock, cpu_clock)
         profiled_t.take(profiled, n, clock, cpu_clock)
     return plain_t, profiled_t
+
+
+# -- the profile's metadata ------------------------------------------------------------------------------
+# The run plan's fields the torch and toy backends have recorded since layerperf 0.1 (ONNX Runtime records
+# all of :data:`PLAN_FIELDS`): kept, so that their traces keep their keys.
+CORE_PLAN_FIELDS = ("warmup", "runs", "threads", "seed", "shapes")
+
+
+def profile_metadata(source: ModelSource | Mapping[str, Any], plan: RunPlan, backend: str, version: str,
+                     provider: str | None, options: Any, *, plan_fields: Sequence[str] = PLAN_FIELDS,
+                     omit: Sequence[str] = ()) -> Metadata:
+    """The metadata of a profile, as every backend builds it: the model (``source``: its file, or a
+    description — name, path... — of a model that is none), the backend's name and version and the
+    provider or target it ran on, the fields of the run ``plan`` named in ``plan_fields``, the backend's
+    own ``options`` (its options dataclass, or a mapping of option -> value) less those in ``omit``
+    (recorded elsewhere: torch's device is the provider), this machine, layerperf's version, the time
+    and the process."""
+    model = ModelInfo.from_json(source if isinstance(source, Mapping) else source.describe())
+    if not isinstance(source, Mapping) and source.zoo:
+        model = dataclasses.replace(model, zoo_options=dict(plan.zoo_options))
+    own = {k: v for k, v in BackendOptions.of(backend, options).as_dict().items() if k not in omit}
+    # one split for what is built and what is loaded back: the plan's fields, then the backend's own
+    recorded, own_options = split_options(backend, {**{k: getattr(plan, k) for k in plan_fields}, **own})
+    return Metadata(model=model, backend=backend, backend_version=version, provider=provider, plan=recorded,
+                    options=own_options, machine=Machine.here(), layerperf_version=__version__, created=now(),
+                    pid=os.getpid())

@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
             args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
             **options, **model_options(args), latency=False, memory=True,
             sample_rate=args.sample_rate, progress=progress)
-    model = str(prof.metadata.get("model", {}).get("name", "model"))
+    model = prof.metadata.model.name
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in model)  # factory.py:make -> factory.py-make
-    written = prof.save(Path(args.out) if args.out else Path(f"{safe}-memory"))
+    written = layerperf.save(prof, Path(args.out) if args.out else Path(f"{safe}-memory"))
     show(memory_view(memory_report(prof), fmt=fmt, top=args.top, model=model, written=written), fmt, args.output)
     return 0

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             events=[e for e in (args.events or "").split(",") if e], perf_config=args.perf_config,
             passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
             progress=progress)
-    written = prof.save(args.out) if args.out else {}
+    written = layerperf.save(prof, args.out) if args.out else {}
     if report_path is not None:
         from layerperf.renderers import html
 

@@ -26,9 +26,9 @@ from layerperf.collectors.boundary import Collector, PassFn, empty_pass
 from layerperf.collectors.perf import CounterRequest, PerfCounters
 from layerperf.collectors.perf_counts import CounterResult
 from layerperf.collectors.rss import MemoryRequest, ResidentMemory
-from layerperf.collectors.runtime_memory import RuntimeMemory
 from layerperf.collectors.timer import Timing
 from layerperf.counters import CounterSet, EventSpec, resolve, schedule
+from layerperf.data.memory_report import RuntimeMemory
 from layerperf.data.profile import Profile
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from layerperf.collectors.boundary import MarkLog, outside_pass
-from layerperf.collectors.rss_sampler import STATM, RssSample, check_available
-from layerperf.collectors.runtime_memory import RuntimeMemory
+from layerperf.collectors.rss_sampler import STATM, check_available
+from layerperf.data.memory_report import RssSample, RuntimeMemory
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:

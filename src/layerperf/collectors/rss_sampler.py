@@ -18,21 +18,11 @@ from types import TracebackType
 
 import numpy as np
 
+from layerperf.data.memory_report import RssSample
 from layerperf.errors import InputError
 
 STATM = "/proc/self/statm"
 CAPACITY = 1 << 16
-
-
-@dataclass(frozen=True, slots=True)
-class RssSample:
-    """Resident bytes at the end of one node's window, and the high-water mark until then."""
-
-    run: int
-    node: int  # index into the profile's layers
-    t_ns: int  # since the start of its run
-    rss_bytes: int
-    hwm_bytes: int
 
 
 @dataclass(frozen=True, slots=True)

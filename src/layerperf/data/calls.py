@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from layerperf.data.profile import Profile
+if TYPE_CHECKING:  # for annotations only: reading a trace needs none of the Profile's modules
+    from layerperf.data.raw import RawProfile
 
 STRING_COLUMNS = ("name", "op_type", "provider", "in_shapes", "out_shapes")
 # how analysis groups rows, by the string columns each grouping compares
@@ -65,6 +65,21 @@ _NO_FLOATS: np.ndarray = np.zeros(0, dtype=np.float64)
 _NO_INTS: np.ndarray = np.zeros(0, dtype=np.int64)
 _NO_FLOATS.flags.writeable = False
 _NO_INTS.flags.writeable = False
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTable:
+    """One row per device activity. ``launcher`` is the name of the op it is device time of ("" when
+    linked to none)."""
+
+    name: Labels
+    kind: Labels
+    device: Labels
+    launcher: Labels
+    dur_ns: np.ndarray  # float64
+
+    def __len__(self) -> int:
+        return int(self.dur_ns.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,12 +332,12 @@ def with_outer(table: Calls, parent: np.ndarray) -> Calls:
     return replace(table, outer=outer)
 
 
-def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
+def from_profile(profile: RawProfile, meta: dict[str, Any] | None = None) -> Calls:
     """One row per measured call of every layer of a layerperf Profile (:meth:`Profile.calls`).
 
     A layer's counters hold one value per measured pass; when there is one per run, each call gets
     its run's value, otherwise every call gets the layer's median. A call's start is its span's
-    (relative to the profile's origin), its thread the span's, its process ``metadata["pid"]``.
+    (relative to the profile's origin), its thread the span's, its process ``metadata.pid``.
     """
     b = TableBuilder()
     idents = [b.ident(layer.name, layer.op_type, layer.provider, layer.in_shapes, layer.out_shapes)
@@ -348,7 +363,7 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
                 per_run[i, :] = float(np.median(values))
         counters[label] = per_run[li, ri] if li.size else np.zeros(0)
     ident_arr = np.asarray(idents, dtype=np.int32)
-    pid = profile.metadata.get("pid")
+    pid = profile.metadata.pid
     b.extend(ident_arr[li] if li.size else np.zeros(0, dtype=np.int32),
              self_ns.astype(np.float64) / 1e3,
              incl_us=np.fromiter((s.dur_ns for s in spans), dtype=np.float64, count=len(spans)) / 1e3,
@@ -361,10 +376,11 @@ def from_profile(profile: Profile, meta: dict[str, Any] | None = None) -> Calls:
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
     # the machine and thread count the run was taken on: which calibrated peaks its rates compare to
     measured = profile.measurement.intra_op_threads if profile.measurement is not None else None
-    threads = measured or profile.metadata.get("options", {}).get("threads") or None
+    threads = measured or profile.metadata.threads
+    machine = profile.metadata.machine
     table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
-                     "inclusive_flops": True, "ts_origin_us": 0.0, "machine": profile.metadata.get("machine"),
-                     "threads": threads, **(meta or {})})
+                     "inclusive_flops": profile.cost_nesting.rated_over_whole_call, "ts_origin_us": 0.0,
+                     "machine": None if machine is None else machine.to_json(), "threads": threads, **(meta or {})})
     return with_outer(table, profile.span_parents)  # rows are the spans, in order
 
 

@@ -9,14 +9,19 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from layerperf.data.profile import FORMAT_VERSION, CounterInfo, GraphSummary, Layer, Measurement
+from layerperf.data import extension
+from layerperf.data.layer import Layer
+from layerperf.data.memory_report import MemoryReport
+from layerperf.data.sections import CostNesting, CounterInfo, GraphSummary, Measurement
 from layerperf.data.tensor import TensorInfo
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
-    from layerperf.data.profile import Profile
+    from layerperf.data.raw import RawProfile
 
+FORMAT_VERSION = 1
 FORMAT_KEY = "layerperf_format"
+TRACE_FILENAME = "trace.json"  # what a profile directory holds the saved Profile in
 
 
 def tensor_to_json(t: TensorInfo) -> dict[str, Any]:
@@ -38,7 +43,7 @@ def layer_to_json(layer: Layer) -> dict[str, Any]:
         "inputs": [tensor_to_json(t) for t in layer.inputs],
         "outputs": [tensor_to_json(t) for t in layer.outputs],
         "param_bytes": layer.param_bytes, "flops": layer.flops, "bytes_read": layer.bytes_read,
-        "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory,
+        "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory_figures,
         "int_ops": layer.int_ops, "padded_flops": layer.padded_flops,
         **({"parent": layer.parent} if layer.parent is not None else {}),
     }
@@ -53,9 +58,9 @@ def layer_from_json(d: dict[str, Any]) -> Layer:
         param_bytes=int(d.get("param_bytes", 0)), flops=d.get("flops"), bytes_read=d.get("bytes_read"),
         bytes_written=d.get("bytes_written"),
         counters={k: [float(x) for x in v] for k, v in d.get("counters", {}).items()},
-        memory={k: int(v) for k, v in d.get("memory", {}).items()},
         int_ops=d.get("int_ops"), padded_flops=d.get("padded_flops"),
         parent=None if d.get("parent") is None else str(d["parent"]),
+        extension=extension.from_figures(d.get("memory") or {}),
     )
 
 
@@ -75,7 +80,7 @@ _KNOWN = ("profiled_latency_ns", "latency_cpu_ns", "profiled_cpu_ns", "graph", "
           "measurement", "warnings", "cost_nesting")
 
 
-def sections_to_json(profile: Profile) -> dict[str, Any]:
+def sections_to_json(profile: RawProfile) -> dict[str, Any]:
     out: dict[str, Any] = {"profiled_latency_ns": list(profile.profiled_latency_ns)}
     if profile.graph is not None:
         out["graph"] = {"inputs": list(profile.graph.inputs), "outputs": list(profile.graph.outputs),
@@ -94,8 +99,8 @@ def sections_to_json(profile: Profile) -> dict[str, Any]:
         out["counters"] = counters
     if profile.memory is not None:
         out["memory"] = profile.memory.to_json()
-    if profile.cost_nesting != "inclusive":  # written when not the default, so older files read the same
-        out["cost_nesting"] = profile.cost_nesting
+    if profile.cost_nesting is not CostNesting.INCLUSIVE:  # written when not the default, as older files read
+        out["cost_nesting"] = profile.cost_nesting.value
     return {**out, **{k: v for k, v in profile.sections.items() if k not in out}}
 
 
@@ -111,7 +116,7 @@ def sections_from_json(extra: dict[str, Any]) -> dict[str, Any]:
         "profiled_cpu_ns": _ints(extra.get("profiled_cpu_ns")),
         "warnings": [str(w) for w in extra.get("warnings") or ()],
         "sections": {k: v for k, v in extra.items() if k not in _KNOWN},
-        "cost_nesting": "self" if extra.get("cost_nesting") == "self" else "inclusive",
+        "cost_nesting": CostNesting.SELF if extra.get("cost_nesting") == "self" else CostNesting.INCLUSIVE,
     }
     if (graph := extra.get("graph")) is not None:
         kw["graph"] = GraphSummary(tuple(graph.get("inputs", ())), tuple(graph.get("outputs", ())),
@@ -121,7 +126,5 @@ def sections_from_json(extra: dict[str, Any]) -> dict[str, Any]:
     if (counters := extra.get("counters")) is not None:
         kw["counters"] = CounterInfo(**{k: v for k, v in counters.items() if k in CounterInfo.__dataclass_fields__})
     if (memory := extra.get("memory")) is not None:
-        from layerperf.analysis.memory.report import MemoryReport
-
         kw["memory"] = MemoryReport.from_json(memory)
     return kw

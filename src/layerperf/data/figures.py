@@ -9,23 +9,26 @@ median, a rate needs a known amount and a time > 0, an intensity bytes > 0, a sh
 
 Output names are built from these figures: ``<stat>_us`` for a statistic of durations (:data:`STATS`),
 ``share`` and ``cum_share``, ``flops_per_s``, ``int_ops_per_s`` and ``bytes_per_s``, ``intensity``,
-``<counter>_per_flop``, ``pct_of_peak`` (:func:`peak_pcts`: of ``layerperf calibrate``'s peaks).
-:data:`ANALYZE_KEYS` says where ``analyze`` names a figure otherwise.
+``<counter>_per_flop``, ``pct_of_peak`` (:func:`peak_pcts`: of ``layerperf calibrate``'s peaks). A layer's
+self time is ``median_us``, its per-call median; ``analyze``'s rows combine a group's calls by its
+aggregate instead (:data:`layerperf.analysis.aggregate.SELF_US`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+from layerperf.errors import MissingDependency
 
+if TYPE_CHECKING:  # for annotations only: the event table's analysis needs none of the Profile's modules
     import pandas
 
-    from layerperf.data.profile import Layer, Profile
+    from layerperf.data.layer import Layer
+    from layerperf.data.raw import RawProfile
 
 # The columns of layers.csv, in order; counter labels follow them. Columns added later go last, so
 # a reader that takes them by position keeps working.
@@ -36,12 +39,6 @@ COLUMNS = (
     "int_ops", "int_ops_per_s", "padded_flops", "real_in_shapes", "real_out_shapes",
     "incl_median_us", "parent",
 )
-
-# Where analyze's rows (one per group of calls: a node, an op type...) name a figure otherwise than the
-# layer table's (one per layer, the distribution of its calls): the layer table's self time is the
-# per-call median (``median_us``), analyze's the group's calls combined by --aggregate, sum by
-# default (``time_us``). Both are shown under the header "self time". Every other name is the same.
-ANALYZE_KEYS = {"median_us": "time_us"}
 
 # Statistics of a set of values, by the name ``<stat>_us`` gives a duration's; p90 interpolates linearly.
 STATS = ("total", "mean", "median", "p90", "min", "max")
@@ -342,7 +339,7 @@ class LayerStats:
     incl_median_us: float = float("nan")
 
 
-def _per_layer(profile: Profile, durations: Callable[[int], np.ndarray]) -> tuple[np.ndarray, Groups]:
+def _per_layer(profile: RawProfile, durations: Callable[[int], np.ndarray]) -> tuple[np.ndarray, Groups]:
     """Every layer's durations flat, grouped by layer."""
     per_layer = [durations(i) for i in range(len(profile.layers))]
     sizes = [d.size for d in per_layer]
@@ -350,7 +347,7 @@ def _per_layer(profile: Profile, durations: Callable[[int], np.ndarray]) -> tupl
     return flat, groups(np.repeat(np.arange(len(sizes)), sizes), len(sizes))
 
 
-def layer_stats(profile: Profile) -> list[LayerStats]:
+def layer_stats(profile: RawProfile) -> list[LayerStats]:
     d = distributions(*_per_layer(profile, profile.durations_ns))
     whole = float(np.nansum(d.total_us))
     share_ = shares(d.total_us, whole)
@@ -365,7 +362,7 @@ def layer_stats(profile: Profile) -> list[LayerStats]:
     ]
 
 
-def _incl_median_us(profile: Profile, self_median_us: np.ndarray) -> np.ndarray:
+def _incl_median_us(profile: RawProfile, self_median_us: np.ndarray) -> np.ndarray:
     """Median whole duration; a layer with no body nodes has it equal to its self time."""
     parents = np.fromiter((layer.name in profile.parent_names for layer in profile.layers), dtype=bool,
                           count=len(profile.layers))
@@ -375,12 +372,14 @@ def _incl_median_us(profile: Profile, self_median_us: np.ndarray) -> np.ndarray:
     return np.where(parents, grouped(flat / 1e3, g, "median"), self_median_us)
 
 
-def _rated(profile: Profile, stats: Sequence[LayerStats]) -> dict[str, np.ndarray]:
+def _rated(profile: RawProfile, stats: Sequence[LayerStats]) -> dict[str, np.ndarray]:
     """The table's ratios, as columns: intensity and the rates."""
     layers = profile.layers
     flops, byt = column([la.flops for la in layers]), column([la.bytes for la in layers])
-    # a control-flow layer's FLOPs and bytes are its whole call's: rated over its whole duration
-    time_s = column([st.incl_median_us for st in stats]) * 1e-6
+    # a control-flow layer's FLOPs and bytes are its whole call's: rated over its whole duration; a
+    # torch module's are its own work: over its self time
+    whole = profile.cost_nesting.rated_over_whole_call
+    time_s = column([st.incl_median_us if whole else st.median_us for st in stats]) * 1e-6
     return {"intensity": intensities(flops, byt), "flops_per_s": rates(flops, time_s),
             "bytes_per_s": rates(byt, time_s), "int_ops_per_s": rates(column([la.int_ops for la in layers]), time_s)}
 
@@ -395,8 +394,7 @@ def _row(layer: Layer, st: LayerStats, rated: dict[str, Any]) -> dict[str, Any]:
         "bytes_written": layer.bytes_written, "intensity": rated["intensity"],
         "flops_per_s": rated["flops_per_s"], "bytes_per_s": rated["bytes_per_s"], "param_bytes": layer.param_bytes,
         "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
-        "in_dtypes": ";".join(t.dtype for t in layer.inputs),
-        "out_dtypes": ";".join(t.dtype for t in layer.outputs),
+        "in_dtypes": layer.in_dtypes, "out_dtypes": layer.out_dtypes,
         "int_ops": layer.int_ops, "int_ops_per_s": rated["int_ops_per_s"],
         "padded_flops": layer.flops_as_stored,
         "real_in_shapes": layer.real_in_shapes, "real_out_shapes": layer.real_out_shapes,
@@ -404,7 +402,7 @@ def _row(layer: Layer, st: LayerStats, rated: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def counter_labels(profile: Profile) -> list[str]:
+def counter_labels(profile: RawProfile) -> list[str]:
     """Counter labels present in the profile, in first-seen order."""
     seen: dict[str, None] = {}
     for layer in profile.layers:
@@ -412,7 +410,7 @@ def counter_labels(profile: Profile) -> list[str]:
     return list(seen)
 
 
-def _counter_medians(profile: Profile, labels: list[str]) -> dict[str, np.ndarray]:
+def _counter_medians(profile: RawProfile, labels: list[str]) -> dict[str, np.ndarray]:
     """Each label's median count per layer (over the passes), NaN where a layer has none."""
     out = {}
     for label in labels:
@@ -423,7 +421,7 @@ def _counter_medians(profile: Profile, labels: list[str]) -> dict[str, np.ndarra
     return out
 
 
-def _counter_cells(profile: Profile, i: int, labels: list[str], medians: dict[str, list[float | None]],
+def _counter_cells(profile: RawProfile, i: int, labels: list[str], medians: dict[str, list[float | None]],
                    per_flop_: dict[str, list[float | None]]) -> dict[str, Any]:
     """Median count per label, fraction counted (multiplexed runs), derived metrics, counts per FLOP."""
     info = profile.counters
@@ -436,7 +434,7 @@ def _counter_cells(profile: Profile, i: int, labels: list[str], medians: dict[st
         if per_flop_[label][i] is not None:  # the column is absent where the layer has no FLOP count
             cells[f"{label}_per_flop"] = per_flop_[label][i]
     if info is not None and info.events:
-        from layerperf.counters import derived_metrics
+        from layerperf.counters import derived_metrics  # lazy: 50 ms of start-up (ctypes, libpfm4) for analyze
 
         present = {k: m for k in labels if (m := medians[k][i]) is not None}
         cells.update(derived_metrics(present, {k: v for k, v in info.events.items() if k in present}))
@@ -447,8 +445,9 @@ def _listed(col: np.ndarray) -> list[float | None]:
     return [None if np.isnan(x) else x for x in col.tolist()]
 
 
-def rows(profile: Profile) -> list[dict[str, Any]]:
-    stats = profile.stats()
+def rows(profile: RawProfile) -> list[dict[str, Any]]:
+    """The layer table: one row per layer, the columns of :data:`COLUMNS` then counters and metrics."""
+    stats = layer_stats(profile)
     rated = {k: _listed(v) for k, v in _rated(profile, stats).items()}
     labels = counter_labels(profile)
     medians = _counter_medians(profile, labels)
@@ -464,22 +463,20 @@ def rows(profile: Profile) -> list[dict[str, Any]]:
     return out
 
 
-def extra_columns(profile: Profile) -> list[str]:
+def extra_columns(profile: RawProfile) -> list[str]:
     """Columns beyond :data:`COLUMNS` present in the profile's rows (counters and their metrics)."""
     seen: dict[str, None] = {}
-    for row in profile.table():
+    for row in rows(profile):
         seen.update(dict.fromkeys(k for k in row if k not in COLUMNS))
     return list(seen)
 
 
-def to_pandas(profile: Profile) -> pandas.DataFrame:
+def to_pandas(profile: RawProfile) -> pandas.DataFrame:
     try:
         import pandas as pd
     except ImportError as exc:
-        from layerperf.errors import MissingDependency
-
         raise MissingDependency("pandas", "pip install 'layerperf[pandas]'") from exc
-    return pd.DataFrame(profile.table())
+    return pd.DataFrame(rows(profile))
 
 
 # -- totals over layers ------------------------------------------------------------------------------

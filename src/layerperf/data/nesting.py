@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from layerperf.data.profile import Layer, Span
+    from layerperf.data.layer import Layer, Span
 
 # ONNX's control-flow ops and ONNX Runtime's contrib ops that run subgraphs.
 CONTROL_FLOW_OPS = frozenset(("Loop", "If", "Scan", "BeamSearch", "GreedySearch", "WhisperBeamSearch", "Sampling"))

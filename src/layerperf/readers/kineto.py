@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.analysis.gpu_kernels import KernelTable
 from layerperf.cost import aten_trace as aten
-from layerperf.data.calls import Calls, Interner, Labels, TableBuilder, int_id, with_outer
+from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
 from layerperf.readers.decode import Event, raw_value
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import earliest, nested_self_times, num, parents, shapes_text, text, thread_ids, to_ns

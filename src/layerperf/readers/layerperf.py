@@ -6,19 +6,19 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from layerperf.data.codec import check_version, layer_from_json, sections_from_json
+from layerperf.data.codec import TRACE_FILENAME, check_version, layer_from_json, sections_from_json
+from layerperf.data.metadata import Metadata
 from layerperf.data.profile import Profile, Run, Span
 from layerperf.errors import InputError
 from layerperf.readers.stream import load_json
-from layerperf.renderers.chrome import FILENAME
 
 
 def resolve_path(path: Path) -> Path:
     """A profile directory stands for the trace.json inside it."""
     if path.is_dir():
-        trace = path / FILENAME
+        trace = path / TRACE_FILENAME
         if not trace.exists():
-            raise InputError(f"{path} holds no {FILENAME}")
+            raise InputError(f"{path} holds no {TRACE_FILENAME}")
         return trace
     return path
 
@@ -54,11 +54,12 @@ def profile_from_doc(doc: dict[str, Any], source: str) -> Profile:
     check_version(other, source)
     body = other.get("layerperf") or {}
     try:
+        metadata = Metadata.from_json(body.get("metadata") or {})
         layers = [layer_from_json(d) for d in body.get("layers", [])]
         runs = _runs(doc.get("traceEvents") or [], len(layers), source)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{source} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None
-    return Profile(metadata=body.get("metadata", {}), layers=layers, runs=runs,
+    return Profile(metadata=metadata, layers=layers, runs=runs,
                    latency_ns=[int(x) for x in body.get("latency_ns", [])],
                    **sections_from_json(body.get("extra") or {}))
 

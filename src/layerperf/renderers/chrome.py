@@ -12,13 +12,13 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from layerperf.analysis.summary import summary
-from layerperf.data.codec import FORMAT_KEY, layer_to_json
+from layerperf.data.codec import FORMAT_KEY, TRACE_FILENAME, layer_to_json
 from layerperf.data.figures import counter_labels
 
 if TYPE_CHECKING:
     from layerperf.data.profile import Layer, Profile
 
-FILENAME = "trace.json"
+FILENAME = TRACE_FILENAME
 
 
 def _us(ns: int) -> float:
@@ -46,7 +46,7 @@ def _layer_args(layer: Layer, index: int) -> dict[str, Any]:
 
 def _metadata_events(profile: Profile, pid: int, tids: set[int]) -> list[dict[str, Any]]:
     meta = profile.metadata
-    title = f"layerperf: {meta.get('model', {}).get('name', 'model')} ({meta.get('backend', '')})"
+    title = f"layerperf: {meta.model.name} ({meta.backend or ''})"
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": title}}]
     for i, tid in enumerate(sorted(tids)):
@@ -109,7 +109,7 @@ def _memory_counter_events(profile: Profile, pid: int) -> list[dict[str, Any]]:
 
 
 def to_json(profile: Profile) -> dict[str, Any]:
-    pid = int(profile.metadata.get("pid", 1))
+    pid = profile.metadata.pid if profile.metadata.pid is not None else 1
     tids = {s.tid for run in profile.runs for s in run.spans}
     events = _metadata_events(profile, pid, tids) + _span_events(profile, pid) + _counter_events(profile, pid)
     events += _memory_counter_events(profile, pid)
@@ -119,7 +119,7 @@ def to_json(profile: Profile) -> dict[str, Any]:
         "otherData": {
             FORMAT_KEY: 1,
             "layerperf": {
-                "metadata": profile.metadata,
+                "metadata": profile.metadata.to_json(),
                 "layers": [layer_to_json(layer) for layer in profile.layers],
                 "aggregates": profile.table(),
                 "latency_ns": profile.latency_ns,

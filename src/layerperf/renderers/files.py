@@ -24,12 +24,11 @@ WriteFn = Callable[["Profile", IO[bytes]], None]
 
 def writers(profile: Profile | None = None) -> dict[str, WriteFn]:
     """File name -> writer, for every output a profile produces (its memory pictures when it has some)."""
-    from layerperf.renderers import chrome, csv
+    # lazy: the writers pull the Profile's modules and onnx (0.2 s), which analyze's --output does not need
+    from layerperf.renderers import chrome, csv, svg
 
     table: dict[str, WriteFn] = {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
     if profile is not None and profile.memory is not None:
-        from layerperf.renderers import svg
-
         table.update(svg.writers())
     return table
 

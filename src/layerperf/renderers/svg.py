@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 from xml.sax.saxutils import escape
 
+from layerperf.analysis.memory.report import memory_report
+from layerperf.data.memory_report import OUTSIDE_NAME
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.analysis.memory.allocations import Allocations
-    from layerperf.analysis.memory.report import MemoryReport, PlacedBlock
+    from layerperf.data.memory_report import Allocations, MemoryReport, PlacedBlock
     from layerperf.data.profile import Profile
-    from layerperf.renderers.files import WriteFn
 
 FLOW_FILENAME = "memory_flow.svg"
 TIMELINE_FILENAME = "memory_timeline.svg"
@@ -296,8 +296,6 @@ def timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
 
 
 def _module_label(rep: MemoryReport, allocs: Allocations, layer: int) -> str:
-    from layerperf.analysis.memory.allocations import OUTSIDE_NAME
-
     if 0 <= layer < len(rep.nodes):
         return f"{rep.nodes[layer].name} ({rep.nodes[layer].op_type})"
     return OUTSIDE_NAME
@@ -357,13 +355,11 @@ def _hover_columns(c: Canvas, rep: MemoryReport, arena_lines: list[tuple[str, li
 
 
 def _report(profile: Profile) -> MemoryReport:
-    from layerperf.analysis.memory.report import memory_report
-
     return memory_report(profile)
 
 
 def _model(profile: Profile) -> str:
-    return str(profile.metadata.get("model", {}).get("name", "model"))
+    return profile.metadata.model.name
 
 
 def write_flow(profile: Profile, f: IO[bytes]) -> None:
@@ -374,5 +370,6 @@ def write_timeline(profile: Profile, f: IO[bytes]) -> None:
     f.write(timeline_svg(_report(profile), _model(profile)))
 
 
-def writers() -> dict[str, WriteFn]:
+def writers() -> dict[str, Callable[[Profile, IO[bytes]], None]]:
+    """File name -> writer of the memory pictures (:mod:`layerperf.renderers.files` writes them)."""
     return {FLOW_FILENAME: write_flow, TIMELINE_FILENAME: write_timeline}

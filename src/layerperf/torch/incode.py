@@ -19,7 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf.data.profile import GraphSummary, Layer, Profile
+from layerperf.backends.common import profile_metadata
+from layerperf.data.memory_report import RuntimeMemory
+from layerperf.data.profile import CostNesting, GraphSummary, Layer, Profile
 from layerperf.torch.insitu import BACKWARD, FORWARD, InSitu, RunClock
 
 if TYPE_CHECKING:
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
     from layerperf.collectors import Collector, Collectors
     from layerperf.collectors.perf import PerfCounters
     from layerperf.collectors.rss import ResidentMemory
-    from layerperf.collectors.runtime_memory import RuntimeMemory
     from layerperf.collectors.timer import Timing
     from layerperf.counters import CounterSet
     from layerperf.torch.insitu import InSitu
@@ -194,7 +195,6 @@ class Recording:
         import torch
 
         from layerperf.backends.base import RunPlan
-        from layerperf.data.metadata import metadata
 
         state = self.state
         state.finish()
@@ -217,8 +217,8 @@ class Recording:
                             "shapes and FLOPs passed its positional arguments only")
         warnings += state.warnings()
         desc = {"name": type(state.root).__name__ if state.root is not None else "?"}
-        meta = metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
-                        torch.__version__, self.settings.device, self.settings.options())
+        meta = profile_metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
+                                torch.__version__, self.settings.device, self.settings.options(), plan_fields=())
         if self.settings.level == 2:
             from layerperf.backends.torch.ops import LEVEL2_NOTE, _assemble
 
@@ -235,7 +235,7 @@ class Recording:
             if self.allocator_counts is not None and state.captured:
                 fill_memory(layers, self.allocator_counts)
         prof = Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph,
-                       cost_nesting="self")
+                       cost_nesting=CostNesting.SELF)
         if self.perf and state.runs:
             self._fill_counters(prof)
         if self.settings.collectors.memory is not None:
@@ -269,7 +269,6 @@ class Recording:
         :class:`.memory.AllocationRun` recorded (the first after warm-up: forward, backward and optimizer
         step rows alike)."""
         from layerperf.analysis.memory.report import analyze_memory, with_allocations
-        from layerperf.collectors.runtime_memory import RuntimeMemory
 
         runtime: RuntimeMemory = self.rss.runtime() if self.rss is not None else RuntimeMemory(sample_rate=0)
         prof.memory = analyze_memory(prof, runtime)

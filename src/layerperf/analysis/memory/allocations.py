@@ -13,11 +13,9 @@ before, are not in them), and a free of a block allocated before the pass lowers
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-OUTSIDE = -1  # the layer index of the model's own code, outside every module
-OUTSIDE_NAME = "(outside modules)"
+from layerperf.data.memory_report import OUTSIDE, OUTSIDE_NAME, Allocations, ModuleAllocations
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,78 +34,6 @@ class ModuleSpan:
     layer: int
     start_ns: int
     end_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleAllocations:
-    """One module's allocator figures, summed over its calls in the pass."""
-
-    layer: int  # index in the Profile's layers; OUTSIDE for the model's own code
-    name: str
-    calls: int
-    self_allocated_bytes: int  # allocated while it was the innermost module running
-    self_freed_bytes: int
-    self_allocations: int  # how many allocations that was
-    allocated_bytes: int  # allocated while it ran, its children included
-    freed_bytes: int
-    peak_live_bytes: int  # the most live bytes (since the pass began) at any moment while it ran
-    peak_rise_bytes: int  # the most live bytes rose above their level when a call of it began
-
-
-@dataclass(frozen=True, slots=True)
-class Allocations:
-    """One pass's allocator events, attributed to modules; ``timeline`` has one point per event."""
-
-    device: str  # "cpu", "cuda:0"
-    source: str  # what recorded the events
-    dur_ns: int  # the pass, start to end
-    events: int
-    allocated_bytes: int
-    freed_bytes: int
-    peak_live_bytes: int
-    peak_t_ns: int | None  # from the pass's start; None when nothing was allocated
-    peak_layer: int  # the innermost module running at the peak; OUTSIDE when none
-    peak_module: str  # its name, OUTSIDE_NAME outside modules, "" when nothing was allocated
-    retained_bytes: int  # allocated in the pass and not freed by its end (its outputs, caches)
-    unmatched_free_bytes: int  # freed in the pass but allocated before it
-    outside: ModuleAllocations
-    modules: tuple[ModuleAllocations, ...]  # the modules that ran, in layer order
-    # after each event, in time order: time from the pass's start, live bytes, innermost module's layer
-    t_ns: tuple[int, ...] = ()
-    live_bytes: tuple[int, ...] = ()
-    layer: tuple[int, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
-
-    def module(self, layer: int) -> ModuleAllocations | None:
-        """The figures of layer ``layer`` (OUTSIDE: the model's own code), None when it did not run."""
-        if layer == OUTSIDE:
-            return self.outside
-        return next((m for m in self.modules if m.layer == layer), None)
-
-    def to_json(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("modules", "outside", "t_ns", "live_bytes",
-                                                                 "layer", "warnings")}
-        d.update(outside=asdict(self.outside), modules=[asdict(m) for m in self.modules],
-                 timeline={"t_ns": list(self.t_ns), "live_bytes": list(self.live_bytes), "layer": list(self.layer)},
-                 warnings=list(self.warnings))
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Allocations:
-        """As :meth:`to_json` wrote it; KeyError/TypeError/ValueError when damaged (the report says so)."""
-        tl = d.get("timeline", {})
-        t_ns, live, layer = (tuple(int(x) for x in tl.get(k, ())) for k in ("t_ns", "live_bytes", "layer"))
-        if not len(t_ns) == len(live) == len(layer):
-            raise ValueError("the allocation timeline's columns differ in length")
-        return cls(
-            device=str(d["device"]), source=str(d["source"]), dur_ns=int(d["dur_ns"]), events=int(d["events"]),
-            allocated_bytes=int(d["allocated_bytes"]), freed_bytes=int(d["freed_bytes"]),
-            peak_live_bytes=int(d["peak_live_bytes"]),
-            peak_t_ns=None if d.get("peak_t_ns") is None else int(d["peak_t_ns"]),
-            peak_layer=int(d["peak_layer"]), peak_module=str(d["peak_module"]),
-            retained_bytes=int(d["retained_bytes"]), unmatched_free_bytes=int(d["unmatched_free_bytes"]),
-            outside=ModuleAllocations(**d["outside"]), modules=tuple(ModuleAllocations(**m) for m in d["modules"]),
-            t_ns=t_ns, live_bytes=live, layer=layer, warnings=tuple(str(w) for w in d.get("warnings", ())))
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.data.memory_report import ACTIVATION, CODE, INPUT, OUTPUT, Block
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
@@ -37,27 +38,6 @@ INPLACE_OPS = frozenset({
 })
 # Fused convolutions that add a residual ("Sum"/"Z" input) write their output over it.
 SUM_INPLACE_OPS = frozenset({("com.microsoft.nchwc", "Conv"), ("com.microsoft", "FusedConv")})
-
-INPUT, ACTIVATION, OUTPUT, CODE = "input", "activation", "output", "code"
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """One buffer: a tensor, or several tensors stored in it (views, in-place outputs)."""
-
-    tensors: tuple[str, ...]  # the first allocated the buffer
-    nbytes: int
-    first: int  # index of the node that allocates it; 0 for graph inputs
-    last: int  # index of the last node that needs it; the last node for graph outputs
-    kind: str  # "input", "activation", "output" or "code" (made between layers)
-
-    @property
-    def name(self) -> str:
-        return self.tensors[0]
-
-    def live_at(self, index: int) -> bool:
-        return self.first <= index <= self.last
-
 
 @dataclass(frozen=True, slots=True)
 class Timeline:

@@ -8,116 +8,23 @@ neither exists, the growth of the process's resident memory. A wide gap between 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
 
 from layerperf.analysis.memory import live as timeline
 from layerperf.analysis.memory import placement as allocator
-from layerperf.analysis.memory.allocations import Allocations
-from layerperf.collectors.runtime_memory import ArenaRun, RuntimeMemory
-from layerperf.errors import InputError
+from layerperf.data.memory_report import (
+    Allocations,
+    ArenaRun,
+    MemoryReport,
+    NodeMemory,
+    PlacedBlock,
+    RuntimeMemory,
+)
+from layerperf.data.profile import Profile
 from layerperf.util import units
 
-if TYPE_CHECKING:
-    from layerperf.data.profile import Profile
-
-REPORT_VERSION = 1
 HINT_RATIO = 1.5  # allocated / used beyond which the gap is worth a hint...
 HINT_MIN_BYTES = 1 << 20  # ...when it is also this large
-
-
-@dataclass(frozen=True, slots=True)
-class NodeMemory:
-    """One node's memory: what it writes, its weights, and what it needed besides."""
-
-    name: str
-    op_type: str
-    output_bytes: int
-    param_bytes: int
-    live_bytes: int  # live tensor bytes while it runs
-    # temporary bytes the arena held above what stayed in use after the node, where visible: in the
-    # first run, when the node raised the arena's peak; None where the runtime does not show them
-    workspace_bytes: int | None = None
-    arena: dict[str, int] = field(default_factory=dict)  # the runtime's own figures, last measured run
-
-
-@dataclass(frozen=True, slots=True)
-class PlacedBlock(timeline.Block):
-    """A buffer of the timeline with the offset the simulated allocator gives it."""
-
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryReport:
-    """Everything the memory profiler found; ``to_json()`` is what trace.json keeps of it."""
-
-    peak_bytes: int
-    peak_index: int
-    peak_node: str
-    max_allocated_bytes: int | None
-    max_allocated_source: str | None  # "allocator peak", "arena growth", "RSS growth" or None
-    simulated_arena_bytes: int
-    initializer_bytes: int
-    inplace: bool
-    nodes: tuple[NodeMemory, ...]
-    blocks: tuple[PlacedBlock, ...]
-    runtime: RuntimeMemory | None = None
-    hint: str | None = None
-    warnings: tuple[str, ...] = ()
-    allocations: Allocations | None = None  # the allocator's events per module, where a backend records them
-
-    @property
-    def max_used_bytes(self) -> int:
-        return self.peak_bytes
-
-    def tensors_at_peak(self) -> list[PlacedBlock]:
-        """Buffers live at the peak, largest first."""
-        live = [b for b in self.blocks if b.live_at(self.peak_index) and b.nbytes]
-        return sorted(live, key=lambda b: (-b.nbytes, b.name))
-
-    def node_name(self, index: int) -> str:
-        return self.nodes[index].name if 0 <= index < len(self.nodes) else ""
-
-    def to_json(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("nodes", "blocks", "runtime", "warnings",
-                                                                            "allocations")}
-        d.update(version=REPORT_VERSION, max_used_bytes=self.peak_bytes, warnings=list(self.warnings),
-                 tensors_at_peak=self.peak_entries(),
-                 nodes=[asdict(n) for n in self.nodes],
-                 blocks=[{**asdict(b), "tensors": list(b.tensors)} for b in self.blocks],
-                 runtime=self.runtime.to_json() if self.runtime else None,
-                 allocations=self.allocations.to_json() if self.allocations else None)
-        return d
-
-    def peak_entries(self, top: int | None = None) -> list[dict[str, Any]]:
-        """The buffers live at the peak as JSON objects: name, bytes, tensors, kind, producer, last consumer."""
-        out = []
-        for b in self.tensors_at_peak()[:top]:
-            producer = ("(graph input)" if b.kind == timeline.INPUT else
-                        f"(code before {self.node_name(b.first)})" if b.kind == timeline.CODE else
-                        self.node_name(b.first))
-            out.append({"name": b.name, "bytes": b.nbytes, "tensors": list(b.tensors), "kind": b.kind,
-                        "producer": producer, "last_consumer": self.node_name(b.last)})
-        return out
-
-    @classmethod
-    def from_json(cls, d: Any) -> MemoryReport:
-        """The report as trace.json keeps it; InputError when it is damaged."""
-        try:
-            return cls(
-                peak_bytes=int(d["peak_bytes"]), peak_index=int(d["peak_index"]), peak_node=str(d["peak_node"]),
-                max_allocated_bytes=d.get("max_allocated_bytes"), max_allocated_source=d.get("max_allocated_source"),
-                simulated_arena_bytes=int(d["simulated_arena_bytes"]),
-                initializer_bytes=int(d.get("initializer_bytes", 0)), inplace=bool(d.get("inplace", True)),
-                nodes=tuple(NodeMemory(**n) for n in d["nodes"]),
-                blocks=tuple(PlacedBlock(**{**b, "tensors": tuple(b["tensors"])}) for b in d["blocks"]),
-                runtime=RuntimeMemory.from_json(d["runtime"]) if d.get("runtime") else None,
-                hint=d.get("hint"), warnings=tuple(d.get("warnings", ())),
-                allocations=Allocations.from_json(d["allocations"]) if d.get("allocations") else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"the profile's memory section is damaged ({type(exc).__name__}: {exc})") from None
 
 
 def workspace_bytes(run: ArenaRun) -> list[int | None]:
@@ -171,7 +78,7 @@ def _nodes(profile: Profile, tl: timeline.Timeline, workspace: list[int | None])
     return tuple(
         NodeMemory(name=layer.name, op_type=layer.op_type, output_bytes=sum(t.nbytes or 0 for t in layer.outputs),
                    param_bytes=layer.param_bytes, live_bytes=tl.live_bytes[k], workspace_bytes=workspace[k],
-                   arena=dict(layer.memory))
+                   arena=layer.memory_figures)
         for k, layer in enumerate(profile.layers))
 
 

@@ -10,10 +10,10 @@ import onnx
 import onnxruntime as ort
 
 from layerperf.backends.base import RunPlan
+from layerperf.backends.common import profile_metadata
 from layerperf.backends.ort import OrtOptions
 from layerperf.backends.ort import measure as sessions
 from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
-from layerperf.data.metadata import metadata
 from layerperf.data.profile import CounterInfo, Profile
 from layerperf.models.source import ModelSource
 
@@ -48,7 +48,7 @@ def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collecto
     channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
     layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
     prof = Profile(
-        metadata=metadata(source, plan, "onnxruntime", ort.__version__, opts.provider, opts.to_json()),
+        metadata=profile_metadata(source, plan, "onnxruntime", ort.__version__, options.provider, options),
         layers=layers, runs=run_list, latency_ns=m.latency_ns, profiled_latency_ns=m.wall_ns,
         latency_cpu_ns=m.latency_cpu_ns, profiled_cpu_ns=m.profiled_cpu_ns if m.latency_cpu_ns else [],
         graph=graph_summary(m.optimized), measurement=m.setup(feed),

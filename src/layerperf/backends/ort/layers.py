@@ -12,6 +12,7 @@ from layerperf.backends.ort.scope import Scoped, graph_initializers, graph_node,
 from layerperf.cost import Cost, is_known, node_cost
 from layerperf.cost.graph import attributes
 from layerperf.cost.layout import Channels, has_blocked, real_channels, real_view
+from layerperf.data.extension import OrtNodeMemory
 from layerperf.data.nesting import CONTROL_FLOW_OPS
 from layerperf.data.profile import GraphSummary, Layer, Run, Span
 from layerperf.data.tensor import TensorInfo
@@ -51,8 +52,8 @@ def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: d
         name=ev.name, op_type=op_type, domain=domain, provider=ev.provider,
         inputs=tuple(t for t in inputs if t is not None), outputs=tuple(t for t in outputs if t is not None),
         param_bytes=_param_bytes(inputs, initializers), flops=cost.flops,
-        bytes_read=cost.bytes_read, bytes_written=cost.bytes_written, memory=memory_figures(ev.args),
-        int_ops=cost.int_ops, padded_flops=cost.padded_flops, parent=ev.parent,
+        bytes_read=cost.bytes_read, bytes_written=cost.bytes_written, int_ops=cost.int_ops,
+        padded_flops=cost.padded_flops, parent=ev.parent, extension=OrtNodeMemory.from_figures(memory_figures(ev.args)),
     )
 
 
@@ -115,7 +116,8 @@ def build_layers_and_runs(runs: list[tuple[int, RunEvents]], optimized: onnx.Mod
             spans.append(Span(index[ev.name], base + ev.ts_us * 1000, ev.dur_us * 1000, ev.tid))
         out_runs.append(Run(base + run.ts_us * 1000, run.dur_us * 1000, spans))
     for layer, scope, calls in zip(layers, scopes, variants, strict=True):
-        layer.memory = memory_figures(last_event[layer.name].args)  # arena figures settle after warm-up
+        # the arena's figures settle after warm-up: the last call's
+        layer.extension = OrtNodeMemory.from_figures(memory_figures(last_event[layer.name].args))
         if len(calls.events) > 1:
             _mean_cost(layer, calls, scope or (None, initializers), channels)
     body_flops(layers, out_runs)

@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +73,6 @@ class ProfileOptions:
         if self.provider not in available:
             raise InputError(f"execution provider '{self.provider}' is not available in this ONNX Runtime",
                              hint="available: " + ", ".join(available))
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["shapes"] = list(self.shapes)
-        return d
 
 
 # Set on both sessions while their runs alternate: a pool's workers otherwise keep spinning for a

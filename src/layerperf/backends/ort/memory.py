@@ -17,7 +17,7 @@ from typing import Any
 
 from layerperf.backends.ort.measure import ProfileOptions, create_session, session_options
 from layerperf.collectors.rss_sampler import RssSampler, RunWindows, per_node
-from layerperf.collectors.runtime_memory import ArenaRun, RuntimeMemory
+from layerperf.data.memory_report import ArenaRun, RuntimeMemory
 from layerperf.models.source import ModelSource
 from layerperf.readers.ort import RunEvents, memory_figures, split_runs
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from layerperf.data.extension import CudaModuleMemory
 from layerperf.data.profile import Run, Span
 from layerperf.errors import InputError
 
@@ -274,9 +275,9 @@ def allocator_pass(session: Session, index: dict[int, int], api: CudaApi | None 
 
 
 def fill_memory(layers: Sequence[Layer], events: CudaEvents) -> None:
-    """The allocator's figures into each layer's ``memory`` (kept with the runtime's own figures)."""
+    """The allocator's figures as each layer's extension (where it has some)."""
     for layer, figures in zip(layers, events.memory(len(layers)), strict=True):
-        layer.memory.update(figures)
+        layer.extension = CudaModuleMemory.from_figures(figures) or layer.extension
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,13 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
+from layerperf.backends.common import CORE_PLAN_FIELDS, profile_metadata
 from layerperf.backends.torch import TorchOptions
 from layerperf.backends.torch.hooks import module_hooks
 from layerperf.backends.torch.models import TorchModel, forward_failed, load
 from layerperf.backends.torch.record import Recorder, Seen, record
-from layerperf.data.metadata import metadata
-from layerperf.data.profile import GraphSummary, Layer, Measurement, Profile
+from layerperf.data.metadata import Metadata
+from layerperf.data.profile import CostNesting, GraphSummary, Layer, Measurement, Profile
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collector, Collectors
@@ -64,7 +65,7 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
         profiled_latency_ns=[r.dur_ns for r in runs] if plain.wall_ns else [],
         latency_cpu_ns=plain.cpu_ns, profiled_cpu_ns=session.cpu_ns if plain.cpu_ns else [],
         graph=graph_summary(loaded, rec), measurement=measurement(loaded, plan, bool(plain.wall_ns)),
-        warnings=warnings(loaded, rec), cost_nesting="self")
+        warnings=warnings(loaded, rec), cost_nesting=CostNesting.SELF)
     if collectors.counters or collectors.memory:
         collectors.driver(len(layers)).run(lambda c: session.hooked_pass(index, c)).fill(prof)
     if collectors.memory:  # what torch's allocator did, per module: one more pass under torch.profiler
@@ -209,9 +210,8 @@ def unknown_ops_warnings(seen: list[Seen]) -> list[str]:
     return out
 
 
-def _metadata(model: TorchModel, plan: RunPlan, options: TorchOptions) -> dict[str, Any]:
+def _metadata(model: TorchModel, plan: RunPlan, options: TorchOptions) -> Metadata:
     import torch
 
-    opts = {"warmup": plan.warmup, "runs": plan.runs, "threads": plan.threads, "seed": plan.seed,
-            "shapes": list(plan.shapes), "level": options.level}
-    return metadata(model.description, plan, "torch", torch.__version__, options.torch_device, opts)
+    return profile_metadata(model.description, plan, "torch", torch.__version__, options.torch_device, options,
+                            plan_fields=CORE_PLAN_FIELDS, omit=("torch_device",))

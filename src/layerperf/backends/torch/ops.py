@@ -38,6 +38,7 @@ from layerperf.data.tensor import TensorInfo
 if TYPE_CHECKING:
     from layerperf.backends.torch.driver import Session
     from layerperf.collectors import Collectors
+    from layerperf.data.metadata import Metadata
 
 MARK = "layerperf::"
 RUN_MARK = "layerperf::run"
@@ -416,7 +417,7 @@ def _kernel_ops(events: Any, module_of: dict[int, str | None], base_us: float) -
 
 
 def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunPlan, collectors: Collectors,
-                meta: dict[str, Any], device: str = "cpu") -> Profile:
+                meta: Metadata, device: str = "cpu") -> Profile:
     """The level-2 profile: one untimed run recording the ops' shapes, then hooked runs each under
     torch.profiler, plain runs between them; on a GPU (``device`` "cuda") the kernels too, each under
     its module."""

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from layerperf.analysis.trace_runs import TraceRuns
     from layerperf.calibration.peaks import Peaks
     from layerperf.data.calls import Calls
+    from layerperf.data.metadata import Metadata
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
 MAX_ROWS = 5000  # layer table rows at most (the page stays quick to open)
@@ -53,7 +54,7 @@ def _threads(src: Source) -> int | None:
     m = src.profile.measurement
     if m is not None and m.intra_op_threads:
         return m.intra_op_threads
-    return src.profile.metadata.get("options", {}).get("threads") or None
+    return src.profile.metadata.threads
 
 
 def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, str]:
@@ -64,18 +65,18 @@ def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, s
     if peaks is not AUTO:
         assert not isinstance(peaks, str)
         return peaks, ("calibrated peaks given" if peaks is not None else "no calibration given")
-    machine = (src.profile.metadata.get("machine") or {}) if src.profile is not None else {}
-    named = bool(machine.get("cpu") and machine.get("cores"))
+    machine = src.profile.metadata.machine if src.profile is not None else None
+    named = machine is not None and bool(machine.cpu and machine.cores)
     try:
-        found = cal.for_machine(machine if named else None)
+        found = cal.for_machine(machine.to_json() if machine is not None and named else None)
     except (LayerperfError, OSError, ValueError) as exc:  # a damaged calibration costs the ceilings, not the page
         return None, f"calibration unreadable ({exc}): run `layerperf calibrate` again"
-    if named:
+    if machine is not None and named:
         if found is None:
-            return None, (f"{machine['cpu']} ({machine['cores']} cores) was never calibrated: run "
+            return None, (f"{machine.cpu} ({machine.cores} cores) was never calibrated: run "
                           "`layerperf calibrate` on that machine to draw its peaks as ceilings")
         quick = " (a --quick calibration: small sizes, not this machine's peaks)" if found.quick else ""
-        return found, f"ceilings: calibration of {machine['cpu']}, {machine['cores']} cores{quick}"
+        return found, f"ceilings: calibration of {machine.cpu}, {machine.cores} cores{quick}"
     if found is None:
         return None, "this machine was never calibrated: run `layerperf calibrate` to draw its peaks as ceilings"
     quick = "; a --quick calibration: small sizes, not this machine's peaks" if found.quick else ""
@@ -83,12 +84,12 @@ def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, s
                    "trace does not say which machine it ran on")
 
 
-def _machine(meta: Mapping[str, Any]) -> str:
-    m = meta.get("machine") or {}
-    if not m:
+def _machine(meta: Metadata) -> str:
+    m = meta.machine
+    if m is None:
         return "?"
-    mem = f", {units.binary(m['memory_bytes'])}" if m.get("memory_bytes") else ""
-    return f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores{mem}; {m.get('os', '')} {m.get('arch', '')}".strip()
+    mem = f", {units.binary(m.memory_bytes)}" if m.memory_bytes else ""
+    return f"{m.cpu or '?'}, {m.cores or '?'} cores{mem}; {m.os or ''} {m.arch or ''}".strip()
 
 
 def facts(src: Source) -> list[tuple[str, str]]:
@@ -104,8 +105,8 @@ def facts(src: Source) -> list[tuple[str, str]]:
     meta = prof.metadata
     overhead = s.get("profiler_overhead")
     out = [
-        ("model", str(meta.get("model", {}).get("name", "?"))),
-        ("backend", f"{meta.get('backend')} {meta.get('backend_version')} ({meta.get('provider')}); "
+        ("model", meta.model.name),
+        ("backend", f"{meta.backend} {meta.backend_version} ({meta.provider}); "
                     f"{_backend_options(meta)}"),
         ("machine", _machine(meta)),
         ("runs", f"{s['runs']} measured; {threads_line(prof, s)}"),

@@ -30,7 +30,7 @@ class Source:
 
 
 def model_name(profile: Profile) -> str:
-    return str(profile.metadata.get("model", {}).get("name", "model"))
+    return profile.metadata.model.name
 
 
 def from_profile(profile: Profile, label: str | None = None) -> Source:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layerperf.data.figures import ANALYZE_KEYS
+from layerperf.analysis import aggregate as analysis
 from layerperf.renderers.view import Column, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from layerperf.data.calls import Calls
 
 DEFAULT_TOP = 20  # rows people see when --top is not given
-# the layer table's columns under analyze's names (figures.ANALYZE_KEYS: self time is the aggregate, not the median)
-ANALYZE_COLUMNS: tuple[Column, ...] = tuple(replace(c, key=ANALYZE_KEYS.get(c.key, c.key)) for c in LAYER_COLUMNS)
+# the layer table's columns, self time being analyze's own: the group's calls combined, not one layer's median
+ANALYZE_COLUMNS: tuple[Column, ...] = (replace(LAYER_COLUMNS[0], key=analysis.PUBLISHED[analysis.SELF_US]),
+                                       *LAYER_COLUMNS[1:])
 INCLUSIVE = Column("incl_us", "inclusive", units.duration_us)
 DEVICE = Column("device_us", "device self", units.duration_us)  # kernels the op launched itself
 DEVICE_INCL = Column("device_incl_us", "device incl", units.duration_us)  # ... or any op nested in it
@@ -73,13 +74,11 @@ def _title(table: Calls, shown: int, total: int, *, by: str, how: str, order_by:
 
 
 def _notes(table: Calls) -> list[str]:
-    from layerperf.analysis.aggregate import grand_total_ns
-
     meta = table.meta
     runs = meta.get("runs")
     lines = [f"{meta.get('events', 0)} events, {len(table)} op calls"
              + (f", {runs} runs" if runs else "")
-             + f"; total self time {units.duration_us(grand_total_ns(table) / 1e3)}"]
+             + f"; total self time {units.duration_us(analysis.grand_total_ns(table) / 1e3)}"]
     if meta.get("device_unlinked"):
         lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
     if table.has_device:
@@ -99,8 +98,6 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
     the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration
     of the machine the trace names, else this machine's, when there is one; None: no such column)."""
-    from layerperf.analysis import aggregate as analysis
-
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)

@@ -14,8 +14,7 @@ from layerperf.renderers.views.profile import wrote_notes
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.analysis.memory.allocations import Allocations
-    from layerperf.analysis.memory.report import MemoryReport
+    from layerperf.data.memory_report import Allocations, MemoryReport
 
 DEFAULT_TOP = 10  # tensors at the peak people see when --top is not given
 PEAK_COLUMNS = (

@@ -14,6 +14,7 @@ from layerperf.util import units
 
 if TYPE_CHECKING:
     from layerperf.calibration.peaks import Peaks
+    from layerperf.data.metadata import Metadata
     from layerperf.data.profile import Layer, Profile
 
 # The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
@@ -32,8 +33,8 @@ def ranked(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
 
 
 def profile_title(prof: Profile, shown: int, total: int) -> str:
-    model = prof.metadata.get("model", {}).get("name", "model")
-    return f"{model}: top {shown} of {total} layers by {header(RANK_KEY)} (share of all measured layer time)"
+    return (f"{prof.metadata.model.name}: top {shown} of {total} layers by {header(RANK_KEY)} (share of all "
+            "measured layer time)")
 
 
 def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
@@ -73,7 +74,7 @@ def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[C
 
 def run_threads(prof: Profile, summ: Mapping[str, Any]) -> int | None:
     """The intra-op threads the run used (counted), else asked for; None when neither is known."""
-    used = summ.get("intra_op_threads") or prof.metadata.get("options", {}).get("threads")
+    used = summ.get("intra_op_threads") or prof.metadata.threads
     return int(used) if isinstance(used, int | float) and used > 0 else None
 
 
@@ -90,7 +91,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     from layerperf.analysis.summary import summary
 
     summ = summary(prof)
-    ref, peak_notes = peak.reference(prof.metadata.get("machine"), run_threads(prof, summ), peaks)
+    machine = prof.metadata.machine
+    ref, peak_notes = peak.reference(machine.to_json() if machine else None, run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
     peak_notes += peak.above_peak(table)
     layers = table if top is None else ranked(table, top)
@@ -116,28 +118,23 @@ def _passes(n: int) -> str:
 
 
 def _threads(prof: Profile, summ: Mapping[str, Any]) -> str:
-    asked = prof.metadata.get("options", {}).get("threads")
+    asked = prof.metadata.threads
     used = summ.get("intra_op_threads")
     if used is None:
         return f"threads {asked or 'default'}" + (" (count unknown)" if prof.measurement is not None else "")
-    if prof.metadata.get("backend") != "onnxruntime":
+    if prof.metadata.backend != "onnxruntime":
         source = prof.measurement.intra_op_threads_source if prof.measurement is not None else None
         return f"threads {used}" + (f" ({source})" if source else "")
     how = "counted: threads the session started + the calling thread"
     return f"threads {used} ({'ONNX Runtime default, ' if not asked else ''}{how})"
 
 
-# The options every backend takes (RunPlan's), not repeated on the backend line.
-_PLAN_OPTIONS = frozenset({"warmup", "runs", "threads", "seed", "shapes", "inputs_file", "latency", "max_events",
-                           "provider"})
-
-
-def _backend_options(meta: Mapping[str, Any]) -> str:
-    """The backend's own options: ONNX Runtime's opt level, or each option another backend recorded."""
-    opts = meta.get("options", {})
-    if meta.get("backend") == "onnxruntime":
-        return f"opt level {opts.get('opt_level')}"
-    return ", ".join(_option(k, v) for k, v in opts.items() if k not in _PLAN_OPTIONS and v not in (None, [], ""))
+def _backend_options(meta: Metadata) -> str:
+    """The backend's own options: ONNX Runtime's opt level, or each option another backend recorded (the run
+    plan's are on lines of their own)."""
+    if meta.backend == "onnxruntime":
+        return f"opt level {meta.options.get('opt_level')}"
+    return ", ".join(_option(k, v) for k, v in meta.options.values if v not in (None, (), ""))
 
 
 def _option(key: str, value: Any) -> str:
@@ -211,7 +208,7 @@ def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     """What was run, how long it took, the totals and the legend: the lines below the layer table."""
     meta = prof.metadata
     return [
-        f"backend: {meta.get('backend')} {meta.get('backend_version')} ({meta.get('provider')}), "
+        f"backend: {meta.backend} {meta.backend_version} ({meta.provider}), "
         f"{_backend_options(meta)}, {_threads(prof, summ)}, {summ['runs']} runs",
         *_inputs(summ),
         _latency(summ),
