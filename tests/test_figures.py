@@ -16,7 +16,7 @@ import layerperf
 from layerperf.analysis import aggregate as analysis
 from layerperf.bench.stats import deciles_us, describe
 from layerperf.cost import Cost
-from layerperf.data import calls, figures
+from layerperf.data import calls, figures, table
 from layerperf.data.calls import STRING_COLUMNS
 from layerperf.data.metadata import Metadata, ModelInfo
 from layerperf.data.profile import CounterInfo, Layer, Profile, Run, Span
@@ -235,10 +235,10 @@ def test_one_name_inside_the_code_the_published_names_at_the_edge() -> None:
     assert [c.header for c in layer_view.LAYER_COLUMNS] == [c.header for c in analyze_view.ANALYZE_COLUMNS]
     assert analysis.SELF_US in analysis.NUMERIC_COLUMNS and "time_us" not in analysis.NUMERIC_COLUMNS
     published = {*analysis.orderable(calls.empty()), *STRING_COLUMNS}
-    assert set(analyze_keys) <= published and "median_us" in figures.COLUMNS and "time_us" not in figures.COLUMNS
+    assert set(analyze_keys) <= published and "median_us" in table.COLUMNS and "time_us" not in table.COLUMNS
     b = calls.TableBuilder()
     b.extend([b.ident("a", "Relu", "CPU", "", "")] * 2, [2.0, 4.0])
-    table = analysis.aggregate(b.build({}), "name", "sum")
-    (row,) = analysis.rows(table)
+    by_name = analysis.aggregate(b.build({}), "name", "sum")
+    (row,) = analysis.rows(by_name)
     assert row["time_us"] == 6.0 and analysis.SELF_US not in row
-    assert analysis.resolve_column(table, "time_us") == (analysis.SELF_US, None)
+    assert analysis.resolve_column(by_name, "time_us") == (analysis.SELF_US, None)

@@ -51,13 +51,6 @@ KNOWN_STAGE: set[tuple[str, str]] = {
     ('layerperf.data.layer', 'layerperf.cost.core'),
 }
 KNOWN_CYCLES: list[set[str]] = [
-    {  # Layer.cost builds cost.core's Cost, which reads data.figures: gone once Cost is a data value
-        'layerperf.cost.core',
-        'layerperf.data.figures',
-        'layerperf.data.layer',
-        'layerperf.data.nesting',
-        'layerperf.data.raw',
-    },
     {
         'layerperf.cost',
         'layerperf.cost.graph',
@@ -175,7 +168,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('layerperf.renderers.views.peak', 'layerperf.errors'),
     ('layerperf.renderers.views.peak', 'layerperf.util.units'),
     ('layerperf.renderers.views.profile', 'layerperf.analysis.summary'),
-    ('layerperf.renderers.views.profile', 'layerperf.data.figures'),
     ('layerperf.torch', 'layerperf.collectors'),
     ('layerperf.torch', 'layerperf.renderers.files'),
     ('layerperf.torch', 'layerperf.torch.incode'),

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.data.figures import LayerStats, distribution, known, median
+from layerperf.data.figures import distribution, known, median
+from layerperf.data.table import LayerStats
 
 if TYPE_CHECKING:
     from layerperf.data.profile import Profile

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf.analysis import overhead
-from layerperf.data.figures import LayerStats, distribution, known, total, total_text
+from layerperf.data.figures import distribution, known, total, total_text
+from layerperf.data.table import LayerStats
 from layerperf.util import units
 
 if TYPE_CHECKING:

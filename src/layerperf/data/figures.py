@@ -1,4 +1,4 @@
-"""Every derived figure, defined once, and the rows of the layer table built from them.
+"""Every derived figure, defined once (the layer table built from them is :mod:`layerperf.data.table`).
 
 Each figure has two forms running the same code: a vectorized one over numpy columns (plural names:
 :func:`distributions`, :func:`shares`, :func:`rates`, :func:`intensities`, :func:`per_flops`), for the
@@ -16,29 +16,13 @@ aggregate instead (:data:`layerperf.analysis.aggregate.SELF_US`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.errors import MissingDependency
-
-if TYPE_CHECKING:  # for annotations only: the event table's analysis needs none of the Profile's modules
-    import pandas
-
-    from layerperf.data.layer import Layer
-    from layerperf.data.raw import RawProfile
-
-# The columns of layers.csv, in order; counter labels follow them. Columns added later go last, so
-# a reader that takes them by position keeps working.
-COLUMNS = (
-    "name", "op_type", "domain", "provider", "calls", "median_us", "mean_us", "p90_us", "min_us",
-    "max_us", "share", "cum_share", "flops", "bytes", "bytes_read", "bytes_written", "intensity",
-    "flops_per_s", "bytes_per_s", "param_bytes", "in_shapes", "out_shapes", "in_dtypes", "out_dtypes",
-    "int_ops", "int_ops_per_s", "padded_flops", "real_in_shapes", "real_out_shapes",
-    "incl_median_us", "parent",
-)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
 
 # Statistics of a set of values, by the name ``<stat>_us`` gives a duration's; p90 interpolates linearly.
 STATS = ("total", "mean", "median", "p90", "min", "max")
@@ -304,7 +288,7 @@ def rows_peak_pcts(rows: Sequence[Mapping[str, Any]], peak_flops_per_s: float | 
     def col(key: str) -> np.ndarray:
         return column([r.get(key) for r in rows])
 
-    return _listed(peak_pcts(col("flops_per_s"), col("int_ops_per_s"), col("flops"), col("int_ops"),
+    return listed(peak_pcts(col("flops_per_s"), col("int_ops_per_s"), col("flops"), col("int_ops"),
                              peak_flops_per_s, peak_int_ops_per_s))
 
 
@@ -317,166 +301,9 @@ def column(values: Sequence[float | None]) -> np.ndarray:
     return np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=len(values))
 
 
-# -- the layer table -------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class LayerStats:
-    """Aggregates of one layer's measured calls. Times in µs; share of the whole profile's time.
-
-    Times are self times: a control-flow layer's exclude its body nodes', which are layers of their
-    own; ``incl_median_us`` is the median of whole durations, body included. NaN when unknown (a
-    layer without calls has no time, not a time of 0).
-    """
-
-    calls: int
-    total_us: float
-    mean_us: float
-    median_us: float
-    p90_us: float
-    min_us: float
-    max_us: float
-    share: float
-    cum_share: float  # cumulative share when layers are ranked by total time, largest first
-    incl_median_us: float = float("nan")
-
-
-def _per_layer(profile: RawProfile, durations: Callable[[int], np.ndarray]) -> tuple[np.ndarray, Groups]:
-    """Every layer's durations flat, grouped by layer."""
-    per_layer = [durations(i) for i in range(len(profile.layers))]
-    sizes = [d.size for d in per_layer]
-    flat = np.concatenate(per_layer) if per_layer else np.zeros(0)
-    return flat, groups(np.repeat(np.arange(len(sizes)), sizes), len(sizes))
-
-
-def layer_stats(profile: RawProfile) -> list[LayerStats]:
-    d = distributions(*_per_layer(profile, profile.durations_ns))
-    whole = float(np.nansum(d.total_us))
-    share_ = shares(d.total_us, whole)
-    cum = cumulative_shares(d.total_us, whole, np.argsort(-d.total_us, kind="stable"))
-    incl = _incl_median_us(profile, d.median_us)
-    return [
-        LayerStats(calls=int(d.n[i]), total_us=float(d.total_us[i]), mean_us=float(d.mean_us[i]),
-                   median_us=float(d.median_us[i]), p90_us=float(d.p90_us[i]), min_us=float(d.min_us[i]),
-                   max_us=float(d.max_us[i]), share=float(share_[i]), cum_share=float(cum[i]),
-                   incl_median_us=float(incl[i]))
-        for i in range(len(profile.layers))
-    ]
-
-
-def _incl_median_us(profile: RawProfile, self_median_us: np.ndarray) -> np.ndarray:
-    """Median whole duration; a layer with no body nodes has it equal to its self time."""
-    parents = np.fromiter((layer.name in profile.parent_names for layer in profile.layers), dtype=bool,
-                          count=len(profile.layers))
-    if not parents.any():
-        return self_median_us
-    flat, g = _per_layer(profile, profile.inclusive_ns)
-    return np.where(parents, grouped(flat / 1e3, g, "median"), self_median_us)
-
-
-def _rated(profile: RawProfile, stats: Sequence[LayerStats]) -> dict[str, np.ndarray]:
-    """The table's ratios, as columns: intensity and the rates."""
-    layers = profile.layers
-    flops, byt = column([la.flops for la in layers]), column([la.bytes for la in layers])
-    # a control-flow layer's FLOPs and bytes are its whole call's: rated over its whole duration; a
-    # torch module's are its own work: over its self time
-    whole = profile.cost_nesting.rated_over_whole_call
-    time_s = column([st.incl_median_us if whole else st.median_us for st in stats]) * 1e-6
-    return {"intensity": intensities(flops, byt), "flops_per_s": rates(flops, time_s),
-            "bytes_per_s": rates(byt, time_s), "int_ops_per_s": rates(column([la.int_ops for la in layers]), time_s)}
-
-
-def _row(layer: Layer, st: LayerStats, rated: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": layer.name, "op_type": layer.op_type, "domain": layer.domain, "provider": layer.provider,
-        "calls": st.calls, "median_us": known(st.median_us), "mean_us": known(st.mean_us),
-        "p90_us": known(st.p90_us), "min_us": known(st.min_us), "max_us": known(st.max_us),
-        "share": known(st.share), "cum_share": known(st.cum_share),
-        "flops": layer.flops, "bytes": layer.bytes, "bytes_read": layer.bytes_read,
-        "bytes_written": layer.bytes_written, "intensity": rated["intensity"],
-        "flops_per_s": rated["flops_per_s"], "bytes_per_s": rated["bytes_per_s"], "param_bytes": layer.param_bytes,
-        "in_shapes": layer.in_shapes, "out_shapes": layer.out_shapes,
-        "in_dtypes": layer.in_dtypes, "out_dtypes": layer.out_dtypes,
-        "int_ops": layer.int_ops, "int_ops_per_s": rated["int_ops_per_s"],
-        "padded_flops": layer.flops_as_stored,
-        "real_in_shapes": layer.real_in_shapes, "real_out_shapes": layer.real_out_shapes,
-        "incl_median_us": known(st.incl_median_us), "parent": layer.parent,
-    }
-
-
-def counter_labels(profile: RawProfile) -> list[str]:
-    """Counter labels present in the profile, in first-seen order."""
-    seen: dict[str, None] = {}
-    for layer in profile.layers:
-        seen.update(dict.fromkeys(layer.counters))
-    return list(seen)
-
-
-def _counter_medians(profile: RawProfile, labels: list[str]) -> dict[str, np.ndarray]:
-    """Each label's median count per layer (over the passes), NaN where a layer has none."""
-    out = {}
-    for label in labels:
-        per_layer = [layer.counters.get(label) or [] for layer in profile.layers]
-        flat = np.asarray([v for values in per_layer for v in values], dtype=np.float64)
-        g = groups(np.repeat(np.arange(len(per_layer)), [len(v) for v in per_layer]), len(per_layer))
-        out[label] = grouped(flat, g, "median")
-    return out
-
-
-def _counter_cells(profile: RawProfile, i: int, labels: list[str], medians: dict[str, list[float | None]],
-                   per_flop_: dict[str, list[float | None]]) -> dict[str, Any]:
-    """Median count per label, fraction counted (multiplexed runs), derived metrics, counts per FLOP."""
-    info = profile.counters
-    fractions = (info.fraction_counted if info is not None else None) or {}
-    cells: dict[str, Any] = {}
-    for label in labels:
-        cells[label] = medians[label][i]
-        if label in fractions:
-            cells[f"{label}_counted"] = fractions[label][i]
-        if per_flop_[label][i] is not None:  # the column is absent where the layer has no FLOP count
-            cells[f"{label}_per_flop"] = per_flop_[label][i]
-    if info is not None and info.events:
-        from layerperf.counters import derived_metrics  # lazy: 50 ms of start-up (ctypes, libpfm4) for analyze
-
-        present = {k: m for k in labels if (m := medians[k][i]) is not None}
-        cells.update(derived_metrics(present, {k: v for k, v in info.events.items() if k in present}))
-    return cells
-
-
-def _listed(col: np.ndarray) -> list[float | None]:
+def listed(col: np.ndarray) -> list[float | None]:
     return [None if np.isnan(x) else x for x in col.tolist()]
 
-
-def rows(profile: RawProfile) -> list[dict[str, Any]]:
-    """The layer table: one row per layer, the columns of :data:`COLUMNS` then counters and metrics."""
-    stats = layer_stats(profile)
-    rated = {k: _listed(v) for k, v in _rated(profile, stats).items()}
-    labels = counter_labels(profile)
-    medians = _counter_medians(profile, labels)
-    flops = column([layer.flops for layer in profile.layers])
-    per_flop_ = {label: _listed(per_flops(m, flops)) for label, m in medians.items()}
-    counts = {label: _listed(m) for label, m in medians.items()}
-    out = []
-    for i, (layer, st) in enumerate(zip(profile.layers, stats, strict=True)):
-        row = _row(layer, st, {k: v[i] for k, v in rated.items()})
-        if labels:
-            row.update(_counter_cells(profile, i, labels, counts, per_flop_))
-        out.append(row)
-    return out
-
-
-def extra_columns(profile: RawProfile) -> list[str]:
-    """Columns beyond :data:`COLUMNS` present in the profile's rows (counters and their metrics)."""
-    seen: dict[str, None] = {}
-    for row in rows(profile):
-        seen.update(dict.fromkeys(k for k in row if k not in COLUMNS))
-    return list(seen)
-
-
-def to_pandas(profile: RawProfile) -> pandas.DataFrame:
-    try:
-        import pandas as pd
-    except ImportError as exc:
-        raise MissingDependency("pandas", "pip install 'layerperf[pandas]'") from exc
-    return pd.DataFrame(rows(profile))
 
 
 # -- totals over layers ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The Profile: one data model between the backends that fill it and everything that reads it.
 
 A Profile is its :class:`~layerperf.data.raw.RawProfile` — the raw measurements, flat — with the views
-derived from them as methods: the per-layer statistics and the layer table (:mod:`layerperf.data.figures`),
+derived from them as methods: the per-layer statistics and the layer table (:mod:`layerperf.data.table`),
 the event table (:mod:`layerperf.data.calls`) and the flat, typed per-layer records a dataset stores
 (:mod:`layerperf.data.records`). Saving and loading one is :func:`layerperf.save` / :func:`layerperf.load`.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from layerperf.data import figures, records
+from layerperf.data import records, table
 from layerperf.data.calls import Calls, from_profile
 from layerperf.data.codec import FORMAT_VERSION, sections_to_json
 from layerperf.data.layer import Layer, Run, Span
@@ -42,13 +42,13 @@ class Profile(RawProfile):
         dict each time; set the typed fields to change them)."""
         return sections_to_json(self)
 
-    def stats(self) -> list[figures.LayerStats]:
+    def stats(self) -> list[table.LayerStats]:
         """Per-layer aggregates (calls, median, p90, share, FLOP/s...), in execution order."""
-        return figures.layer_stats(self)
+        return table.layer_stats(self)
 
     def table(self) -> list[dict[str, Any]]:
         """One row per layer with every column of ``layers.csv`` (None where unknown)."""
-        return figures.rows(self)
+        return table.rows(self)
 
     def records(self) -> list[records.LayerRecord]:
         """One flat, typed row per layer, in execution order: every feature and measurement of it, with
@@ -62,4 +62,4 @@ class Profile(RawProfile):
 
     def to_pandas(self) -> pandas.DataFrame:
         """The rows of :meth:`table` as a pandas DataFrame (needs the ``pandas`` extra)."""
-        return figures.to_pandas(self)
+        return table.to_pandas(self)

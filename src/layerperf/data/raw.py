@@ -3,7 +3,7 @@
 Raw measurements are kept flat — static per-layer facts in :class:`~layerperf.data.layer.Layer`, the
 timeline of every measured run as :class:`~layerperf.data.layer.Span` records — with the spans' nesting
 (which call ran inside which) derived once. Every other figure (median, p90, share, FLOP/s…) is computed
-from it on demand (:mod:`layerperf.data.figures`, :mod:`layerperf.data.calls`,
+from it on demand (:mod:`layerperf.data.table`, :mod:`layerperf.data.calls`,
 :mod:`layerperf.data.records`), never stored twice; :class:`~layerperf.data.profile.Profile` adds them
 as methods.
 """

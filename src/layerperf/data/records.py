@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.data.figures import LayerStats, counter_labels, known, layer_stats, median
+from layerperf.data.figures import known, median
+from layerperf.data.table import LayerStats, counter_labels, layer_stats
 
 if TYPE_CHECKING:
     from layerperf.data.layer import Layer

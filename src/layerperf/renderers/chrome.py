@@ -13,7 +13,7 @@ import orjson
 
 from layerperf.analysis.summary import summary
 from layerperf.data.codec import FORMAT_KEY, TRACE_FILENAME, layer_to_json
-from layerperf.data.figures import counter_labels
+from layerperf.data.table import counter_labels
 
 if TYPE_CHECKING:
     from layerperf.data.profile import Layer, Profile

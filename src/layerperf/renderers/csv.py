@@ -43,7 +43,7 @@ def render(view: View) -> str:
 
 
 def write(profile: Profile, f: IO[bytes]) -> None:
-    """layers.csv: one row per layer, the columns of :data:`layerperf.data.figures.COLUMNS`, then counters
+    """layers.csv: one row per layer, the columns of :data:`layerperf.data.table.COLUMNS`, then counters
     and metrics; CSV's own line ends (CRLF), as it has always been written."""
     from layerperf.renderers.views.profile import layers_section
 

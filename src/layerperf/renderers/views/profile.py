@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerperf.analysis.summary import work_line
+from layerperf.data.table import COLUMNS, extra_columns
 from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import counter_columns, header, layer_columns
@@ -52,17 +53,13 @@ def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
 
 
 def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
-    """The layers as programs read them (layers.csv): the columns of :data:`layerperf.data.figures.COLUMNS`,
+    """The layers as programs read them (layers.csv): the columns of :data:`layerperf.data.table.COLUMNS`,
     then counters and metrics; every layer in execution order unless ``rows`` says which."""
-    from layerperf.data.figures import COLUMNS, extra_columns
-
     keys = list(COLUMNS) + extra_columns(prof)
     return Section(columns=(), rows=prof.table() if rows is None else rows, keys=keys)
 
 
 def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[Column]:
-    from layerperf.data.figures import extra_columns
-
     columns = layer_columns((summ["int_ops"] or 0) > 0)
     if calibrated:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
