@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from layerperf import backends
 from layerperf.cli import main
 from layerperf.cost import is_known
 from layerperf.data.memory_report import MemoryReport
+from layerperf.data.metadata import Metadata
 
 backends.register("replay", "backends.replay:ReplayBackend")
 
@@ -146,6 +148,41 @@ def test_save_load_round_trip(profiled: layerperf.Profile, saved: Path) -> None:
     assert again == profiled
     assert [layer.counters for layer in again.layers] == [layer.counters for layer in profiled.layers]
     assert again.memory is not None and again.memory.peak_bytes == profiled.memory.peak_bytes  # type: ignore[union-attr]
+
+
+# trace.json's metadata keeps the keys layerperf 0.1 wrote; its options object those of each backend
+METADATA_KEYS = {"layerperf_version", "created", "pid", "model", "backend", "backend_version", "provider", "options",
+                 "machine"}
+OPTION_KEYS = {
+    "onnxruntime": {"warmup", "runs", "threads", "opt_level", "provider", "shapes", "inputs_file", "seed", "latency",
+                    "max_events"},
+    "torch": {"warmup", "runs", "threads", "seed", "shapes", "level"},
+    "replay": {"warmup", "runs", "threads", "seed", "shapes", "replay_dtype"},
+}
+
+
+def test_metadata_is_typed_and_saved_with_its_keys(profiled: layerperf.Profile, saved: Path, backend: str) -> None:
+    meta = profiled.metadata
+    assert isinstance(meta, Metadata) and meta.backend == backend and meta.options.backend == backend
+    assert meta.backend_version == backends.get(backend).availability().version
+    assert (meta.plan.warmup, meta.plan.runs, meta.plan.threads) == (1, 3, 0)
+    assert meta.machine is not None and meta.machine.cores and meta.layerperf_version == layerperf.__version__
+    assert meta.pid == os.getpid() and meta.model.name == "contract" and meta.created
+    written = orjson.loads((saved / "trace.json").read_bytes())["otherData"]["layerperf"]["metadata"]
+    assert set(written) == METADATA_KEYS and written == meta.to_json()
+    if backend in OPTION_KEYS:
+        assert set(written["options"]) == OPTION_KEYS[backend]
+    assert layerperf.load(saved).metadata == meta
+
+
+def test_records_are_the_tables_figures(profiled: layerperf.Profile) -> None:
+    records, rows = profiled.records(), profiled.table()
+    assert len(records) == len(rows) == len(profiled.layers)
+    for rec, row in zip(records, rows, strict=True):
+        for key in ("name", "op_type", "calls", "median_us", "p90_us", "flops", "in_shapes", "out_dtypes"):
+            assert getattr(rec, key) == row[key], (rec.name, key)
+        assert rec.backend == profiled.metadata.backend and rec.runs == 3
+        assert rec.counters.startswith("task-clock=")
 
 
 def test_analyze_and_diff_read_it(profiled: layerperf.Profile, saved: Path,

@@ -60,7 +60,7 @@ class LayerRecord:
     bytes_read: int | None
     bytes_written: int | None
     param_bytes: int
-    padded_flops: int | None  # FLOPs on the padded shapes, where a layout padded them
+    padded_flops: int | None  # FLOPs on the shapes as stored: padding included (NCHWc), else flops
     # the measurements
     calls: int
     median_us: float | None
@@ -112,7 +112,7 @@ def _layer_fields(index: int, layer: Layer, run_provider: str | None) -> dict[st
         "out_dtypes": layer.out_dtypes, "real_in_shapes": layer.real_in_shapes,
         "real_out_shapes": layer.real_out_shapes, "flops": layer.flops, "int_ops": layer.int_ops,
         "bytes_read": layer.bytes_read, "bytes_written": layer.bytes_written, "param_bytes": layer.param_bytes,
-        "padded_flops": layer.padded_flops,
+        "padded_flops": layer.flops_as_stored,
     }
 
 
