@@ -26,15 +26,13 @@ __all__ = ["FORMAT_VERSION", "CostNesting", "CounterInfo", "GraphSummary", "Laye
 
 class Profile(RawProfile):
     """Everything one profiling session measured (see :class:`~layerperf.data.raw.RawProfile` for the fields),
-    with its derived views. Two profiles are equal when what trace.json keeps of them is."""
+    with its derived views. Two profiles are equal when their metadata, layers, runs, latencies and sections are."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RawProfile):
             return NotImplemented
         return (self.metadata, self.layers, self.runs, self.latency_ns, self.extra) == (
             other.metadata, other.layers, other.runs, other.latency_ns, sections_to_json(other))
-
-    __hash__ = None  # type: ignore[assignment]  # mutable: no hash
 
     @property
     def extra(self) -> dict[str, Any]:

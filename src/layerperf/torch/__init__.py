@@ -2,7 +2,7 @@
 
 >>> with layerperf.torch.Profiler() as prof:          # doctest: +SKIP
 ...     model(x)
->>> layerperf.save(prof.profile, "out")                 # doctest: +SKIP
+>>> layerperf.save(prof.profile, "out")               # doctest: +SKIP
 
 >>> @layerperf.torch.profile(path="out")              # doctest: +SKIP
 ... def train_step(x, y):
