@@ -20,8 +20,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "bench", help="measure one operator, or one node of a model, in isolation",
         description="Build a one-node ONNX model of OPTYPE (or take node --node of MODEL), then time it on "
-                    "ONNX Runtime (or --backend): warm-up until timings settle, then --samples samples of enough calls to "
-                    "last --min-time each. Prints min/median/mean/p90, stddev, CV, IQR outliers, FLOPs, "
+                    "ONNX Runtime (or --backend): warm-up until timings settle, then --samples samples of enough "
+                    "calls to last --min-time each. Prints min/median/mean/p90, stddev, CV, IQR outliers, FLOPs, "
                     "bytes and the peak memory of the run.",
         epilog="examples:\n"
                "  layerperf bench Conv --input X=1x64x56x56 --input W=64x64x3x3 --attr pads=1,1,1,1\n"
