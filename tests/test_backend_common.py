@@ -14,8 +14,8 @@ from layerperf.backends.common import RunTimes, interleaved, timed, unknown_flop
 from layerperf.models.inputs import InputSpec, make_feed, onnx_input_specs
 
 
-class Ticks:
-    """A clock that each call of a side moves on by that side's duration."""
+class FakeClock:
+    """A clock that each call of a side moves on by the duration that side is set to take."""
 
     def __init__(self) -> None:
         self.now = 0
@@ -31,8 +31,22 @@ class Ticks:
         return call
 
 
+@pytest.mark.parametrize("block", [1, 3])
+def test_interleaved_alternates_and_times_each_side(block: int) -> None:
+    clock = FakeClock()
+    plain, profiled = interleaved(clock.side("plain", 10), clock.side("profiled", 17), 7,
+                                  block=block, clock=clock, cpu_clock=clock)
+    assert plain.wall_ns == [10] * 7 and profiled.wall_ns == [17] * 7
+    assert plain.cpu_ns == [10] * 7 and profiled.cpu_ns == [17] * 7
+    expected: list[str] = []
+    while len(expected) < 14:
+        n = min(block, 7 - len(expected) // 2)
+        expected += ["plain"] * n + ["profiled"] * n
+    assert clock.calls == expected
+
+
 def test_without_plain_runs_only_the_profiled_side_is_called_and_timed() -> None:
-    clock = Ticks()
+    clock = FakeClock()
     done: list[int] = []
     plain, profiled = interleaved(None, clock.side("profiled", 5), 4, clock=clock, cpu_clock=clock,
                                   done=done.append)
@@ -41,7 +55,7 @@ def test_without_plain_runs_only_the_profiled_side_is_called_and_timed() -> None
 
 
 def test_progress_is_told_after_each_block() -> None:
-    clock = Ticks()
+    clock = FakeClock()
     done: list[int] = []
     interleaved(clock.side("plain", 1), clock.side("profiled", 2), 5, block=2, clock=clock,
                 cpu_clock=clock, done=done.append)
@@ -55,7 +69,7 @@ def test_a_block_below_one_is_refused() -> None:
 
 
 def test_timed_reads_wall_time_per_call() -> None:
-    clock = Ticks()
+    clock = FakeClock()
     assert timed(clock.side("x", 7), 3, clock) == [7, 7, 7]
 
 

@@ -12,10 +12,10 @@ import onnxruntime as ort
 from layerperf.analysis.memory.report import analyze_memory
 from layerperf.backends.base import RunPlan
 from layerperf.backends.common import unknown_flops_warnings
-from layerperf.backends.ort import measure as sessions
 from layerperf.backends.ort import memory as ort_memory
 from layerperf.backends.ort.counting import apply_counts, count_layers
 from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
+from layerperf.backends.ort.measure import measure, prepare_feed
 from layerperf.backends.ort.options import OrtOptions
 from layerperf.cost.graph import tensor_infos
 from layerperf.cost.layout import has_blocked
@@ -45,9 +45,9 @@ def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collecto
     progress = collectors.progress
     # Each phase's sessions are released, and their memory handed back, before the next phase makes
     # its own: every session holds its own copy of the weights.
-    feed = _released(sessions.prepare_feed(source, plan, options.provider))
+    feed = _released(prepare_feed(source, plan, options.provider))
     step = (lambda done: progress("profiled runs", done, plan.runs)) if progress else None
-    m = _released(sessions.measure(source, plan, options, feed, step))
+    m = _released(measure(source, plan, options, feed, step))
     origin = m.runs[0][0] if m.runs else 0
     channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
     layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
