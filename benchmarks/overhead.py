@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.backends.base import RunPlan
 from layerperf.backends.common import interleaved, timed
+from layerperf.backends.ort import OrtOptions
 from layerperf.backends.ort import measure as backend
 from layerperf.models.source import open_model
 from layerperf.readers.ort import split_runs
@@ -30,11 +32,13 @@ from layerperf.readers.ort import split_runs
 
 def sessions(model: str, threads: int, spin_stop: bool, tmp: Path) -> tuple[Any, Any, dict[str, Any]]:
     source = open_model(model)
-    opts = backend.ProfileOptions(threads=threads)
-    feed = backend.prepare_feed(source, opts)
-    plain = backend.create_session(source, backend.session_options(opts, spin_stop=spin_stop), opts.provider)
+    options = OrtOptions()
+    feed = backend.prepare_feed(source, RunPlan(threads=threads), options.provider)
+    plain = backend.create_session(source, backend.session_options(options.opt_level, threads, spin_stop=spin_stop),
+                                   options.provider)
     profiled = backend.create_session(
-        source, backend.session_options(opts, profile_prefix=tmp / "p", spin_stop=spin_stop), opts.provider)
+        source, backend.session_options(options.opt_level, threads, profile_prefix=tmp / "p", spin_stop=spin_stop),
+        options.provider)
     for sess in (plain, profiled):
         timed(lambda s=sess: s.run(None, feed), 5)
     return plain, profiled, feed

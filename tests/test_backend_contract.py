@@ -1,8 +1,10 @@
 """The backend contract: what every registered backend gives for a model it can run.
 
 Parametrized over the registry, so a backend that joins it (PyTorch, TVM...) is held to the same
-contract. The toy "replay" backend of tests/backends (numpy, node by node) is registered here with
-one line: it is the proof that a backend needs nothing beyond the interface.
+contract; a backend that declares the single-operator capability (``single_op()``) is held to its
+contract too, and one that does not is refused by ``bench`` in one line. The toy "replay" backend of
+tests/backends (numpy, node by node) is registered here with one line: it is the proof that a backend
+needs nothing beyond the interface.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
 from layerperf import backends
+from layerperf.backends.base import SingleOp
+from layerperf.bench.build import build_op
+from layerperf.bench.runtime import runtime_options
 from layerperf.cli import main
 from layerperf.cost import is_known
 from layerperf.data.memory_report import MemoryReport
 from layerperf.data.metadata import Metadata
+from layerperf.errors import InputError
+from layerperf.models.inputs import make_feed, onnx_input_specs
+from layerperf.models.source import open_model
 
 backends.register("replay", "backends.replay:ReplayBackend")
 
@@ -311,3 +319,65 @@ def test_replay_flag_reaches_it(replay_only: None, model_path: Path, tmp_path: P
     assert prof.metadata.options.get("replay_dtype") == "float64"
     tanh = next(layer for layer in prof.layers if layer.op_type == "Tanh")
     assert [t.dtype for t in tanh.outputs] == ["float64"] and tanh.bytes_written == M * N * 8
+
+
+# -- the single-operator capability, where a backend declares it ----------------------------------
+
+FAST_BENCH = {"samples": 3, "min_time_ms": 0.05, "warmup_max_s": 0.05, "overhead": False, "speed_wait_s": 0}
+
+
+@pytest.fixture(scope="module")
+def single_op(backend: str) -> SingleOp:
+    runner = backends.get(backend).single_op()
+    if runner is None:
+        with pytest.raises(InputError, match=f"backend '{backend}' cannot measure one operator in isolation"):
+            backends.single_op(backend)
+        pytest.skip(f"backend {backend} declares no single-operator capability (refused in one line)")
+    return runner
+
+
+def test_single_op_prepares_a_call_that_runs_the_op(single_op: SingleOp, backend: str) -> None:
+    one = build_op("MatMul", {"A": "64x32", "B": "32x16"})
+    prepared = single_op.prepare(one.model, one.feed, threads=1, options=runtime_options(backend, "basic",
+                                                                                        "CPUExecutionProvider"))
+    assert [(t.shape, t.dtype) for t in prepared.outputs] == [((64, 16), "float32")]
+    assert prepared.kernels and all(k.op_type and k.provider for k in prepared.kernels)
+    for _ in range(3):
+        prepared.call()  # the same bound inputs, again and again
+
+
+def test_single_op_refuses_what_it_cannot_build_in_one_line(single_op: SingleOp, backend: str) -> None:
+    one = build_op("MatMul", {"A": "4x3", "B": "3x2"})
+    broken = onnx.ModelProto()
+    broken.CopyFrom(one.model)
+    broken.graph.node[0].op_type = "NoSuchOp"
+    with pytest.raises(InputError) as info:
+        single_op.prepare(broken, one.feed, threads=1, options=runtime_options(backend, "basic",
+                                                                               "CPUExecutionProvider"))
+    assert "\n" not in str(info.value)
+
+
+def test_single_op_gives_the_graph_and_the_values_of_a_run(single_op: SingleOp, backend: str,
+                                                          model_path: Path) -> None:
+    source = open_model(model_path)
+    feed = make_feed(source.proto, onnx_input_specs(source.proto))
+    options = runtime_options(backend, "disable", "CPUExecutionProvider")
+    graph = single_op.node_graph(source, feed, options)
+    assert {"mm1", "bias", "relu", "det"} <= set(graph.nodes) and graph.nodes["mm1"].op_type == "MatMul"
+    values = single_op.values(graph.model, ["a", "r"], feed, options=options, data_dir=source.data_dir,
+                              what=source.name)
+    np.testing.assert_allclose(values["r"], np.maximum(values["a"] + numpy_helper.to_array(
+        next(i for i in source.proto.graph.initializer if i.name == "b1")), 0), rtol=1e-5, atol=1e-5)
+
+
+def test_bench_measures_an_op_and_a_node_on_it(single_op: SingleOp, backend: str, model_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    r = layerperf.bench_op("Relu", {"X": "1x64x8x8"}, backend=backend, **FAST_BENCH)
+    assert r.backend == backend and r.median_us > 0 and r.flops is not None and r.kernels
+    assert r.to_json()["backend"] == backend
+    n = layerperf.bench_node(model_path, "mm1", backend=backend, **FAST_BENCH)
+    assert n.op_type == "MatMul" and n.flops == 2 * M * K * N and n.inputs[0].shape == (M, K)
+    assert main(["bench", "Tanh", "--input", "input=16x16", "--backend", backend, "--samples", "3",
+                 "--min-time", "50us", "--no-overhead", "--speed-wait", "0", "--format", "json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["backend"] == backend and doc["op_type"] == "Tanh"

@@ -113,9 +113,32 @@ def test_backend_flags_reach_the_backend(capsys: pytest.CaptureFixture[str]) -> 
     assert any(layer["op_type"] == "BatchNormalization" for layer in doc["layers"])
 
 
-def test_bench_names_the_backends_it_supports(absent: AbsentBackend, capsys: pytest.CaptureFixture[str]) -> None:
+class WholeModelBackend(AbsentBackend):
+    """A usable backend that profiles whole models only: it has no single-operator capability."""
+
+    name: ClassVar[str] = "whole"
+
+    def availability(self) -> Availability:
+        return Availability(True, "1.0")
+
+    def single_op(self) -> None:
+        return None
+
+
+def test_bench_refuses_a_backend_that_cannot_measure_one_op(absent: AbsentBackend,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    backends.register("whole", WholeModelBackend())
+    try:
+        assert main(["bench", "Relu", "--input", "X=1x8", "--backend", "whole"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert "backend 'whole' cannot measure one operator in isolation" in err and "onnxruntime" in err
+        with pytest.raises(InputError, match="cannot measure one operator"):
+            layerperf.bench_op("Relu", {"X": "1x8"}, backend="whole")
+    finally:
+        backends.unregister("whole")
     assert main(["bench", "Relu", "--input", "X=1x8", "--backend", "absent"]) == 2
-    assert "bench measures operators on onnxruntime only" in capsys.readouterr().err
+    assert "backend 'absent' cannot run here: absentrt is not installed" in capsys.readouterr().err
     assert main(["bench", "Relu", "--input", "X=1x8", "--backend", "nope"]) == 2
     assert "unknown backend 'nope'" in capsys.readouterr().err
 

@@ -278,10 +278,10 @@ def test_full_speed_is_remembered_per_machine_and_only_lowered(tmp_path: Path,
 
 
 def test_warnings_name_set_aside_and_fallback_samples() -> None:
+    from layerperf.backends.base import Kernel
     from layerperf.bench.api import BenchSettings, _warnings
     from layerperf.bench.build import build_op
-    from layerperf.bench.measure import Timing
-    from layerperf.bench.runner import Kernel
+    from layerperf.bench.measure import Samples
     from layerperf.cost import Cost
 
     one = build_op("Relu", {"X": "1x8"})
@@ -290,7 +290,7 @@ def test_warnings_name_set_aside_and_fallback_samples() -> None:
             "speed_reference_ns": FAST, "requested": 6, "yardstick_ns": (FAST,) * 8}
 
     def says(**kw: object) -> str:
-        timing = Timing(**{**base, **kw})  # type: ignore[arg-type]
+        timing = Samples(**{**base, **kw})  # type: ignore[arg-type]
         said = _warnings(one, kernel, timing, Cost(8, 32, 32), None, BenchSettings(speed_wait_s=2.0), "VmHWM")
         return " | ".join(said)
 

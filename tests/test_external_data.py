@@ -101,11 +101,13 @@ def test_bench_node_from_elsewhere(ext_path: Path, elsewhere: Path) -> None:
 
 @pytest.mark.parametrize("opt_level", ["disable", "all"])
 def test_extracted_node_has_the_real_weights(ext_path: Path, elsewhere: Path, opt_level: str) -> None:
-    from layerperf.bench.extract import executed_graph, extract_node
+    from layerperf.backends import single_op
+    from layerperf.backends.ort import OrtOptions
+    from layerperf.bench.extract import extract_node
 
     inline = elsewhere / "inline.onnx"
     onnx.save(tiny_cnn(), inline)
-    graph = executed_graph(open_model(ext_path), opt_level, "CPUExecutionProvider").graph
+    graph = single_op("onnxruntime").node_graph(open_model(ext_path), {}, OrtOptions(opt_level=opt_level)).model.graph
     last = next(n for n in graph.node if "logits" in n.output)  # graph outputs keep their names
     one = extract_node(ext_path, last.name, opt_level=opt_level)
     ref = extract_node(inline, last.name, opt_level=opt_level)  # the same node, weights inside the model

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import load_external_data_for_model
 
 import layerperf
+from layerperf.backends.ort import OrtOptions
 from layerperf.backends.ort import measure as backend
 from layerperf.models.skeleton import INLINE_LIMIT_BYTES, read_skeleton
 from layerperf.models.source import open_model
@@ -96,7 +97,7 @@ def test_model_source_holds_the_graph_not_the_weights(mlp_path: Path) -> None:
 
 
 def test_optimized_graph_is_read_back_without_weights(mlp_path: Path) -> None:
-    graph = backend.optimized_graph(open_model(mlp_path), backend.ProfileOptions())
+    graph = backend.optimized_graph(open_model(mlp_path), OrtOptions())
     assert {n.name for n in graph.graph.node} >= {"mm0a", "mm1b"}
     assert graph.ByteSize() < 64 * 1024
     weights = {t.name: t for t in graph.graph.initializer if t.data_location == TensorProto.EXTERNAL}

@@ -13,43 +13,11 @@ import pytest
 import layerperf
 from layerperf.analysis.overhead import BUSY_CPU_SHARE, OVERHEAD_WARN, SMALL_LAYER_EVENTS
 from layerperf.analysis.summary import summary
-from layerperf.backends.common import interleaved
 from layerperf.data.metadata import Metadata, ModelInfo, PlanInfo
 from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.renderers.output import print_profile
 
 US = 1000
-
-
-class FakeClock:
-    """A clock that each call moves on by the duration its side is set to take."""
-
-    def __init__(self) -> None:
-        self.now = 0
-        self.calls: list[str] = []
-
-    def __call__(self) -> int:
-        return self.now
-
-    def side(self, name: str, dur_ns: int) -> Any:
-        def call() -> None:
-            self.calls.append(name)
-            self.now += dur_ns
-        return call
-
-
-@pytest.mark.parametrize("block", [1, 3])
-def test_interleaved_alternates_and_times_each_side(block: int) -> None:
-    clock = FakeClock()
-    plain, profiled = interleaved(clock.side("plain", 10), clock.side("profiled", 17), 7,
-                                  block=block, clock=clock, cpu_clock=clock)
-    assert plain.wall_ns == [10] * 7 and profiled.wall_ns == [17] * 7
-    assert plain.cpu_ns == [10] * 7 and profiled.cpu_ns == [17] * 7
-    expected: list[str] = []
-    while len(expected) < 14:
-        n = min(block, 7 - len(expected) // 2)
-        expected += ["plain"] * n + ["profiled"] * n
-    assert clock.calls == expected
 
 
 @pytest.fixture()

@@ -96,14 +96,13 @@ def test_overhead_interleaved(resnet18: layerperf.Profile) -> None:
 def test_zoo_torch_forms_compute_what_onnxruntime_does() -> None:
     import onnxruntime as ort
 
-    from layerperf.backends.torch.models import _specs
     from layerperf.models import zoo
-    from layerperf.models.inputs import make_feed
+    from layerperf.models.inputs import make_feed, onnx_input_specs
     from layerperf.models.zoo.torch_models import build_torch, example_inputs
 
     for name, kw in (("resnet50", {"image_size": 32}), ("bert-base", {"seq_len": 8})):
         proto = zoo.build(name, **kw)
-        feed = make_feed(proto, _specs(proto))
+        feed = make_feed(proto, onnx_input_specs(proto))
         want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
         with torch.inference_mode():
             got = build_torch(name, proto)(*example_inputs(proto, feed)).numpy()

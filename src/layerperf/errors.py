@@ -5,6 +5,8 @@ Library code raises these; the CLI turns them into one line on stderr and exit c
 
 from __future__ import annotations
 
+import re
+
 
 class LayerperfError(Exception):
     """A problem the user can act on: a message naming it, and optionally a hint."""
@@ -40,3 +42,15 @@ class BackendError(InputError):
 
     The message names the model and carries the runtime's own words, in one line.
     """
+
+
+def first_line(exc: BaseException) -> str:
+    """The reason in an onnx or runtime exception (ONNX Runtime's included), in one line."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    # ORT prefixes "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : " and wraps a kernel's own words in
+    # "Non-zero status code returned while running ... Status Message: "; the reason is at the end
+    line = line.rsplit(" : ", 1)[-1].rsplit("Status Message: ", 1)[-1]
+    # onnx prefixes its messages with where they come from; the user knows which node: keep the why
+    line = re.sub(r"\[[A-Za-z]+\]\s*|Inference error\(s\):\s*|\(op_type:[^)]*\):\s*", "", line)
+    return line.strip()

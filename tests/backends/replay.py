@@ -1,18 +1,19 @@
 """A toy backend: an ONNX graph replayed node by node with numpy, through layerperf's Backend protocol.
 
 It proves the interface needs nothing else: it imports only layerperf's public pieces (the protocol,
-the collectors, the cost model, the model and input helpers, the Profile) and is registered with one
-line, ``layerperf.backends.register("replay", "backends.replay:ReplayBackend")``. Its layers are the
-graph's nodes in the graph's (topological) order; their shapes and dtypes are the values numpy
-computed; their timings come from the timing collector, counters and memory from the collector
-driver. An op it has no kernel for is refused, in one line, before anything runs.
+the shared backend parts, the collectors, the cost model, the model and input helpers, the Profile)
+and is registered with one line, ``layerperf.backends.register("replay", "backends.replay:ReplayBackend")``.
+Its layers are the graph's nodes in the graph's (topological) order; their shapes and dtypes are the
+values numpy computed; their timings come from the timing collector, counters and memory from the
+collector driver. An op it has no kernel for is refused, in one line, before anything runs. It
+measures single operators too (:class:`ReplaySingleOp`): ``layerperf bench OP --backend replay``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,16 +21,18 @@ import onnx
 from onnx import numpy_helper
 
 from backends.replay_ops import KERNELS, Kernel
-from layerperf.backends.base import Availability, RunPlan, option
-from layerperf.backends.common import CORE_PLAN_FIELDS, profile_metadata
+from layerperf.backends import base
+from layerperf.backends.base import Availability, NodeGraph, PreparedOp, RunPlan, option
+from layerperf.backends.common import CORE_PLAN_FIELDS, RunTimes, interleaved, profile_metadata, unknown_flops_warnings
 from layerperf.collectors import Collector, Collectors
 from layerperf.collectors.timer import Timing
 from layerperf.cost import is_known, node_cost
 from layerperf.cost.graph import attributes
 from layerperf.data.profile import GraphSummary, Layer, Measurement, Profile
-from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
+from layerperf.data.tensor import TensorInfo
 from layerperf.errors import BackendError
-from layerperf.models.inputs import InputSpec, make_feed
+from layerperf.models import extdata
+from layerperf.models.inputs import make_feed, onnx_input_specs
 from layerperf.models.source import ModelSource, open_model
 
 DTYPES = ("float32", "float64")
@@ -109,39 +112,19 @@ def _layer(step: _Step, values: dict[str, np.ndarray], weights: dict[str, np.nda
                  flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written, int_ops=cost.int_ops)
 
 
-def _specs(model: onnx.ModelProto) -> list[InputSpec]:
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-        out.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
-    return out
-
-
 def _timed(runner: Replayer, feed: dict[str, np.ndarray], plan: RunPlan,
-           progress: Callable[[str, int, int], None] | None) -> tuple[Timing, list[int]]:
+           progress: Callable[[str, int, int], None] | None) -> tuple[Timing, RunTimes]:
     """The measured passes, each timed by the collector; with ``plan.latency`` a plain pass before each,
     timed whole (the profiler-off latency)."""
-    timing, plain = Timing(), []
-    for r in range(plan.runs):
-        if plan.latency:
-            t0 = time.perf_counter_ns()
-            runner.run(feed)
-            plain.append(time.perf_counter_ns() - t0)
-        runner.run(feed, timing)
-        if progress:
-            progress("profiled runs", r + 1, plan.runs)
+    timing = Timing()
+    done = (lambda n: progress("profiled runs", n, plan.runs)) if progress else None
+    plain, _ = interleaved((lambda: runner.run(feed)) if plan.latency else None, lambda: runner.run(feed, timing),
+                           plan.runs, done=done)
     return timing, plain
 
 
 def _warnings(layers: list[Layer], plan: RunPlan) -> list[str]:
-    out = []
-    unknown = sorted({layer.op_type for layer in layers if not is_known(layer.op_type, layer.domain)})
-    if unknown:
-        out.append(f"FLOPs unknown for op types: {', '.join(unknown)}")
+    out = unknown_flops_warnings(layer.op_type for layer in layers if not is_known(layer.op_type, layer.domain))
     if plan.threads:
         out.append("--threads is not applied by the replay backend: numpy's BLAS picks its own threads")
     return out
@@ -161,8 +144,8 @@ class ReplayBackend:
         check_ops(source.proto)  # before reading any weight
         full = _with_weights(source)
         runner = Replayer(full, options.replay_dtype)
-        feed = {k: runner.cast(v) for k, v in make_feed(full, _specs(full), plan.shapes, plan.inputs_file,
-                                                        plan.seed).items()}
+        specs = onnx_input_specs(full)
+        feed = {k: runner.cast(v) for k, v in make_feed(full, specs, plan.shapes, plan.inputs_file, plan.seed).items()}
         values = runner.run(feed)  # untimed: the shapes and dtypes every node really produced
         layers = [_layer(step, values, runner.weights) for step in runner.steps]
         for _ in range(plan.warmup):
@@ -172,16 +155,48 @@ class ReplayBackend:
         prof = Profile(
             metadata=profile_metadata(source, plan, self.name, np.__version__, "numpy", options,
                                       plan_fields=CORE_PLAN_FIELDS),
-            layers=layers, runs=run_list, latency_ns=plain,
-            profiled_latency_ns=[r.dur_ns for r in run_list] if plain else [],
-            graph=GraphSummary(tuple(s.name for s in _specs(full)), tuple(o.name for o in full.graph.output),
+            layers=layers, runs=run_list, latency_ns=plain.wall_ns,
+            profiled_latency_ns=[r.dur_ns for r in run_list] if plain.wall_ns else [],
+            graph=GraphSummary(tuple(s.name for s in specs), tuple(o.name for o in full.graph.output),
                                {k: v.nbytes for k, v in runner.weights.items()}),
-            measurement=Measurement(latency="interleaved" if plain else "off", inputs=[
+            measurement=Measurement(latency="interleaved" if plain.wall_ns else "off", inputs=[
                 {"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in feed.items()]),
             warnings=_warnings(layers, plan))
         # Counters and memory: the collector driver runs the passes they need, through one function.
         collectors.driver(len(layers)).run(lambda c: runner.run(feed, c)).fill(prof)
         return prof
+
+    def single_op(self) -> ReplaySingleOp:
+        return ReplaySingleOp()
+
+
+class ReplaySingleOp:
+    """One node replayed alone: the single-operator capability, in a few lines of numpy."""
+
+    def prepare(self, model: onnx.ModelProto, feed: Mapping[str, np.ndarray], *, threads: int,
+                options: ReplayOptions) -> PreparedOp:
+        runner = Replayer(model, options.replay_dtype)  # an op it has no kernel for: a BackendError, an InputError
+        fed = {k: runner.cast(v) for k, v in feed.items()}
+        values = runner.run(fed)
+        outputs = tuple(TensorInfo(o.name, tuple(int(d) for d in values[o.name].shape), values[o.name].dtype.name)
+                        for o in model.graph.output)
+        kernels = tuple(base.Kernel(n.name or n.op_type, n.op_type, "numpy") for n in model.graph.node)
+        return PreparedOp(call=lambda: runner.run(fed), outputs=outputs, kernels=kernels, keep=(runner, fed))
+
+    def node_graph(self, source: ModelSource, feed: Mapping[str, np.ndarray], options: ReplayOptions) -> NodeGraph:
+        graph = source.proto  # replayed as written: no optimization, nodes by their own names
+        return NodeGraph(graph, {n.name: n for n in graph.graph.node if n.name})
+
+    def values(self, model: onnx.ModelProto, names: Sequence[str], feed: Mapping[str, np.ndarray], *,
+               options: ReplayOptions, data_dir: Path | None, what: str) -> dict[str, np.ndarray]:
+        full = onnx.ModelProto()
+        full.CopyFrom(model)
+        if data_dir is not None:  # the weights layerperf's own copy keeps in their file
+            for t in full.graph.initializer:
+                t.CopyFrom(extdata.loaded(t, data_dir))
+        runner = Replayer(full, options.replay_dtype)
+        values = runner.run({k: runner.cast(v) for k, v in feed.items()})
+        return {name: values[name] for name in names}
 
 
 def _with_weights(source: ModelSource) -> onnx.ModelProto:

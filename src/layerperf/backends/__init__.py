@@ -3,6 +3,8 @@
 A new backend is one module defining a class that follows :class:`~layerperf.backends.base.Backend`,
 and one line in :data:`BUILTIN` (or a :func:`register` call, for a backend that lives outside
 layerperf). Backends are imported only when used: the registry holds ``module:attribute`` strings.
+A backend that can measure one operator in isolation says so through ``single_op()``
+(:class:`~layerperf.backends.base.SingleOp`); :func:`single_op` finds it by name, or refuses.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
-    from layerperf.backends.base import Backend
+    from layerperf.backends.base import Backend, SingleOp
 
 BUILTIN: dict[str, str] = {
     "onnxruntime": "layerperf.backends.ort:OnnxRuntimeBackend",
@@ -50,6 +52,32 @@ def get(name: str) -> Backend:
         entry = obj() if isinstance(obj, type) else obj
         _registry[name] = entry
     return entry
+
+
+def single_op(name: str) -> SingleOp:
+    """The single-operator capability of the backend ``name``; InputError (one line) when it is unknown,
+    cannot run here, or measures no single operator."""
+    backend = get(name)
+    avail = backend.availability()
+    if not avail.usable:
+        raise InputError(f"backend '{name}' cannot run here: {avail.reason}")
+    runner = _single_op_of(backend)
+    if runner is None:
+        can = [n for n in _registry if n != name and _can_single_op(n)]
+        raise InputError(f"backend '{name}' cannot measure one operator in isolation",
+                         hint=("backends that can: " + ", ".join(can)) if can else None)
+    return runner
+
+
+def _single_op_of(backend: Backend) -> SingleOp | None:
+    # a backend registered from outside, written before the capability, has no single_op(): it has none
+    method = getattr(backend, "single_op", None)
+    return method() if method is not None else None
+
+
+def _can_single_op(name: str) -> bool:
+    backend = get(name)
+    return backend.availability().usable and _single_op_of(backend) is not None
 
 
 def for_model(model: Any, name: str | None = None) -> Backend:

@@ -7,20 +7,30 @@ analysis, diff, renderers, files — is shared, so a backend knows nothing about
 
 A backend module must import without its runtime (``import onnxruntime`` inside its functions), so
 that listing backends and building the CLI stay fast and work where a runtime is missing.
+
+A backend may also measure one operator, or one node of a model, in isolation: its optional
+:class:`SingleOp` capability (``backend.single_op()``, None where it has none), which ``layerperf
+bench``, ``layerperf calibrate`` and a dataset collector use through the registry.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
     from layerperf.collectors import Collectors
     from layerperf.data.profile import Profile
+    from layerperf.data.tensor import TensorInfo
+    from layerperf.models.source import ModelSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,4 +95,64 @@ class Backend(Protocol):
     def profile(self, model: Any, plan: RunPlan, options: Any, collectors: Collectors) -> Profile:
         """Profile ``model`` (a path, a built-in model name or the runtime's own model object):
         ``options`` is an instance of ``options_type``. Raises LayerperfError subclasses for bad input."""
+        ...
+
+    def single_op(self) -> SingleOp | None:
+        """Its single-operator capability, or None where it has none (cheap: builds nothing)."""
+        ...
+
+
+# -- the single-operator capability ----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One kernel a runtime executed for a one-node model (an optimization may run several)."""
+
+    name: str
+    op_type: str
+    provider: str  # where it ran: an execution provider, a device, a library
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedOp:
+    """A one-node model built and bound by a runtime, run once: ``call()`` runs it again on the same
+    inputs, and is all a timing loop times (inputs and outputs are bound before)."""
+
+    call: Callable[[], object]
+    outputs: tuple[TensorInfo, ...]  # as the first run produced them
+    kernels: tuple[Kernel, ...]  # what the runtime really ran for the node
+    keep: tuple[Any, ...] = ()  # what ``call`` relies on (sessions, buffers), alive as long as this is
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGraph:
+    """The graph a runtime executes for a model (its optimizations applied, its weights left where they
+    are), and its nodes by the names the runtime's profiles give them."""
+
+    model: onnx.ModelProto
+    nodes: Mapping[str, onnx.NodeProto]
+
+
+class SingleOp(Protocol):
+    """One operator, or one node of a model, built and timed in isolation on a backend's runtime.
+
+    ``options`` is an instance of the backend's ``options_type``. What the runtime refuses to build or
+    run is an InputError (or a BackendError) in one line, as everywhere in layerperf.
+    """
+
+    def prepare(self, model: onnx.ModelProto, feed: Mapping[str, np.ndarray], *, threads: int,
+                options: Any) -> PreparedOp:
+        """Build ``model`` (one node; ``feed`` gives its graph inputs), bind its tensors, run it once.
+        ``threads``: intra-op threads, 0 the runtime's default."""
+        ...
+
+    def node_graph(self, source: ModelSource, feed: Mapping[str, np.ndarray], options: Any) -> NodeGraph:
+        """The graph the runtime executes for ``source`` under ``options``, for taking one node out of it
+        (``feed``: the model's inputs, should naming its nodes take a run)."""
+        ...
+
+    def values(self, model: onnx.ModelProto, names: Sequence[str], feed: Mapping[str, np.ndarray], *,
+               options: Any, data_dir: Path | None, what: str) -> dict[str, np.ndarray]:
+        """The values tensors ``names`` of ``model`` take in one run on ``feed``, run as written (no
+        optimization); ``data_dir`` holds its external data, ``what`` names it in an error."""
         ...

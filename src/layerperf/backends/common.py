@@ -1,9 +1,15 @@
-"""Plain and profiled runs taken in alternation, so that both see the same host state.
+"""What every backend shares, so that a new one writes only what is its own.
 
-Measuring the plain latency after the profiled runs let drift on a shared machine (another
-process, a throttled vCPU) land on one side only: the overhead ratio then read below 1. Taking the
-two in small alternating blocks spreads drift over both, and the ratio of their medians is the
-profiler's cost alone.
+- :func:`interleaved`: the measured runs, each profiled run after a plain one (profiler off), both
+  timed on two clocks (:class:`RunTimes`);
+- :func:`unknown_flops_warnings`: the warning naming the op types whose FLOPs the cost model lacks.
+
+The model's inputs as input specs are the model source's (:func:`layerperf.models.inputs.onnx_input_specs`).
+
+Why plain and profiled runs alternate: measuring the plain latency after the profiled runs let drift
+on a shared machine (another process, a throttled vCPU) land on one side only: the overhead ratio
+then read below 1. Taking the two in small alternating blocks spreads drift over both, and the ratio
+of their medians is the profiler's cost alone.
 
 Each run is read on two clocks: wall time, and the calling thread's CPU time. On a busy host the
 thread is preempted for part of a run, which wall time counts and CPU time does not; their ratio
@@ -15,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +41,8 @@ BLOCK_RUNS = 1
 
 
 @dataclass(slots=True)
-class Timings:
-    """Per call: wall time and the calling thread's CPU time, in ns."""
+class RunTimes:
+    """Whole runs of a model, one entry per run: wall time and the calling thread's CPU time, in ns."""
 
     wall_ns: list[int] = field(default_factory=list)
     cpu_ns: list[int] = field(default_factory=list)
@@ -52,22 +58,28 @@ class Timings:
 
 def timed(call: Callable[[], object], n: int, clock: Clock = time.perf_counter_ns) -> list[int]:
     """Wall time of ``n`` calls in ns, one reading per call."""
-    out = Timings()
+    out = RunTimes()
     out.take(call, n, clock, clock)
     return out.wall_ns
 
 
-def interleaved(plain: Callable[[], object], profiled: Callable[[], object], runs: int, *,
+def interleaved(plain: Callable[[], object] | None, profiled: Callable[[], object], runs: int, *,
                 block: int = BLOCK_RUNS, clock: Clock = time.perf_counter_ns,
-                cpu_clock: Clock = time.thread_time_ns) -> tuple[Timings, Timings]:
-    """``runs`` timed calls of each, alternating blocks of ``block``: (plain, profiled) timings."""
+                cpu_clock: Clock = time.thread_time_ns,
+                done: Callable[[int], None] | None = None) -> tuple[RunTimes, RunTimes]:
+    """``runs`` timed calls of ``profiled``, each block of ``block`` after as many of ``plain``:
+    (plain, profiled) times. ``plain`` None (latency not asked): the profiled calls alone, and no
+    plain times. ``done(n)`` is told the profiled calls made so far after each block."""
     if block < 1:
         raise ValueError(f"block must be at least 1, got {block}")
-    plain_t, profiled_t = Timings(), Timings()
+    plain_t, profiled_t = RunTimes(), RunTimes()
     while len(profiled_t.wall_ns) < runs:
         n = min(block, runs - len(profiled_t.wall_ns))
-        plain_t.take(plain, n, clock, cpu_clock)
+        if plain is not None:
+            plain_t.take(plain, n, clock, cpu_clock)
         profiled_t.take(profiled, n, clock, cpu_clock)
+        if done is not None:
+            done(len(profiled_t.wall_ns))
     return plain_t, profiled_t
 
 
@@ -95,3 +107,10 @@ def profile_metadata(source: ModelSource | Mapping[str, Any], plan: RunPlan, bac
     return Metadata(model=model, backend=backend, backend_version=version, provider=provider, plan=recorded,
                     options=own_options, machine=Machine.here(), layerperf_version=__version__, created=now(),
                     pid=os.getpid())
+
+
+def unknown_flops_warnings(op_types: Iterable[str], what: str = "op types") -> list[str]:
+    """The profile's warning naming the op types (sorted, once each) whose FLOPs the cost model does
+    not know; none when there are none. ``what`` says what they are ("aten ops", ...)."""
+    unknown = sorted(set(op_types))
+    return [f"FLOPs unknown for {what}: {', '.join(unknown)}"] if unknown else []

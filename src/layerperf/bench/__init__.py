@@ -5,7 +5,8 @@
 >>> r.median_us, r.stats.cv, r.flops
 
 Modules: ``build`` (the one-node model, checked by the op schema and shape inference),
-``extract`` (a node of a real model), ``measure`` (the timing loop), ``stats``, ``result``,
+``extract`` (a node of a real model), ``runtime`` (the backend that runs it, found in the registry:
+its single-operator capability and options), ``measure`` (the timing loop), ``stats``, ``result``,
 ``sweep`` (one row per combination of shapes and thread counts).
 """
 

@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 from layerperf.bench.opschema import OpSignature, Param, lookup, max_opset, norm_domain
 from layerperf.bench.parse import Dims, guess_attr, parse_dims, parse_dtype, split_dtype
 from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
-from layerperf.errors import InputError
+from layerperf.errors import InputError, first_line
 
 # (domain, op_type) -> input names that are layer parameters in real models.
 PARAMETER_INPUTS: dict[tuple[str, str], frozenset[str]] = {
@@ -358,18 +358,6 @@ def _model(node: onnx.NodeProto, graph_inputs: list[onnx.ValueInfoProto], inits:
     ids = [helper.make_opsetid(d, v) for d, v in opsets.items()]
     return helper.make_model(graph, opset_imports=ids, producer_name="layerperf-bench",
                              ir_version=helper.find_min_ir_version_for(ids, ignore_unknown=True))
-
-
-def first_line(exc: Exception) -> str:
-    """The reason in an onnx or ONNX Runtime exception, in one line."""
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    # ORT prefixes "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : " and wraps a kernel's own words in
-    # "Non-zero status code returned while running ... Status Message: "; the reason is at the end
-    line = line.rsplit(" : ", 1)[-1].rsplit("Status Message: ", 1)[-1]
-    # onnx prefixes its messages with where they come from; the user knows which node: keep the why
-    line = re.sub(r"\[[A-Za-z]+\]\s*|Inference error\(s\):\s*|\(op_type:[^)]*\):\s*", "", line)
-    return line.strip()
 
 
 def infer(model: onnx.ModelProto, sig: OpSignature) -> onnx.ModelProto:

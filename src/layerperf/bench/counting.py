@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 
-def count_per_call(call: Callable[[], None], loops: int, samples: int, events: Sequence[str]) -> dict[str, float]:
+def count_per_call(call: Callable[[], object], loops: int, samples: int, events: Sequence[str]) -> dict[str, float]:
     """Median count per call of each event over ``samples`` batches of ``loops`` calls."""
     from layerperf.counters import CounterSet, schedule
 

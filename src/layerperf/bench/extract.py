@@ -1,20 +1,20 @@
 """One node of a real model as a one-node model, with the shapes, attributes and weights it has there.
 
-The graph is the one ONNX Runtime executes at the requested optimization level (saved through
-``optimized_model_filepath``, as ``layerperf profile`` sees it), so a node may be a fused or NCHWc
-node of a contrib domain. ONNX Runtime's saved graph carries no shapes for intermediate tensors, and
-onnx's shape inference does not know the contrib ops, so the model is run once with the node's
-inputs and outputs added as graph outputs: that gives their exact shapes, and the node's run-time
-inputs are fed the very values they had in the model (real activations, real indices and masks).
-Inputs that are initializers in the graph stay initializers, with their real values. Weights in
+The graph is the one the runtime executes at the requested optimization level (ONNX Runtime: saved
+through ``optimized_model_filepath``, as ``layerperf profile`` sees it), so a node may be a fused or
+NCHWc node of a contrib domain; the backend's single-operator capability gives it, with its nodes by
+the names its profiles show (:meth:`layerperf.backends.base.SingleOp.node_graph`). That graph carries no
+shapes for intermediate tensors, and onnx's shape inference does not know the contrib ops, so the
+model is run once, by the same runtime, for the values of the node's inputs and outputs
+(:meth:`~layerperf.backends.base.SingleOp.values`): that gives their exact shapes, and the node's
+run-time inputs are fed the very values they had in the model (real activations, real indices and
+masks). Inputs that are initializers in the graph stay initializers, with their real values. Weights in
 external data stay in their files for the probing run; only the node's own are read in.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,70 +23,17 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from layerperf.backends.ort.layers import attributes
-from layerperf.backends.ort.measure import ProfileOptions, create_session
-from layerperf.backends.ort.measure import session_options as ort_session_options
-from layerperf.backends.ort.names import Observed, has_unnamed, nodes_by_name
-from layerperf.backends.ort.session import Session
+from layerperf import backends
+from layerperf.backends.base import NodeGraph
 from layerperf.bench.build import OneNode
-from layerperf.bench.runner import session_options
+from layerperf.bench.runtime import AS_WRITTEN, MOST_OPTIMIZED, GraphAt, runner, runtime_options
+from layerperf.cost.graph import attributes, tensor_infos
+from layerperf.cost.layout import has_blocked, real_channels, real_view
 from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import InputError
 from layerperf.models import extdata
-from layerperf.models.inputs import InputSpec, make_feed
+from layerperf.models.inputs import make_feed, onnx_input_specs
 from layerperf.models.source import ModelSource, open_model
-from layerperf.readers.ort import split_runs
-
-
-def _input_specs(model: onnx.ModelProto) -> list[InputSpec]:
-    inits = {i.name for i in model.graph.initializer}
-    specs = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-        specs.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
-    return specs
-
-
-def executed_graph(source: ModelSource, opt_level: str, provider: str) -> onnx.ModelProto:
-    """The graph ONNX Runtime runs at ``opt_level`` (the model itself at "disable").
-
-    External data stays unread: ONNX Runtime saves the optimized graph with the model's own data
-    locations, which are relative to the model's directory as in the model itself.
-    """
-    if opt_level == "disable":
-        return source.proto
-    with tempfile.TemporaryDirectory(prefix="layerperf-bench-") as tmp:
-        path = Path(tmp) / "optimized.onnx"
-        create_session(source, ort_session_options(ProfileOptions(opt_level=opt_level), optimized_path=path),
-                       provider)
-        model = onnx.load(str(path), load_external_data=False)
-    if source.data_dir is not None:
-        extdata.data_files(model, source.data_dir, str(source.path))
-    return model
-
-
-def observed_graph(source: ModelSource, opt_level: str, provider: str,
-                   feed: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, Observed | None]:
-    """The graph run at ``opt_level`` and, when it has unnamed nodes, the profiler's node events of one
-    run of it (their names are the ones ``layerperf profile`` shows)."""
-    if opt_level == "disable":
-        return source.proto, None
-    with tempfile.TemporaryDirectory(prefix="layerperf-bench-") as tmp:
-        path = Path(tmp) / "optimized.onnx"
-        create_session(source, ort_session_options(ProfileOptions(opt_level=opt_level), optimized_path=path),
-                       provider)
-        graph_model = onnx.load(str(path), load_external_data=False)
-        if not has_unnamed(graph_model.graph):
-            return graph_model, None
-        so = ort_session_options(ProfileOptions(opt_level=opt_level), profile_prefix=Path(tmp) / "names")
-        sess = create_session(source, so, provider)
-        sess.run(None, feed)
-        runs = split_runs(json.loads(Path(sess.end_profiling()).read_text()))
-    # top-level nodes only: a control-flow body's run inside their parent
-    return graph_model, [(n.name, n.op_type or None) for n in runs[0].nodes if n.parent is None] if runs else None
 
 
 def _names_hint(names: Sequence[str], name: str) -> str:
@@ -96,54 +43,30 @@ def _names_hint(names: Sequence[str], name: str) -> str:
     return "nodes: " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
 
 
-def find_node(source: ModelSource, graph: onnx.GraphProto, name: str, opt_level: str,
-              provider: str, observed: Observed | None = None) -> onnx.NodeProto:
-    """Node ``name`` of ``graph`` (the graph run at ``opt_level``), or an InputError that says where it is.
+def find_node(graph_at: GraphAt, name: str, opt_level: str) -> onnx.NodeProto:
+    """Node ``name`` of the graph run at ``opt_level``, or an InputError that says where it is.
 
-    Names are those ``layerperf profile`` shows: a node's own, or for an unnamed node the one ONNX
-    Runtime's profiler gives it (``<op_type>_<index>``, see :mod:`layerperf.backends.ort.names`).
+    Names are those ``layerperf profile`` shows: a node's own, or for an unnamed node the one the
+    runtime's profiler gives it (ONNX Runtime: ``<op_type>_<index>``, see :mod:`layerperf.backends.ort.names`).
+    ``graph_at(level)``: the graph at a level; other levels than ``opt_level`` are asked for only to
+    tell where a name is.
     """
-    model_graph = source.proto.graph
-    nodes = nodes_by_name(graph, model_graph, observed)
+    nodes = graph_at(opt_level).nodes
     if name in nodes:
         return nodes[name]
     names = list(nodes)
-    if opt_level != "disable" and name in nodes_by_name(model_graph):
+    if opt_level != AS_WRITTEN and name in graph_at(AS_WRITTEN).nodes:
         raise InputError(f"node '{name}' of the model is fused or renamed at --opt-level {opt_level}",
                          hint="drop --opt-level to measure it as written, or name a node of the optimized graph "
                               f"(`layerperf profile --opt-level {opt_level}` lists them): {_names_hint(names, name)}")
-    if opt_level == "disable":  # a name copied from an optimized profile: say which level has it
-        optimized = executed_graph(source, "all", provider).graph
-        if name in nodes_by_name(optimized, model_graph):
-            raise InputError(f"node '{name}' is not in the model as written but in the graph ONNX Runtime runs "
-                             "after its optimizations", hint="pass --opt-level all")
+    if opt_level == AS_WRITTEN and name in graph_at(MOST_OPTIMIZED).nodes:  # a name copied from an optimized profile
+        raise InputError(f"node '{name}' is not in the model as written but in the graph the runtime runs "
+                         "after its optimizations", hint=f"pass --opt-level {MOST_OPTIMIZED}")
     hint = _names_hint(names, name)
-    if opt_level != "disable":  # fusions rename nodes: the original names are there at "disable"
+    if opt_level != AS_WRITTEN:  # fusions rename nodes: the original names are there at "disable"
         hint += f"; `layerperf profile --opt-level {opt_level}` lists the names at this level"
     raise InputError(f"no node named '{name}' in the graph at --opt-level {opt_level} ({len(names)} nodes)",
                      hint=hint)
-
-
-def probe(model: onnx.ModelProto, names: Sequence[str], feed: dict[str, np.ndarray],
-          provider: str, data_dir: Path | None = None, what: str = "the model") -> dict[str, np.ndarray]:
-    """The values tensors ``names`` take in one run of ``model`` (added as graph outputs, then removed);
-    ``data_dir`` is where its external data lives, ``what`` names the model in an error."""
-    graph = model.graph
-    n_before = len(graph.output)
-    present = {o.name for o in graph.output}
-    extra = [n for n in dict.fromkeys(names) if n not in present]
-    for name in extra:  # untyped: ONNX Runtime infers their types itself, contrib ops included
-        vi = onnx.ValueInfoProto()
-        vi.name = name
-        graph.output.append(vi)
-    so = session_options(0, "disable")
-    try:
-        with extdata.session_model(model, data_dir, so) as loadable:
-            sess = Session(loadable, so, provider, what=what)
-    finally:
-        del graph.output[n_before:]
-    values = sess.run(list(dict.fromkeys(names)), feed)
-    return dict(zip(dict.fromkeys(names), values, strict=True))
 
 
 def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, values: dict[str, np.ndarray],
@@ -175,9 +98,6 @@ def _real_channels(source: ModelSource, feed: dict[str, np.ndarray], graph_model
                    ) -> tuple[tuple[TensorInfo | None, ...], tuple[TensorInfo | None, ...]]:
     """The node's tensors with the real channel counts of those an NCHWc layout padded (so its FLOPs
     are the model's work, as ``layerperf profile`` counts them)."""
-    from layerperf.cost.graph import tensor_infos
-    from layerperf.cost.layout import has_blocked, real_channels, real_view
-
     if not has_blocked(graph_model):
         return inputs, outputs
     given = {k: TensorInfo(k, tuple(v.shape), str(v.dtype)) for k, v in feed.items()}
@@ -188,20 +108,30 @@ def _real_channels(source: ModelSource, feed: dict[str, np.ndarray], graph_model
 
 def extract_node(model: str | Path | onnx.ModelProto, node_name: str, *, opt_level: str = "disable",
                  shapes: Sequence[str] = (), provider: str = "CPUExecutionProvider", seed: int = 0,
-                 inputs: str | Path | None = None, **zoo_options: Any) -> OneNode:
-    """Node ``node_name`` of ``model`` (as run at ``opt_level``) as a one-node model with its real data.
+                 inputs: str | Path | None = None, backend: str = backends.DEFAULT, **zoo_options: Any) -> OneNode:
+    """Node ``node_name`` of ``model`` (as ``backend`` runs it at ``opt_level``) as a one-node model with
+    its real data.
 
     The model runs once on ``inputs`` (an .npz of arrays by input name), seeded random data for the
     inputs it lacks, to record the values the node receives.
     """
+    single_op = runner(backend)
+    options = runtime_options(backend, opt_level, provider)
     source = open_model(model, **zoo_options)
-    feed = make_feed(source.proto, _input_specs(source.proto), shapes, inputs, seed)
-    graph_model, observed = observed_graph(source, opt_level, provider, feed)
-    node = find_node(source, graph_model.graph, node_name, opt_level, provider, observed)
+    feed = make_feed(source.proto, onnx_input_specs(source.proto), shapes, inputs, seed)
+    graphs: dict[str, NodeGraph] = {}
+
+    def graph_at(level: str) -> NodeGraph:
+        if level not in graphs:
+            graphs[level] = single_op.node_graph(source, feed, runtime_options(backend, level, provider))
+        return graphs[level]
+
+    node = find_node(graph_at, node_name, opt_level)
+    graph_model = graph_at(opt_level).model
     inits = {i.name: i for i in graph_model.graph.initializer}
     runtime = [n for n in node.input if n and n not in inits]
-    values = probe(graph_model, [*runtime, *(n for n in node.output if n)], feed, provider, source.data_dir,
-                   source.name)
+    values = single_op.values(graph_model, [*runtime, *(n for n in node.output if n)], feed, options=options,
+                              data_dir=source.data_dir, what=source.name)
     one = one_node_model(graph_model, node, values, node_name, source.data_dir)
     ins, outs = _real_channels(source, feed, graph_model, node, tuple(_info(n, values, inits) for n in node.input),
                                tuple(_info(n, values, {}) for n in node.output))

@@ -18,7 +18,7 @@ best this machine has shown, :mod:`layerperf.bench.speed`, or faster in this run
 are set aside and replaced too, for up to ``speed_wait_s`` beyond the usual budget. Readings are
 never used to adjust a timing.
 
-Nothing is dropped silently: set-aside samples are kept in :class:`Timing` and counted in every
+Nothing is dropped silently: set-aside samples are kept in :class:`Samples` and counted in every
 report. When fewer clean samples than asked come within the budget, the figures stand on those
 that came (a median of a few full-speed samples says more than one of many slowed ones), and
 with fewer than ``MIN_SAMPLES`` of them on every sample taken, flagged.
@@ -33,6 +33,8 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from layerperf.errors import InputError
 
 Clock = Callable[[], int]
 
@@ -58,8 +60,6 @@ class MeasureOptions:
     speed_reference_ns: float | None = None  # the full-speed yardstick; None: the fastest seen in this run
 
     def validate(self) -> None:
-        from layerperf.errors import InputError
-
         if self.samples < MIN_SAMPLES:
             raise InputError(f"--samples must be at least {MIN_SAMPLES}, got {self.samples}")
         if not self.min_time_ms > 0:
@@ -71,8 +71,11 @@ class MeasureOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
-    """Raw timings of one measurement. Per-call times in ns, one per sample, in the order taken."""
+class Samples:
+    """The samples of one measurement of a call, raw: per-call times in ns, one per sample, in the order
+    taken, those set aside, and how they were taken. (A profile's per-layer times are the timing
+    collector's, :class:`layerperf.collectors.timer.Timing`; whole runs' are
+    :class:`layerperf.backends.common.RunTimes`.)"""
 
     per_call_ns: tuple[float, ...]  # the samples the statistics use
     disturbed_ns: tuple[float, ...]  # samples set aside because a thread waited for a CPU
@@ -130,14 +133,14 @@ def loops_for(per_call_ns: float, min_time_ms: float) -> int:
     return max(1, math.ceil(min_time_ms * 1e6 / max(per_call_ns, 1.0)))
 
 
-def _batch(call: Callable[[], None], loops: int, clock: Clock) -> float:
+def _batch(call: Callable[[], object], loops: int, clock: Clock) -> float:
     t0 = clock()
     for _ in range(loops):
         call()
     return (clock() - t0) / loops
 
 
-def estimate(call: Callable[[], None], min_time_ms: float, clock: Clock) -> float:
+def estimate(call: Callable[[], object], min_time_ms: float, clock: Clock) -> float:
     """A first per-call time: single calls until ``min_time_ms`` has passed (at least 3 calls)."""
     times: list[float] = []
     start = clock()
@@ -155,7 +158,7 @@ def settled(batches: list[float], window: int, tolerance: float) -> bool:
     return abs(last - before) <= tolerance * before
 
 
-def warm_up(call: Callable[[], None], loops: int, opts: MeasureOptions,
+def warm_up(call: Callable[[], object], loops: int, opts: MeasureOptions,
             clock: Clock) -> tuple[list[float], bool, float]:
     """Batches of ``loops`` calls until timings settle or the time limit; (batches, settled, seconds)."""
     batches: list[float] = []
@@ -173,7 +176,7 @@ GUARD = 1  # readings this many slots from a slowed one set a sample aside too: 
 
 
 @dataclass(slots=True)
-class _Samples:
+class _Taken:
     """Samples in the order taken, between yardstick readings: reading ``i`` came just before sample ``i``."""
 
     checking: bool = False  # set samples aside when the CPU ran slowed
@@ -212,11 +215,11 @@ class _Samples:
         return not self.disturbed[i] and not self.slowed(i)
 
 
-def _take(call: Callable[[], None], loops: int, opts: MeasureOptions, clock: Clock,
-          waited: Callable[[], int | None], ruler: Callable[[Clock], float]) -> tuple[_Samples, bool]:
+def _take(call: Callable[[], object], loops: int, opts: MeasureOptions, clock: Clock,
+          waited: Callable[[], int | None], ruler: Callable[[Clock], float]) -> tuple[_Taken, bool]:
     check = opts.max_wait_fraction is not None and waited() is not None
     budget = opts.samples * max(1, opts.max_samples_factor)
-    s = _Samples(checking=opts.speed_wait_s > 0)
+    s = _Taken(checking=opts.speed_wait_s > 0)
     if s.checking:  # the remembered full speed, or a first look at this run's own
         s.reference = min(opts.speed_reference_ns or math.inf, *(ruler(clock) for _ in range(10)))
     s.read(ruler(clock))
@@ -230,9 +233,9 @@ def _take(call: Callable[[], None], loops: int, opts: MeasureOptions, clock: Clo
     return s, check
 
 
-def measure(call: Callable[[], None], opts: MeasureOptions, *, clock: Clock = time.perf_counter_ns,
+def measure(call: Callable[[], object], opts: MeasureOptions, *, clock: Clock = time.perf_counter_ns,
             waited: Callable[[], int | None] = run_queue_wait_ns,
-            ruler: Callable[[Clock], float] = yardstick_ns) -> Timing:
+            ruler: Callable[[Clock], float] = yardstick_ns) -> Samples:
     """Warm up, size the samples, take them. The garbage collector is paused while timing."""
     gc_was_on = gc.isenabled()
     gc.disable()  # a collection inside a sample would be charged to the op
@@ -255,9 +258,9 @@ def measure(call: Callable[[], None], opts: MeasureOptions, *, clock: Clock = ti
     else:  # too few clean samples to stand on: every sample taken, flagged
         used = list(range(n))
         fallback = True
-    return Timing(per_call_ns=tuple(s.values[i] for i in used), disturbed_ns=tuple(s.values[i] for i in disturbed),
-                  loops=loops, warmup_batches=len(batches), warmup_settled=ok, warmup_s=warm_s,
-                  used_disturbed=fallback and bool(disturbed), wait_checked=checked, yardstick_ns=tuple(s.readings),
-                  slowed_ns=tuple(s.values[i] for i in slowed), slowed_used=fallback and bool(slowed),
-                  speed_reference_ns=s.reference if s.checking and s.reference < math.inf else None,
-                  requested=opts.samples)
+    return Samples(per_call_ns=tuple(s.values[i] for i in used), disturbed_ns=tuple(s.values[i] for i in disturbed),
+                   loops=loops, warmup_batches=len(batches), warmup_settled=ok, warmup_s=warm_s,
+                   used_disturbed=fallback and bool(disturbed), wait_checked=checked, yardstick_ns=tuple(s.readings),
+                   slowed_ns=tuple(s.values[i] for i in slowed), slowed_used=fallback and bool(slowed),
+                   speed_reference_ns=s.reference if s.checking and s.reference < math.inf else None,
+                   requested=opts.samples)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from layerperf.backends.base import Kernel
+from layerperf.bench.build import json_attrs
 from layerperf.bench.counting import counter_metrics
-from layerperf.bench.measure import Timing
-from layerperf.bench.runner import Kernel
+from layerperf.bench.measure import Samples
 from layerperf.bench.stats import SampleStats, deciles_us, describe
 from layerperf.cost import Cost
 from layerperf.data.figures import intensity, rate
@@ -35,7 +36,7 @@ class BenchResult:
     opt_level: str
     provider: str
     kernels: tuple[Kernel, ...]
-    timing: Timing
+    timing: Samples
     cost: Cost
     peak_rss_delta_bytes: int | None
     memory_source: str
@@ -43,6 +44,7 @@ class BenchResult:
     counters: dict[str, float] = field(default_factory=dict)  # median count per call
     source: dict[str, Any] = field(default_factory=dict)  # for a node taken from a model
     warnings: tuple[str, ...] = ()
+    backend: str = "onnxruntime"  # the runtime it ran on, by its name in the registry
 
     # -- figures -------------------------------------------------------------------------------------
     @property
@@ -108,8 +110,6 @@ class BenchResult:
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-serializable: the row's figures plus samples, tensors and settings."""
-        from layerperf.bench.build import json_attrs
-
         st = self.stats
         t = self.timing
         return {
@@ -123,7 +123,8 @@ class BenchResult:
             "outliers_low": st.outliers_low, "outliers_high": st.outliers_high,
             "opset": self.opset, "attrs": json_attrs(self.attrs),
             "inputs": [_tensor(i) for i in self.inputs], "outputs": [_tensor(o) for o in self.outputs],
-            "weights": list(self.weights), "opt_level": self.opt_level, "provider": self.provider,
+            "weights": list(self.weights), "backend": self.backend, "opt_level": self.opt_level,
+            "provider": self.provider,
             "kernels": [{"name": k.name, "op_type": k.op_type, "provider": k.provider} for k in self.kernels],
             "warmup": {"batches": t.warmup_batches, "settled": t.warmup_settled, "seconds": t.warmup_s},
             "wait_checked": t.wait_checked, "used_disturbed": t.used_disturbed,

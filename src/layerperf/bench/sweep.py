@@ -18,8 +18,10 @@ import onnx
 
 from layerperf.bench.api import BenchSettings, measure_one, settings_from
 from layerperf.bench.build import InputArg, InputLike, as_input_arg, build_op
+from layerperf.bench.extract import extract_node
 from layerperf.bench.parse import Dims, parse_dims
 from layerperf.bench.result import BenchResult
+from layerperf.bench.runtime import AS_WRITTEN
 from layerperf.errors import InputError
 
 DimsLike = str | Sequence[int]
@@ -97,12 +99,10 @@ def sweep_node(model: str | Path | onnx.ModelProto, node: str, *, threads: Seque
                zoo_options: Mapping[str, int] | None = None, progress: Progress | None = None,
                inputs: str | Path | None = None, **settings: Any) -> list[BenchResult]:
     """``bench_node`` once per thread count; the node is extracted once."""
-    from layerperf.bench.extract import extract_node
-
     base = settings_from(opt_level=opt_level, **settings)
     one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=base.provider, seed=seed,
-                       inputs=inputs, **dict(zoo_options or {}))
-    return _measure_all([one] * len(threads), list(threads), base, run_opt_level="disable", progress=progress)
+                       inputs=inputs, backend=base.backend, **dict(zoo_options or {}))
+    return _measure_all([one] * len(threads), list(threads), base, run_opt_level=AS_WRITTEN, progress=progress)
 
 
 def csv_text(results: Sequence[BenchResult]) -> str:

@@ -1,8 +1,9 @@
 """Measure this machine's peaks on ONNX Runtime: what ``layerperf calibrate`` runs.
 
 Each kernel is a one-node model built by :func:`layerperf.bench.build.build_op` (the op schema and
-opset probing ``bench`` uses), run through :func:`layerperf.bench.runner.prepare` (inputs and outputs
-bound once, so a call is the kernel and nothing else), its work counted by the cost model
+opset probing ``bench`` uses), run through the backend's single-operator capability, found in the
+registry as ``bench`` finds it (:class:`layerperf.backends.base.SingleOp`: inputs and outputs bound
+once, so a call is the kernel and nothing else), its work counted by the cost model
 (:func:`layerperf.cost.node_cost`: one multiply-add is 2 FLOPs, or 2 integer ops, as everywhere in
 layerperf; bytes are those read plus those written):
 
@@ -34,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf import backends
+from layerperf.bench.measure import MeasureOptions, run_queue_wait_ns
+from layerperf.bench.measure import measure as measure_samples
+from layerperf.bench.runtime import runner, runtime_options
 from layerperf.calibration.peaks import Peaks
+from layerperf.data.machine import fingerprint
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], int]
 FLOPS, INT_OPS, BYTES = "flops", "int_ops", "bytes"  # what a kernel's rate counts
+BACKEND = "onnxruntime"  # the runtime whose peaks are measured, by its name in the registry
 PROVIDER = "CPUExecutionProvider"
 OPT_LEVEL = "all"  # as `layerperf profile` runs models: a Conv runs in ONNX Runtime's NCHWc layout
 
@@ -231,19 +238,17 @@ class Timed:
         return Timed(self.per_call_ns + other.per_call_ns, other.loops, self.set_aside + other.set_aside)
 
 
-def time_repeats(call: Callable[[], None], settings: Settings, *, clock: Clock = time.perf_counter_ns,
+def time_repeats(call: Callable[[], object], settings: Settings, *, clock: Clock = time.perf_counter_ns,
                  waited: Callable[[], int | None] | None = None) -> Timed:
     """``bench``'s timing loop (:func:`layerperf.bench.measure.measure`): a warm-up of up to ``warmup_s``,
     then ``repeats`` repeats of back-to-back calls lasting ``min_repeat_s`` or more each; a repeat during
     which this process's threads waited in the run queue for more than ``max_wait_fraction`` of it
     (``waited``: their total wait in ns; default /proc's schedstat) is set aside and replaced, up to 4x
     the repeats asked. No speed yardstick: the best repeat is what is kept, and a slowed one is never it."""
-    from layerperf.bench.measure import MeasureOptions, measure, run_queue_wait_ns
-
     opts = MeasureOptions(samples=settings.repeats, min_time_ms=settings.min_repeat_s * 1e3,
                           warmup_max_s=settings.warmup_s, max_wait_fraction=settings.max_wait_fraction,
                           speed_wait_s=0.0)
-    timing = measure(call, opts, clock=clock, waited=waited or run_queue_wait_ns, ruler=lambda _clock: 0.0)
+    timing = measure_samples(call, opts, clock=clock, waited=waited or run_queue_wait_ns, ruler=lambda _clock: 0.0)
     return Timed(timing.per_call_ns, timing.loops, len(timing.disturbed_ns))
 
 
@@ -292,13 +297,12 @@ def _work(kind: str, one: OneNode, outputs: tuple[TensorInfo, ...]) -> float:
 def measure(kernel: Kernel, settings: Settings, threads: Sequence[int],
             clock: Clock = time.perf_counter_ns) -> list[Measured]:
     """``kernel`` at each thread count: one model (built once), one session per thread count."""
-    from layerperf.bench.runner import prepare
-
+    single_op, options = runner(BACKEND), runtime_options(BACKEND, OPT_LEVEL, PROVIDER)
     one = kernel.build(settings.sizes, np.random.default_rng(settings.seed))
     shapes = " ".join("x".join(map(str, t.shape)) for t in one.inputs if t is not None and t.shape)
     out = []
     for t in threads:
-        prepared = prepare(one, threads=t, opt_level=OPT_LEVEL, provider=PROVIDER)
+        prepared = single_op.prepare(one.model, one.feed, threads=t, options=options)
         work = _work(kernel.kind, one, prepared.outputs)
         timed = time_repeats(prepared.call, settings, clock=clock)
         ran = "+".join(k.op_type for k in prepared.kernels)
@@ -325,12 +329,9 @@ def calibrate(settings: Settings, progress: Callable[[str], None] | None = None,
               kernels: Sequence[Kernel] = KERNELS) -> tuple[Peaks, list[Measured]]:
     """Measure every kernel at every thread count of ``settings``, ``rounds`` times over; the peaks (not
     saved) and each measurement (its rounds' repeats together)."""
-    import onnxruntime as ort
+    from layerperf.bench.api import prime_runtime  # lazy: bench's API loads onnx, which --show does without
 
-    from layerperf.bench.api import prime_runtime
-    from layerperf.data.machine import fingerprint
-
-    prime_runtime(PROVIDER)
+    prime_runtime(BACKEND, PROVIDER)
     merged: dict[tuple[str, int], Measured] = {}
     for r in range(settings.rounds):
         for kernel in kernels:
@@ -343,6 +344,7 @@ def calibrate(settings: Settings, progress: Callable[[str], None] | None = None,
     measured = list(merged.values())
     fp = fingerprint()
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    peaks = peaks_of(measured, cpu_model=str(fp["cpu"]), cores=int(fp["cores"] or 0), onnxruntime=ort.__version__,
+    version = backends.get(BACKEND).availability().version
+    peaks = peaks_of(measured, cpu_model=str(fp["cpu"]), cores=int(fp["cores"] or 0), onnxruntime=str(version),
                      measured_at=when, quick=settings.quick)
     return peaks, measured

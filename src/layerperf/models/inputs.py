@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from layerperf.data.tensor import ML_DTYPES, lacks_numpy, numpy_dtype, onnx_type_name_to_dtype
+from layerperf.data.tensor import ML_DTYPES, lacks_numpy, numpy_dtype, onnx_elem_to_dtype, onnx_type_name_to_dtype
 from layerperf.errors import InputError
 
 _NON_TENSOR = ("seq(", "map(", "optional(", "sparse_tensor(")
@@ -26,6 +26,20 @@ class InputSpec:
     name: str
     shape: tuple[int | str | None, ...]
     dtype: str  # numpy name
+
+
+def onnx_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The inputs ``model``'s graph is fed (initializers left out), as its graph declares them:
+    symbolic dims by name, unknown ones None."""
+    inits = {i.name for i in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        specs.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
+    return specs
 
 
 def parse_shapes(items: Iterable[str]) -> dict[str, tuple[int, ...]]:

@@ -1,37 +1,29 @@
 """The ONNX Runtime backend: per-node timings from ONNX Runtime's own profiler, in situ.
 
-Its modules: :mod:`.driver` (one profile, start to end), :mod:`.sessions` (session options, the
-profiled and plain sessions, interleaved runs), :mod:`.trace` (ONNX Runtime's profile events ->
-runs), :mod:`.layers` (events + optimized graph -> layers with shapes and cost), :mod:`.counting`
-and :mod:`.stepwise` (perf counters node by node in a worker process), :mod:`.memory` (the arena's
-and the process's memory in a fresh session), :mod:`.session`, :mod:`.names`, :mod:`.scope`.
-onnxruntime itself is imported only when a profile runs.
+Its modules: :mod:`.options` (``--opt-level``, ``--provider``, checked), :mod:`.driver` (one profile,
+start to end), :mod:`.measure` (the profile's sessions: their options, the profiled runs split under
+the profiler's event limit, the plain runs interleaved with them, the optimized graph),
+:mod:`.session` (the :class:`~.session.Session` class every ONNX Runtime session of layerperf is: its
+errors in one line, the element types numpy lacks), :mod:`.layers` (profile events + optimized graph
+-> layers with shapes and cost), :mod:`.counting` and :mod:`.stepwise` (perf counters node by node in
+a worker process), :mod:`.memory` (the arena's and the process's memory in a fresh session),
+:mod:`.single_op` (one operator or one node in isolation, for ``bench`` and ``calibrate``),
+:mod:`.names` (the profiler's node names), :mod:`.scope` (control-flow bodies). The trace format is
+read by :mod:`layerperf.readers.ort`. onnxruntime itself is imported only when something runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from layerperf.backends.base import Availability, RunPlan, option
+from layerperf.backends.base import Availability, RunPlan, SingleOp
+from layerperf.backends.ort.options import OPT_LEVEL_NAMES, ORT_MAX_EVENTS, OrtOptions
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors
     from layerperf.data.profile import Profile
 
-OPT_LEVEL_NAMES = ("disable", "basic", "extended", "all")
-ORT_MAX_EVENTS = 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class OrtOptions:
-    """ONNX Runtime's own options."""
-
-    opt_level: str = field(default="all", metadata=option("ONNX Runtime graph optimization level (default all)",
-                                                           choices=OPT_LEVEL_NAMES))
-    provider: str = field(default="CPUExecutionProvider", metadata=option("execution provider"))
-    # events ONNX Runtime's profiler records per session before it stops; long runs are split across sessions
-    max_events: int = field(default=ORT_MAX_EVENTS, metadata=option("profiler events per session", flag=False))
+__all__ = ["OPT_LEVEL_NAMES", "ORT_MAX_EVENTS", "OnnxRuntimeBackend", "OrtOptions"]
 
 
 class OnnxRuntimeBackend:
@@ -52,3 +44,8 @@ class OnnxRuntimeBackend:
         from layerperf.backends.ort.driver import profile
 
         return profile(model, plan, options, collectors)
+
+    def single_op(self) -> SingleOp:
+        from layerperf.backends.ort.single_op import OrtSingleOp
+
+        return OrtSingleOp()

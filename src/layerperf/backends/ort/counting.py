@@ -26,12 +26,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+import onnxruntime.capi._pybind_state as ort_state
 
+from layerperf.backends.ort.measure import OPT_LEVELS
+from layerperf.backends.ort.session import Session
+from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 from layerperf.collectors import Collectors, CounterRequest, PassFn
 from layerperf.collectors.perf_counts import CounterResult
 from layerperf.data.profile import CounterInfo
 from layerperf.data.tensor import lacks_numpy, numpy_dtype
 from layerperf.errors import BackendError, CounterError, LayerperfError
+from layerperf.models import extdata
+from layerperf.models.skeleton import INLINE_LIMIT_BYTES, read_skeleton
+from layerperf.util.malloc_trim import release
 
 
 def count_layers(model_path: Path, opts: dict[str, Any], feed: dict[str, np.ndarray], order: list[str],
@@ -86,15 +95,6 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path, workdir: P
     session that writes the graph never runs, so it pre-packs nothing, and it is gone before the
     node sessions are made.
     """
-    import onnx
-    import onnxruntime as ort
-
-    from layerperf.backends.ort.measure import OPT_LEVELS
-    from layerperf.backends.ort.session import Session
-    from layerperf.models import extdata
-    from layerperf.models.skeleton import INLINE_LIMIT_BYTES
-    from layerperf.util.malloc_trim import release
-
     so = ort.SessionOptions()
     so.graph_optimization_level = OPT_LEVELS[opts["opt_level"]]
     so.optimized_model_filepath = str(workdir / "opt.onnx")
@@ -117,19 +117,12 @@ def _optimized(model_path: str, opts: dict[str, Any], data_dir: Path, workdir: P
 
 def _calibration_pass(opts: dict[str, Any]) -> PassFn:
     """One stepwise pass over an empty Identity node: what a stepwise call costs when the node does nothing."""
-    from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
-
     executor = StepwiseExecutor(calibration_model(), ["empty"], provider=opts["provider"], global_threads=True)
     feed = {"x": np.zeros(1, np.float32)}
     return lambda collector: executor.run_pass(feed, collector=collector)
 
 
 def work(job: dict[str, Any]) -> dict[str, Any]:
-    import onnxruntime.capi._pybind_state as ort_state
-
-    from layerperf.backends.ort.stepwise import StepwiseExecutor
-    from layerperf.models.skeleton import read_skeleton
-
     opts, req = job["opts"], job["request"]
     # Must precede the first session of this process: all node sessions then share one pool.
     ort_state.set_global_thread_pool_sizes(int(opts["threads"]), 1)

@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import onnx
 import onnxruntime as ort
 
+from layerperf.analysis.memory.report import analyze_memory
 from layerperf.backends.base import RunPlan
-from layerperf.backends.common import profile_metadata
-from layerperf.backends.ort import OrtOptions
-from layerperf.backends.ort import measure as sessions
+from layerperf.backends.common import profile_metadata, unknown_flops_warnings
+from layerperf.backends.ort import memory as ort_memory
+from layerperf.backends.ort.counting import apply_counts, count_layers
 from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
+from layerperf.backends.ort.measure import measure, prepare_feed
+from layerperf.backends.ort.options import OrtOptions
+from layerperf.cost.graph import tensor_infos
+from layerperf.cost.layout import has_blocked
 from layerperf.data.profile import CounterInfo, Profile
-from layerperf.models.source import ModelSource
+from layerperf.data.tensor import TensorInfo
+from layerperf.models.source import ModelSource, open_model
+from layerperf.util.malloc_trim import release
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors, CounterRequest
@@ -23,43 +30,29 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-def settings(plan: RunPlan, options: OrtOptions) -> sessions.ProfileOptions:
-    """The flat settings the session helpers take, validated."""
-    opts = sessions.ProfileOptions(warmup=plan.warmup, runs=plan.runs, threads=plan.threads,
-                                   opt_level=options.opt_level, provider=options.provider, shapes=plan.shapes,
-                                   inputs_file=plan.inputs_file, seed=plan.seed, latency=plan.latency,
-                                   max_events=options.max_events)
-    opts.validate()
-    return opts
-
-
 def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collectors) -> Profile:
-    from layerperf.models.source import open_model
-
-    opts = settings(plan, options)
+    plan.validate()
+    options.validate()
     source = open_model(model, **plan.zoo_options)
     progress = collectors.progress
     # Each phase's sessions are released, and their memory handed back, before the next phase makes
     # its own: every session holds its own copy of the weights.
-    feed = _released(sessions.prepare_feed(source, opts))
+    feed = _released(prepare_feed(source, plan, options.provider))
     step = (lambda done: progress("profiled runs", done, plan.runs)) if progress else None
-    m = _released(sessions.measure(source, opts, feed, step))
+    m = _released(measure(source, plan, options, feed, step))
     origin = m.runs[0][0] if m.runs else 0
     channels = layout_channels(m.runs, m.optimized, source.proto, _original_shapes(source, feed, m.optimized))
     layers, run_list = build_layers_and_runs(m.runs, m.optimized, origin, source.proto, channels)
     prof = Profile(
         metadata=profile_metadata(source, plan, "onnxruntime", ort.__version__, options.provider, options),
-        layers=layers, runs=run_list, latency_ns=m.latency_ns, profiled_latency_ns=m.wall_ns,
-        latency_cpu_ns=m.latency_cpu_ns, profiled_cpu_ns=m.profiled_cpu_ns if m.latency_cpu_ns else [],
+        layers=layers, runs=run_list, latency_ns=m.plain.wall_ns, profiled_latency_ns=m.profiled.wall_ns,
+        latency_cpu_ns=m.plain.cpu_ns, profiled_cpu_ns=m.profiled.cpu_ns if m.plain.cpu_ns else [],
         graph=graph_summary(m.optimized), measurement=m.setup(feed),
         warnings=_cost_warnings(unknown_cost_ops(layers), len(channels.unresolved)))
     if collectors.counters:
-        prof.counters = _count(source, opts, feed, layers, collectors.counters, progress)
+        prof.counters = _count(source, plan, options, feed, layers, collectors.counters, progress)
     if collectors.memory:
-        from layerperf.analysis.memory.report import analyze_memory
-        from layerperf.backends.ort import memory as ort_memory
-
-        runtime = ort_memory.measure(source, opts, feed, [layer.name for layer in layers],
+        runtime = ort_memory.measure(source, plan, options, feed, [layer.name for layer in layers],
                                      collectors.memory.sample_rate)
         prof.memory = analyze_memory(prof, runtime)
         _released(None)
@@ -68,10 +61,6 @@ def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collecto
 
 def _original_shapes(source: ModelSource, feed: dict[str, Any], optimized: onnx.ModelProto | None) -> Any:
     """The original model's tensors at the fed shapes, only when a blocked layout needs them."""
-    from layerperf.cost.graph import tensor_infos
-    from layerperf.cost.layout import has_blocked
-    from layerperf.data.tensor import TensorInfo
-
     if not has_blocked(optimized):
         return None
     given = {k: TensorInfo(k, tuple(v.shape), str(v.dtype)) for k, v in feed.items()}
@@ -79,7 +68,7 @@ def _original_shapes(source: ModelSource, feed: dict[str, Any], optimized: onnx.
 
 
 def _cost_warnings(unknown_ops: list[str], unresolved: int) -> list[str]:
-    out = [f"FLOPs unknown for op types: {', '.join(unknown_ops)}"] if unknown_ops else []
+    out = unknown_flops_warnings(unknown_ops)
     if unresolved:
         out.append(f"{unresolved} tensors in ONNX Runtime's NCHWc layout have no known real channel count: "
                    "their layers count the stored (possibly padded) channels")
@@ -88,19 +77,15 @@ def _cost_warnings(unknown_ops: list[str], unresolved: int) -> list[str]:
 
 def _released(value: _T) -> _T:
     """``value``, once the sessions that made it are gone and their memory is back with the system."""
-    from layerperf.util.malloc_trim import release
-
     release()
     return value
 
 
-def _count(source: ModelSource, opts: sessions.ProfileOptions, feed: Any, layers: Any, request: CounterRequest,
-           progress: Callable[[str, int, int], None] | None) -> CounterInfo:
-    from layerperf.backends.ort.counting import apply_counts, count_layers
-
+def _count(source: ModelSource, plan: RunPlan, options: OrtOptions, feed: Any, layers: Any,
+           request: CounterRequest, progress: Callable[[str, int, int], None] | None) -> CounterInfo:
     if progress:
         progress("counting (stepwise)", 0, 1)
-    worker_opts = {"opt_level": opts.opt_level, "provider": opts.provider, "threads": opts.threads}
+    worker_opts = {"opt_level": options.opt_level, "provider": options.provider, "threads": plan.threads}
     # body nodes of control flow run inside their parent: the stepwise executor gets (and refuses) the parent
     order = [layer.name for layer in layers if layer.parent is None]
     result = count_layers(source.path, worker_opts, feed, order, request, source.data_dir)

@@ -15,7 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layerperf.backends.ort.measure import ProfileOptions, create_session, session_options
+from layerperf.backends.base import RunPlan
+from layerperf.backends.ort.measure import create_session, session_options
+from layerperf.backends.ort.options import OrtOptions
 from layerperf.collectors.rss_sampler import RssSampler, RunWindows, per_node
 from layerperf.data.memory_report import ArenaRun, RuntimeMemory
 from layerperf.models.source import ModelSource
@@ -46,12 +48,13 @@ def _windows(run: RunEvents, index: dict[str, int], origin_ns: int) -> RunWindow
                       tuple(origin_ns + ev.ts_us * 1000 for ev in nodes), tuple(index[ev.name] for ev in nodes))
 
 
-def measure(source: ModelSource, opts: ProfileOptions, feed: dict[str, Any], layer_names: Sequence[str],
-            sample_rate: int) -> RuntimeMemory:
+def measure(source: ModelSource, plan: RunPlan, options: OrtOptions, feed: dict[str, Any],
+            layer_names: Sequence[str], sample_rate: int) -> RuntimeMemory:
     """Run a fresh profiled session twice; arena figures per layer and RSS every ``sample_rate`` nodes."""
     index = {name: i for i, name in enumerate(layer_names)}
     with tempfile.TemporaryDirectory(prefix="layerperf-mem-") as tmp:
-        sess = create_session(source, session_options(opts, profile_prefix=Path(tmp) / "mem"), opts.provider)
+        so = session_options(options.opt_level, plan.threads, profile_prefix=Path(tmp) / "mem")
+        sess = create_session(source, so, options.provider)
         origin = sess.get_profiling_start_time_ns()
         sampler = RssSampler() if sample_rate else None
         with sampler or contextlib.nullcontext():

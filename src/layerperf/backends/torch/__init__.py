@@ -80,3 +80,7 @@ class TorchBackend:
         from layerperf.backends.torch.driver import profile
 
         return profile(model, plan, options, collectors)
+
+    def single_op(self) -> None:
+        """None: one operator in isolation is not measured on PyTorch (yet); `layerperf bench` refuses it."""
+        return None

@@ -254,7 +254,7 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
                progress: Callable[[str, int, int], None] | None, api: CudaApi | None = None) -> tuple[CudaEvents, Any]:
     """``plan.runs`` hooked passes timed on the device; with ``plan.latency`` a plain call before each,
     timed on the host up to a synchronization (the device's work included)."""
-    from layerperf.backends.torch.driver import interleaved
+    from layerperf.backends.torch.driver import hooked_runs
 
     events = CudaEvents(api, allocator=False)
     sync = events.api.synchronize
@@ -264,7 +264,7 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
         sync()
 
     sync()
-    return events, interleaved(session, index, plan, events, synced, progress, "profiled runs (cuda)")
+    return events, hooked_runs(session, index, plan, events, synced, progress, "profiled runs (cuda)")
 
 
 def allocator_pass(session: Session, index: dict[int, int], api: CudaApi | None = None) -> CudaEvents:

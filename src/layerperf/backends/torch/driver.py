@@ -4,23 +4,23 @@ collector driver at the same module boundaries."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
-from layerperf.backends.common import CORE_PLAN_FIELDS, profile_metadata
+from layerperf.backends.common import CORE_PLAN_FIELDS, RunTimes, interleaved, profile_metadata, unknown_flops_warnings
 from layerperf.backends.torch import TorchOptions
 from layerperf.backends.torch.hooks import module_hooks
 from layerperf.backends.torch.models import TorchModel, forward_failed, load
 from layerperf.backends.torch.record import Recorder, Seen, record
+from layerperf.collectors.timer import Timing
+from layerperf.cost import is_known
 from layerperf.data.metadata import Metadata
 from layerperf.data.profile import CostNesting, GraphSummary, Layer, Measurement, Profile
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collector, Collectors
-    from layerperf.collectors.timer import Timing
 
 MODULE_DOMAIN = "torch.nn"  # a module's op type is its class name, never an ONNX op's
 
@@ -115,33 +115,23 @@ class Session:
 
 
 def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
-               progress: Callable[[str, int, int], None] | None) -> tuple[Timing, Any]:
+               progress: Callable[[str, int, int], None] | None) -> tuple[Timing, RunTimes]:
     """``plan.runs`` hooked passes timed by the timing collector; with ``plan.latency`` a plain call
-    before each (the profiler-off latency, see backends/interleave)."""
-    from layerperf.collectors.timer import Timing
-
+    before each (the profiler-off latency, see backends/common)."""
     timing = Timing()
-    return timing, interleaved(session, index, plan, timing, session.call, progress, "profiled runs")
+    return timing, hooked_runs(session, index, plan, timing, session.call, progress, "profiled runs")
 
 
-def interleaved(session: Session, index: dict[int, int], plan: RunPlan, collector: Collector,
+def hooked_runs(session: Session, index: dict[int, int], plan: RunPlan, collector: Collector,
                 plain_call: Callable[[], Any], progress: Callable[[str, int, int], None] | None,
-                label: str) -> Any:
+                label: str) -> RunTimes:
     """``plan.runs`` passes with ``collector`` at the module boundaries, each after a ``plain_call()``
-    timed with no hook installed when ``plan.latency``; the plain timings (backends/interleave.Timings).
-    The calling thread's CPU time of each hooked pass goes to ``session.cpu_ns``."""
-    from layerperf.backends.common import Timings
-
-    plain = Timings()
-    session.cpu_ns = []
-    for r in range(plan.runs):
-        if plan.latency:
-            plain.take(plain_call, 1, time.perf_counter_ns, time.thread_time_ns)
-        c0 = time.thread_time_ns()
-        session.hooked_pass(index, collector)
-        session.cpu_ns.append(time.thread_time_ns() - c0)
-        if progress:
-            progress(label, r + 1, plan.runs)
+    timed with no hook installed when ``plan.latency`` (:func:`layerperf.backends.common.interleaved`);
+    the plain times. The calling thread's CPU time of each hooked pass goes to ``session.cpu_ns``."""
+    done = (lambda n: progress(label, n, plan.runs)) if progress else None
+    plain, hooked = interleaved(plain_call if plan.latency else None, lambda: session.hooked_pass(index, collector),
+                                plan.runs, done=done)
+    session.cpu_ns = hooked.cpu_ns
     return plain
 
 
@@ -187,22 +177,15 @@ def measurement(model: TorchModel, plan: RunPlan, interleaved: bool) -> Measurem
 
 
 def warnings(model: TorchModel, rec: Recorder) -> list[str]:
-    out = list(model.warnings)
-    from layerperf.cost import is_known
-
-    onnx_unknown = sorted({s.op_type for s in rec.seen if s.domain is not None and not is_known(s.op_type, s.domain)})
-    if onnx_unknown:
-        out.append(f"FLOPs unknown for op types: {', '.join(onnx_unknown)}")
-    return out + unknown_ops_warnings([s for s in rec.seen if s.domain is None])
+    onnx_unknown = (s.op_type for s in rec.seen if s.domain is not None and not is_known(s.op_type, s.domain))
+    return [*model.warnings, *unknown_flops_warnings(onnx_unknown),
+            *unknown_ops_warnings([s for s in rec.seen if s.domain is None])]
 
 
 def unknown_ops_warnings(seen: list[Seen]) -> list[str]:
     """The aten ops that made a row's FLOPs or integer operations unknown (no flop_counter formula)."""
-    out = []
-    unknown = sorted({op for s in seen for op in s.unknown_ops})
-    if unknown:
-        out.append("FLOPs unknown for aten ops (no formula in torch.utils.flop_counter nor in layerperf's cost "
-                   f"model): {', '.join(unknown)}")
+    out = unknown_flops_warnings((op for s in seen for op in s.unknown_ops),
+                                 "aten ops (no formula in torch.utils.flop_counter nor in layerperf's cost model)")
     unknown_int = sorted({op for s in seen for op in s.unknown_int_ops})
     if unknown_int:
         out.append("integer operations unknown for aten ops on integer tensors (no torch.utils.flop_counter "

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from layerperf.backends.base import RunPlan
-from layerperf.backends.torch.models import TorchModel, _specs
+from layerperf.backends.torch.models import TorchModel
 from layerperf.errors import BackendError
 
 Kernel = Callable[..., Any]
@@ -64,7 +64,7 @@ def load_onnx(path: str, plan: RunPlan) -> TorchModel:
     import onnx
     import torch
 
-    from layerperf.models.inputs import make_feed
+    from layerperf.models.inputs import make_feed, onnx_input_specs
     from layerperf.models.source import open_model
 
     source = open_model(path)
@@ -75,9 +75,9 @@ def load_onnx(path: str, plan: RunPlan) -> TorchModel:
         n = missing[0]
         raise BackendError(f"{path}: the torch backend has no kernel for ONNX op type '{n.op_type}' (node "
                            f"'{n.name}')", hint="it runs " + ", ".join(sorted(kernels)))
-    feed = make_feed(proto, _specs(proto), plan.shapes, plan.inputs_file, plan.seed)
+    feed = make_feed(proto, onnx_input_specs(proto), plan.shapes, plan.inputs_file, plan.seed)
     module = _graph_module(proto, kernels)
-    names = [s.name for s in _specs(proto)]
+    names = [s.name for s in onnx_input_specs(proto)]
     args = tuple(torch.from_numpy(feed[n]) for n in names)
     return TorchModel(module, args, {}, source.describe(), onnx=proto)
 
@@ -87,6 +87,7 @@ def _graph_module(proto: Any, kernels: dict[str, Callable[[dict[str, Any]], Kern
     from onnx import numpy_helper
 
     from layerperf.cost.graph import attributes
+    from layerperf.models.inputs import onnx_input_specs
 
     class Node(torch.nn.Module):
         def __init__(self, node: Any) -> None:
@@ -111,7 +112,7 @@ def _graph_module(proto: Any, kernels: dict[str, Callable[[dict[str, Any]], Kern
                 self.order.append((self.nodes[key.replace(".", "_")], list(node.input), list(node.output)))
             self.weights = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy())
                             for i in proto.graph.initializer}
-            self.layerperf_inputs = [s.name for s in _specs(proto)]
+            self.layerperf_inputs = [s.name for s in onnx_input_specs(proto)]
             self.outputs = [o.name for o in proto.graph.output]
 
         def forward(self, *args: Any) -> Any:

@@ -51,31 +51,16 @@ def _zoo(name: str, plan: RunPlan) -> TorchModel:
     import onnx
     import torch
 
-    from layerperf.models.inputs import make_feed
+    from layerperf.models.inputs import make_feed, onnx_input_specs
     from layerperf.models.source import open_model
     from layerperf.models.zoo.torch_models import build_torch
 
     source = open_model(name, **plan.zoo_options)  # the ONNX form: its weights and inputs are the module's
     proto = onnx.load(str(source.path))  # the weights too (the zoo's file keeps them inside)
     module = build_torch(name, proto)
-    feed = make_feed(proto, _specs(proto), plan.shapes, plan.inputs_file, plan.seed)
+    feed = make_feed(proto, onnx_input_specs(proto), plan.shapes, plan.inputs_file, plan.seed)
     args = tuple(torch.from_numpy(feed[i.name]) for i in proto.graph.input if i.name in feed)
     return TorchModel(module, args, {}, source.describe() | {"zoo_options": plan.zoo_options}, zoo=True)
-
-
-def _specs(proto: Any) -> list[Any]:
-    from layerperf.data.tensor import onnx_elem_to_dtype
-    from layerperf.models.inputs import InputSpec
-
-    inits = {i.name for i in proto.graph.initializer}
-    out = []
-    for vi in proto.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-        out.append(InputSpec(vi.name, dims, onnx_elem_to_dtype(tt.elem_type)))
-    return out
 
 
 def _factory(spec: str, plan: RunPlan) -> TorchModel:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
+from layerperf.backends.common import interleaved
 from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder, Seen
 from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.data.tensor import TensorInfo
@@ -421,23 +422,16 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
     """The level-2 profile: one untimed run recording the ops' shapes, then hooked runs each under
     torch.profiler, plain runs between them; on a GPU (``device`` "cuda") the kernels too, each under
     its module."""
-    from layerperf.backends.common import Timings
     from layerperf.backends.torch import driver
 
     run = Level2Run(session, session.index(rec), device)
     described = run(shapes=True)
-    plain, wall, cpu = Timings(), [], []
     timed: list[Recorded] = []
-    for r in range(plan.runs):
-        if plan.latency:
-            plain.take(session.call, 1, time.perf_counter_ns, time.thread_time_ns)
-        got = run()
-        assert got.cpu_ns is not None
-        cpu.append(got.cpu_ns)
-        wall.append(got.dur_ns)
-        timed.append(got)
-        if collectors.progress:
-            collectors.progress("profiled runs (level 2)", r + 1, plan.runs)
+    progress = collectors.progress
+    done = (lambda n: progress("profiled runs (level 2)", n, plan.runs)) if progress else None
+    plain, _ = interleaved(session.call if plan.latency else None, lambda: timed.append(run()), plan.runs, done=done)
+    wall = [got.dur_ns for got in timed]
+    cpu = [got.cpu_ns for got in timed if got.cpu_ns is not None]  # a level-2 run of the CLI always reads it
     all_layers, runs, notes = _assemble(layers, timed, [described])
     loaded = session.model
     # cost nesting stays "inclusive": a module's work is all on the op rows under it (its own figures
