@@ -359,8 +359,9 @@ def test_counters_of_nested_modules_are_self_counts() -> None:
     assert prof.counters is not None and prof.counters.inclusive is not None
     inclusive = prof.counters.inclusive["task-clock"]
     # the parent's self count is its own four matmuls, as its self time is: twice a child's, not six times
+    # (on one thread its CPU time cannot much exceed its wall time; a busy host only makes the wall time longer)
     self_us = {row["name"]: row["median_us"] for row in prof.table()}
-    assert clock[p] / 1e3 == pytest.approx(self_us["p"], rel=0.5)
+    assert clock[p] / 1e3 < 1.5 * self_us["p"]
     assert 1.3 * clock[a] < clock[p] < 3 * (clock[a] + clock[b])
     # per pass, the parent's inclusive count is its self count plus its children's
     per_pass = [np.asarray(prof.layers[i].counters["task-clock"]) for i in (p, a, b)]
