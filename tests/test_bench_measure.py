@@ -11,7 +11,7 @@ import pytest
 
 from layerperf.bench.counting import count_per_call
 from layerperf.bench.measure import MeasureOptions, loops_for, measure, settled
-from layerperf.bench.memory import PeakMemory
+from layerperf.bench.peak_rss import PeakMemory
 from layerperf.bench.stats import describe, outlier_masks
 from layerperf.errors import InputError
 

@@ -13,7 +13,7 @@ from layerperf.analysis.memory.allocations import AllocEvent, ModuleSpan, attrib
 from layerperf.analysis.memory.report import with_allocations
 from layerperf.data.memory_report import OUTSIDE, OUTSIDE_NAME, Allocations, MemoryReport, NodeMemory
 from layerperf.errors import InputError
-from layerperf.renderers.svg import timeline_svg
+from layerperf.renderers.svg import memory_timeline_svg
 from layerperf.renderers.views.memory import memory_view, module_rows
 
 NAMES = ["block", "block.conv", "block.act", "head"]
@@ -148,12 +148,12 @@ def test_view_lists_modules_by_own_bytes_then_outside_code() -> None:
 
 
 def test_timeline_svg_draws_the_allocator_peak_and_its_module() -> None:
-    svg = timeline_svg(_report(_allocs()), "toy").decode()
+    svg = memory_timeline_svg(_report(_allocs()), "toy").decode()
     assert "allocator events" in svg and "peak 4.98 KiB in block.conv (Conv2d)" in svg
     assert "events 2-5: in block.conv (Conv2d)" in svg and f"in {OUTSIDE_NAME}" in svg
-    plain = timeline_svg(_report(), "toy").decode()
+    plain = memory_timeline_svg(_report(), "toy").decode()
     assert "allocator events" not in plain  # no events: the live-tensor timeline as before
-    empty = timeline_svg(_report(replace(_allocs([]), events=0)), "toy").decode()
+    empty = memory_timeline_svg(_report(replace(_allocs([]), events=0)), "toy").decode()
     assert "allocator events" not in empty
 
 

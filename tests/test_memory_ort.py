@@ -204,7 +204,7 @@ def test_svg_escapes_names(resnet: tuple[layerperf.Profile, dict[str, Path]]) ->
     rep = memory_report(resnet[0])
     odd = 'a<b>&"c\'\x01'
     rep = replace(rep, nodes=(replace(rep.nodes[0], name=odd, op_type="<op>"), *rep.nodes[1:]))
-    for picture in (svg.flow_svg(rep, odd), svg.timeline_svg(rep, odd)):
+    for picture in (svg.flow_svg(rep, odd), svg.memory_timeline_svg(rep, odd)):
         root = ET.fromstring(picture)
         texts = [el.text or "" for el in root.iter()]
         assert any('a<b>&"c\'' in tt for tt in texts)

@@ -206,5 +206,5 @@ def test_unnamed_tensors_warn_and_pictures_still_render() -> None:
 
     rep = analyze_memory(prof([Layer("A", "Conv", inputs=(t("", 8),), outputs=(t("", 8),))], [], []))
     assert rep.peak_bytes == 0 and "names no tensors" in rep.warnings[0]
-    for picture in (svg.flow_svg(rep), svg.timeline_svg(rep)):
+    for picture in (svg.flow_svg(rep), svg.memory_timeline_svg(rep)):
         assert ET.fromstring(picture).tag.endswith("svg")

@@ -1,4 +1,4 @@
-"""Pure functions on OpTables: filter, aggregate, order, top, and the rows a writer prints; diff.
+"""Pure functions on the event table (Calls): filter, aggregate, order, top, and the rows a writer prints; diff.
 
 Everything is numpy over whole columns — grouping is ``np.unique`` over integer codes and
 ``np.bincount``/``reduceat`` — so a million calls aggregate in a fraction of a second.

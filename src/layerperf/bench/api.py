@@ -23,7 +23,7 @@ from layerperf.bench.build import InputLike, OneNode, build_op
 from layerperf.bench.counting import count_per_call
 from layerperf.bench.extract import extract_node
 from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MeasureOptions, Samples, measure
-from layerperf.bench.memory import PeakMemory
+from layerperf.bench.peak_rss import PeakMemory
 from layerperf.bench.result import BenchResult
 from layerperf.bench.runtime import AS_WRITTEN, runner, runtime_options
 from layerperf.bench.stats import NOISY_CV, deciles_us, describe

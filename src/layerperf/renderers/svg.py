@@ -235,7 +235,7 @@ def _step_points(c: Canvas, series: Sequence[tuple[int, float]]) -> list[tuple[f
     return pts
 
 
-def timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
+def memory_timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
     """Bytes over the execution order: live tensors, arena in use and resident memory growth; the
     allocator's live bytes over its events instead where the report has them."""
     if rep.allocations is not None and rep.allocations.events:
@@ -367,7 +367,7 @@ def write_flow(profile: Profile, f: IO[bytes]) -> None:
 
 
 def write_timeline(profile: Profile, f: IO[bytes]) -> None:
-    f.write(timeline_svg(_report(profile), _model(profile)))
+    f.write(memory_timeline_svg(_report(profile), _model(profile)))
 
 
 def writers() -> dict[str, Callable[[Profile, IO[bytes]], None]]:

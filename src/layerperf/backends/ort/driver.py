@@ -12,7 +12,7 @@ import onnxruntime as ort
 from layerperf.analysis.memory.report import analyze_memory
 from layerperf.backends.base import RunPlan
 from layerperf.backends.common import profile_metadata, unknown_flops_warnings
-from layerperf.backends.ort import memory as ort_memory
+from layerperf.backends.ort import arena
 from layerperf.backends.ort.counting import apply_counts, count_layers
 from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
 from layerperf.backends.ort.measure import measure, prepare_feed
@@ -52,7 +52,7 @@ def profile(model: Any, plan: RunPlan, options: OrtOptions, collectors: Collecto
     if collectors.counters:
         prof.counters = _count(source, plan, options, feed, layers, collectors.counters, progress)
     if collectors.memory:
-        runtime = ort_memory.measure(source, plan, options, feed, [layer.name for layer in layers],
+        runtime = arena.measure(source, plan, options, feed, [layer.name for layer in layers],
                                      collectors.memory.sample_rate)
         prof.memory = analyze_memory(prof, runtime)
         _released(None)

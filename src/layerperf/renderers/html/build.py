@@ -175,7 +175,7 @@ def _memory(src: Source) -> str:
         return ""
     from layerperf.renderers import svg
 
-    drawn = svg.timeline_svg(src.profile.memory, str(src.label)).decode("utf-8")
+    drawn = svg.memory_timeline_svg(src.profile.memory, str(src.label)).decode("utf-8")
     # inline SVG needs no namespace (and the page holds no URL); the id is the page's
     drawn = re.sub(r"""\s+xmlns=(['"])[^'"]*\1""", "", drawn, count=1)
     drawn = drawn.replace("<svg ", "<svg id=\"memory\" class=\"chart\" ", 1)
@@ -193,7 +193,7 @@ def _timeline(src: Source, colors: Mapping[str, str], element_id: str = "timelin
              "call, click it to filter the table")
     if window.cut:
         intro += f"; the first {len(window.rows)} calls drawn, {window.cut} more left out"
-    drawn = gantt.timeline_svg(src.calls, window, colors, element_id, scale_ns)
+    drawn = gantt.gantt_svg(src.calls, window, colors, element_id, scale_ns)
     return section_html(f"{element_id}-section", title, f'<div class="chartbox">{drawn}</div>', intro)
 
 

@@ -125,7 +125,7 @@ def span_ns(calls: Calls, window: Window) -> float:
     return max(end - start, 1.0)
 
 
-def timeline_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline",
+def gantt_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline",
                  scale_ns: float | None = None) -> str:
     """The window's calls as bars; ``scale_ns``: the time the width stands for (two timelines drawn to one
     scale), the window's own span when None."""
