@@ -164,3 +164,16 @@ def span_nesting(layers: Sequence[Layer], spans: Sequence[Span], dur_ns: np.ndar
     nested[nested] = up[layer[nested]] == layer[parent[nested]]
     parent = np.where(nested, parent, -1)
     return parent, np.rint(self_times(parent, start, start + dur_ns)).astype(np.int64)
+
+
+def outermost(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """``values`` (one per event, NaN unknown) with NaN wherever an enclosing event (``parent`` chain, -1 at
+    the top) has a known value: the work of a call is counted on the outermost call that has it, not again
+    on the calls it dispatches to (a PyTorch trace's ``aten::conv2d`` and its ``aten::convolution``)."""
+    known = ~np.isnan(values)
+    covered = np.zeros(values.size, dtype=bool)
+    at = parent.copy()
+    while (live := at >= 0).any():
+        covered[live] |= known[at[live]]
+        at[live] = parent[at[live]]
+    return np.where(covered, np.nan, values)

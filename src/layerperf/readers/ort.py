@@ -270,10 +270,10 @@ _CONTRIB = frozenset(("QLinearAdd", "QLinearMul"))
 
 
 def _shape_only(op_type: str) -> bool:
-    from layerperf.cost import ops_elementwise
+    from layerperf.cost.onnx import elementwise
 
     return op_type in ("Conv", "MatMul") or op_type in _QUANTIZATION or op_type in _CONTRIB or (
-        ("", op_type) in ops_elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
+        ("", op_type) in elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
 
 
 def _tensors(value: Any, prefix: str) -> tuple[str, list[TensorInfo]] | None:
@@ -295,7 +295,7 @@ class _Costs:
         self.counters: dict[int, dict[str, float]] = {}
 
     def make(self, key: tuple[Any, ...]) -> int:
-        from layerperf.cost import node_cost
+        from layerperf import cost as cost_model
 
         name, op_type, provider, ins, outs, counts = key
         op, prov = text(op_type), text(provider)
@@ -303,7 +303,7 @@ class _Costs:
         got_out = _tensors(json_value(outs), "out")
         flops = nbytes = int_ops = math.nan
         if got_in is not None and got_out is not None:
-            cost = node_cost(op, "com.microsoft" if op in _CONTRIB else "", {}, got_in[1], got_out[1])
+            cost = cost_model.of("com.microsoft" if op in _CONTRIB else "", op, got_in[1], got_out[1])
             if cost.flops is not None and _shape_only(op):
                 flops = float(cost.flops)
             if cost.int_ops is not None and _shape_only(op):
