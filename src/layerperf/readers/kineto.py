@@ -25,10 +25,10 @@ import numpy as np
 
 from layerperf.cost.aten import recorded
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
-from layerperf.data.nesting import outermost
+from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers.decode import Event, raw_value
 from layerperf.readers.stream import EventStream
-from layerperf.readers.tef import earliest, nested_self_times, num, parents, shapes_text, text, thread_ids, to_ns
+from layerperf.readers.tef import earliest, num, shapes_text, text, thread_ids, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -232,8 +232,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     origin_us = earliest(np.concatenate([cpu_ts, dev_ts]))
     start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.dur_us)
-    parent = parents(thread, start, end)
-    self_ns = nested_self_times(parent, start, end)
+    parent = enclosing(thread, start, end - start, zero_first=False)
+    self_ns = self_times(parent, start, end, clip=False)
 
     is_op = np.asarray(cpu.is_op, dtype=bool)
     owner = _link(cpu, dev, parent, is_op)
