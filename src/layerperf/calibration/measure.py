@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf import backends
+from layerperf import cost as cost_model
 from layerperf.bench.measure import MeasureOptions, run_queue_wait_ns
 from layerperf.bench.measure import measure as measure_samples
 from layerperf.bench.runtime import runner, runtime_options
@@ -283,8 +284,6 @@ class Measured:
 
 
 def _work(kind: str, one: OneNode, outputs: tuple[TensorInfo, ...]) -> float:
-    from layerperf import cost as cost_model
-
     cost = cost_model.of(one.domain, one.op_type, one.inputs, outputs, one.attrs)
     amount = {FLOPS: cost.flops, INT_OPS: cost.int_ops,
               BYTES: None if cost.bytes_read is None or cost.bytes_written is None

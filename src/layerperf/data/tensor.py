@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import TensorProto, helper
 
 Dim = int | str  # a symbolic dimension stays a string, e.g. "batch"
 
@@ -133,6 +132,8 @@ def dtype_itemsize(dtype: str) -> int:
 
 def onnx_elem_to_dtype(elem_type: int) -> str:
     """ONNX TensorProto element type -> numpy-style name ("float32", "int64", "bfloat16", "float8_e4m3fn"...)."""
+    from onnx import TensorProto, helper  # onnx takes a quarter of a second to import: only ONNX's numbers need it
+
     if elem_type in TensorProto.DataType.values() and TensorProto.DataType.Name(elem_type) in _ML_NAMES:
         return _ML_NAMES[TensorProto.DataType.Name(elem_type)]
     if elem_type == TensorProto.STRING:
@@ -146,6 +147,8 @@ def onnx_elem_to_dtype(elem_type: int) -> str:
 def onnx_type_name_to_dtype(name: str) -> str:
     """An ONNX type name as ONNX Runtime writes it inside 'tensor(...)' ("float", "float8e4m3fn", "int4")
     -> numpy-style name; a name ONNX does not know is returned as it is."""
+    from onnx import TensorProto
+
     try:
         return onnx_elem_to_dtype(TensorProto.DataType.Value(name.upper()))
     except ValueError:
