@@ -45,6 +45,8 @@ def test_unknown_is_none_never_zero() -> None:
     assert (custom.flops, custom.int_ops, custom.bytes) == (None, None, 48)  # its tensors are still known
     assert cost.of("aten", "frobnicate", [x], [_t((2, 3), "y")]).flops is None
     assert cost.of("aten", "relu", [x]) == UNKNOWN  # results not recorded and not inferable
+    unrecorded = cost.of("ai.onnx", "Relu", [x])  # an ONNX node whose outputs are not given
+    assert (unrecorded.flops, unrecorded.bytes_read, unrecorded.bytes_written) == (6, 24, None)
 
 
 def test_a_namespace_plugs_in() -> None:

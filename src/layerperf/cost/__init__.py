@@ -27,6 +27,7 @@ is known for.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from layerperf.cost import aten
@@ -55,7 +56,8 @@ class _Onnx:
 
     def cost(self, namespace: str, op: str, inputs: Sequence[Any], outputs: Sequence[TensorInfo | None] | None,
              attrs: Mapping[str, Any]) -> Cost:
-        return onnx_ops.node_cost(op, namespace, dict(attrs), inputs, outputs or ())
+        found = onnx_ops.node_cost(op, namespace, dict(attrs), inputs, () if outputs is None else outputs)
+        return found if outputs is not None else replace(found, bytes_written=None)  # not recorded: unknown
 
     def knows(self, namespace: str, op: str) -> bool:
         return onnx_ops.is_known(op, namespace)

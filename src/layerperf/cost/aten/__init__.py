@@ -18,7 +18,7 @@ call's inputs (:mod:`.recorded`; torch need not be installed).
   (:data:`GATHERS`); ``copy_``, ``fill_``, ``zero_`` overwrite their first argument without reading it.
 - Unknown is None, never 0: an op the table does not cover (a caller may offer a formula of its own, the
   live side torch.utils.flop_counter's), or a call whose results were not recorded, unless they follow
-  from its arguments (:data:`forward.OUTPUTS`: convolutions, ``linear`` and the matrix products).
+  from its arguments (:data:`RESULTS`: convolutions, ``linear`` and the matrix products).
 """
 
 from __future__ import annotations
