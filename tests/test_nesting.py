@@ -1,7 +1,8 @@
 """One nesting rule for every timeline: which call ran inside which, and self times (data/nesting.py).
 
-ONNX Runtime's truncated µs are checked with its control-flow bodies in test_control_flow.py; these are
-the exact clocks of Trace Event Format and PyTorch traces, and the pieces both use.
+Both clocks against one brute-force definition: ONNX Runtime's truncated µs (its control-flow bodies
+end to end: test_control_flow.py) and the exact clocks of Trace Event Format and PyTorch traces; and the
+pieces both use.
 """
 
 from __future__ import annotations
@@ -12,29 +13,44 @@ import pytest
 from layerperf.data.nesting import enclosing, nest, open_order, outermost, self_times
 
 
-def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> list[int]:
-    """The last event on the same thread opened before each (by start, the longer first, then file order)
-    that had not ended when it started."""
+def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray,
+                   zero_first: bool) -> list[int]:
+    """The last ``can_enclose`` event on the same thread opened before each (by start, the longer first,
+    then file order; zero-length first of all with ``zero_first``) that had not ended when it started."""
     rank = np.empty(start.size, dtype=np.int64)
-    rank[open_order(thread, start, dur, zero_first=False)] = np.arange(start.size)
+    rank[open_order(thread, start, dur, zero_first=zero_first)] = np.arange(start.size)
     out = []
     for e in range(start.size):
-        holders = [p for p in range(start.size)
-                   if thread[p] == thread[e] and rank[p] < rank[e] and start[e] < start[p] + dur[p]]
+        holders = [p for p in range(start.size) if can_enclose[p] and thread[p] == thread[e] and rank[p] < rank[e]
+                   and start[e] < start[p] + dur[p]]
         out.append(max(holders, key=lambda p: rank[p]) if holders else -1)
     return out
+
+
+def _events(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.random.Generator]:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    thread = rng.integers(0, 3, n)
+    start = rng.integers(0, 60, n)
+    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, 30, n))
+    return thread, start, dur, rng
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_truncated_clock_nesting_matches_its_definition(seed: int) -> None:
+    """ONNX Runtime's profile: only control-flow events enclose, zero-length ones open first."""
+    thread, start, dur, rng = _events(seed)
+    flow = rng.random(start.size) < 0.3
+    assert enclosing(thread, start, dur, flow).tolist() == _brute_parents(thread, start, dur, flow, True)
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_exact_clock_nesting_matches_its_definition(seed: int) -> None:
     """Overlaps that are no nesting included: a call's parent is the last one still open when it starts."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 150))
-    thread = rng.integers(0, 3, n)
-    start = rng.integers(0, 80, n)
-    dur = np.where(rng.random(n) < 0.15, 0, rng.integers(1, 40, n))
+    thread, start, dur, _ = _events(seed + 100)
+    n = start.size
     parent = enclosing(thread, start, dur, zero_first=False)
-    assert parent.tolist() == _brute_parents(thread, start, dur)
+    assert parent.tolist() == _brute_parents(thread, start, dur, np.ones(n, dtype=bool), False)
     # self time: the duration less the part of each direct child inside it
     end = start + dur
     expected = [max(0, int(end[i] - start[i]) - sum(max(0, int(min(end[c], end[i]) - start[c]))
