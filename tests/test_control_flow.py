@@ -300,35 +300,6 @@ def test_onnx_node_test_models(tmp_path: Path) -> None:
     assert any("loop" in c for c in checked) and any("scan" in c for c in checked)  # If: older onnx has no case
 
 
-# -- the nesting rule on its own ---------------------------------------------------------------------
-def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, flow: np.ndarray) -> list[int]:
-    """The last control-flow event on the same thread opened before each (longer first at one start,
-    zero-length first of all) that had not ended when it started."""
-    from layerperf.data.nesting import open_order
-
-    rank = np.empty(start.size, dtype=np.int64)
-    rank[open_order(thread, start, dur)] = np.arange(start.size)
-    out = []
-    for e in range(start.size):
-        holders = [p for p in range(start.size) if flow[p] and thread[p] == thread[e] and rank[p] < rank[e]
-                   and start[e] < start[p] + dur[p]]
-        out.append(max(holders, key=lambda p: rank[p]) if holders else -1)
-    return out
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_enclosing_matches_its_definition(seed: int) -> None:
-    from layerperf.data.nesting import enclosing
-
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 120))
-    thread = rng.integers(0, 3, n)
-    start = rng.integers(0, 60, n)
-    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, 30, n))
-    flow = rng.random(n) < 0.3
-    assert enclosing(thread, start, dur, flow).tolist() == _brute_parents(thread, start, dur, flow)
-
-
 def _ort_event(name: str, op: str, ts: int, dur: int) -> dict[str, Any]:
     return {"cat": "Node", "ph": "X", "name": f"{name}_kernel_time", "pid": 1, "tid": 7, "ts": ts, "dur": dur,
             "args": {"op_name": op, "provider": "CPUExecutionProvider",

@@ -14,7 +14,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from layerperf.cost import Cost, graph_costs, is_known, known_op_types, model_flops, node_cost
+from layerperf.cost.onnx import is_known, known_op_types, node_cost
+from layerperf.cost.onnx.graph import graph_costs, model_flops
+from layerperf.data.cost import Cost
 from layerperf.data.tensor import TensorInfo
 
 F32 = "float32"
@@ -229,7 +231,7 @@ def test_global_pools_and_reductions_count_inputs() -> None:
 def test_lstm_bidirectional_with_bias() -> None:
     seq, batch, inp, hid, dirs = 5, 2, 3, 4, 2
     macs_per_step = 4 * hid * (inp + hid)  # 4 gates x (input + recurrent MatMul) per batch row
-    gate_math = 13 * hid  # see ops_nn: gate joins, activations, cell update
+    gate_math = 13 * hid  # see cost/onnx/nn.py: gate joins, activations, cell update
     bias = 2 * 4 * hid  # Wb and Rb per gate
     expected = seq * dirs * batch * (2 * macs_per_step + gate_math + bias)
     got = flops("LSTM", [(seq, batch, inp), (dirs, 4 * hid, inp), (dirs, 4 * hid, hid), (dirs, 8 * hid)],
@@ -709,7 +711,6 @@ def test_ort_level_all_keeps_the_cost(zoo_model: Callable[[str], onnx.ModelProto
 
 
 def test_a_layer_holds_its_cost() -> None:
-    from layerperf.cost.core import Cost
     from layerperf.data.profile import Layer
 
     layer = Layer(name="c", op_type="Conv", flops=200, bytes_read=60, bytes_written=40, int_ops=0, padded_flops=240)

@@ -47,14 +47,8 @@ HEAVY = {"torch", "onnxruntime", "onnx", "tvm", "ray", "pandas", "sklearn", "lig
 LAZY_PLACES = ("layerperf", "layerperf.cli")
 
 # Known violations still to be removed by the layout work; must end empty.
-KNOWN_STAGE: set[tuple[str, str]] = {
-    ('layerperf.data.layer', 'layerperf.cost.core'),
-}
+KNOWN_STAGE: set[tuple[str, str]] = set()
 KNOWN_CYCLES: list[set[str]] = [
-    {
-        'layerperf.cost',
-        'layerperf.cost.graph',
-    },
     {
         'layerperf.backends.torch.from_onnx',
         'layerperf.backends.torch.models',
@@ -75,7 +69,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('layerperf.backends.torch.driver', 'layerperf.backends.torch.memory'),
     ('layerperf.backends.torch.driver', 'layerperf.backends.torch.ops'),
     ('layerperf.backends.torch.driver', 'layerperf.backends.torch.record'),
-    ('layerperf.backends.torch.driver', 'layerperf.cost'),
     ('layerperf.backends.torch.driver', 'layerperf.errors'),
     ('layerperf.backends.torch.memory', 'layerperf.backends.torch.hooks'),
     ('layerperf.backends.torch.memory', 'layerperf.backends.torch.profiler'),
@@ -86,16 +79,11 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('layerperf.backends.torch.ops', 'layerperf.backends.torch.hooks'),
     ('layerperf.backends.torch.ops', 'layerperf.backends.torch.profiler'),
     ('layerperf.backends.torch.ops', 'layerperf.backends.torch.record'),
-    ('layerperf.backends.torch.record', 'layerperf.cost.aten'),
     ('layerperf.bench.build', 'layerperf.bench.opschema'),
     ('layerperf.bench.counting', 'layerperf.counters'),
     ('layerperf.bench.counting', 'layerperf.counters.schedule'),
     ('layerperf.calibration.peaks', 'layerperf.data.machine'),
     ('layerperf.calibration.peaks', 'layerperf.util.atomic'),
-    ('layerperf.cost.core', 'layerperf.data.figures'),
-    ('layerperf.cost.graph', 'layerperf.cost'),
-    ('layerperf.cost.graph', 'layerperf.cost.layout'),
-    ('layerperf.data.layer', 'layerperf.cost.core'),
     ('layerperf.renderers.csv', 'layerperf.renderers.views.profile'),
     ('layerperf.renderers.html', 'layerperf.errors'),
     ('layerperf.renderers.html', 'layerperf.renderers.html.build'),
@@ -115,7 +103,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('layerperf.renderers.html.charts', 'layerperf.renderers.html.page'),
     ('layerperf.renderers.html.gantt', 'layerperf.analysis.trace_runs'),
     ('layerperf.renderers.html.source', 'layerperf.data.calls'),
-    ('layerperf.renderers.html.source', 'layerperf.readers.detect'),
     ('layerperf.renderers.output', 'layerperf.renderers.files'),
     ('layerperf.renderers.output', 'layerperf.renderers.views.profile'),
     ('layerperf.renderers.timeline', 'layerperf.renderers.files'),
@@ -155,6 +142,20 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('layerperf.torch.incode', 'layerperf.torch.gradcost'),
     ('layerperf.torch.incode', 'layerperf.torch.insitu'),
     ('layerperf.torch.insitu', 'layerperf.backends.torch.hooks'),
+    # Hidden until layerperf.data.tensor stopped importing onnx at its top: each was let through only
+    # because the module it imports pulled in onnx (data.tensor, data.profile, readers.detect...), not for
+    # a reason of its own. Import circles' breakers or simply late: to their owners.
+    ('layerperf.backends.torch', 'layerperf.backends.torch.cuda'),
+    ('layerperf.backends.torch', 'layerperf.backends.torch.driver'),
+    ('layerperf.backends.torch.memory', 'layerperf.analysis.memory.report'),
+    ('layerperf.backends.torch.memory', 'layerperf.backends.torch.ops'),
+    ('layerperf.backends.torch.memory', 'layerperf.collectors'),
+    ('layerperf.backends.torch.memory', 'layerperf.data.profile'),
+    ('layerperf.renderers.html.source', 'layerperf.data.profile'),
+    ('layerperf.renderers.html.source', 'layerperf.readers.detect'),
+    ('layerperf.renderers.html.source', 'layerperf.readers.layerperf'),
+    ('layerperf.torch.backward', 'layerperf.backends.torch.record'),
+    ('layerperf.torch.insitu', 'layerperf.torch.gradcost'),
 }
 
 

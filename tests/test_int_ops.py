@@ -17,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import layerperf
 from layerperf.analysis.aggregate import aggregate, rows
-from layerperf.cost import graph_costs, node_cost
+from layerperf.cost.onnx import node_cost
+from layerperf.cost.onnx.graph import graph_costs
 from layerperf.data.profile import Layer, Profile
 from layerperf.data.tensor import TensorInfo
 from layerperf.readers.detect import read_table

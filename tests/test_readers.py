@@ -322,10 +322,11 @@ def test_events_like_layerperfs_without_its_metadata_read_as_tef(tmp_path: Path)
 
 def test_aten_cost_from_recorded_inputs() -> None:
     """conv2d's FLOPs and bytes from dims, types and concrete inputs; what the formula does not cover is NaN."""
-    from layerperf.cost.aten_trace import aten_cost
+    from layerperf.cost.aten import recorded
 
     def cost(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float]:
-        return aten_cost(name, orjson.dumps(dims), orjson.dumps(types), orjson.dumps(concrete))
+        c = recorded.cost(name, orjson.dumps(dims), orjson.dumps(types), orjson.dumps(concrete))
+        return (math.nan if c.flops is None else c.flops), (math.nan if c.bytes is None else c.bytes)
 
     dims = [[1, 4, 8, 8], [6, 2, 3, 3], [], [], [], [], []]  # groups 2, no bias; stride 2, pad 1: 4x4 out
     flops, moved = cost("aten::conv2d", dims, ["c10::Half", "c10::Half", "", "ScalarList", "ScalarList",

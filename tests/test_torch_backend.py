@@ -79,7 +79,7 @@ def test_shapes_and_flops_from_what_ran(resnet18: layerperf.Profile) -> None:
     fc = resnet18.layers[idx["fc"]]
     assert fc.flops == 2 * 512 * 1000 + 1000  # addmm costed as the cost model's Gemm: the bias add counts
     bn = resnet18.layers[idx["layer1.0.bn1"]]
-    from layerperf.cost import node_cost
+    from layerperf.cost.onnx import node_cost
 
     # eval batch norm as ONNX BatchNormalization on the same tensor (a folded scale and shift)
     assert bn.flops == node_cost("BatchNormalization", "", {}, bn.inputs, bn.outputs).flops

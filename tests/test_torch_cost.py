@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 import layerperf  # noqa: E402
 import layerperf.torch as lt  # noqa: E402
 from layerperf.backends.torch.record import Seen, add_op, counting_mode  # noqa: E402
-from layerperf.cost import node_cost  # noqa: E402
-from layerperf.cost.aten import is_view  # noqa: E402
+from layerperf.cost.aten.live import is_view  # noqa: E402
+from layerperf.cost.onnx import node_cost  # noqa: E402
 from layerperf.data.tensor import TensorInfo  # noqa: E402
 
 nn = torch.nn

@@ -21,13 +21,13 @@ import onnx
 from onnx import numpy_helper
 
 from backends.replay_ops import KERNELS, Kernel
+from layerperf import cost as cost_model
 from layerperf.backends import base
 from layerperf.backends.base import Availability, NodeGraph, PreparedOp, RunPlan, option
 from layerperf.backends.common import CORE_PLAN_FIELDS, RunTimes, interleaved, profile_metadata, unknown_flops_warnings
 from layerperf.collectors import Collector, Collectors
 from layerperf.collectors.timer import Timing
-from layerperf.cost import is_known, node_cost
-from layerperf.cost.graph import attributes
+from layerperf.cost.onnx.graph import attributes
 from layerperf.data.profile import GraphSummary, Layer, Measurement, Profile
 from layerperf.data.tensor import TensorInfo
 from layerperf.errors import BackendError
@@ -105,7 +105,7 @@ def _layer(step: _Step, values: dict[str, np.ndarray], weights: dict[str, np.nda
     node = step.node
     ins = [_info(n, values[n]) if n else None for n in node.input]
     outs = [_info(n, values.get(n)) if n else None for n in node.output]
-    cost = node_cost(node.op_type, node.domain, step.attrs, ins, outs)
+    cost = cost_model.of(node.domain, node.op_type, ins, outs, step.attrs)
     return Layer(name=node.name, op_type=node.op_type, domain=node.domain, provider="numpy",
                  inputs=tuple(t for t in ins if t is not None), outputs=tuple(t for t in outs if t is not None),
                  param_bytes=sum(weights[n].nbytes for n in dict.fromkeys(node.input) if n in weights),
@@ -124,7 +124,8 @@ def _timed(runner: Replayer, feed: dict[str, np.ndarray], plan: RunPlan,
 
 
 def _warnings(layers: list[Layer], plan: RunPlan) -> list[str]:
-    out = unknown_flops_warnings(layer.op_type for layer in layers if not is_known(layer.op_type, layer.domain))
+    unknown = (layer.op_type for layer in layers if not cost_model.covers(layer.domain, layer.op_type))
+    out = unknown_flops_warnings(unknown)
     if plan.threads:
         out.append("--threads is not applied by the replay backend: numpy's BLAS picks its own threads")
     return out

@@ -17,6 +17,7 @@ from typing import Any
 import onnx
 
 from layerperf import backends
+from layerperf import cost as cost_model
 from layerperf.backends.base import Kernel, PreparedOp, RunPlan, SingleOp
 from layerperf.bench import speed
 from layerperf.bench.build import InputLike, OneNode, build_op
@@ -28,7 +29,7 @@ from layerperf.bench.result import BenchResult
 from layerperf.bench.runtime import AS_WRITTEN, runner, runtime_options
 from layerperf.bench.stats import NOISY_CV, deciles_us, describe
 from layerperf.collectors.perf import CounterRequest
-from layerperf.cost import Cost, node_cost
+from layerperf.cost import Cost
 from layerperf.data.tensor import TensorInfo
 
 # An empty run costing more than this share of the op's time is worth a warning.
@@ -176,7 +177,7 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
     if settings.overhead and overhead_us is None:
         overhead_us = empty_run_us(settings)
     outputs = _keep_real_shapes(outputs, one.outputs)
-    cost = node_cost(one.op_type, one.domain, one.attrs, one.inputs, outputs)
+    cost = cost_model.of(one.domain, one.op_type, one.inputs, outputs, one.attrs)
     return BenchResult(
         op_type=one.op_type, domain=one.domain, node_name=one.node_name, opset=one.opset, attrs=one.attrs,
         inputs=one.inputs, outputs=outputs, weights=one.weights, threads=settings.threads,

@@ -27,8 +27,8 @@ from layerperf import backends
 from layerperf.backends.base import NodeGraph
 from layerperf.bench.build import OneNode
 from layerperf.bench.runtime import AS_WRITTEN, MOST_OPTIMIZED, GraphAt, runner, runtime_options
-from layerperf.cost.graph import attributes, tensor_infos
-from layerperf.cost.layout import has_blocked, real_channels, real_view
+from layerperf.cost.onnx.graph import attributes, tensor_infos
+from layerperf.cost.onnx.layout import has_blocked, real_channels, real_view
 from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import InputError
 from layerperf.models import extdata

@@ -4,7 +4,7 @@ Each kernel is a one-node model built by :func:`layerperf.bench.build.build_op` 
 opset probing ``bench`` uses), run through the backend's single-operator capability, found in the
 registry as ``bench`` finds it (:class:`layerperf.backends.base.SingleOp`: inputs and outputs bound
 once, so a call is the kernel and nothing else), its work counted by the cost model
-(:func:`layerperf.cost.node_cost`: one multiply-add is 2 FLOPs, or 2 integer ops, as everywhere in
+(:func:`layerperf.cost.of`: one multiply-add is 2 FLOPs, or 2 integer ops, as everywhere in
 layerperf; bytes are those read plus those written):
 
 * float32 FLOP/s: a large square MatMul and a large 3x3 Conv;
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf import backends
+from layerperf import cost as cost_model
 from layerperf.bench.measure import MeasureOptions, run_queue_wait_ns
 from layerperf.bench.measure import measure as measure_samples
 from layerperf.bench.runtime import runner, runtime_options
@@ -283,9 +284,7 @@ class Measured:
 
 
 def _work(kind: str, one: OneNode, outputs: tuple[TensorInfo, ...]) -> float:
-    from layerperf.cost import node_cost
-
-    cost = node_cost(one.op_type, one.domain, one.attrs, one.inputs, outputs)
+    cost = cost_model.of(one.domain, one.op_type, one.inputs, outputs, one.attrs)
     amount = {FLOPS: cost.flops, INT_OPS: cost.int_ops,
               BYTES: None if cost.bytes_read is None or cost.bytes_written is None
               else cost.bytes_read + cost.bytes_written}[kind]

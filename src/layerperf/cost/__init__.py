@@ -1,171 +1,119 @@
-"""The cost model: FLOPs, bytes read and bytes written of each node of an ONNX graph.
+"""The cost model: FLOPs, integer operations, bytes read and bytes written of one op call, in any op
+namespace a model is registered for.
 
-Conventions
------------
-FLOPs and integer operations
-    One multiply-add is 2 FLOPs. ``flops`` counts floating-point work only and ``int_ops``
-    integer work, counted the same way (one multiply-add is 2 operations). An op on integer (or
-    boolean) tensors — an Add of int64 shape values, a MaxPool on uint8 — counts its operations
-    in ``int_ops`` and 0 FLOPs; an op with a floating-point input counts FLOPs and 0 integer
-    operations. Either is None when the op type is not modelled or a shape it needs is not
-    static; never a silent 0. Data movement ops report a real 0 for both.
+One multiply-add is 2 FLOPs in every namespace; ``flops`` counts floating-point work only and
+``int_ops`` integer work; either is None where the op is not modelled or a shape it needs is unknown,
+never a silent 0 (:class:`~layerperf.data.cost.Cost`).
 
-    * Conv / ConvTranspose / Gemm / MatMul (and Einsum): 2 * MACs. Conv with a bias adds one
-      FLOP per output element (N*Cout*Hout*Wout); ConvTranspose likewise. MatMul follows numpy
-      broadcasting of batch dims and 1-D operands. Gemm adds M*N for C (when beta != 0), M*N
-      for alpha != 1 and M*N for beta not in (0, 1); MatMul + Add therefore costs what the Gemm
-      ONNX Runtime fuses it into costs. Published MAC counts exclude bias adds: compare
-      flops / 2 with them and expect the bias to add well under 1%.
-    * Elementwise unary and binary ops (Add, Sub, Mul, Div, Pow, Max, Min, Where, Clip, Relu,
-      Sqrt, comparisons...) cost 1 FLOP per output element, after broadcasting; so do the
-      transcendental ones (Exp, Log, Erf, Tanh, Sigmoid, Sin...): a uniform count keeps fused
-      and unfused graphs comparable, even though their hardware cost differs. Variadic
-      Sum/Max/Min cost k-1 per output element, Mean k.
-    * Ops that stand for several primitives cost the sum of them: Gelu 5 (erf form: Div, Erf,
-      Add, Mul, Mul) or 8 (tanh form), HardSwish 2, Mish 3.
-    * Softmax and LogSoftmax: 5 per element (max, subtract, exp, sum, divide).
-    * LayerNormalization, InstanceNormalization, GroupNormalization: 8 per element (mean,
-      subtract, square, variance, normalize, scale, shift, and 1 for the per-row rsqrt and
-      broadcasting, rounded up); RMS norm (SimplifiedLayerNormalization): 4; BatchNormalization
-      (inference): 2, a folded scale and shift.
-    * MaxPool / AveragePool: prod(kernel) per output element (k-1 comparisons or adds plus one
-      divide/store), pads/strides/dilations/ceil_mode honoured. GlobalAveragePool /
-      GlobalMaxPool: 1 per input element. Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/
-      LogSumExp..., ArgMax/ArgMin): 1 per input element.
-    * LSTM / GRU / RNN: gates (4/3/1) * (input MatMul + recurrent MatMul) per step, per
-      direction, per batch row, as 2*MACs, plus gate math per hidden unit per step (LSTM 13,
-      GRU 10, RNN 2; see ``ops_nn``), plus 2*gates per unit for the bias B and 6 for LSTM
-      peepholes.
-    * Data movement (Reshape, Transpose, Gather, Concat, Slice, Split, Squeeze, Unsqueeze,
-      Flatten, Identity, Cast, Shape, Expand, Pad, Tile, Constant, ConstantOfShape, Range,
-      ScatterND, Dropout, DepthToSpace, Resize/Upsample in nearest mode, NCHWc Reorder*):
-      0 FLOPs. Interpolating Resize: 2 FLOPs per tap (2 taps per resized axis for linear, 4
-      for cubic) per output element.
-    * Quantized ops (QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, QGemm,
-      DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd..., QAttention) count their
-      integer arithmetic in ``int_ops``, as their float counterparts count FLOPs; only the
-      conversions between integers and floats (quantize, dequantize, requantize, scale to float)
-      are FLOPs. See ``ops_quant`` for the rules. MatMulNBits (weight-only quantization) is float.
-    * ONNX Runtime fused ops cost what the ops they replaced cost: FusedConv = Conv +
-      activation (1 per output element) + residual add (input Z, 1); FusedGemm, FusedMatMul
-      (alpha != 1 adds 1 per output element); BiasGelu 6, FastGelu 8 (+1 with bias), QuickGelu
-      3; SkipLayerNormalization 1 (+1 with bias) + 8; Attention = QKV projection 2*B*S*Din*
-      (Dq+Dk+Dv) (+ bias adds) + QK^T 2*B*N*S*T*H + AV 2*B*N*S*T*Hv + per score 1 scale + 5
-      softmax (+1 mask); MultiHeadAttention and GroupQueryAttention the same without the
-      projection. Causal masking is not discounted.
-    * NCHWc (com.microsoft.nchwc) Conv and pools: the Conv/pool formulas on the model's shapes.
-      ONNX Runtime pads channel counts to its block size (8 or 16, by CPU) and stores padded
-      weights [Cout', Cin'/group, kh, kw]; FLOPs count the real channels (a tensor's
-      ``real_shape``, found by ``layout``), the work on the padded ones is ``padded_flops``.
+Namespaces
+----------
+- ONNX (:mod:`layerperf.cost.onnx`): every ONNX domain — ``""``, ``"ai.onnx"`` or ``"onnx"`` for the
+  default one, ``"com.microsoft"`` (ONNX Runtime's contrib and fused ops), ``"com.microsoft.nchwc"``...
+  A namespace no other model owns is taken for an ONNX domain: a custom op gets its bytes and unknown work.
+  Whole graphs: :func:`layerperf.cost.onnx.graph.graph_costs`.
+- ``"aten"`` (:mod:`layerperf.cost.aten`): PyTorch's aten ops, counted as the ONNX op each stands for;
+  inputs are the call's positional arguments (tensors, scalars, lists), attributes its keyword arguments.
+  Live torch tensors: :mod:`layerperf.cost.aten.live`; a profiler trace's records:
+  :mod:`layerperf.cost.aten.recorded`.
 
-Bytes
-    ``bytes_read`` is the sum of the nbytes of the inputs (weights included), each distinct
-    tensor once; ``bytes_written`` the sum over the outputs. Either is None when a shape it
-    needs is unknown. Exceptions: Shape and Size read nothing (metadata only); Gather,
-    GatherElements, GatherND, Slice and EmbedLayerNormalization read only the rows they copy
-    (an output's worth) plus their index inputs. Reshape, Squeeze, Unsqueeze, Flatten and
-    Identity are often no-copy views in ONNX Runtime; they are still counted as reading and
-    writing their tensor, so their bytes are an upper bound.
-
-Not modelled (flops=None): control flow (If, Loop, Scan: their bodies are subgraphs), random
-generators, NonMaxSuppression, RoiAlign, GridSample, string and ai.onnx.ml ops, and the rarer
-contrib ops; ``known_op_types()`` lists what is covered.
+A new namespace (a TVM backend's kernels, say) plugs in with :func:`register`: an object with
+``cost(namespace, op, inputs, outputs, attrs) -> Cost``, ``knows(namespace, op) -> bool`` and
+``ops() -> set[(namespace, op)]`` (:class:`Namespace`), its formulas in a subpackage of its own
+(``cost/tvm/``) built on :mod:`layerperf.cost.shapes`. A kernel that fuses ONNX nodes is best costed as
+the sum of :func:`of` over its nodes (``of("ai.onnx", ...)``), its own formulas kept for kernels no node
+is known for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
 
-from layerperf.cost import ops_elementwise, ops_fused, ops_movement, ops_nn, ops_quant
-from layerperf.cost.core import BytesFn, Cost, FlopsFn, Node, OpKey, ShapeUnknown, total_bytes
-from layerperf.cost.graph import graph_costs, model_flops
-from layerperf.data.tensor import TensorInfo, is_float_dtype, is_integer_dtype
-
-# (domain, op_type) -> FLOPs function. Domain "" is ai.onnx.
-_TABLE: dict[OpKey, FlopsFn] = {
-    **ops_elementwise.TABLE,
-    **ops_movement.TABLE,
-    **ops_nn.TABLE,
-    **ops_fused.TABLE,
-}
-_BYTES_READ: dict[OpKey, BytesFn] = {**ops_movement.BYTES_READ, **ops_fused.BYTES_READ}
-# (domain, op_type) -> (FLOPs, integer operations) functions of the ops that do both.
-_SPLIT: dict[OpKey, ops_quant.SplitFn] = ops_quant.SPLIT
+from layerperf.cost import aten
+from layerperf.cost import onnx as onnx_ops
+from layerperf.data.cost import Cost
+from layerperf.data.tensor import TensorInfo
 
 
-def _domain(domain: str) -> str:
-    return "" if domain in ("", "ai.onnx") else domain
+class Namespace(Protocol):
+    """The model of one or more op namespaces."""
+
+    def cost(self, namespace: str, op: str, inputs: Sequence[Any], outputs: Sequence[TensorInfo | None] | None,
+             attrs: Mapping[str, Any]) -> Cost:
+        """The cost of one call; unknown figures None, never 0."""
+
+    def knows(self, namespace: str, op: str) -> bool:
+        """Whether :meth:`cost` can give ``op``'s work (shapes permitting)."""
+
+    def ops(self) -> set[tuple[str, str]]:
+        """Every (namespace, op) covered."""
 
 
-def known_op_types() -> set[tuple[str, str]]:
-    """Every (domain, op_type) the cost model covers; domain "" is ai.onnx."""
-    return set(_TABLE) | set(_SPLIT)
+class _Onnx:
+    """The ONNX namespace: any domain; inputs and outputs are tensors by position (None: an omitted
+    optional one), attrs the node's attributes as Python values."""
+
+    def cost(self, namespace: str, op: str, inputs: Sequence[Any], outputs: Sequence[TensorInfo | None] | None,
+             attrs: Mapping[str, Any]) -> Cost:
+        found = onnx_ops.node_cost(op, namespace, dict(attrs), inputs, () if outputs is None else outputs)
+        return found if outputs is not None else replace(found, bytes_written=None)  # not recorded: unknown
+
+    def knows(self, namespace: str, op: str) -> bool:
+        return onnx_ops.is_known(op, namespace)
+
+    def ops(self) -> set[tuple[str, str]]:
+        return onnx_ops.known_op_types()
 
 
-def is_known(op_type: str, domain: str = "") -> bool:
-    """Whether node_cost can give FLOPs and integer operations for this op type (shapes permitting)."""
-    key = (_domain(domain), op_type)
-    return key in _TABLE or key in _SPLIT
+class _Aten:
+    """The aten namespace: inputs are the positional arguments, attrs the keyword arguments; outputs the
+    results by position, None where not recorded (then only ops whose results follow from their
+    arguments are costed)."""
+
+    def cost(self, namespace: str, op: str, inputs: Sequence[Any], outputs: Sequence[TensorInfo | None] | None,
+             attrs: Mapping[str, Any]) -> Cost:
+        return aten.cost(aten.AtenCall(op, tuple(inputs), dict(attrs), None if outputs is None else tuple(outputs)))
+
+    def knows(self, namespace: str, op: str) -> bool:
+        return aten.knows(op)
+
+    def ops(self) -> set[tuple[str, str]]:
+        return {("aten", op) for op in aten.ops()}
 
 
-def node_cost(op_type: str, domain: str, attrs: dict[str, object],
-              inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo | None]) -> Cost:
-    """FLOPs, integer operations and bytes of one node.
-
-    ``attrs`` holds Python values as from ``onnx.helper.get_attribute_value`` (byte strings
-    decoded to str). ``inputs``/``outputs`` follow the node's positions; None marks an omitted
-    optional tensor. An op type the model does not cover gets ``flops=None`` and ``int_ops=None``
-    (never 0) and still its bytes. Work is counted on each tensor's model shape
-    (``TensorInfo.logical()``); bytes on the shapes as stored, which a padded layout really moves.
-    """
-    key = (_domain(domain), op_type)
-    stored = Node(op_type, key[0], dict(attrs), tuple(inputs), tuple(outputs))
-    padded = any(t is not None and t.padded for t in (*inputs, *outputs))
-    node = _logical(stored) if padded else stored
-    flops, int_ops = _work(key, node)
-    padded_flops = _work(key, stored)[0] if padded else None
-    read_fn = _BYTES_READ.get(key)
-    bytes_read = _guarded(read_fn, stored) if read_fn is not None else total_bytes(stored.inputs)
-    return Cost(flops, bytes_read, total_bytes(stored.outputs), int_ops, padded_flops)
+_ONNX = _Onnx()
+_NAMESPACES: dict[str, Namespace] = {"aten": _Aten()}
 
 
-def _logical(node: Node) -> Node:
-    def real(tensors: tuple[TensorInfo | None, ...]) -> tuple[TensorInfo | None, ...]:
-        return tuple(None if t is None else t.logical() for t in tensors)
-
-    return Node(node.op_type, node.domain, node.attrs, real(node.inputs), real(node.outputs))
+def register(namespace: str, model: Namespace) -> None:
+    """Make ``model`` the one that costs ``namespace``'s ops (replacing any before it)."""
+    _NAMESPACES[namespace] = model
 
 
-def _work(key: OpKey, node: Node) -> tuple[int | None, int | None]:
-    """(FLOPs, integer operations) of a node; None where not modelled or shapes are unknown."""
-    split = _SPLIT.get(key)
-    if split is not None:
-        return _guarded(split[0], node), _guarded(split[1], node)
-    fn = _TABLE.get(key)
-    if fn is None:
-        return None, None
-    count = _guarded(fn, node)
-    # An op does one kind of work: integer when every operand is an integer or boolean tensor.
-    return (0, count) if _integer_operands(node) else (count, 0)
+def _model(namespace: str) -> Namespace:
+    return _NAMESPACES.get(namespace, _ONNX)
 
 
-def _integer_operands(node: Node) -> bool:
-    """Whether every present input is of an integer or boolean type (an unknown type is not)."""
-    dtypes = [t.dtype for t in node.inputs if t is not None]
-    if not dtypes or any(is_float_dtype(d) for d in dtypes):
-        return False
-    return all(is_integer_dtype(d) for d in dtypes)
+def of(namespace: str, op: str, inputs: Sequence[Any] = (), outputs: Sequence[TensorInfo | None] | None = None,
+       attrs: Mapping[str, Any] | None = None) -> Cost:
+    """FLOPs, integer operations and bytes of one call of ``op`` in ``namespace`` (see the module's
+    docstring for what inputs, outputs and attrs are in each); an op no model covers gets unknown work
+    (None, never 0)."""
+    return _model(namespace).cost(namespace, op, inputs, outputs, attrs or {})
 
 
-def _guarded(fn: FlopsFn | BytesFn, node: Node) -> int | None:
-    try:
-        return int(fn(node))
-    except ShapeUnknown:
-        return None
-    except (ArithmeticError, IndexError, KeyError, TypeError, ValueError):
-        # A malformed node (attribute lengths or ranks that disagree with its shapes, an attribute
-        # of an unexpected type) must not abort a whole profile: its cost is simply unknown.
-        return None
+def covers(namespace: str, op: str) -> bool:
+    """Whether :func:`of` can give ``op``'s work in ``namespace`` (shapes permitting)."""
+    return _model(namespace).knows(namespace, op)
 
 
-__all__ = ["Cost", "graph_costs", "is_known", "known_op_types", "model_flops", "node_cost"]
+def known_ops() -> set[tuple[str, str]]:
+    """Every (namespace, op) a registered model covers; the ONNX default domain is ``""``."""
+    found = set(_ONNX.ops())
+    for model in _NAMESPACES.values():
+        found |= model.ops()
+    return found
+
+
+__all__ = ["Cost", "Namespace", "covers", "known_ops", "of", "register"]

@@ -1,12 +1,37 @@
-"""Shape arithmetic shared by the cost functions and the contrib-op shape inference."""
+"""Shapes as every namespace's cost functions use them: static-shape arithmetic (broadcasting, sliding
+windows, matrix products) and :class:`ShapeUnknown`, which a cost function raises when it cannot tell."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from layerperf.cost.core import Node, Shape, ShapeUnknown
+Shape = tuple[int, ...]
+View = TypeVar("View")
+
+
+class ShapeUnknown(Exception):
+    """Raised inside a cost function when a shape or attribute it needs is not known statically.
+
+    Cost functions raise instead of returning None so that each one stays a straight line of
+    arithmetic; :func:`guarded` turns it into None (unknown).
+    """
+
+
+def guarded(fn: Callable[[View], int], view: View) -> int | None:
+    """``fn(view)`` as an int; None where it raises ShapeUnknown or the call is malformed.
+
+    A malformed call (attribute lengths or ranks that disagree with its shapes, an attribute of an
+    unexpected type) must not abort a whole profile: its cost is simply unknown.
+    """
+    try:
+        return int(fn(view))
+    except ShapeUnknown:
+        return None
+    except (ArithmeticError, IndexError, KeyError, TypeError, ValueError):
+        return None
 
 
 def broadcast(*shapes: Shape) -> Shape:
@@ -38,20 +63,6 @@ class Window:
     @property
     def effective_kernel(self) -> tuple[int, ...]:
         return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations, strict=True))
-
-
-def window(node: Node, kernel: Sequence[int]) -> Window:
-    """Read kernel_shape/strides/dilations/pads/auto_pad/ceil_mode, defaulting per the ONNX spec."""
-    n = len(kernel)
-    kernel_attr = node.attr_ints("kernel_shape")
-    kern = tuple(kernel_attr) if kernel_attr else tuple(kernel)
-    if len(kern) != n:
-        raise ShapeUnknown("kernel_shape rank differs from the input's spatial rank")
-    strides = node.attr_ints("strides") or [1] * n
-    dilations = node.attr_ints("dilations") or [1] * n
-    pads = node.attr_ints("pads") or [0] * (2 * n)
-    return Window(kern, tuple(strides), tuple(dilations), tuple(pads),
-                  node.attr_str("auto_pad", "NOTSET"), bool(node.attr_int("ceil_mode", 0)))
 
 
 def window_out(in_spatial: Sequence[int], w: Window) -> tuple[int, ...]:

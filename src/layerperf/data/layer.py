@@ -4,13 +4,10 @@ within each measured run (:class:`Run`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from layerperf.data.cost import Cost
 from layerperf.data.extension import LayerExtension
 from layerperf.data.tensor import TensorInfo
-
-if TYPE_CHECKING:
-    from layerperf.cost.core import Cost
 
 
 @dataclass(slots=True)
@@ -42,8 +39,6 @@ class Layer:
     @property
     def cost(self) -> Cost:
         """The layer's work as the cost model's record (FLOPs, int ops, bytes; None where unknown)."""
-        from layerperf.cost.core import Cost
-
         return Cost(self.flops, self.bytes_read, self.bytes_written, self.int_ops, self.padded_flops)
 
     @property

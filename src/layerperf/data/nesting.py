@@ -1,16 +1,23 @@
-"""Which node calls ran inside which: the body of a control-flow node nested in the node's span.
+"""Which calls ran inside which, on each thread: one rule for every timeline layerperf reads — a
+Profile's spans, ONNX Runtime's profile, a PyTorch profiler trace, any Trace Event Format file.
 
-ONNX Runtime's profiler records the nodes of a Loop, If or Scan body as node events of their own,
-on the thread that runs the parent node and within the parent's ``ts .. ts + dur``; the parent's
-event covers its whole body. So a parent's *self* time is its duration minus its direct children's,
-and a body node's name is qualified by its parent's (``loop::add``): body names are unique only
-within their own graph, and the same body node under two parents is two layers.
+A call's parent is the last call on its thread to open before it that had not ended when it started
+(:func:`enclosing`; "open before" is :func:`open_order`: by start, the longer first). Its *self* time is
+its duration less the part of each direct child inside it (:func:`self_times`).
 
-The profiler's times are whole µs, truncated, which makes touching spans ambiguous; the rules
-here settle them the way the runtime can produce them (see :func:`open_order`). Only events of
-control-flow op types may enclose others: a plain kernel never runs nodes inside it, and letting
-any span enclose would let a zero-length kernel that ends in the µs where the next one starts
-pass for its child.
+Two kinds of clock need two small variations:
+
+- exact times (a Trace Event Format trace, PyTorch's in ns): a zero-length call that starts with a
+  longer one is inside it, and a child that ends past its parent's end keeps its own duration (the
+  parent loses only the overlap);
+- ONNX Runtime's profiler, whose times are whole µs, truncated, which makes touching spans ambiguous:
+  the body of a control-flow node (Loop, If, Scan) is node events of its own on the thread that runs the
+  parent, within the parent's ``ts .. ts + dur``. Only events of control-flow op types may enclose others
+  (a plain kernel never runs nodes inside it, and letting any span enclose would let a zero-length
+  kernel that ends in the µs where the next one starts pass for its child); a zero-length event at a
+  start is the sibling (:func:`open_order`), and a child that ends past its parent's end (by 1 µs at
+  most) is cut at that end. A body node's name is qualified by its parent's (``loop::add``): body names
+  are unique only within their own graph, and the same body node under two parents is two layers.
 """
 
 from __future__ import annotations
@@ -33,67 +40,58 @@ def qualify(parent_name: str, name: str) -> str:
     return f"{parent_name}{SEP}{name}"
 
 
-def open_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Events sorted as they open: by thread, then start.
+def open_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, *, zero_first: bool = True) -> np.ndarray:
+    """Events sorted as they open: by thread, then start, then the longer first (so an enclosing event
+    precedes what it encloses), then file order.
 
-    At one start (the same µs), a zero-length event comes first. A sibling that ended in the µs
-    where the next event began must have zero length; a child that began in its parent's first µs
-    may have either. So an event with a length there is a child, and a zero-length one is taken for
-    the sibling (the likelier: a parent does its own work before its body starts). Then the longer
-    first, so an enclosing event precedes what it encloses; then file order.
+    ``zero_first`` (ONNX Runtime's truncated µs): at one start, a zero-length event comes first. A sibling
+    that ended in the µs where the next event began must have zero length; a child that began in its
+    parent's first µs may have either. So an event with a length there is a child, and a zero-length one
+    is taken for the sibling (the likelier: a parent does its own work before its body starts).
     """
     n = start.size
-    return np.lexsort((np.arange(n), -dur, dur != 0, start, thread))
+    if zero_first:
+        return np.lexsort((np.arange(n), -dur, dur != 0, start, thread))
+    return np.lexsort((np.arange(n), -dur, start, thread))
 
 
-def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray) -> np.ndarray:
+def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray | None = None, *,
+              zero_first: bool = True) -> np.ndarray:
     """Index of the event each event is directly nested in, -1 for none.
 
-    An event's parent is the last ``can_enclose`` event on its thread to open before it
-    (:func:`open_order`) that had not ended when it started (``start < parent end``: an event that
-    starts as another ends follows it). A child may end up to 1 µs past its parent's end (both
-    truncated), so only the start decides.
+    An event's parent is the last ``can_enclose`` event (every event, when None) on its thread to open
+    before it (:func:`open_order`) that had not ended when it started (``start < parent end``: an event
+    that starts as another ends follows it, and a zero-length event encloses nothing). Only the start
+    decides: a child may end past its parent's end.
 
-    Numpy work throughout: "the last earlier candidate whose end is past this start" is found for
-    every event at once by binary lifting over a table of block maxima of the candidates' ends.
+    Numpy work throughout, every event at once: each event's guess starts at the nearest candidate
+    opened before it; while the guess had ended when the event started, it moves to the guess's own
+    guess. Every candidate skipped so had ended by then (it had ended by the guess's start, which is no
+    later), so the first guess still open is the parent. Guesses jump along each other's, so the rounds
+    are few (about log2 of the longest run of siblings, plus the nesting depth).
     """
     n = start.size
     parent = np.full(n, -1, dtype=np.int64)
-    if n == 0 or not can_enclose.any():
+    flags_all = np.ones(n, dtype=bool) if can_enclose is None else can_enclose
+    if n == 0 or not flags_all.any():
         return parent
-    order = open_order(thread, start, dur)
-    flags = can_enclose[order]
+    order = open_order(thread, start, dur, zero_first=zero_first)
+    flags = flags_all[order]
     cand = order[flags]  # candidates in open order (so grouped by thread)
     before = np.empty(n, dtype=np.int64)  # candidates strictly before each event, in open order
     before[order] = np.cumsum(flags) - flags
     lowest = np.searchsorted(thread[cand], thread, side="left")  # first candidate on the event's thread
     ends = (start + dur)[cand]
-    # mostly the nearest earlier candidate is the parent (a body node in its loop): settle those first
-    last = np.maximum(before - 1, 0)
-    direct = (before > lowest) & (ends[last] > start)
-    parent[direct] = cand[last[direct]]
-    rest = np.flatnonzero(~direct & (before > lowest))
-    if rest.size:
-        pos = _skip_ended(before[rest], lowest[rest], start[rest], ends)
-        parent[rest] = np.where(pos > lowest[rest], cand[np.maximum(pos - 1, 0)], -1)
+    guess = np.where(before > lowest, before - 1, -1)  # a position in cand, -1: none left
+    todo = np.flatnonzero(guess >= 0)
+    while todo.size:
+        at = guess[todo]
+        inside = ends[at] > start[todo]
+        parent[todo[inside]] = cand[at[inside]]
+        todo = todo[~inside]
+        guess[todo] = guess[cand[at[~inside]]]
+        todo = todo[guess[todo] >= 0]
     return parent
-
-
-def _skip_ended(pos: np.ndarray, lowest: np.ndarray, at: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """From each ``pos``, step left over candidates that ended by ``at`` (never below ``lowest``):
-    the candidate just left of the result is the last one still open."""
-    maxima = [ends]  # maxima[k][j] = max(ends[j : j + 2**k])
-    while 1 << len(maxima) <= ends.size:
-        half = 1 << (len(maxima) - 1)
-        maxima.append(np.maximum(maxima[-1][:-half], maxima[-1][half:]))
-    pos = pos.copy()
-    for k in range(len(maxima) - 1, -1, -1):
-        width = 1 << k
-        left = pos - width
-        ok = left >= lowest
-        block = maxima[k][np.where(ok, left, 0)]
-        pos = np.where(ok & (block <= at), left, pos)
-    return pos
 
 
 def depths(parent: np.ndarray) -> np.ndarray:
@@ -107,23 +105,36 @@ def depths(parent: np.ndarray) -> np.ndarray:
         depth = new
 
 
-def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Each event's duration minus its direct children's (>= 0).
+def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray, *, clip: bool = True) -> np.ndarray:
+    """Each event's duration minus the part of each direct child that lies inside it (>= 0).
 
-    A child that ends past its parent's end (µs truncation: by 1 µs at most) is cut at that end,
-    outermost first, so no nanosecond is counted twice: not in the parent, nor in the child and
-    in what follows the parent.
+    ``clip`` (ONNX Runtime's truncated µs): a child that ends past its parent's end (by 1 µs at most) is
+    first cut at that end, outermost first, so no nanosecond is counted twice: not in the parent, nor in
+    the child and in what follows the parent. Without it (exact clocks) such a child keeps its own
+    duration; its parent loses only the overlap.
     """
     child = np.flatnonzero(parent >= 0)
-    if child.size:
+    if clip and child.size:
         end = end.copy()
         depth = depths(parent)
         for d in range(1, int(depth.max()) + 1):
             rows = np.flatnonzero(depth == d)
             end[rows] = np.maximum(np.minimum(end[rows], end[parent[rows]]), start[rows])
     p = parent[child]
-    inner = np.bincount(p, weights=(end[child] - start[child]).astype(np.float64), minlength=start.size)
+    overlap = np.clip(np.minimum(end[child], end[p]) - start[child], 0, None)
+    inner = np.bincount(p, weights=overlap.astype(np.float64), minlength=start.size)
     return np.clip((end - start) - inner, 0, None)
+
+
+def nest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Self times (ns in, ns out, float64) of events timed by an exact clock, and each event's parent
+    (:func:`enclosing`) when anything nests (else None: nothing overlaps on any thread)."""
+    order = np.lexsort((start, thread))
+    t, s, e = thread[order], start[order], end[order]
+    if not np.any((t[1:] == t[:-1]) & (s[1:] < e[:-1])):
+        return np.clip(end - start, 0, None).astype(np.float64), None
+    parent = enclosing(thread, start, end - start, zero_first=False)
+    return self_times(parent, start, end, clip=False), parent
 
 
 def body_sums(parent: np.ndarray, values: np.ndarray, is_parent: np.ndarray) -> np.ndarray:
@@ -164,3 +175,16 @@ def span_nesting(layers: Sequence[Layer], spans: Sequence[Span], dur_ns: np.ndar
     nested[nested] = up[layer[nested]] == layer[parent[nested]]
     parent = np.where(nested, parent, -1)
     return parent, np.rint(self_times(parent, start, start + dur_ns)).astype(np.int64)
+
+
+def outermost(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """``values`` (one per event, NaN unknown) with NaN wherever an enclosing event (``parent`` chain, -1 at
+    the top) has a known value: the work of a call is counted on the outermost call that has it, not again
+    on the calls it dispatches to (a PyTorch trace's ``aten::conv2d`` and its ``aten::convolution``)."""
+    known = ~np.isnan(values)
+    covered = np.zeros(values.size, dtype=bool)
+    at = parent.copy()
+    while (live := at >= 0).any():
+        covered[live] |= known[at[live]]
+        at[live] = parent[at[live]]
+    return np.where(covered, np.nan, values)

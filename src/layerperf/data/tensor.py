@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import TensorProto, helper
 
 Dim = int | str  # a symbolic dimension stays a string, e.g. "batch"
 
@@ -17,7 +16,7 @@ class TensorInfo:
 
     ``shape`` is the tensor as stored and run. ``real_shape`` is set only where a layout pads the
     tensor (ONNX Runtime's NCHWc rounds channels up to its block): the model's own shape, which the
-    cost model counts work on (see :mod:`layerperf.cost.layout`).
+    cost model counts work on (see :mod:`layerperf.cost.onnx.layout`).
     """
 
     name: str
@@ -88,7 +87,13 @@ _ML_NAMES = {"BFLOAT16": "bfloat16", "FLOAT8E4M3FN": "float8_e4m3fn", "FLOAT8E4M
              "FLOAT8E5M2": "float8_e5m2", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz", "FLOAT8E8M0": "float8_e8m0fnu",
              "UINT4": "uint4", "INT4": "int4", "FLOAT4E2M1": "float4_e2m1fn", "UINT2": "uint2", "INT2": "int2"}
 ML_DTYPES = frozenset(_ML_NAMES.values())
-_ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0, **{name: 2 if name == "bfloat16" else 1 for name in ML_DTYPES}}
+# PyTorch's element types numpy and ml_dtypes lack: quantized, bit-packed and sub-byte integers (a tensor's
+# element_size, sub-byte ones rounded up to 1)
+_TORCH_ITEMSIZES = {"complex32": 4, "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 1, "quint2x4": 1,
+                    "float4_e2m1fn_x2": 1, "bits8": 1, "bits16": 2, "bits1x8": 1, "bits2x4": 1, "bits4x2": 1,
+                    **{f"{sign}int{n}": 1 for sign in ("", "u") for n in (1, 3, 5, 6, 7)}}
+_ITEMSIZE_OVERRIDES = {"bool": 1, "string": 0, **{name: 2 if name == "bfloat16" else 1 for name in ML_DTYPES},
+                       **_TORCH_ITEMSIZES}
 
 
 def numpy_dtype(dtype: str) -> np.dtype | None:
@@ -127,6 +132,8 @@ def dtype_itemsize(dtype: str) -> int:
 
 def onnx_elem_to_dtype(elem_type: int) -> str:
     """ONNX TensorProto element type -> numpy-style name ("float32", "int64", "bfloat16", "float8_e4m3fn"...)."""
+    from onnx import TensorProto, helper  # onnx takes a quarter of a second to import: only ONNX's numbers need it
+
     if elem_type in TensorProto.DataType.values() and TensorProto.DataType.Name(elem_type) in _ML_NAMES:
         return _ML_NAMES[TensorProto.DataType.Name(elem_type)]
     if elem_type == TensorProto.STRING:
@@ -140,6 +147,8 @@ def onnx_elem_to_dtype(elem_type: int) -> str:
 def onnx_type_name_to_dtype(name: str) -> str:
     """An ONNX type name as ONNX Runtime writes it inside 'tensor(...)' ("float", "float8e4m3fn", "int4")
     -> numpy-style name; a name ONNX does not know is returned as it is."""
+    from onnx import TensorProto
+
     try:
         return onnx_elem_to_dtype(TensorProto.DataType.Value(name.upper()))
     except ValueError:

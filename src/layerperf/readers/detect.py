@@ -21,6 +21,7 @@ from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 from layerperf.readers import kineto, ort, parallel, tef
 from layerperf.readers.decode import Event
+from layerperf.readers.layerperf import profile_from_doc, resolve_path
 from layerperf.readers.stream import BLOCK_BYTES, EventStream, load_json, open_events
 
 FORMATS = ("layerperf", "ort", "kineto", "tef")
@@ -59,8 +60,6 @@ def detect(form: str, head: Any, events: list[Event]) -> str:
 
 def resolve(path: Path) -> Path:
     """A profile directory stands for the trace.json inside it."""
-    from layerperf.readers.layerperf import resolve_path
-
     return resolve_path(path)
 
 
@@ -135,8 +134,6 @@ def _kind(doc: Any) -> str:
 def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: int) -> Calls:
     """A layerperf trace goes through its Profile, the one reading of that format: the document is read
     once, whole (its otherData, written after the events, says whether it is one)."""
-    from layerperf.readers.layerperf import profile_from_doc
-
     stream.close()
     doc = load_json(trace)
     if not _is_layerperf(doc):  # looked like one but is not: any other TEF file

@@ -17,16 +17,18 @@ Traces of PyTorch 1.8/1.9 name the categories ``Operator``, ``Runtime``, ``Kerne
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from layerperf.cost import aten_trace as aten
+from layerperf.cost.aten import recorded
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
+from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers.decode import Event, raw_value
 from layerperf.readers.stream import EventStream
-from layerperf.readers.tef import earliest, nested_self_times, num, parents, shapes_text, text, thread_ids, to_ns
+from layerperf.readers.tef import earliest, num, shapes_text, text, thread_ids, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -127,13 +129,23 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
         cpu.is_op.append(cat == "cpu_op")
         flops, moved = num(args.flops), num(args.bytes)
         if flops != flops or moved != moved:  # NaN: the trace has none; derived from the recorded inputs
-            derived = aten.of_args(name, args)
+            derived = _derived(name, args)
             flops = derived[0] if flops != flops else flops
             moved = derived[1] if moved != moved else moved
         cpu.flops.append(flops)
         cpu.bytes.append(moved)
         cpu.external.append(_external(args))
         cpu.correlation.append(_id(args.correlation))
+
+
+def _derived(name: str, args: Any) -> tuple[float, float]:
+    """FLOPs and bytes of an op call from what the trace recorded of its inputs (the cost model's aten
+    namespace); NaN where unknown."""
+    if not args.input_dims or not recorded.costed(name):
+        return math.nan, math.nan
+    cost = recorded.cost(name, bytes(args.input_dims), bytes(args.input_type), bytes(args.concrete_inputs))
+    return (math.nan if cost.flops is None else float(cost.flops),
+            math.nan if cost.bytes is None else float(cost.bytes))
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -220,8 +232,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     origin_us = earliest(np.concatenate([cpu_ts, dev_ts]))
     start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.dur_us)
-    parent = parents(thread, start, end)
-    self_ns = nested_self_times(parent, start, end)
+    parent = enclosing(thread, start, end - start, zero_first=False)
+    self_ns = self_times(parent, start, end, clip=False)
 
     is_op = np.asarray(cpu.is_op, dtype=bool)
     owner = _link(cpu, dev, parent, is_op)
@@ -237,8 +249,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     dev_start = to_ns(dev_ts[lone] - origin_us)
     pid, tid = thread_ids(threads.values(), thread[rows])
     # a call's work counted once: on the op the user called, not again on the backend ops under it
-    flops = aten.outermost(np.asarray(cpu.flops, dtype=np.float64), parent)
-    moved = aten.outermost(np.asarray(cpu.bytes, dtype=np.float64), parent)
+    flops = outermost(np.asarray(cpu.flops, dtype=np.float64), parent)
+    moved = outermost(np.asarray(cpu.bytes, dtype=np.float64), parent)
     builder.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
                    device_us=device_ns[rows] / 1e3 if has_device else None, flops=flops[rows], bytes_=moved[rows],
                    device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None,
@@ -250,7 +262,7 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])
     info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
                             "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin_us,
-                            # a call's FLOPs are counted on the op the user called (aten.outermost), whose work
+                            # a call's FLOPs are counted on the op the user called (outermost), whose work
                             # runs in the ops nested in it: rated over its inclusive time
                             "inclusive_flops": True}
     if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock

@@ -32,12 +32,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from layerperf import cost as cost_model
+from layerperf.cost.onnx import elementwise
 from layerperf.data.calls import Calls, Interner, TableBuilder, shape_str, with_outer
 from layerperf.data.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
+from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
 from layerperf.readers.decode import Args, Event, fields
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
@@ -53,9 +56,6 @@ from layerperf.readers.tef import (
     thread_ids,
     to_ns,
 )
-
-if TYPE_CHECKING:  # layerperf.data.tensor imports onnx: half a second that reading a trace never needs
-    from layerperf.data.tensor import TensorInfo
 
 # -- the format --------------------------------------------------------------------------------------
 KERNEL_SUFFIX = "_kernel_time"
@@ -110,8 +110,6 @@ def listed_tensors(value: Any) -> list[tuple[str, Any]] | None:
 
 def tensor_info(name: str, elem_type: str, dims: Any) -> TensorInfo:
     """One listed tensor as a TensorInfo; its shape None unless the dims are sane sizes."""
-    from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
-
     ok = isinstance(dims, list) and all(type(d) is int and 0 <= d < 1 << 40 for d in dims)
     return TensorInfo(name, tuple(dims) if ok else None, ort_type_to_dtype(elem_type))
 
@@ -125,8 +123,6 @@ def tensor_infos(shapes: Any, names: list[str],
     by walking the names: a ``known`` tensor (an initializer) takes its own shape and consumes the
     profiler's entry only when that entry matches it.
     """
-    from layerperf.data.tensor import TensorInfo
-
     known = known or {}
     listed = [tensor_info("", elem_type, dims) for elem_type, dims in listed_tensors(shapes) or []]
     if not names:
@@ -270,10 +266,8 @@ _CONTRIB = frozenset(("QLinearAdd", "QLinearMul"))
 
 
 def _shape_only(op_type: str) -> bool:
-    from layerperf.cost import ops_elementwise
-
     return op_type in ("Conv", "MatMul") or op_type in _QUANTIZATION or op_type in _CONTRIB or (
-        ("", op_type) in ops_elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
+        ("", op_type) in elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
 
 
 def _tensors(value: Any, prefix: str) -> tuple[str, list[TensorInfo]] | None:
@@ -295,15 +289,13 @@ class _Costs:
         self.counters: dict[int, dict[str, float]] = {}
 
     def make(self, key: tuple[Any, ...]) -> int:
-        from layerperf.cost import node_cost
-
         name, op_type, provider, ins, outs, counts = key
         op, prov = text(op_type), text(provider)
         got_in = _tensors(json_value(ins), "in")
         got_out = _tensors(json_value(outs), "out")
         flops = nbytes = int_ops = math.nan
         if got_in is not None and got_out is not None:
-            cost = node_cost(op, "com.microsoft" if op in _CONTRIB else "", {}, got_in[1], got_out[1])
+            cost = cost_model.of("com.microsoft" if op in _CONTRIB else "", op, got_in[1], got_out[1])
             if cost.flops is not None and _shape_only(op):
                 flops = float(cost.flops)
             if cost.int_ops is not None and _shape_only(op):

@@ -1,7 +1,8 @@
 """Any Trace Event Format file: complete events (``"ph": "X"``) and ``B``/``E`` pairs become rows.
 
 Nested events get self time: their duration minus the time of the events directly inside them on
-the same thread (the overlap, so an event that spills past its parent's end takes only its share).
+the same thread (the overlap, so an event that spills past its parent's end takes only its share;
+:func:`layerperf.data.nesting.nest`).
 What an event's arguments say about it is read when present under the names the producers this
 package knows use: ``op_name``/``op_type``, ``provider``, ``in_shapes``/``input_type_shape``/
 ``Input Dims``, ``flops``, ``bytes``.
@@ -20,6 +21,7 @@ import numpy as np
 import orjson
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
+from layerperf.data.nesting import nest
 from layerperf.readers.decode import Args, Event, fields, raw_value
 from layerperf.readers.stream import EventStream
 
@@ -276,69 +278,6 @@ def _merged(begin: Args, end: Args) -> Args:
     return msgspec.structs.replace(begin, **given)
 
 
-def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Index of the event each event is directly nested in on its thread, -1 for none.
-
-    Events become brackets — an open at their start, a close at their end — sorted by thread and
-    time (at one instant closes before opens, so back-to-back events are siblings, and the longer of
-    two events starting together opens first). An open's parent is the nearest earlier open one
-    level up, found level by level with searchsorted: numpy work, no Python loop per event.
-    """
-    n = start.size
-    parent = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return parent
-    dur = end - start
-    rank = np.empty(n, dtype=np.int64)
-    rank[np.lexsort((-dur, start, thread))] = np.arange(n)
-    zero = dur == 0
-    # token columns: event, thread, time, kind (0 close, 1 open, 2 close of a zero-length event), tiebreak
-    ev = np.concatenate([np.arange(n), np.arange(n)])
-    t_thread = np.concatenate([thread, thread])
-    t_time = np.concatenate([start, end])
-    kind = np.concatenate([np.ones(n, dtype=np.int8), np.where(zero, 2, 0).astype(np.int8)])
-    tie = np.concatenate([rank, -rank])
-    order = np.lexsort((tie, kind, t_time, t_thread))
-    is_open = kind[order] == 1
-    depth = np.cumsum(np.where(is_open, 1, -1))
-    open_pos = np.flatnonzero(is_open)
-    open_depth = depth[open_pos]
-    open_ev = ev[order][open_pos]
-    by_depth = np.argsort(open_depth, kind="stable")
-    levels = open_depth[by_depth]
-    bounds = np.searchsorted(levels, np.arange(levels[-1] + 2))
-    for d in range(2, int(levels[-1]) + 1):
-        up = by_depth[bounds[d - 1]:bounds[d]]
-        here = by_depth[bounds[d]:bounds[d + 1]]
-        if not up.size or not here.size:
-            continue
-        k = np.searchsorted(open_pos[up], open_pos[here]) - 1
-        ok = k >= 0
-        parent[open_ev[here[ok]]] = open_ev[up[k[ok]]]
-    return parent
-
-
-def self_times_and_parents(thread: np.ndarray, start: np.ndarray,
-                           end: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Duration minus the part of each direct child that lies inside it (ns in, ns out), and each
-    event's parent (:func:`parents`) when anything nests (else None)."""
-    order = np.lexsort((start, thread))
-    t, s, e = thread[order], start[order], end[order]
-    if not np.any((t[1:] == t[:-1]) & (s[1:] < e[:-1])):  # nothing overlaps on any thread: no nesting
-        return np.clip(end - start, 0, None).astype(np.float64), None
-    parent = parents(thread, start, end)
-    return nested_self_times(parent, start, end), parent
-
-
-def nested_self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The self times of :func:`self_times_and_parents`, given each event's parent (from :func:`parents`)."""
-    child = np.flatnonzero(parent >= 0)
-    p = parent[child]
-    overlap = np.clip(np.minimum(end[child], end[p]) - start[child], 0, None)
-    inner = np.bincount(p, weights=overlap.astype(np.float64), minlength=start.size)
-    return np.clip((end - start) - inner, 0, None)
-
-
 def to_ns(us: list[float] | np.ndarray) -> np.ndarray:
     return np.rint(np.asarray(us, dtype=np.float64) * 1e3).astype(np.int64)
 
@@ -411,7 +350,7 @@ def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[
     origin_us = earliest(ts_us)
     start = to_ns(ts_us - origin_us)
     end = start + to_ns(dur_us)
-    self_ns, parent = self_times_and_parents(thread, start, end)
+    self_ns, parent = nest(thread, start, end)
     pid, tid = thread_ids(threads, thread)
     builder.extend(ident.astype(np.int32), self_ns / 1e3, incl_us=(end - start) / 1e3, flops=flops,
                    bytes_=nbytes, ts_us=start / 1e3, pid=pid, tid=tid)

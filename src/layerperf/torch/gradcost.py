@@ -4,9 +4,9 @@ timed run's inputs, counting what each module's forward and each module call's b
 The forward runs in the model's own mode (training: batch statistics, dropout) with the recorder of
 :mod:`.record` (shapes, FLOPs, bytes of each forward row); the backward is taken from the model's
 outputs with gradients of ones (``torch.autograd.grad``: no ``.grad`` is written), its aten ops
-counted as the forward's are (:func:`.record.add_op`: torch.utils.flop_counter's formulas for ``mm``,
-``convolution_backward``..., :mod:`.aten_cost`'s for ``threshold_backward``, the normalizations'
-backward, a bias gradient's ``sum``...; an op that computes with neither makes its row's FLOPs
+counted as the forward's are (:func:`.record.add_op`: the cost model's aten namespace,
+:mod:`layerperf.cost.aten`, for ``mm``, ``convolution_backward``, ``threshold_backward``, the
+normalizations' backward, a bias gradient's ``sum``...; an op it has no formula for makes its row's FLOPs
 unknown) and given to the innermost module call whose backward is running (:mod:`.backward`),
 its *self* work as a forward row's is. A FLOP count depends on shapes only, so the gradients' values
 do not matter. The model's buffers (BatchNorm's running statistics) and the random generator's state

@@ -17,8 +17,8 @@ from layerperf.backends.ort.counting import apply_counts, count_layers
 from layerperf.backends.ort.layers import build_layers_and_runs, graph_summary, layout_channels, unknown_cost_ops
 from layerperf.backends.ort.measure import measure, prepare_feed
 from layerperf.backends.ort.options import OrtOptions
-from layerperf.cost.graph import tensor_infos
-from layerperf.cost.layout import has_blocked
+from layerperf.cost.onnx.graph import tensor_infos
+from layerperf.cost.onnx.layout import has_blocked
 from layerperf.data.profile import CounterInfo, Profile
 from layerperf.data.tensor import TensorInfo
 from layerperf.models.source import ModelSource, open_model

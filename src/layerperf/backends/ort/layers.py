@@ -8,10 +8,11 @@ from typing import Any
 
 import onnx
 
+from layerperf import cost as cost_model
 from layerperf.backends.ort.scope import Scoped, graph_initializers, graph_node, scoped_nodes
-from layerperf.cost import Cost, is_known, node_cost
-from layerperf.cost.graph import attributes
-from layerperf.cost.layout import Channels, has_blocked, real_channels, real_view
+from layerperf.cost.onnx.graph import attributes
+from layerperf.cost.onnx.layout import Channels, has_blocked, real_channels, real_view
+from layerperf.data.cost import Cost
 from layerperf.data.extension import OrtNodeMemory
 from layerperf.data.nesting import CONTROL_FLOW_OPS
 from layerperf.data.profile import GraphSummary, Layer, Run, Span
@@ -47,7 +48,7 @@ def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: d
     domain = graph_node.domain if graph_node is not None else ""
     op_type = ev.op_type or (graph_node.op_type if graph_node is not None else "")
     attrs = attributes(graph_node) if graph_node is not None else {}
-    cost = node_cost(op_type, domain, attrs, inputs, outputs)
+    cost = cost_model.of(domain, op_type, inputs, outputs, attrs)
     return Layer(
         name=ev.name, op_type=op_type, domain=domain, provider=ev.provider,
         inputs=tuple(t for t in inputs if t is not None), outputs=tuple(t for t in outputs if t is not None),
@@ -213,7 +214,7 @@ def unknown_cost_ops(layers: list[Layer]) -> list[str]:
         if layer.name in parents or layer.op_type in CONTROL_FLOW_OPS:
             if layer.flops is None:
                 out.add(f"{op} (body)")
-        elif not is_known(layer.op_type, layer.domain):
+        elif not cost_model.covers(layer.domain, layer.op_type):
             out.add(op)
     return sorted(out)
 

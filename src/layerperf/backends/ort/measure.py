@@ -28,7 +28,7 @@ from layerperf.backends.base import RunPlan
 from layerperf.backends.common import BLOCK_RUNS, RunTimes, interleaved
 from layerperf.backends.ort.options import OrtOptions
 from layerperf.backends.ort.session import Session
-from layerperf.cost.layout import NCHWC
+from layerperf.cost.onnx.layout import NCHWC
 from layerperf.data.profile import Measurement
 from layerperf.errors import InputError, LayerperfError
 from layerperf.models import extdata
@@ -168,7 +168,7 @@ def _profiled_chunk(source: ModelSource, plan: RunPlan, options: OrtOptions, fee
 def optimized_graph(source: ModelSource, options: OrtOptions, threads: int = 0) -> onnx.ModelProto:
     """The graph ONNX Runtime runs under ``options`` (its optimized model), read back without its weights
     but for those of blocked (NCHWc) convolutions, whose zeros tell the real channel counts of a
-    blocked layout (:mod:`layerperf.cost.layout`).
+    blocked layout (:mod:`layerperf.cost.onnx.layout`).
 
     It comes from a session of its own that never runs and is released at once: a session that
     writes its optimized model keeps the weights it pre-packs besides their packed copies (bert-base:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+from layerperf import cost as cost_model
 from layerperf.backends.base import RunPlan
 from layerperf.backends.common import CORE_PLAN_FIELDS, RunTimes, interleaved, profile_metadata, unknown_flops_warnings
 from layerperf.backends.torch import TorchOptions
@@ -15,7 +16,6 @@ from layerperf.backends.torch.hooks import module_hooks
 from layerperf.backends.torch.models import TorchModel, forward_failed, load
 from layerperf.backends.torch.record import Recorder, Seen, record
 from layerperf.collectors.timer import Timing
-from layerperf.cost import is_known
 from layerperf.data.metadata import Metadata
 from layerperf.data.profile import CostNesting, GraphSummary, Layer, Measurement, Profile
 
@@ -142,9 +142,7 @@ def layers_from(rec: Recorder, weights: frozenset[str] = frozenset(), provider: 
 def _layer(seen: Seen, every: list[Seen], weights: frozenset[str], provider: str = "cpu") -> Layer:
     parent = every[seen.parent].path if seen.parent is not None else None
     if seen.domain is not None:  # an ONNX node: the ONNX cost model knows its op type
-        from layerperf.cost import node_cost
-
-        cost = node_cost(seen.op_type, seen.domain, seen.attrs or {}, list(seen.inputs), list(seen.outputs))
+        cost = cost_model.of(seen.domain, seen.op_type, seen.inputs, seen.outputs, seen.attrs)
         return Layer(name=seen.path, op_type=seen.op_type, domain=seen.domain, provider=provider, inputs=seen.inputs,
                      outputs=seen.outputs, param_bytes=sum(t.nbytes or 0 for t in seen.inputs if t.name in weights),
                      flops=cost.flops, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
@@ -177,7 +175,8 @@ def measurement(model: TorchModel, plan: RunPlan, interleaved: bool) -> Measurem
 
 
 def warnings(model: TorchModel, rec: Recorder) -> list[str]:
-    onnx_unknown = (s.op_type for s in rec.seen if s.domain is not None and not is_known(s.op_type, s.domain))
+    onnx_unknown = (s.op_type for s in rec.seen
+                    if s.domain is not None and not cost_model.covers(s.domain, s.op_type))
     return [*model.warnings, *unknown_flops_warnings(onnx_unknown),
             *unknown_ops_warnings([s for s in rec.seen if s.domain is None])]
 

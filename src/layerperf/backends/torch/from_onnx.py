@@ -86,7 +86,7 @@ def _graph_module(proto: Any, kernels: dict[str, Callable[[dict[str, Any]], Kern
     import torch
     from onnx import numpy_helper
 
-    from layerperf.cost.graph import attributes
+    from layerperf.cost.onnx.graph import attributes
     from layerperf.models.inputs import onnx_input_specs
 
     class Node(torch.nn.Module):

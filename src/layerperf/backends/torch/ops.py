@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.backends.base import RunPlan
 from layerperf.backends.common import interleaved
-from layerperf.backends.torch.record import NO_ARITHMETIC, Recorder, Seen
+from layerperf.backends.torch.record import Recorder, Seen
+from layerperf.cost.aten import NO_ARITHMETIC
 from layerperf.data.profile import Layer, Profile, Run, Span
 from layerperf.data.tensor import TensorInfo
 

@@ -3,12 +3,12 @@
 The modules become the profile's layers in the order they first start (a parent before what it
 calls); each keeps the shapes and dtypes of its first call. The aten ops the pass dispatches are
 attributed to the innermost module running them — its *self* work, as its self time excludes its
-children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) or, for
-the ops it has none for (elementwise, normalizations, softmax, pools, their backward), as the ONNX
-cost model counts them (:mod:`.aten_cost`), and the bytes of their tensor arguments and results; a
-view (``t``, ``view``, ``expand``...: a result aliasing an argument it does not write) moves no
-bytes. An op with no formula that does arithmetic makes
-its module's FLOPs unknown (None), never 0; integer work likewise, as the cost model counts it (an op
+children's — with FLOPs, integer operations and bytes as the cost model's aten namespace counts them
+(:mod:`layerperf.cost.aten`: the ONNX op each stands for, one multiply-add = 2 FLOPs, and
+torch.utils.flop_counter's formulas for the attention kernels it leaves to torch; the bytes of the tensor
+arguments and results, none for a view such as ``t``, ``view``, ``expand``: a result aliasing an argument
+it does not write). An op with no formula that does arithmetic makes its module's FLOPs unknown (None),
+never 0; integer work likewise, as the cost model counts it (an op
 whose tensors are all integer or boolean is integer operations, not FLOPs). The hooks are each
 module's own, with its keyword arguments: a submodule called with them has them among its inputs.
 """
@@ -20,67 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from layerperf.cost.aten import live as aten_live
 from layerperf.data.tensor import TensorInfo
-
-# aten ops that move, view, convert or make data but do no arithmetic: 0 FLOPs and 0 integer
-# operations, known (as the cost model's data movement ops). ``_to_copy`` converts between dtypes:
-# bytes, no FLOPs, as ONNX Cast. torch.utils.flop_counter has formulas for matmuls, convolutions and
-# attention only; these are the ops with none that are known to compute nothing.
-# ops that copy rows of their first argument picked by the others (as the cost model's Gather): what
-# they read is the indices and an output's worth of the table (embedding's first argument is the table)
-GATHERS = frozenset(("embedding", "index_select", "gather", "index", "take", "_unsafe_index"))
-NO_ARITHMETIC = frozenset((
-    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "flatten",
-    "unflatten", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind",
-    "narrow", "as_strided", "contiguous", "clone", "detach", "alias", "cat", "stack", "copy_", "_to_copy",
-    "to", "lift_fresh", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "fill_",
-    "arange", "embedding", "index_select", "gather", "index",
-    "_reshape_alias", "masked_fill", "new_zeros", "new_empty", "new_ones", "zero_", "lift_fresh_copy",
-    "view_as",
-    # in place and copying forms of the views above, and more pure movement
-    "detach_", "t_", "transpose_", "squeeze_", "unsqueeze_", "as_strided_", "resize_", "set_", "lift",
-    "view_as_real", "view_as_complex", "view_copy", "expand_copy", "permute_copy", "slice_copy", "select_copy",
-    "split_copy", "split_with_sizes_copy", "unbind_copy", "transpose_copy", "t_copy", "squeeze_copy",
-    "unsqueeze_copy", "detach_copy", "alias_copy", "_reshape_copy", "copy", "fill", "masked_fill_", "new_full",
-    "full_like", "empty_strided", "scalar_tensor", "_local_scalar_dense", "_record_function_enter_new",
-    "select_backward", "slice_backward", "tril", "triu", "tril_", "triu_", "is_nonzero",
-    "_record_function_enter", "_record_function_exit", "repeat", "flip", "roll",
-    "constant_pad_nd", "select_scatter", "slice_scatter", "masked_select", "pixel_shuffle", "pixel_unshuffle",
-    "channel_shuffle", "movedim", "moveaxis", "swapaxes", "diagonal", "unfold", "_unsafe_index",
-    "resolve_conj", "resolve_neg", "_pin_memory", "upsample_nearest1d", "upsample_nearest2d",
-    "upsample_nearest3d",
-))
-
-
-# Integer work with no flop_counter formula, counted as the cost model counts ONNX ops on integer
-# tensors: an elementwise op 1 operation per output element (after broadcasting), a reduction or a scan
-# 1 per input element. Only for ops whose tensors are all integer or boolean (see integer_op); the
-# in-place form (``add_``) counts as its op.
-INT_ELEMENTWISE = frozenset((
-    "add", "sub", "rsub", "mul", "div", "floor_divide", "remainder", "fmod", "neg", "abs", "sign", "pow",
-    "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "where",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
-    "logical_and", "logical_or", "logical_xor", "logical_not",
-))
-# (not max/min: one name for a reduction and an elementwise op, whose counts differ under broadcasting)
-INT_PER_INPUT = frozenset(("sum", "prod", "any", "all", "amax", "amin", "argmax", "argmin", "cumsum", "cumprod"))
-
-
-def integer_count(name: str, args: Any, kwargs: Any, out: Any) -> int | None:
-    """Integer operations of an integer op with no flop_counter formula; None for one not listed."""
-    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
-    if base in INT_ELEMENTWISE:
-        outs = _tensors(out)
-        return sum(t.numel() for t in outs) if outs else None
-    if base in INT_PER_INPUT:
-        ins = _tensors((args, kwargs))
-        return ins[0].numel() if ins else None
-    return None
-
-
-# what autograd itself dispatches with grad on (a saved tensor's detach): the model's work is the same
-# without it, so a module's bytes in training mode are not made larger by it
-AUTOGRAD_ONLY = frozenset(("detach",))
 
 
 @dataclass(slots=True)
@@ -115,12 +56,7 @@ class Seen:
         return mean(self.flops), round(self.bytes_read / n), round(self.bytes_written / n), mean(self.int_ops)
 
 
-def _dtype(t: Any) -> str:
-    return str(t.dtype).removeprefix("torch.")
-
-
-def _info(name: str, t: Any) -> TensorInfo:
-    return TensorInfo(name, tuple(int(d) for d in t.shape), _dtype(t))
+_info = aten_live.info  # a tensor's name, shape and element type, as the cost model sees it
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -128,12 +64,6 @@ def _tensors(value: Any) -> list[Any]:
     from torch.utils._pytree import tree_leaves
 
     return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
-def _nbytes(value: Any) -> int:
-    # a tensor passed twice (``mul(x, x)``) is read once, as the cost model counts a node's inputs
-    unique = {id(t): t for t in _tensors(value)}
-    return sum(t.numel() * t.element_size() for t in unique.values())
 
 
 class Recorder:
@@ -196,53 +126,25 @@ class Recorder:
         add_op(seen, func, args, kwargs, out)
 
 
-def integer_op(args: Any, kwargs: Any, out: Any) -> bool:
-    """Whether an op works on integers: every tensor argument (or, with none, every result) is of an
-    integer or boolean type. An op with a floating-point (or complex) operand is floating-point work,
-    as in the cost model (layerperf.cost)."""
-    tensors = _tensors((args, kwargs)) or _tensors(out)
-    return bool(tensors) and not any(t.is_floating_point() or t.is_complex() for t in tensors)
-
-
 def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-    """One aten op's work onto ``seen``: its FLOPs and integer operations, and the bytes of its tensor
-    arguments and results. An op moving data only counts 0 of both; one on integer tensors counts 0
-    FLOPs and its formula's count (or :func:`integer_count`'s) as integer operations; a floating-point
-    one its formula's FLOPs and 0 integer operations. With no formula, the kind of work it does is
-    unknown (None), never 0."""
-    from torch.utils.flop_counter import flop_registry
-
-    from layerperf.cost import aten as aten_cost
-
+    """One aten op's work onto ``seen``, as the cost model's aten namespace counts it
+    (:func:`layerperf.cost.aten.live.cost`): its FLOPs, integer operations and the bytes of its tensor
+    arguments and results. With no formula, the kind of work it does is unknown (None), never 0."""
     name = func.overloadpacket.__name__
     seen.ops.append(name)
-    if aten_cost.is_view(func):  # an alias of its input (t, view, expand, detach...): no data moves
-        return
-    if name in GATHERS:  # reads the rows it copies (an output's worth) and the indices, not the whole table
-        seen.bytes_read += _nbytes((args[1:], kwargs)) + _nbytes(out)
-        seen.bytes_written += _nbytes(out)
-    elif name not in AUTOGRAD_ONLY:
-        seen.bytes_read += _nbytes((args[1:], kwargs) if name in aten_cost.OVERWRITE else (args, kwargs))
-        seen.bytes_written += _nbytes(out)
-    formula = flop_registry.get(func.overloadpacket)
-    if formula is None and name in NO_ARITHMETIC:
-        return
-    integer = integer_op(args, kwargs, out)
-    count = None if integer else aten_cost.flops(func, args, kwargs, out)
-    if count is None and formula is not None:
-        count = int(formula(*args, **kwargs, out_val=out))
-    if integer:
-        count = integer_count(name, args, kwargs, out) if count is None else count
-        if count is None:
-            seen.unknown_int_ops.add(name)
-            seen.int_ops = None
-        elif seen.int_ops is not None:
-            seen.int_ops += count
-    elif count is None:
+    cost = aten_live.cost(func, args, kwargs, out)
+    seen.bytes_read += cost.bytes_read or 0
+    seen.bytes_written += cost.bytes_written or 0
+    if cost.int_ops is None:
+        seen.unknown_int_ops.add(name)
+        seen.int_ops = None
+    elif seen.int_ops is not None:
+        seen.int_ops += cost.int_ops
+    if cost.flops is None:
         seen.unknown_ops.add(name)
         seen.flops = None
     elif seen.flops is not None:
-        seen.flops += count
+        seen.flops += cost.flops
 
 
 def counting_mode(on_op: Any) -> Any:

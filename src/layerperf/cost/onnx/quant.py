@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 
-from layerperf.cost.core import FlopsFn, Node, OpKey, ShapeUnknown
-from layerperf.cost.ops_elementwise import SOFTMAX, like_x_numel, out_numel
-from layerperf.cost.ops_fused import MS, NHWC, attention_parts
-from layerperf.cost.ops_nn import conv, conv_macs, gemm_mnk, pool
-from layerperf.cost.shapes import matmul_dims
+from layerperf.cost.onnx.elementwise import SOFTMAX, like_x_numel, out_numel
+from layerperf.cost.onnx.fused import MS, NHWC, attention_parts
+from layerperf.cost.onnx.nn import conv, conv_macs, gemm_mnk, pool
+from layerperf.cost.onnx.node import FlopsFn, Node, OpKey
+from layerperf.cost.shapes import ShapeUnknown, matmul_dims
 
 REQUANT = 2  # integer result -> output scale and zero point: a multiply and a shift
 TO_FLOAT = 1  # integer result -> float: one multiply by the combined scale

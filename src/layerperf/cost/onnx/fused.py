@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from layerperf.cost.core import BytesFn, FlopsFn, Node, OpKey, ShapeUnknown, total_bytes
-from layerperf.cost.ops_elementwise import LAYER_NORM, RMS_NORM, SOFTMAX, like_x_numel, out_numel, per_x
-from layerperf.cost.ops_movement import _resize_taps_flops, zero
-from layerperf.cost.ops_nn import (
+from layerperf.cost.onnx.elementwise import LAYER_NORM, RMS_NORM, SOFTMAX, like_x_numel, out_numel, per_x
+from layerperf.cost.onnx.movement import _resize_taps_flops, zero
+from layerperf.cost.onnx.nn import (
     conv,
     conv_out_shape,
     conv_transpose,
@@ -23,7 +22,8 @@ from layerperf.cost.ops_nn import (
     lrn,
     pool,
 )
-from layerperf.cost.shapes import matmul_dims, transposed
+from layerperf.cost.onnx.node import BytesFn, FlopsFn, Node, OpKey, total_bytes
+from layerperf.cost.shapes import ShapeUnknown, matmul_dims, transposed
 
 ERF_GELU = 5  # Div, Erf, Add, Mul, Mul
 TANH_GELU = 8  # Pow, Mul, Add, Mul, Tanh, Add, Mul, Mul

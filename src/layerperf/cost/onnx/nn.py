@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
-from layerperf.cost.core import FlopsFn, Node, OpKey, ShapeUnknown
-from layerperf.cost.shapes import conv_transpose_out, matmul_dims, window, window_out
+from layerperf.cost.onnx.node import FlopsFn, Node, OpKey
+from layerperf.cost.shapes import ShapeUnknown, Window, conv_transpose_out, matmul_dims, window_out
+
+
+def window(node: Node, kernel: Sequence[int]) -> Window:
+    """Read kernel_shape/strides/dilations/pads/auto_pad/ceil_mode, defaulting per the ONNX spec."""
+    n = len(kernel)
+    kernel_attr = node.attr_ints("kernel_shape")
+    kern = tuple(kernel_attr) if kernel_attr else tuple(kernel)
+    if len(kern) != n:
+        raise ShapeUnknown("kernel_shape rank differs from the input's spatial rank")
+    strides = node.attr_ints("strides") or [1] * n
+    dilations = node.attr_ints("dilations") or [1] * n
+    pads = node.attr_ints("pads") or [0] * (2 * n)
+    return Window(kern, tuple(strides), tuple(dilations), tuple(pads),
+                  node.attr_str("auto_pad", "NOTSET"), bool(node.attr_int("ceil_mode", 0)))
+
 
 # -- convolution ---------------------------------------------------------------------------------
 

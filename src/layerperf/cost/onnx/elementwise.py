@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from layerperf.cost.core import FlopsFn, Node, OpKey, ShapeUnknown
-from layerperf.cost.shapes import broadcast
+from layerperf.cost.onnx.node import FlopsFn, Node, OpKey
+from layerperf.cost.shapes import ShapeUnknown, broadcast
 
 
 def out_numel(node: Node, i: int = 0) -> int:

@@ -10,10 +10,10 @@ import math
 from collections.abc import Callable
 from functools import partial
 
-from layerperf.cost.core import Node, Shape, ShapeUnknown
-from layerperf.cost.ops_fused import MS, NCHWC, NHWC, fused_matmul_dims
-from layerperf.cost.ops_nn import conv_out_shape, conv_transpose_out_shape, gemm_mnk, pool_out_shape
-from layerperf.cost.shapes import broadcast, matmul_dims
+from layerperf.cost.onnx.fused import MS, NCHWC, NHWC, fused_matmul_dims
+from layerperf.cost.onnx.nn import conv_out_shape, conv_transpose_out_shape, gemm_mnk, pool_out_shape
+from layerperf.cost.onnx.node import Node
+from layerperf.cost.shapes import Shape, ShapeUnknown, broadcast, matmul_dims
 from layerperf.data.tensor import TensorInfo
 
 ShapeFn = Callable[[Node], list[Shape | None]]

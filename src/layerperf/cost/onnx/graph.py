@@ -8,8 +8,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from layerperf.cost.core import Cost, Node
-from layerperf.cost.infer import SHAPES, infer_contrib
+from layerperf.cost.onnx import node_cost
+from layerperf.cost.onnx.infer import SHAPES, infer_contrib
+from layerperf.cost.onnx.layout import has_blocked, real_channels, real_view
+from layerperf.cost.onnx.node import Node
+from layerperf.data.cost import Cost
 from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 
 # Initializers up to this many elements keep their data for shape inference: shape tensors,
@@ -216,13 +219,10 @@ def graph_costs(model: onnx.ModelProto, shapes: Mapping[str, TensorInfo] | None 
     Shapes come from, in order of precedence: ``shapes`` (e.g. what ONNX Runtime reported at run
     time), the initializers, onnx shape inference (strict mode off), and, past ops onnx does not
     know (ONNX Runtime's contrib and NCHWc ops), this package's own inference. Channels an NCHWc
-    layout padded are counted at their real number (:mod:`layerperf.cost.layout`; ``original``,
+    layout padded are counted at their real number (:mod:`layerperf.cost.onnx.layout`; ``original``,
     the model ``model`` was optimized from, helps find it). Nodes inside subgraphs (If/Loop/Scan
     bodies) are not costed; those control-flow nodes report flops=None.
     """
-    from layerperf.cost import node_cost  # the public entry point, kept in __init__
-    from layerperf.cost.layout import has_blocked, real_channels, real_view
-
     walked, table = _walk(model, shapes)
     channels = None
     if has_blocked(model):

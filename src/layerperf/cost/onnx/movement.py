@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-from layerperf.cost.core import BytesFn, FlopsFn, Node, OpKey, ShapeUnknown, total_bytes
-from layerperf.cost.ops_elementwise import out_numel
+from layerperf.cost.onnx.elementwise import out_numel
+from layerperf.cost.onnx.node import BytesFn, FlopsFn, Node, OpKey, total_bytes
+from layerperf.cost.shapes import ShapeUnknown
 
 
 def zero(node: Node) -> int:

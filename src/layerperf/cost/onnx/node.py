@@ -1,4 +1,4 @@
-"""The pieces every cost function shares: the Cost record, the per-node view, shape errors."""
+"""What an ONNX cost function sees of one node (:class:`Node`), and the helpers they share."""
 
 from __future__ import annotations
 
@@ -6,54 +6,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from layerperf.cost.shapes import Shape, ShapeUnknown
 from layerperf.data.tensor import TensorInfo
-
-Shape = tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Cost:
-    """FLOPs, integer operations and memory traffic of one node; any field is None when unknown.
-
-    ``flops`` counts floating-point work only, ``int_ops`` integer work (quantized kernels, integer
-    tensors); each is None for an op type the model does not cover or whose shapes are not static,
-    never a silent 0 (0 means the op really does no such arithmetic, e.g. Reshape, or a float Conv's
-    integer work). Both count the model's shapes; ``padded_flops`` is the FLOPs of the shapes as
-    stored when a layout pads them (NCHWc channels), None when nothing is padded (then it is ``flops``).
-    """
-
-    flops: int | None
-    bytes_read: int | None
-    bytes_written: int | None
-    int_ops: int | None = None
-    padded_flops: int | None = None
-
-    @property
-    def bytes(self) -> int | None:
-        """Bytes read plus bytes written, or None when either is unknown."""
-        if self.bytes_read is None or self.bytes_written is None:
-            return None
-        return self.bytes_read + self.bytes_written
-
-    @property
-    def flops_as_stored(self) -> int | None:
-        """FLOPs of the work on the stored (possibly padded) shapes: what the kernel really did."""
-        return self.flops if self.padded_flops is None else self.padded_flops
-
-    @property
-    def intensity(self) -> float | None:
-        """Arithmetic intensity in FLOPs per byte moved, or None when undefined."""
-        from layerperf.data.figures import intensity
-
-        return intensity(self.flops, self.bytes)
-
-
-class ShapeUnknown(Exception):
-    """Raised inside a cost function when a shape or attribute it needs is not known statically.
-
-    Cost functions raise instead of returning None so that each one stays a straight line of
-    arithmetic; ``node_cost`` turns it into ``flops=None``.
-    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,91 @@
+"""One nesting rule for every timeline: which call ran inside which, and self times (data/nesting.py).
+
+Both clocks against one brute-force definition: ONNX Runtime's truncated µs (its control-flow bodies
+end to end: test_control_flow.py) and the exact clocks of Trace Event Format and PyTorch traces; and the
+pieces both use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from layerperf.data.nesting import enclosing, nest, open_order, outermost, self_times
+
+
+def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray,
+                   zero_first: bool) -> list[int]:
+    """The last ``can_enclose`` event on the same thread opened before each (by start, the longer first,
+    then file order; zero-length first of all with ``zero_first``) that had not ended when it started."""
+    rank = np.empty(start.size, dtype=np.int64)
+    rank[open_order(thread, start, dur, zero_first=zero_first)] = np.arange(start.size)
+    out = []
+    for e in range(start.size):
+        holders = [p for p in range(start.size) if can_enclose[p] and thread[p] == thread[e] and rank[p] < rank[e]
+                   and start[e] < start[p] + dur[p]]
+        out.append(max(holders, key=lambda p: rank[p]) if holders else -1)
+    return out
+
+
+def _events(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.random.Generator]:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    thread = rng.integers(0, 3, n)
+    start = rng.integers(0, 60, n)
+    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, 30, n))
+    return thread, start, dur, rng
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_truncated_clock_nesting_matches_its_definition(seed: int) -> None:
+    """ONNX Runtime's profile: only control-flow events enclose, zero-length ones open first."""
+    thread, start, dur, rng = _events(seed)
+    flow = rng.random(start.size) < 0.3
+    assert enclosing(thread, start, dur, flow).tolist() == _brute_parents(thread, start, dur, flow, True)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_exact_clock_nesting_matches_its_definition(seed: int) -> None:
+    """Overlaps that are no nesting included: a call's parent is the last one still open when it starts."""
+    thread, start, dur, _ = _events(seed + 100)
+    n = start.size
+    parent = enclosing(thread, start, dur, zero_first=False)
+    assert parent.tolist() == _brute_parents(thread, start, dur, np.ones(n, dtype=bool), False)
+    # self time: the duration less the part of each direct child inside it
+    end = start + dur
+    expected = [max(0, int(end[i] - start[i]) - sum(max(0, int(min(end[c], end[i]) - start[c]))
+                                                     for c in np.flatnonzero(parent == i)))
+                for i in range(n)]
+    assert self_times(parent, start, end, clip=False).tolist() == expected
+
+
+def test_nesting_rules_side_by_side() -> None:
+    """outer [0, 10) with a child at its start, a zero-length event there, a child spilling past its end."""
+    thread = np.zeros(4, dtype=np.int64)
+    start = np.array([0, 0, 0, 8])
+    dur = np.array([10, 4, 0, 4])
+    end = start + dur
+    # exact clocks: the zero-length event at outer's start is inside it, the spill keeps its own duration
+    assert enclosing(thread, start, dur, zero_first=False).tolist() == [-1, 0, 1, 0]
+    assert self_times(np.array([-1, 0, 1, 0]), start, end, clip=False).tolist() == [4, 4, 0, 4]
+    # truncated µs (ONNX Runtime): the zero-length event is outer's sibling, the spill is cut at outer's end
+    flow = np.array([True, False, False, False])
+    assert enclosing(thread, start, dur, flow).tolist() == [-1, 0, -1, 0]
+    assert self_times(np.array([-1, 0, -1, 0]), start, end).tolist() == [4, 4, 0, 2]
+
+
+def test_a_call_is_inside_what_is_still_open_when_it_starts() -> None:
+    """a [0, 10), b [5, 15) overlapping it, c [12, 20): c started inside b (a had ended)."""
+    thread = np.zeros(3, dtype=np.int64)
+    start, end = np.array([0, 5, 12]), np.array([10, 15, 20])
+    self_ns, parent = nest(thread, start, end)
+    assert parent is not None and parent.tolist() == [-1, 0, 1]
+    assert self_ns.tolist() == [5, 7, 8]
+    flat_ns, none = nest(thread[:2], np.array([0, 10]), np.array([10, 20]))  # touching: nothing nests
+    assert none is None and flat_ns.tolist() == [10, 10]
+
+
+def test_work_counts_on_the_outermost_call_that_has_it() -> None:
+    values = np.array([np.nan, 6.0, 6.0, np.nan, 2.0])  # conv2d > convolution > ..., a lone op
+    parent = np.array([-1, 0, 1, 2, -1])
+    assert np.array_equal(outermost(values, parent), [np.nan, 6.0, np.nan, np.nan, 2.0], equal_nan=True)
