@@ -1,0 +1,176 @@
+"""MetaSchedule tuning with a database kept per (model, target, pipeline), reused and resumed.
+
+MetaSchedule's JSON database appends every measured candidate to
+``database_tuning_record.json`` as it is measured, so an interrupted tuning keeps what it found.
+A rerun asks for the same number of trials per task and tunes only the tasks that have fewer
+records than that; a build applies whatever the database holds (:mod:`.build` keys its cache on
+the database's digest, so new records make a new build).
+
+Tuning runs builders and runners in worker processes and trains an XGBoost cost model: it needs
+``psutil``, ``cloudpickle`` and ``xgboost``. MetaSchedule logs to stdout and to ``<work_dir>/logs``;
+the console copy is swallowed here (the files stay), progress goes through ``progress``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+from layerperf.backends.tvm.cache import digest, tvm_cache_dir
+from layerperf.backends.tvm.runtime import require_tuning
+from layerperf.errors import BackendError, LayerperfError
+
+Progress = Callable[[str, int, int], None]
+
+
+class TuningInterrupted(LayerperfError):
+    """Tuning stopped before its trials were done; what it measured is kept in the database."""
+
+
+def database_dir(model_digest: str, target_key: str, pipeline: str, root: Path | None = None) -> Path:
+    """``$LAYERPERF_CACHE/tvm/tuning/<digest>``: one database per model, target and pipeline (the
+    pipeline decides which kernels exist to be tuned)."""
+    return (root or tvm_cache_dir()) / "tuning" / digest(model_digest, target_key, pipeline)[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class TuneResult:
+    """What one call of :func:`tune` did."""
+
+    work_dir: Path
+    tasks: int  # tasks in the model
+    tuned: tuple[str, ...]  # the tasks tuned this time
+    skipped: tuple[str, ...]  # already had ``per_task`` records
+    trials_per_task: int
+    trials_run: int  # candidates measured this time
+    records: int  # records in the database afterwards
+    tune_s: float
+
+
+def extract(mod: Any, target: Any) -> list[Any]:
+    """The tasks (distinct PrimFuncs, with how many calls each serves) MetaSchedule would tune in ``mod``."""
+    return list(ms.relax_integration.extract_tasks(mod, target))
+
+
+def records_per_task(database: Any, tasks: Sequence[Any]) -> list[int]:
+    """How many measured records the database holds for each task's workload."""
+    out = []
+    for task in tasks:
+        mod = task.dispatched[0]
+        out.append(len(database.get_top_k(database.commit_workload(mod), 1 << 30)) if database.has_workload(mod)
+                   else 0)
+    return out
+
+
+@derived_object
+class _Counting(PyMeasureCallback):
+    """Counts measured candidates and reports them; ``stop_after`` raises KeyboardInterrupt (tests)."""
+
+    def __init__(self, total: int, progress: Progress | None, stop_after: int | None = None) -> None:
+        self.total, self.done, self.progress, self.stop_after = total, 0, progress, stop_after
+
+    def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any,
+              runner_results: Any) -> None:
+        self.done += len(runner_results)
+        if self.progress:
+            self.progress("tuning (MetaSchedule trials)", min(self.done, self.total), self.total)
+        if self.stop_after is not None and self.done >= self.stop_after:
+            raise KeyboardInterrupt
+
+
+def build_candidate(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default candidate build, less its ``import tvm.s_tir.tensor_intrin``: the
+    builder makes a new worker process for every batch, and that import (every target's tensor
+    intrinsics, CUDA's parsed from TVMScript) takes 10-40 s in each, more than the builds. The
+    schedules it builds already hold the bodies of the intrinsics they were tensorized with."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether Ctrl-C stopped the tuning. Raised in a Python callback under MetaSchedule's C++
+    loop, KeyboardInterrupt comes back as a RuntimeError with no message, the original only in
+    its traceback text."""
+    return isinstance(exc, KeyboardInterrupt) or "KeyboardInterrupt" in "".join(traceback.format_exception(exc))
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else type(exc).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """How MetaSchedule searches. ``evolutionary`` with the XGBoost cost model is TVM's default;
+    ``replay-trace`` samples the design space at random (no cost model): far quicker per trial, for
+    tests and smoke runs. Timeouts are per candidate build and run: MetaSchedule's 30 s default
+    kills builds on a loaded machine (seen here at a load of 7 on 2 cores)."""
+
+    strategy: str = "evolutionary"
+    timeout_s: float = 120.0
+    seed: int = 0
+
+    def cost_model(self) -> str:
+        return "xgb" if self.strategy == "evolutionary" else "random"
+
+
+def tune(mod: Any, target: Any, work_dir: Path, trials_per_task: int, *, only: Sequence[str] | None = None,
+         search: Search = Search(), progress: Progress | None = None, stop_after: int | None = None) -> TuneResult:
+    """Tune the tasks of ``mod`` (after :func:`~.pipeline.tunable_module`) that have fewer than
+    ``trials_per_task`` valid records, each up to that many trials; ``only``: exact task names.
+    TuningInterrupted (records kept) on Ctrl-C; BackendError when MetaSchedule fails."""
+    require_tuning()
+    if trials_per_task < 1:
+        raise BackendError(f"tuning needs at least 1 trial per task, got {trials_per_task}")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    tasks = [t for t in extract(mod, target) if only is None or t.task_name in only]
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
+    have = records_per_task(database, tasks)
+    todo = [t for t, n in zip(tasks, have, strict=True) if n < trials_per_task]
+    skipped = tuple(t.task_name for t, n in zip(tasks, have, strict=True) if n >= trials_per_task)
+    counter = _Counting(trials_per_task * len(todo), progress, stop_after)
+    if todo:
+        _run(todo, database, work_dir, trials_per_task, search, counter)
+    return TuneResult(work_dir, len(tasks), tuple(t.task_name for t in todo), skipped, trials_per_task,
+                      counter.done, len(database), time.perf_counter() - t0)
+
+
+def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search: Search, counter: Any) -> None:
+    # stdout swallowed while the loggers are made: their console handler keeps the stream it saw.
+    with contextlib.redirect_stdout(io.StringIO()):
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            tasks, str(work_dir), strategy=search.strategy, seed=search.seed)
+        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), counter]
+        try:
+            ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
+                               max_trials_global=per_task * len(contexts), max_trials_per_task=per_task,
+                               num_trials_per_iter=min(64, per_task), database=database,
+                               builder=ms.builder.LocalBuilder(timeout_sec=search.timeout_s, f_build=build_candidate),
+                               runner=ms.runner.LocalRunner(timeout_sec=search.timeout_s),
+                               cost_model=search.cost_model(), measure_callbacks=callbacks)
+        except BaseException as exc:  # noqa: BLE001 - Ctrl-C arrives wrapped in a TVM error from the C++ loop
+            if _interrupted(exc):
+                raise TuningInterrupted(f"tuning interrupted after {counter.done} trials; the "
+                                        f"{len(database)} records found are kept in {work_dir}",
+                                        hint="run again to tune the rest") from None
+            raise BackendError(f"MetaSchedule failed: {_last_line(exc)}") from None
+
+
+def trials_per_task(total: int, n_tasks: int) -> int:
+    """``--tune TRIALS`` spread over the tasks: at least one each."""
+    return max(1, math.ceil(total / max(n_tasks, 1)))
