@@ -94,6 +94,6 @@ def build(model: onnx.ModelProto, *, target: str = "llvm", pipeline: str = "defa
     if use_cache:
         try:
             cache.store(info, cmap, executable.export_library, cache_root)
-        except (OSError, RuntimeError, tvm.error.TVMError) as exc:  # a cache that cannot be written is no error
+        except (OSError, RuntimeError) as exc:  # a cache that cannot be written is no error
             warnings.warn(f"the compiled model was not cached: {exc}", stacklevel=2)
     return Build(executable, main_function(executable.as_text()), cmap, info, spec, tgt, False)

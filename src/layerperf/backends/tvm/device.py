@@ -23,7 +23,7 @@ def tvm_target(spec: TargetSpec | str) -> tuple[TargetSpec, Any]:
     spec = resolve_host_cpu(spec, host_cpu()) if spec.kind == "llvm" else spec
     try:
         target = tvm.target.Target(spec.config)
-    except (ValueError, TypeError, RuntimeError, tvm.error.TVMError) as exc:
+    except (ValueError, TypeError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"TVM refuses --target {spec.text!r}: {first}",
                          hint='e.g. llvm, cuda, or {"kind": "llvm", "mcpu": "znver4"}') from None

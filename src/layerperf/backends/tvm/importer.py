@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import onnx
-import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx import onnx_frontend
 
@@ -38,9 +37,13 @@ class Imported:
 
 
 class _Recording(onnx_frontend.ONNXGraphImporter):
-    """The stock importer, with every node's result bound to a var as soon as it is converted."""
+    """The stock importer, with every node's result bound to a var as soon as it is converted, and
+    the node being converted known (to name it when its conversion fails)."""
+
+    converting: tuple[str, str] = ("", "")
 
     def _convert_operator(self, op_name: str, inputs: list[Any], attrs: dict[str, Any], opset: int) -> Any:
+        self.converting = (op_name, str(attrs.get("tvm_custom", {}).get("name", "")))
         sym = super()._convert_operator(op_name, inputs, attrs, opset)
         if isinstance(sym, relax.Tuple):
             return relax.Tuple([self._bound(f) for f in sym.fields])
@@ -72,13 +75,14 @@ def _first_line(exc: BaseException) -> str:
 def _convert(model: onnx.ModelProto, shapes: dict[str, list[int]] | None) -> tuple[Any, _Recording]:
     importer = _Recording(shapes or {}, "float32")
     # The frontend prints "Error converting operator ..." before re-raising: the error is told here.
-    with contextlib.redirect_stdout(io.StringIO()) as printed:
+    with contextlib.redirect_stdout(io.StringIO()):
         try:
             mod = importer.from_onnx(model.graph, _opset(model))
         except Exception as exc:  # noqa: BLE001 - any converter failure is the model's, told in one line
-            where = printed.getvalue().strip().splitlines()[:1]
-            raise BackendError(f"TVM's Relax ONNX frontend failed to import the model: {_first_line(exc)}"
-                               + (f" ({where[0][:200]})" if where else ""), hint=HINT) from None
+            op, name = importer.converting
+            where = f" on node '{name}' ({op})" if name else (f" on a {op} node" if op else "")
+            raise BackendError(f"TVM's Relax ONNX frontend failed{where}: {_first_line(exc)[:300]}",
+                               hint=HINT) from None
     return mod, importer
 
 
@@ -128,6 +132,6 @@ def owners(func: Any, node_outputs: Iterable[Iterable[Any]]) -> dict[Any, int]:
 
 
 def tvm_error_types() -> tuple[type[BaseException], ...]:
-    """The exception types TVM raises for a failed pass or build."""
-    return (tvm.error.TVMError, ValueError, RuntimeError, TypeError, AssertionError, KeyError, IndexError,
-            NotImplementedError)
+    """The exception types TVM raises for a failed pass or build (0.27's errors are builtin
+    exception types: InternalError a RuntimeError, a refused option a ValueError...)."""
+    return (ValueError, RuntimeError, TypeError, AssertionError, KeyError, IndexError, NotImplementedError)

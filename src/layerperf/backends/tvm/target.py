@@ -22,7 +22,7 @@ from layerperf.errors import InputError
 _LIST_KEYS = frozenset({"mattr", "keys", "libs", "cl-opt", "mabi"})
 # Kinds that run on the host CPU; every other kind needs its device present.
 HOST_KINDS = frozenset({"llvm", "c"})
-_ARCH_ALIASES = {"x86_64": ("x86_64", "amd64"), "aarch64": ("aarch64", "arm64")}
+_ARCH_GROUPS = (("x86_64", "amd64"), ("aarch64", "arm64"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,5 +108,5 @@ def host_arch_matches(triple: str, machine: str | None = None) -> bool:
     """Whether an LLVM triple's architecture is this machine's (code for another CPU compiles, but does not run)."""
     machine = (machine or platform.machine()).lower()
     arch = triple.split("-", 1)[0].lower()
-    names = _ARCH_ALIASES.get(machine, (machine,))
+    names = next((g for g in _ARCH_GROUPS if machine in g), (machine,))
     return arch in names or any(arch.startswith(n) for n in names)
