@@ -4,6 +4,8 @@ the collectors' boundaries in order, shapes per call, costs, and the hook's over
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -154,3 +156,12 @@ def test_hook_overhead_is_measured_interleaved(runner: Runner, level: int) -> No
     assert got.runs == 5 and got.calls == len(runner.cmap.sites)
     assert got.hooked_calls == len(layer_sites(runner.cmap, level)[0])
     assert got.plain_median_ns > 0 and got.profiled_median_ns > 0 and got.ratio > 0
+
+
+def test_threads_are_set_before_the_pool_starts_and_nothing_is_pinned() -> None:
+    code = ("import os; from layerperf.backends.tvm.runtime import set_threads; a = os.sched_getaffinity(0); "
+            "n = set_threads(2); print(n, os.sched_getaffinity(0) == a, set_threads(1))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("TVM_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.split() == ["2", "True", "2"], out.stderr  # a running pool keeps its count

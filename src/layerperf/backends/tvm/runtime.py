@@ -90,12 +90,14 @@ def kept_affinity() -> Iterator[None]:
 
 def set_threads(threads: int) -> int:
     """Make TVM's runtime use ``threads`` worker threads (0: keep TVM_NUM_THREADS or TVM's default);
-    returns the number TVM will use. Must run before the first parallel kernel starts the pool, or
-    it reconfigures the pool (what ``runtime.config_threadpool`` does)."""
+    returns the number its pool has.
+
+    The count is read from TVM_NUM_THREADS when the pool is made (at the first parallel kernel, or
+    here): set before that, it holds, and nothing is pinned. ``runtime.config_threadpool``, TVM's
+    way to change a running pool, pins the calling thread to CPU 0 and then reports 1 thread (0.27,
+    2 vCPUs): it is not used; a pool made earlier with another count keeps it (the caller compares)."""
     tvm = require_tvm()
     if threads > 0:
         os.environ["TVM_NUM_THREADS"] = str(threads)
-        with kept_affinity():
-            # mode 1: TVM's default ("big" cores first)
-            tvm.get_global_func("runtime.config_threadpool")(1, threads)
-    return int(tvm.get_global_func("runtime.NumThreads")())
+    with kept_affinity():
+        return int(tvm.get_global_func("runtime.NumThreads")())
