@@ -21,7 +21,7 @@ from layerperf.backends.tvm.kernel_cost import site_costs  # noqa: E402
 from layerperf.collectors import Collectors  # noqa: E402
 from layerperf.collectors.boundary import Boundaries  # noqa: E402
 from layerperf.collectors.timer import Timing  # noqa: E402
-from layerperf.cost import graph_costs  # noqa: E402
+from layerperf.cost.onnx.graph import graph_costs  # noqa: E402
 from tvm_models import feed  # noqa: E402
 
 from conftest import tiny_cnn  # noqa: E402

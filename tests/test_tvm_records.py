@@ -10,7 +10,7 @@ from layerperf.backends.tvm.calls import CallMap, CallSite, CallTensors, serving
 from layerperf.backends.tvm.kernel_cost import site_costs
 from layerperf.backends.tvm.memory import alloc_nbytes, events, summarize
 from layerperf.backends.tvm.schedule import DEFAULT, TUNED, default_schedule, read_trace
-from layerperf.cost.core import Cost
+from layerperf.data.cost import Cost
 from layerperf.data.tensor import TensorInfo
 from layerperf.errors import BackendError
 

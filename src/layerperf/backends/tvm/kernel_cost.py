@@ -1,6 +1,6 @@
 """A kernel call's work: the FLOPs of the ONNX nodes it computes, the bytes of the tensors it touched.
 
-FLOPs and integer operations are the cost model's (:func:`layerperf.cost.graph_costs`) summed over
+FLOPs and integer operations are the cost model's (:func:`layerperf.cost.onnx.graph.graph_costs`) summed over
 the call's nodes. A node split over several calls (an unfused Clip runs as ``maximum`` then
 ``minimum``; a Gather with negative-index handling as four kernels) is counted once, at the last
 of them, the one that writes its output, so a model's total is its nodes' total. Bytes are what the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from layerperf.backends.tvm.calls import CallMap, CallSite, CallTensors
-from layerperf.cost.core import Cost
+from layerperf.data.cost import Cost
 
 
 def _sum(values: Sequence[int | None]) -> int | None:

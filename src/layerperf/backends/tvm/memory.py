@@ -17,9 +17,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from layerperf.analysis.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
+from layerperf.analysis.memory.allocations import AllocEvent, ModuleSpan, attribute
 from layerperf.backends.tvm.bytecode import Function, Instr, is_register
 from layerperf.backends.tvm.calls import BUILTIN_PREFIX
+from layerperf.data.memory_report import Allocations
 from layerperf.data.tensor import dtype_itemsize
 
 ALLOC_STORAGE = BUILTIN_PREFIX + "alloc_storage"
@@ -155,7 +156,7 @@ def summarize(evs: Sequence[MemEvent], retained_bytes: int) -> VmMemory:
 
 def allocations(evs: Sequence[MemEvent], call_ns: Sequence[tuple[int, int]], spans: Sequence[ModuleSpan],
                 names: Sequence[str], device: str = "cpu") -> Allocations:
-    """The block events as layerperf's allocator record (:func:`~layerperf.analysis.memory.allocations.attribute`):
+    """The block events as layerperf's allocator record (``analysis.memory.allocations.attribute``):
     ``call_ns`` is each call's (start, end) in one pass, ``spans`` the layers' calls in that pass.
     An allocation is dated at its call's start, a free at its call's end."""
     alloc = [AllocEvent(call_ns[e.call][0 if e.nbytes > 0 else 1], e.nbytes, e.obj) for e in evs
