@@ -108,7 +108,8 @@ def _key(value: Any, env: dict[Any, Any]) -> tuple[Any, ...] | None:
     name = callee(value)
     if name is None:
         return None
-    args = value.args[1].fields if _n_inputs(value) is not None and name != "vm.builtin.reshape" else value.args
+    packed = _n_inputs(value) is not None and name != "vm.builtin.reshape" and isinstance(value.args[1], relax.Tuple)
+    args = value.args[1].fields if packed else value.args
     return ("call", name, *(env.get(a, a) for a in args))
 
 
