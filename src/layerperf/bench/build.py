@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from layerperf.bench.opschema import OpSignature, Param, lookup, max_opset, norm_domain
+from layerperf.bench.opschema import OpSignature, Param, _ort_schemas, lookup, max_opset, norm_domain
 from layerperf.bench.parse import Dims, guess_attr, parse_dims, parse_dtype, split_dtype
 from layerperf.data.tensor import TensorInfo, onnx_elem_to_dtype
 from layerperf.errors import InputError, first_line
@@ -275,8 +275,6 @@ def schema_outputs(sig: OpSignature) -> list[tuple[str, str]]:
     if sig.from_onnx:
         schema = onnx.defs.get_schema(sig.op_type, sig.opset, sig.domain)
     else:
-        from layerperf.bench.opschema import _ort_schemas
-
         schema = max((s for s in _ort_schemas()[(sig.domain, sig.op_type)] if s.since_version <= sig.opset),
                      key=lambda s: s.since_version)
     return [(o.name, getattr(o.option, "name", str(o.option).rsplit(".", 1)[-1])) for o in schema.outputs]

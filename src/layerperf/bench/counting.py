@@ -10,10 +10,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
+from layerperf.counters import CounterSet, derived_metrics, schedule
+
 
 def count_per_call(call: Callable[[], object], loops: int, samples: int, events: Sequence[str]) -> dict[str, float]:
     """Median count per call of each event over ``samples`` batches of ``loops`` calls."""
-    from layerperf.counters import CounterSet, schedule
 
     out: dict[str, float] = {}
     for specs in schedule(list(events)):
@@ -36,6 +37,5 @@ def counter_metrics(counters: dict[str, float]) -> dict[str, float]:
     """IPC, miss rates and the like where the counted events allow them."""
     if not counters:
         return {}
-    from layerperf.counters import derived_metrics
 
     return derived_metrics(counters, {name: name for name in counters})

@@ -42,11 +42,11 @@ from layerperf.bench.measure import measure as measure_samples
 from layerperf.bench.runtime import runner, runtime_options
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.machine import fingerprint
+from layerperf.data.tensor import TensorInfo
 from layerperf.errors import InputError
 
 if TYPE_CHECKING:
     from layerperf.bench.build import OneNode
-    from layerperf.data.tensor import TensorInfo
 
 Clock = Callable[[], int]
 FLOPS, INT_OPS, BYTES = "flops", "int_ops", "bytes"  # what a kernel's rate counts

@@ -17,7 +17,9 @@ from typing import Any
 
 import orjson
 
+from layerperf.data.machine import fingerprint
 from layerperf.errors import InputError
+from layerperf.util.atomic import write_bytes
 
 FORMAT = "layerperf-calibration"
 VERSION = 1
@@ -95,7 +97,6 @@ class Peaks:
 
 def machine_key(cpu_model: str | None = None, cores: int | None = None) -> str:
     """The file stem for a machine: its CPU model and core count, in characters safe in a file name."""
-    from layerperf.data.machine import fingerprint
 
     fp = fingerprint()
     model = cpu_model if cpu_model is not None else str(fp["cpu"])
@@ -116,7 +117,6 @@ def path(key: str | None = None) -> Path:
 
 def save(peaks: Peaks) -> Path:
     """Store ``peaks`` as the calibration of the machine they name (atomically); returns the file."""
-    from layerperf.util.atomic import write_bytes
 
     target = path(machine_key(peaks.cpu_model, peaks.cores))
     target.parent.mkdir(parents=True, exist_ok=True)

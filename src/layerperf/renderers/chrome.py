@@ -13,10 +13,11 @@ import orjson
 
 from layerperf.analysis.summary import summary
 from layerperf.data.codec import FORMAT_KEY, TRACE_FILENAME, layer_to_json
+from layerperf.data.profile import Layer, Profile
 from layerperf.data.table import counter_labels
 
 if TYPE_CHECKING:
-    from layerperf.data.profile import Layer, Profile
+    pass
 
 FILENAME = TRACE_FILENAME
 

@@ -10,10 +10,12 @@ import csv
 import io
 from typing import IO, TYPE_CHECKING, Any
 
+from layerperf.data.profile import Profile
 from layerperf.renderers.view import Section, View
+from layerperf.renderers.views.profile import layers_section
 
 if TYPE_CHECKING:
-    from layerperf.data.profile import Profile
+    pass
 
 NAME = "csv"
 SUFFIX = ".csv"
@@ -45,6 +47,5 @@ def render(view: View) -> str:
 def write(profile: Profile, f: IO[bytes]) -> None:
     """layers.csv: one row per layer, the columns of :data:`layerperf.data.table.COLUMNS`, then counters
     and metrics; CSV's own line ends (CRLF), as it has always been written."""
-    from layerperf.renderers.views.profile import layers_section
 
     f.write(section_text(layers_section(profile), lineterminator="\r\n").encode())

@@ -13,11 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from layerperf.data.profile import Profile
 from layerperf.errors import InputError
+from layerperf.renderers import chrome, csv, svg
 from layerperf.util import atomic
 
 if TYPE_CHECKING:
-    from layerperf.data.profile import Profile
+    pass
 
 WriteFn = Callable[["Profile", IO[bytes]], None]
 
@@ -25,7 +27,6 @@ WriteFn = Callable[["Profile", IO[bytes]], None]
 def writers(profile: Profile | None = None) -> dict[str, WriteFn]:
     """File name -> writer, for every output a profile produces (its memory pictures when it has some)."""
     # lazy: the writers pull the Profile's modules and onnx (0.2 s), which analyze's --output does not need
-    from layerperf.renderers import chrome, csv, svg
 
     table: dict[str, WriteFn] = {chrome.FILENAME: chrome.write, csv.FILENAME: csv.write}
     if profile is not None and profile.memory is not None:

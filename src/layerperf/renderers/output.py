@@ -11,12 +11,15 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
+from layerperf.data.profile import Profile
 from layerperf.errors import InputError
 from layerperf.renderers import csv, json, markdown, terminal
+from layerperf.renderers.files import check_dir, write_atomic
+from layerperf.renderers.view import View
+from layerperf.renderers.views.profile import profile_view
 
 if TYPE_CHECKING:
-    from layerperf.data.profile import Profile
-    from layerperf.renderers.view import View
+    pass
 
 
 class Renderer(Protocol):
@@ -56,7 +59,6 @@ def check_output(output: str | Path | None) -> None:
     """Refuse, before any work, an output file that could not be written; creates nothing."""
     if output is None:
         return
-    from layerperf.renderers.files import check_dir
 
     path = Path(output)
     if path.is_dir():
@@ -73,7 +75,6 @@ def show(view: View, fmt: str, output: str | Path | None = None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    from layerperf.renderers.files import write_atomic
 
     def write(f: IO[bytes]) -> None:
         f.write(text.encode())
@@ -84,6 +85,5 @@ def show(view: View, fmt: str, output: str | Path | None = None) -> None:
 def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str, Path]) -> None:
     """The profile on stdout: a table of the ``top`` layers (20 when None) and the summary lines, or
     JSON with every layer in execution order (the ``top`` ranked ones when ``top`` is given)."""
-    from layerperf.renderers.views.profile import profile_view
 
     show(profile_view(prof, top=top, fmt=fmt, written=written), fmt)

@@ -17,12 +17,12 @@ from typing import IO, TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from layerperf.analysis.memory.report import memory_report
-from layerperf.data.memory_report import OUTSIDE_NAME
+from layerperf.data.memory_report import OUTSIDE_NAME, Allocations, MemoryReport, PlacedBlock
+from layerperf.data.profile import Profile
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.data.memory_report import Allocations, MemoryReport, PlacedBlock
-    from layerperf.data.profile import Profile
+    pass
 
 FLOW_FILENAME = "memory_flow.svg"
 TIMELINE_FILENAME = "memory_timeline.svg"

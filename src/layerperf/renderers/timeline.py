@@ -22,6 +22,7 @@ import orjson
 
 from layerperf.data.calls import Calls
 from layerperf.errors import InputError
+from layerperf.renderers.files import write_atomic
 
 UNKNOWN = -1  # the pid/tid of a call whose process or thread the trace did not say
 
@@ -64,7 +65,6 @@ def write(table: Calls, f: IO[bytes]) -> None:
 
 def save(table: Calls, path: str | Path) -> Path:
     """Write the timeline of ``table`` to ``path``, whole or not at all."""
-    from layerperf.renderers.files import write_atomic
 
     check(table)  # before any file is made
     return write_atomic(Path(path), lambda f: write(table, f))

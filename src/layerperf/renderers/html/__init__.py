@@ -15,11 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf.renderers.html.build import AUTO
+from layerperf.calibration.peaks import Peaks
+from layerperf.errors import InputError
+from layerperf.renderers.html import build, source
+from layerperf.renderers.html.build import AUTO, write
 from layerperf.renderers.html.source import Source
 
 if TYPE_CHECKING:
-    from layerperf.calibration.peaks import Peaks
+    pass
 
 NAME = "html"
 SUFFIXES = (".html", ".htm")
@@ -34,7 +37,6 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
     ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them). ``peaks``: the calibration drawn
     as roofline ceilings (default: the calibration of the machine the profile ran on, when there is one;
     None: none)."""
-    from layerperf.renderers.html import build, source
 
     if b is None:
         return build.single(source.of(a), peaks)
@@ -46,7 +48,6 @@ def check_output(path: str | Path) -> Path:
     directory that does not exist or is not writable (nothing is created)."""
     import os
 
-    from layerperf.errors import InputError
 
     target = Path(path)
     if target.suffix.lower() not in SUFFIXES:
@@ -64,7 +65,6 @@ def check_output(path: str | Path) -> Path:
 def report(a: Any, path: str | Path, b: Any = None, *, peaks: Peaks | None | str = AUTO,
            match: str = "normalized") -> Path:
     """Write the report of ``a`` (or of ``a`` against ``b``) to ``path`` (whole or not at all); see :func:`html`."""
-    from layerperf.renderers.html.build import write
 
     target = check_output(path)
     return write(html(a, b, peaks=peaks, match=match), target)

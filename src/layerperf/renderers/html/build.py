@@ -14,20 +14,40 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from layerperf.analysis import aggregate as analysis
+from layerperf.analysis.aggregate import grand_total_ns
+from layerperf.analysis.summary import summary, work_line
+from layerperf.analysis.trace_runs import TraceRuns, find_runs
+from layerperf.calibration import peaks as cal
+from layerperf.calibration.peaks import Peaks
+from layerperf.data.calls import Calls
+from layerperf.data.metadata import Metadata
+from layerperf.errors import LayerperfError
+from layerperf.renderers import svg
+from layerperf.renderers.files import write_atomic
 from layerperf.renderers.html import charts, gantt
 from layerperf.renderers.html.draw import op_colors
-from layerperf.renderers.html.page import Table, document, facts_html, filter_bar, notes_html, section_html, table_html
+from layerperf.renderers.html.page import (
+    Table,
+    document,
+    esc,
+    facts_html,
+    filter_bar,
+    notes_html,
+    section_html,
+    table_html,
+)
 from layerperf.renderers.html.source import Source
 from layerperf.renderers.view import Note, Section
+from layerperf.renderers.views.analyze import analyze_view
+from layerperf.renderers.views.diff import diff_view
+from layerperf.renderers.views.profile import _backend_options, profile_view
+from layerperf.renderers.views.profile import _threads as threads_line
 from layerperf.util import units
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from layerperf.analysis.trace_runs import TraceRuns
-    from layerperf.calibration.peaks import Peaks
-    from layerperf.data.calls import Calls
-    from layerperf.data.metadata import Metadata
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
 MAX_ROWS = 5000  # layer table rows at most (the page stays quick to open)
@@ -38,12 +58,8 @@ def _layer_section(src: Source, peaks: Peaks | None = None) -> tuple[Section, li
     """The layer table (every layer, ranked by self time) and the notes below it: profile's or analyze's,
     with their "% of peak" column when ``peaks`` are given."""
     if src.profile is not None:
-        from layerperf.renderers.views.profile import profile_view
-
         section = profile_view(src.profile, top=0, fmt="table", written={}, peaks=peaks).sections[0]
     else:
-        from layerperf.renderers.views.analyze import analyze_view
-
         section = analyze_view(src.calls, peaks=peaks).sections[0]
     return replace(section, notes=()), list(section.notes)
 
@@ -59,8 +75,6 @@ def _threads(src: Source) -> int | None:
 
 def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, str]:
     """The peaks to draw as ceilings and a line saying whose they are (or why there are none)."""
-    from layerperf.calibration import peaks as cal
-    from layerperf.errors import LayerperfError
 
     if peaks is not AUTO:
         assert not isinstance(peaks, str)
@@ -96,9 +110,6 @@ def facts(src: Source) -> list[tuple[str, str]]:
     """The headline figures: what ran where, how long, how much work."""
     if src.profile is None:
         return _trace_facts(src)
-    from layerperf.analysis.summary import summary, work_line
-    from layerperf.renderers.views.profile import _backend_options
-    from layerperf.renderers.views.profile import _threads as threads_line
 
     prof = src.profile
     s = summary(prof)
@@ -126,9 +137,6 @@ def facts(src: Source) -> list[tuple[str, str]]:
 
 
 def _trace_facts(src: Source) -> list[tuple[str, str]]:
-    from layerperf.analysis.aggregate import grand_total_ns
-    from layerperf.analysis.trace_runs import find_runs
-
     calls, meta = src.calls, src.calls.meta
     found = find_runs(calls)
     runs = f"{found.count} ({found.how})" if found.count else "? (not in this trace)"
@@ -173,7 +181,6 @@ def _split(notes: Sequence[Note]) -> tuple[list[str], list[str]]:
 def _memory(src: Source) -> str:
     if src.profile is None or src.profile.memory is None:
         return ""
-    from layerperf.renderers import svg
 
     drawn = svg.memory_timeline_svg(src.profile.memory, str(src.label)).decode("utf-8")
     # inline SVG needs no namespace (and the page holds no URL); the id is the page's
@@ -204,7 +211,6 @@ def _colors(times: Sequence[charts.TypeTime]) -> dict[str, str]:
 def _runs(src: Source) -> int | None:
     if src.profile is not None:
         return len(src.profile.runs) or None
-    from layerperf.analysis.trace_runs import find_runs
 
     return find_runs(src.calls).count
 
@@ -260,8 +266,6 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
          order_by: str = "delta", top: int = 0) -> str:
     """A side-by-side page of two traces: both summaries, op-type times paired, the per-node (``by`` type: per
     op type) diff as ``layerperf diff`` makes it with the same options."""
-    from layerperf.analysis import aggregate as analysis
-    from layerperf.renderers.views.diff import diff_view
 
     view = diff_view(a.calls, b.calls, by=by, how=how, match=match, order_by=order_by, top=top)
     diff_section = view.sections[0]
@@ -302,8 +306,6 @@ def _warnings_html(warnings: Sequence[str]) -> str:
 
 
 def _esc(text: str) -> str:
-    from layerperf.renderers.html.page import esc
-
     return esc(text)
 
 
@@ -315,7 +317,6 @@ def _generated(src: Source) -> str:
 
 def write(html: str | bytes, path: str | Path) -> Path:
     """Write the page whole or not at all."""
-    from layerperf.renderers.files import write_atomic
 
     data = html.encode("utf-8") if isinstance(html, str) else html
     def put(f: IO[bytes]) -> None:

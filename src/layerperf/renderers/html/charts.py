@@ -9,13 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.analysis import aggregate as analysis
+from layerperf.calibration.peaks import Peaks
 from layerperf.data import figures
+from layerperf.data.calls import Calls
 from layerperf.renderers.html.draw import Svg, clip, color, decades
+from layerperf.renderers.html.page import esc
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration.peaks import Peaks
-    from layerperf.data.calls import Calls
+    pass
 
 WIDTH = 1100
 BAR_ROWS = 16  # op types drawn one by one; the rest share a bar
@@ -33,7 +36,6 @@ class TypeTime:
 
 def type_times(calls: Calls) -> list[TypeTime]:
     """Self time per op type (as ``layerperf analyze --aggregate-by type``), largest first."""
-    from layerperf.analysis import aggregate as analysis
 
     by_type = analysis.aggregate(calls, "type", "sum")
     grand = analysis.grand_total_ns(calls)
@@ -82,8 +84,6 @@ def breakdown_svg(times: Sequence[TypeTime], colors: Mapping[str, str], runs: in
 
 
 def _attr(text: str) -> str:
-    from layerperf.renderers.html.page import esc
-
     return esc(text)
 
 

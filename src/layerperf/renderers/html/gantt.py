@@ -16,14 +16,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from layerperf.analysis.trace_runs import find_runs
+from layerperf.data.calls import Calls
+from layerperf.data.profile import Profile
 from layerperf.renderers.html.draw import Svg, clip, color, time_label, time_ticks
 from layerperf.renderers.html.page import esc
 from layerperf.renderers.svg import shade
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.data.calls import Calls
-    from layerperf.data.profile import Profile
+    pass
 
 MAX_SPANS = 3000  # bars drawn at most; a run with more is cut, and the page says so
 WIDTH = 1100  # px, at least
@@ -64,7 +66,6 @@ def one_run(calls: Calls, profile: Profile | None) -> Window | None:
 
 def _foreign_run(calls: Calls) -> Window:
     """A foreign trace's run of median length (:func:`layerperf.analysis.trace_runs.find_runs`), or the whole trace."""
-    from layerperf.analysis.trace_runs import find_runs
 
     found = find_runs(calls)
     timed = np.flatnonzero(~np.isnan(calls.ts_ns))

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from layerperf.data.calls import Calls
+from layerperf.data.profile import Profile
+from layerperf.readers.detect import read_table, resolve
+from layerperf.readers.layerperf import load_profile
+
 if TYPE_CHECKING:
-    from layerperf.data.calls import Calls
-    from layerperf.data.profile import Profile
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +44,10 @@ def from_profile(profile: Profile, label: str | None = None) -> Source:
 def load(path: str | Path) -> Source:
     """The trace at ``path`` (any format ``layerperf analyze`` reads; a profile directory stands for its
     trace.json). Unreadable input raises InputError."""
-    from layerperf.readers.detect import read_table, resolve
 
     trace = resolve(Path(path))
     calls = read_table(trace)
     if calls.meta.get("format") == "layerperf":
-        from layerperf.readers.layerperf import load_profile
-
         # the trace is read a second time, as a Profile: small beside the foreign traces of millions of events
         profile = load_profile(trace)
         return Source(calls, profile, model_name(profile))
@@ -55,8 +56,6 @@ def load(path: str | Path) -> Source:
 
 def of(subject: Any) -> Source:
     """A Source from a Profile, a Calls table, a path, or a Source."""
-    from layerperf.data.calls import Calls
-    from layerperf.data.profile import Profile
 
     if isinstance(subject, Source):
         return subject

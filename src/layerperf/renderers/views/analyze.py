@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from layerperf.analysis import aggregate as analysis
+from layerperf.analysis import gpu_kernels as kernels
+from layerperf.calibration.peaks import Peaks
+from layerperf.data.calls import Calls
+from layerperf.errors import InputError
 from layerperf.renderers.view import Column, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration.peaks import Peaks
-    from layerperf.data.calls import Calls
+    pass
 
 DEFAULT_TOP = 20  # rows people see when --top is not given
 # the layer table's columns, self time being analyze's own: the group's calls combined, not one layer's median
@@ -116,8 +119,6 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
 def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0) -> View:
     """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (device
     time when None); the first ``top`` rows (all when 0). InputError when the trace has no kernels."""
-    from layerperf.analysis import gpu_kernels as kernels
-    from layerperf.errors import InputError
 
     meta = table.meta
     kernel_table = kernels.of(table)

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from layerperf.calibration.measure import KIND, Measured
+from layerperf.calibration.peaks import Peaks
 from layerperf.renderers.view import Column, Note, Section, View
 from layerperf.renderers.views.columns import text
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration.measure import Measured
-    from layerperf.calibration.peaks import Peaks
+    pass
 
 KERNEL_UNITS = {"flops": "FLOP/s", "int_ops": "OP/s", "bytes": "B/s"}
 PEAK_KINDS = (("flops_per_s", "flops", "float32 FLOP/s"), ("int_ops_per_s", "int_ops", "int8 OP/s"),
@@ -42,8 +43,6 @@ PEAK_COLUMNS = (Column("threads", "threads"), *(_rate_column(key, header) for ke
 
 
 def _kind(kernel: str) -> str | None:
-    from layerperf.calibration.measure import KIND
-
     return KIND.get(kernel)
 
 

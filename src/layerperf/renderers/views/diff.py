@@ -6,12 +6,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from layerperf.analysis import aggregate as analysis
+from layerperf.data.calls import Calls
 from layerperf.renderers.view import Column, Section, View, notes
 from layerperf.renderers.views.columns import text
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.data.calls import Calls
+    pass
 
 
 def signed_us(v: Any) -> str:
@@ -101,7 +103,6 @@ def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match:
               order_by: str = "delta", top: int = 0) -> View:
     """``a`` and ``b`` compared node by node (``by`` name) or op type by op type; rows ranked by
     ``order_by``, the first ``top`` of them (all when 0)."""
-    from layerperf.analysis import aggregate as analysis
 
     rows, totals = analysis.diff(a, b, by=by, how=how, match=match)
     rows = analysis.order_diff(rows, order_by)

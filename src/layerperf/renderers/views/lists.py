@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from layerperf import backends
+from layerperf.backends.base import flag_name, option_fields
 from layerperf.renderers.view import Column, Note, Section, View
 from layerperf.renderers.views.columns import text
 
@@ -17,8 +19,6 @@ MODEL_COLUMNS = (Column("name", "model", str, "left", width=14), text("descripti
 
 def backend_rows() -> list[dict[str, Any]]:
     """Every registered backend: its version here or why it cannot run, its model suffixes and flags."""
-    from layerperf import backends
-    from layerperf.backends.base import flag_name, option_fields
 
     out = []
     for name in backends.names():

@@ -8,13 +8,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from layerperf.data.memory_report import Allocations, MemoryReport
 from layerperf.renderers.view import Column, Note, Section, View, for_people, notes
 from layerperf.renderers.views.columns import text
 from layerperf.renderers.views.profile import wrote_notes
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.data.memory_report import Allocations, MemoryReport
+    pass
 
 DEFAULT_TOP = 10  # tensors at the peak people see when --top is not given
 PEAK_COLUMNS = (

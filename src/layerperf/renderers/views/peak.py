@@ -12,8 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layerperf.calibration.peaks import Peaks
+from layerperf.calibration.peaks import Peaks, for_machine
+from layerperf.data.figures import rows_peak_pcts
+from layerperf.errors import InputError
 from layerperf.renderers.view import Column, Note
+from layerperf.util import units
 
 KEY = "pct_of_peak"
 PCT_OF_PEAK = Column(KEY, "% of peak", lambda v: f"{v:.1f}%")
@@ -51,8 +54,6 @@ def _threads(n: int | None) -> str:
 
 
 def _si(value: float, unit: str) -> str:
-    from layerperf.util import units
-
     return units.si(value, unit)
 
 
@@ -64,8 +65,6 @@ def reference(machine: Mapping[str, Any] | None, threads: int | None,
     """The peaks of ``machine`` (a profile's ``metadata["machine"]``; None: this machine) at ``threads``,
     or None with the warning saying why not when its calibration file is unreadable. ``peaks`` given
     (not :data:`AUTO`): those peaks, or None for no column at all."""
-    from layerperf.calibration.peaks import for_machine
-    from layerperf.errors import InputError
 
     if peaks is AUTO:
         try:
@@ -83,7 +82,6 @@ def reference(machine: Mapping[str, Any] | None, threads: int | None,
 def with_pcts(rows: Sequence[Mapping[str, Any]], ref: Reference | None) -> list[dict[str, Any]]:
     """``rows`` with :data:`KEY` added once calibrated: the % of peak, None where unknown (no FLOPs).
     Without a calibration the rows stay as they were: outputs keep their exact keys until one is made."""
-    from layerperf.data.figures import rows_peak_pcts
 
     if ref is None:
         return [dict(r) for r in rows]

@@ -6,7 +6,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf.analysis.summary import work_line
+from layerperf.analysis.summary import summary, work_line
+from layerperf.calibration.peaks import Peaks
+from layerperf.data.metadata import Metadata
+from layerperf.data.profile import Layer, Profile
 from layerperf.data.table import COLUMNS, extra_columns
 from layerperf.renderers.view import Column, Note, Row, Section, View, for_people, notes
 from layerperf.renderers.views import peak
@@ -14,9 +17,7 @@ from layerperf.renderers.views.columns import counter_columns, header, layer_col
 from layerperf.util import units
 
 if TYPE_CHECKING:
-    from layerperf.calibration.peaks import Peaks
-    from layerperf.data.metadata import Metadata
-    from layerperf.data.profile import Layer, Profile
+    pass
 
 # The profile table's order: self % is each layer's share of all measured layer time (calls x mean),
 # the figure the cumulative column runs over; self time is the median per call, so its column need not
@@ -85,7 +86,6 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     for programs every layer in execution order (the ``top`` ranked ones when ``top`` is given).
     ``peaks``: what "% of peak" divides by (default: the calibration of the machine the profile ran on,
     when there is one; None: no such column)."""
-    from layerperf.analysis.summary import summary
 
     summ = summary(prof)
     machine = prof.metadata.machine
