@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 BUILTIN: dict[str, str] = {
     "onnxruntime": "layerperf.backends.ort:OnnxRuntimeBackend",
     "torch": "layerperf.backends.torch:TorchBackend",
+    "tvm": "layerperf.backends.tvm:TvmBackend",
 }
 DEFAULT = "onnxruntime"
 

@@ -39,12 +39,18 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
     """``--backend`` and every registered backend's own flags, a group per backend. Flags default to
-    None here, so that a flag given for another backend than the one chosen is told, not ignored."""
+    None here, so that a flag given for another backend than the one chosen is told, not ignored. A
+    flag two backends share (``--level``) is listed once, its help saying what it means on each."""
     from layerperf import backends
     from layerperf.backends.base import flag_name, option_fields
 
     p.add_argument("--backend", metavar="NAME", help="runtime to profile on (default: by the model's file "
                    f"type; {backends.DEFAULT} for .onnx files and built-in models); see `layerperf backends`")
+    helps: dict[str, list[str]] = {}
+    for name in backends.names():
+        for f in option_fields(backends.get(name).options_type):
+            if f.metadata.get("flag"):
+                helps.setdefault(f.name, []).append(f"{name}: {f.metadata.get('help', '')}")
     seen: set[str] = set()
     for name in backends.names():
         backend = backends.get(name)
@@ -54,9 +60,14 @@ def add_backend_args(p: argparse.ArgumentParser) -> None:
             if not meta.get("flag") or f.name in seen:
                 continue
             seen.add(f.name)
+            text = meta.get("help", "") if len(helps[f.name]) == 1 else "; ".join(helps[f.name])
+            if isinstance(f.default, bool):  # a switch: given or not
+                group.add_argument(flag_name(f.name), dest=f.name, default=None, action="store_const", const=True,
+                                   help=text)
+                continue
             parse = meta.get("parse") or (type(f.default) if isinstance(f.default, int | float) else str)
-            text = meta.get("help", "")
             group.add_argument(flag_name(f.name), dest=f.name, default=None, type=parse, choices=meta.get("choices"),
+                               metavar=meta.get("metavar"),
                                help=text if "default" in text else f"{text} (default {f.default})")
 
 

@@ -4,7 +4,7 @@ An entry is keyed by everything that changes the code: the model's bytes (and th
 was imported with), the target, the pipeline, the tuning state (the digest of the database applied,
 or none), TVM's and its FFI's versions, and this format's version. It lives in
 ``$LAYERPERF_CACHE/tvm/builds/<key>/``: ``module.so`` (the executable, weights inside) and
-``build.json`` (the call map and how the build was made). ``build.json`` is written last and both
+``build.json`` (the call map, each kernel's schedule, and how the build was made). ``build.json`` is written last and both
 atomically, so an entry with a ``build.json`` is complete.
 """
 
@@ -21,10 +21,11 @@ from typing import Any
 import orjson
 
 from layerperf.backends.tvm.calls import CallMap
+from layerperf.data.schedule import KernelSchedule
 from layerperf.util.atomic import write_bytes
 from layerperf.util.cache import cache_subdir
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each kernel's schedule kept
 MODULE_FILE = "module.so"
 INFO_FILE = "build.json"
 UNTUNED = "untuned"
@@ -83,8 +84,18 @@ def entry_dir(key: BuildKey, root: Path | None = None) -> Path:
     return (root or tvm_cache_dir()) / "builds" / key.hexdigest()
 
 
-def lookup(key: BuildKey, root: Path | None = None) -> tuple[Path, CallMap, BuildInfo] | None:
-    """The cached module's path, call map and info; None when there is no complete entry for ``key``."""
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A complete cache entry: the module's path, its call map, how it was built, its kernels' schedules."""
+
+    module: Path
+    cmap: CallMap
+    info: BuildInfo
+    schedules: dict[str, KernelSchedule]
+
+
+def lookup(key: BuildKey, root: Path | None = None) -> Entry | None:
+    """The entry cached for ``key``; None when there is no complete one."""
     folder = entry_dir(key, root)
     try:
         data = orjson.loads((folder / INFO_FILE).read_bytes())
@@ -92,10 +103,12 @@ def lookup(key: BuildKey, root: Path | None = None) -> tuple[Path, CallMap, Buil
         return None
     if data.get("format") != FORMAT_VERSION or not (folder / MODULE_FILE).is_file():
         return None
-    return folder / MODULE_FILE, CallMap.from_json(data["calls"]), BuildInfo.from_json(data["info"])
+    schedules = {name: KernelSchedule.from_json(d) for name, d in (data.get("schedules") or {}).items()}
+    return Entry(folder / MODULE_FILE, CallMap.from_json(data["calls"]), BuildInfo.from_json(data["info"]), schedules)
 
 
-def store(info: BuildInfo, cmap: CallMap, export: Callable[[str], object], root: Path | None = None) -> Path:
+def store(info: BuildInfo, cmap: CallMap, export: Callable[[str], object], root: Path | None = None,
+          schedules: Mapping[str, KernelSchedule] | None = None) -> Path:
     """Write an entry: ``export(path)`` writes the module (``VMExecutable.export_library``) to a
     temporary name, renamed into place; then ``build.json``. Returns the module's path."""
     folder = entry_dir(info.key, root)
@@ -107,6 +120,7 @@ def store(info: BuildInfo, cmap: CallMap, export: Callable[[str], object], root:
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
-    payload = {"format": FORMAT_VERSION, "info": info.to_json(), "calls": cmap.to_json()}
+    payload = {"format": FORMAT_VERSION, "info": info.to_json(), "calls": cmap.to_json(),
+               "schedules": {name: s.to_json() for name, s in (schedules or {}).items()}}
     write_bytes(folder / INFO_FILE, orjson.dumps(payload), fsync=True)
     return target

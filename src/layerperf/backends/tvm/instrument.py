@@ -27,6 +27,7 @@ from layerperf.backends.common import interleaved
 from layerperf.backends.tvm.calls import WORK_BUILTINS, CallMap, CallSite, CallTensors
 from layerperf.backends.tvm.memory import alloc_nbytes
 from layerperf.backends.tvm.runtime import kept_affinity
+from layerperf.backends.tvm.tensors import Seen, arg
 from layerperf.collectors import Collector
 from layerperf.collectors.timer import Timing
 from layerperf.data.tensor import TensorInfo
@@ -134,6 +135,12 @@ class Runner:
             return self.main(*self.inputs)
         finally:
             self.vm.set_instrument(None)
+
+    def observe(self) -> tuple[list[Seen], Any]:
+        """One run's tensor arguments and result of every call (untimed), and what ``main`` returned."""
+        seen: list[Seen] = []
+        returned = self.watch(lambda i, ret, args: seen.append(Seen(tuple(arg(a) for a in args), arg(ret))))
+        return seen, returned
 
     def allocations(self) -> tuple[dict[int, int], list[tuple[int, int]]]:
         """One run's allocation sizes (call -> bytes) and every call's (start, end) on the

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from layerperf.analysis.memory.allocations import AllocEvent, ModuleSpan, attribute
 from layerperf.backends.tvm.bytecode import Function, Instr, is_register
-from layerperf.backends.tvm.calls import BUILTIN_PREFIX
+from layerperf.backends.tvm.calls import BUILTIN_PREFIX, CallSite
 from layerperf.data.memory_report import Allocations
 from layerperf.data.tensor import dtype_itemsize
 
@@ -164,3 +164,22 @@ def allocations(evs: Sequence[MemEvent], call_ns: Sequence[tuple[int, int]], spa
     start = call_ns[0][0] if call_ns else 0
     end = call_ns[-1][1] if call_ns else 0
     return attribute(spans, alloc, names, start_ns=start, end_ns=end, device=device, source=SOURCE)
+
+
+def layer_spans(sites: Sequence[CallSite], layer_of: Sequence[int], call_ns: Sequence[tuple[int, int]]
+                ) -> list[ModuleSpan]:
+    """The layers' spans in one pass for the allocator record: a layer's own call, widened to the
+    builtins that serve it (the allocations before a kernel, the frees after it), so that at level 1,
+    where builtins are no rows, a kernel's blocks are counted as its own."""
+    spans: list[ModuleSpan] = []
+    for site, (start, end) in zip(sites, call_ns, strict=True):
+        layer = layer_of[site.call]
+        if layer < 0 and site.serves is not None:
+            layer = layer_of[site.serves]
+        if layer < 0:
+            continue
+        if spans and spans[-1].layer == layer:
+            spans[-1] = ModuleSpan(layer, spans[-1].start_ns, end)
+        else:
+            spans.append(ModuleSpan(layer, start, end))
+    return spans

@@ -26,9 +26,10 @@ import tvm
 from tvm import relax
 
 from layerperf.backends.tvm.importer import tvm_error_types
+from layerperf.backends.tvm.options import PIPELINES
 from layerperf.errors import BackendError, InputError
 
-PIPELINES = ("default", "unfused", "legalize")
+__all__ = ["PIPELINES", "Compiled", "Snapshots", "compile_module", "passes", "tunable_module"]
 # Passes the legalize pipeline adds to the lowering (tvm.compile's default has no FoldConstant/FuseOps).
 _FUSION = ("FuseOps", "FuseTIR")
 # After this pass the bindings are lowered out of dataflow form; the mapping needs none later.
@@ -54,6 +55,15 @@ class Snapshots:
 
     def last(self) -> Any:
         return self.modules[-1][1]
+
+    def tunable(self) -> Any:
+        """The module the tuned schedules apply to (after fusion, or legalization and folding): where
+        the kernels' unscheduled PrimFuncs are, as the tuning database knows them."""
+        names = self.names()
+        for anchor in _ANCHORS:
+            if anchor in names:
+                return self.modules[names.index(anchor)][1]
+        raise BackendError("the compile kept no module after legalization to read the schedules from")
 
 
 def _pass_name(p: Any) -> str:
@@ -88,10 +98,14 @@ def _stages(target: Any, pipeline: str) -> list[Any]:
             *pl.finalize_passes(target)]
 
 
+# the passes after which tuned schedules go in, the first found: fusion, else folding, else legalization
+_ANCHORS = ("FuseTIR", "FoldConstant", "LegalizeOps")
+
+
 def _database_after(passes: list[Any]) -> int:
     """Index after which the tuned schedules go in: after fusion, or after legalization/folding."""
     names = [_pass_name(p) for p in passes]
-    for anchor in ("FuseTIR", "FoldConstant", "LegalizeOps"):
+    for anchor in _ANCHORS:
         if anchor in names:
             return names.index(anchor)
     raise BackendError("the pipeline has no legalization pass to apply tuned schedules after")

@@ -22,7 +22,7 @@ from layerperf.errors import MissingDependency
 TVM_VERSION = "0.27.0.post1"
 FFI_VERSION = "0.1.14.post1"
 BAD_FFI = {"0.1.15.post2": "segfaults while writing a MetaSchedule database"}
-INSTALL = (f"pip install 'layerperf[tvm]' (or: pip install apache-tvm=={TVM_VERSION} "
+INSTALL = (f"pip install 'layerperf[tvm]' (make setup installs it; or: pip install apache-tvm=={TVM_VERSION} "
            f"apache-tvm-ffi=={FFI_VERSION} psutil cloudpickle xgboost-cpu)")
 # What MetaSchedule imports when it tunes (not needed to compile or run untuned builds).
 TUNING_MODULES = ("psutil", "cloudpickle", "xgboost")

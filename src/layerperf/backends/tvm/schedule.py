@@ -13,7 +13,8 @@ primitive a line::
 Loops are named after the block's loop variables (``ff``; split parts ``ff_0``... as TVM names them)
 when the caller knows them (:mod:`.database` reads them from the unscheduled kernel), else ``l4``.
 What the postprocessors finally made parallel, vectorized and unrolled (and with which extents) is
-only known after replaying the trace: :mod:`.database` fills ``loops``. No TVM needed here.
+only known after replaying the trace: :mod:`.database` fills ``loops``. No TVM needed here. The record
+types are the data model's (:mod:`layerperf.data.schedule`), re-exported here.
 """
 
 from __future__ import annotations
@@ -23,82 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT = "default schedule"
-TUNED = "metaschedule"
+from layerperf.data.schedule import DEFAULT, TUNED, KernelSchedule, Loop, Placement, Tile, default_schedule
 
-
-@dataclass(frozen=True, slots=True)
-class Tile:
-    """One sampled split of a loop: its factors, outermost first."""
-
-    block: str
-    loop: str
-    factors: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where a block is computed: ``inline``/``reverse_inline``, or ``compute_at``/``reverse_compute_at`` a loop."""
-
-    block: str
-    how: str
-    loop: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Loop:
-    """A loop of the final kernel: name, extent and kind (serial, parallel, vectorized, unrolled)."""
-
-    name: str
-    extent: int | None
-    kind: str
-
-
-@dataclass(frozen=True, slots=True)
-class KernelSchedule:
-    """One kernel's schedule. ``source`` is :data:`DEFAULT` for an untuned build (then every other
-    field is empty) or :data:`TUNED`; ``run_s`` is MetaSchedule's own measure of the chosen candidate."""
-
-    func: str
-    source: str = DEFAULT
-    tiles: tuple[Tile, ...] = ()
-    loop_order: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (block, its loops outermost first) per reorder
-    placements: tuple[Placement, ...] = ()
-    max_parallel_jobs_per_core: int | None = None  # meta_schedule.parallel
-    max_vectorize_extent: int | None = None  # meta_schedule.vectorize
-    unroll_max_step: int | None = None  # the sampled meta_schedule.unroll_explicit/implicit value
-    unroll_explicit: bool | None = None
-    loops: tuple[Loop, ...] = ()  # the final kernel's non-serial loops
-    run_s: float | None = None
-    trace: tuple[str, ...] = field(default=(), repr=False)
-
-    @property
-    def parallel_extent(self) -> int | None:
-        """Iterations of the outermost parallel loop (the work split over threads); None when none."""
-        return next((lp.extent for lp in self.loops if lp.kind == "parallel"), None)
-
-    @property
-    def vectorize_extent(self) -> int | None:
-        return next((lp.extent for lp in self.loops if lp.kind == "vectorized"), None)
-
-    def to_json(self) -> dict[str, Any]:
-        """As trace.json and the per-layer records keep it (plain lists and dicts)."""
-        return {
-            "func": self.func, "source": self.source,
-            "tiles": [{"block": t.block, "loop": t.loop, "factors": list(t.factors)} for t in self.tiles],
-            "loop_order": [{"block": b, "loops": list(ls)} for b, ls in self.loop_order],
-            "placements": [{"block": p.block, "how": p.how, "loop": p.loop} for p in self.placements],
-            "max_parallel_jobs_per_core": self.max_parallel_jobs_per_core,
-            "max_vectorize_extent": self.max_vectorize_extent,
-            "unroll_max_step": self.unroll_max_step, "unroll_explicit": self.unroll_explicit,
-            "loops": [{"name": lp.name, "extent": lp.extent, "kind": lp.kind} for lp in self.loops],
-            "parallel_extent": self.parallel_extent, "vectorize_extent": self.vectorize_extent,
-            "run_s": self.run_s, "trace": list(self.trace),
-        }
-
-
-def default_schedule(func: str) -> KernelSchedule:
-    return KernelSchedule(func)
+__all__ = ["DEFAULT", "TUNED", "KernelSchedule", "Loop", "Placement", "Tile", "default_schedule", "read_trace"]
 
 
 @dataclass(slots=True)

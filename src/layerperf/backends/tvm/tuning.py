@@ -163,13 +163,27 @@ def tune(mod: Any, target: Any, work_dir: Path, trials_per_task: int, *, only: S
     """Tune the tasks of ``mod`` (after :func:`~.pipeline.tunable_module`) that have fewer than
     ``trials_per_task`` valid records, each up to that many trials; ``only``: exact task names.
     TuningInterrupted (records kept) on Ctrl-C; BackendError when MetaSchedule fails."""
+    tasks = [t for t in extract(mod, target) if only is None or t.task_name in only]
+    return tune_tasks(tasks, target, work_dir, trials_per_task, search=search, progress=progress,
+                      stop_after=stop_after)
+
+
+def tune_total(mod: Any, target: Any, work_dir: Path, trials: int, *, search: Search = Search(),
+               progress: Progress | None = None) -> TuneResult:
+    """``--tune TRIALS``: ``trials`` for the whole model, spread over its tasks (:func:`trials_per_task`)."""
+    tasks = extract(mod, target)
+    return tune_tasks(tasks, target, work_dir, trials_per_task(trials, len(tasks)), search=search, progress=progress)
+
+
+def tune_tasks(tasks: Sequence[Any], target: Any, work_dir: Path, trials_per_task: int, *, search: Search = Search(),
+               progress: Progress | None = None, stop_after: int | None = None) -> TuneResult:
+    """Tune those of ``tasks`` (from :func:`extract`) with fewer than ``trials_per_task`` valid records."""
     require_tuning()
     load_intrinsics(target)
     if trials_per_task < 1:
         raise BackendError(f"tuning needs at least 1 trial per task, got {trials_per_task}")
     work_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    tasks = [t for t in extract(mod, target) if only is None or t.task_name in only]
     database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     have = records_per_task(database, tasks)
     todo = [t for t, n in zip(tasks, have, strict=True) if n < trials_per_task]
