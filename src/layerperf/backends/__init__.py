@@ -4,7 +4,9 @@ A new backend is one module defining a class that follows :class:`~layerperf.bac
 and one line in :data:`BUILTIN` (or a :func:`register` call, for a backend that lives outside
 layerperf). Backends are imported only when used: the registry holds ``module:attribute`` strings.
 A backend that can measure one operator in isolation says so through ``single_op()``
-(:class:`~layerperf.backends.base.SingleOp`); :func:`single_op` finds it by name, or refuses.
+(:class:`~layerperf.backends.base.SingleOp`); :func:`single_op` finds it by name, or refuses. One
+whose options can ask for a baseline build to compare with (TVM's untuned build) says so through
+``baseline(options)`` (:func:`baseline_options`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ def single_op(name: str) -> SingleOp:
         raise InputError(f"backend '{name}' cannot measure one operator in isolation",
                          hint=("backends that can: " + ", ".join(can)) if can else None)
     return runner
+
+
+def baseline_options(backend: Backend, options: Any) -> Any | None:
+    """The options of the build a profile under ``options`` is compared with, when they ask for one
+    (TVM's ``--compare``: the untuned build); None otherwise, and for a backend without the capability."""
+    method = getattr(backend, "baseline", None)
+    return method(options) if method is not None else None
 
 
 def _single_op_of(backend: Backend) -> SingleOp | None:

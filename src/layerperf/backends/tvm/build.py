@@ -85,13 +85,13 @@ def _compile(model: onnx.ModelProto, target: Any, key: cache.BuildKey, database_
 
 def build(model: onnx.ModelProto, *, target: str = "llvm", pipeline: str = "default",
           database_dir: Path | None = None, shapes: dict[str, list[int]] | None = None,
-          use_cache: bool = True, cache_root: Path | None = None) -> Build:
+          use_cache: bool = True, cache_root: Path | None = None, num_cores: int | None = None) -> Build:
     """The model compiled for ``target`` with ``pipeline`` (and the tuning database, when it has
-    records), from the cache when the same build is there. One-line errors: target unavailable,
-    op not importable, compile failure."""
+    records), from the cache when the same build is there; ``num_cores``: an llvm target's cores where it
+    names none. One-line errors: target unavailable, op not importable, compile failure."""
     if pipeline not in PIPELINES:
         raise InputError(f"unknown TVM pipeline '{pipeline}'", hint="one of: " + ", ".join(PIPELINES))
-    spec, tgt = runnable_target(target)
+    spec, tgt = runnable_target(target, num_cores)
     key = cache.BuildKey(cache.model_digest(model.SerializeToString(), shapes), spec.key(), pipeline,
                          database_digest(database_dir), version_key())
     hit = cache.lookup(key, cache_root) if use_cache else None

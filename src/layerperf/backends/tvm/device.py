@@ -7,7 +7,8 @@ from typing import Any
 import tvm
 from tvm.target import codegen
 
-from layerperf.backends.tvm.target import HOST_KINDS, TargetSpec, host_arch_matches, parse_target, resolve_host_cpu
+from layerperf.backends.tvm.target import (HOST_KINDS, TargetSpec, host_arch_matches, parse_target, resolve_host_cpu,
+                                          with_num_cores)
 from layerperf.errors import InputError
 
 
@@ -16,11 +17,12 @@ def host_cpu() -> str:
     return str(codegen.llvm_get_system_cpu())
 
 
-def tvm_target(spec: TargetSpec | str) -> tuple[TargetSpec, Any]:
-    """(the spec with ``native`` resolved, the tvm.target.Target); InputError when TVM refuses it."""
+def tvm_target(spec: TargetSpec | str, num_cores: int | None = None) -> tuple[TargetSpec, Any]:
+    """(the spec with ``native`` resolved and, for llvm, ``num_cores`` where it names none; the
+    tvm.target.Target); InputError when TVM refuses it."""
     if isinstance(spec, str):
         spec = parse_target(spec)
-    spec = resolve_host_cpu(spec, host_cpu()) if spec.kind == "llvm" else spec
+    spec = with_num_cores(resolve_host_cpu(spec, host_cpu()), num_cores) if spec.kind == "llvm" else spec
     try:
         target = tvm.target.Target(spec.config)
     except (ValueError, TypeError, RuntimeError) as exc:
@@ -52,8 +54,8 @@ def device_of(target: Any) -> Any:
     return tvm.cpu(0) if kind in HOST_KINDS else tvm.device(kind, 0)
 
 
-def runnable_target(text: str) -> tuple[TargetSpec, Any]:
+def runnable_target(text: str, num_cores: int | None = None) -> tuple[TargetSpec, Any]:
     """``--target`` parsed, resolved and checked runnable here: (spec, tvm Target)."""
-    spec, target = tvm_target(text)
+    spec, target = tvm_target(text, num_cores)
     check_runnable(spec, target)
     return spec, target

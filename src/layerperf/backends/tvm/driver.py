@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx
@@ -47,11 +48,11 @@ def profile(model: Any, plan: RunPlan, options: TvmOptions, collectors: Collecto
     feed = make_feed(full, specs, plan.shapes, plan.inputs_file, plan.seed)
     shapes = {s.name: list(feed[s.name].shape) for s in specs}
     threads = set_threads(plan.threads)  # before anything starts TVM's pool
-    tuned = _tune(full, shapes, options, collectors.progress)
+    tuned = _tune(full, shapes, options, threads, collectors.progress)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         made = build(full, target=options.target, pipeline=options.pipeline,
-                     database_dir=tuned.work_dir if tuned else None, shapes=shapes)
+                     database_dir=tuned.work_dir if tuned else None, shapes=shapes, num_cores=threads)
     runner = Runner(made.executable, made.device, [feed[s.name] for s in specs], made.cmap)
     seen, returned = runner.observe()
     lp = make_layers(full, made.cmap, options.level, seen, runner.inputs, returned, made.schedules, made.spec.kind)
@@ -80,14 +81,20 @@ def profile(model: Any, plan: RunPlan, options: TvmOptions, collectors: Collecto
     return prof
 
 
-def _tune(model: onnx.ModelProto, shapes: dict[str, list[int]], options: TvmOptions,
+def tuning_dir(model: onnx.ModelProto, shapes: dict[str, list[int]], target: str, pipeline: str,
+               num_cores: int) -> Path:
+    """Where ``--tune`` keeps the database of ``model`` imported at ``shapes`` for ``target``."""
+    spec, _ = runnable_target(target, num_cores)
+    return tuning.database_dir(cache.model_digest(model.SerializeToString(), shapes), spec.key(), pipeline)
+
+
+def _tune(model: onnx.ModelProto, shapes: dict[str, list[int]], options: TvmOptions, num_cores: int,
           progress: Progress) -> tuning.TuneResult | None:
     """``--tune``: the model's database made or completed to the trials asked; None untuned."""
     if not options.tune:
         return None
-    spec, target = runnable_target(options.target)
-    work_dir = tuning.database_dir(cache.model_digest(model.SerializeToString(), shapes), spec.key(),
-                                   options.pipeline)
+    _, target = runnable_target(options.target, num_cores)
+    work_dir = tuning_dir(model, shapes, options.target, options.pipeline, num_cores)
     if progress:
         progress("tuning: extracting the tasks", 0, 1)
     mod = tunable_module(import_onnx(model, shapes).mod, target, options.pipeline)

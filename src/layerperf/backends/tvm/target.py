@@ -104,6 +104,14 @@ def resolve_host_cpu(spec: TargetSpec, host_cpu: str) -> TargetSpec:
     return TargetSpec(spec.text, {**spec.config, "mcpu": host_cpu})
 
 
+def with_num_cores(spec: TargetSpec, num_cores: int | None) -> TargetSpec:
+    """An llvm target without ``num-cores`` given the cores its kernels run on: MetaSchedule needs it to
+    tune (its parallel loops are sized by it) and refuses a CPU target without it."""
+    if num_cores is None or isinstance(spec.config, str) or spec.kind != "llvm" or "num-cores" in spec.config:
+        return spec
+    return TargetSpec(spec.text, {**spec.config, "num-cores": int(num_cores)})
+
+
 def host_arch_matches(triple: str, machine: str | None = None) -> bool:
     """Whether an LLVM triple's architecture is this machine's (code for another CPU compiles, but does not run)."""
     machine = (machine or platform.machine()).lower()

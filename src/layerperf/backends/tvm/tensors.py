@@ -9,7 +9,8 @@ memory plan reuses blocks, so the latest writer is the one that counts):
 * what a kernel writes gets the output names of the node whose output it writes (its last node),
   else ``<layer>:out<k>``;
 * what is read but never written in the run is a constant (a weight): the name of an initializer of
-  the kernel's nodes with its shape and dtype where one is left, else ``<layer>:const<k>``.
+  the kernel's nodes with its shape and dtype (or its elements, reshaped) where one is left, else
+  ``<layer>:const<k>`` (a constant TVM made: a folded or transposed weight).
 Names that say which tensor flows from which layer to which are what the memory timeline and the
 contract's order checks read.
 """
@@ -115,12 +116,16 @@ class Namer:
         return name
 
     def _constant(self, a: Arg, site: CallSite) -> str | None:
-        for n in sorted(site.nodes):
-            for name in self.model.graph.node[n].input:
-                if name in self._inits and name not in self._used and self._inits[name] == (a.shape, a.dtype):
-                    self._used.add(name)
-                    return name
-        return None
+        """An initializer of the call's nodes this constant is: the same shape and dtype, else the same
+        elements in another shape (folding reshapes a bias to 1xCx1x1)."""
+        candidates = [name for n in sorted(site.nodes) for name in self.model.graph.node[n].input
+                      if name in self._inits and name not in self._used and self._inits[name][1] == a.dtype]
+        exact = [name for name in candidates if self._inits[name][0] == a.shape]
+        same_size = [name for name in candidates if math.prod(self._inits[name][0]) == math.prod(a.shape)]
+        found = (exact or same_size or [None])[0]
+        if found is not None:
+            self._used.add(found)
+        return found
 
     def written(self, outs: Sequence[Arg], layer: str, site: CallSite, last_node: int | None) -> list[str]:
         wanted = [o for o in self.model.graph.node[last_node].output if o] if last_node is not None else []

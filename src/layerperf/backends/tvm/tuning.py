@@ -207,10 +207,10 @@ def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search:
     _unnamed_handlers_dropped()
     # stdout swallowed while the loggers are made: their console handler keeps the stream it saw.
     with contextlib.redirect_stdout(io.StringIO()):
-        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            tasks, str(work_dir), strategy=search.strategy, seed=search.seed)
-        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), counter]
         try:
+            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                tasks, str(work_dir), strategy=search.strategy, seed=search.seed)
+            callbacks = [*ms.measure_callback.MeasureCallback.create("default"), counter]
             ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
                                max_trials_global=per_task * len(contexts), max_trials_per_task=per_task,
                                num_trials_per_iter=min(64, per_task), database=database,
