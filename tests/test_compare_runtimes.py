@@ -5,7 +5,10 @@ fastest and the totals. Names are as real profiles of the zoo's resnet18 have th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 
 from layerperf.analysis.compare import compare, per_run_us
@@ -150,3 +153,30 @@ def test_compare_refuses_a_bad_list_of_runtimes(backends: str, capsys: pytest.Ca
     assert main(["compare", "m.onnx", "--backends", backends]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runtimes that are not TVM (ONNX Runtime and the toy replay backend), as where TVM is not installed."""
+    import orjson
+    from onnx import TensorProto, helper, numpy_helper
+
+    from layerperf import backends
+    from layerperf.cli import main
+
+    w = numpy_helper.from_array(np.ones((64, 32), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+                               helper.make_node("Tanh", ["h"], ["y"], name="tanh")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])], [w])
+    path = tmp_path / "fc.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    backends.register("replay", "backends.replay:ReplayBackend")
+    try:
+        assert main(["compare", str(path), "--backends", "onnxruntime,replay", "--runs", "2", "--warmup",
+                     "0", "--format", "json"]) == 0
+    finally:
+        backends.unregister("replay")
+    doc = orjson.loads(capsys.readouterr().out)
+    rows = {r["key"]: r for r in doc["rows"]}
+    assert rows["fc"]["layers"] == {"onnxruntime": ["fc"], "replay": ["fc"]} and not doc["failed"]
+    assert doc["totals"]["fastest"] in ("onnxruntime", "replay")

@@ -121,6 +121,7 @@ def _grid_sample(xs: Arrays, attrs: dict[str, Any], opset: int) -> list[np.ndarr
 KERNELS: dict[str, Kernel] = {
     "Add": _one(np.add), "Sub": _one(np.subtract), "Mul": _one(np.multiply), "Div": _one(_div),
     "MatMul": _one(np.matmul), "Relu": _one(_relu), "Sigmoid": _one(_sigmoid), "Tanh": _one(np.tanh),
-    "Identity": _one(np.copy), "Det": _one(np.linalg.det), "GridSample": _grid_sample, "Softmax": _softmax, "Gemm": _gemm,
+    "Identity": _one(np.copy), "Det": _one(np.linalg.det), "GridSample": _grid_sample, "Softmax": _softmax,
+    "Gemm": _gemm,
     "Reshape": _reshape, "Transpose": _transpose, "Flatten": _flatten, "Conv": _conv,
 }

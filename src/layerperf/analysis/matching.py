@@ -216,11 +216,11 @@ class _Pairer:
             for i in [i for i in left_n if not nodes[i].covers]:
                 names = dict.fromkeys(normalize_name(x) for x in (nodes[i].name, *nodes[i].outputs) if x)
                 family = op_family(nodes[i].op_type)
-                k = next((k for x in names for k in by_node.get(x, ()) if k not in taken
-                          and op_family(kernels[k].op_type) == family), None)
-                if k is not None:
-                    taken.add(k)
-                    self.pairs.append((k, i, "covers") if flip else (i, k, "covers"))
+                hit = next((k for x in names for k in by_node.get(x, ()) if k not in taken
+                            and op_family(kernels[k].op_type) == family), None)
+                if hit is not None:
+                    taken.add(hit)
+                    self.pairs.append((hit, i, "covers") if flip else (i, hit, "covers"))
             paired = {p[1] if flip else p[0] for p in self.pairs if p[2] == "covers"}
             left_n[:] = [i for i in left_n if i not in paired]
             left_k[:] = [k for k in left_k if k not in taken]

@@ -138,4 +138,5 @@ def _save(out: Path, profiles: dict[str, Any], doc: dict[str, Any]) -> None:
 
     for label, prof in profiles.items():
         layerperf.save(prof, out / label.replace(":", "-"))
-    write_bytes(ensure_dir(out) / "compare.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    write_bytes(ensure_dir(out) / "compare.json", text)

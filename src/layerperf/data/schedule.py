@@ -119,7 +119,7 @@ class KernelSchedule:
             tiles=tuple(Tile(str(t["block"]), str(t["loop"]), tuple(int(f) for f in t["factors"]))
                         for t in d.get("tiles") or ()),
             loop_order=tuple((str(o["block"]), tuple(str(x) for x in o["loops"])) for o in d.get("loop_order") or ()),
-            placements=tuple(Placement(str(p["block"]), str(p["how"]), None if p.get("loop") is None else str(p["loop"]))
+            placements=tuple(Placement(str(p["block"]), str(p["how"]), _str(p.get("loop")))
                              for p in d.get("placements") or ()),
             max_parallel_jobs_per_core=_int(d.get("max_parallel_jobs_per_core")),
             max_vectorize_extent=_int(d.get("max_vectorize_extent")), unroll_max_step=_int(d.get("unroll_max_step")),
@@ -136,3 +136,7 @@ def default_schedule(func: str) -> KernelSchedule:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)

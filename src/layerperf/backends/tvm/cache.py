@@ -4,8 +4,8 @@ An entry is keyed by everything that changes the code: the model's bytes (and th
 was imported with), the target, the pipeline, the tuning state (the digest of the database applied,
 or none), TVM's and its FFI's versions, and this format's version. It lives in
 ``$LAYERPERF_CACHE/tvm/builds/<key>/``: ``module.so`` (the executable, weights inside) and
-``build.json`` (the call map, each kernel's schedule, and how the build was made). ``build.json`` is written last and both
-atomically, so an entry with a ``build.json`` is complete.
+``build.json`` (the call map, each kernel's schedule, and how the build was made). ``build.json`` is
+written last and both atomically, so an entry with a ``build.json`` is complete.
 """
 
 from __future__ import annotations

@@ -7,8 +7,14 @@ from typing import Any
 import tvm
 from tvm.target import codegen
 
-from layerperf.backends.tvm.target import (HOST_KINDS, TargetSpec, host_arch_matches, parse_target, resolve_host_cpu,
-                                          with_num_cores)
+from layerperf.backends.tvm.target import (
+    HOST_KINDS,
+    TargetSpec,
+    host_arch_matches,
+    parse_target,
+    resolve_host_cpu,
+    with_num_cores,
+)
 from layerperf.errors import InputError
 
 

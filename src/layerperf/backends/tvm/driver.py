@@ -59,7 +59,8 @@ def profile(model: Any, plan: RunPlan, options: TvmOptions, collectors: Collecto
     for _ in range(plan.warmup):
         runner.plain()
     timing = Timing()
-    step = (lambda n: collectors.progress("profiled runs", n, plan.runs)) if collectors.progress else None
+    progress = collectors.progress
+    step = (lambda n: progress("profiled runs", n, plan.runs)) if progress else None
     plain, hooked = interleaved(runner.plain if plan.latency else None, lambda: runner.run_pass(timing, lp.layer_of),
                                 plan.runs, done=step)
     runs = timing.runs()

@@ -21,7 +21,7 @@ from layerperf.backends.tvm.calls import CallMap, CallSite, CallTensors
 from layerperf.backends.tvm.instrument import layer_sites
 from layerperf.backends.tvm.kernel_cost import owning_site, site_cost
 from layerperf.backends.tvm.naming import layer_names
-from layerperf.backends.tvm.tensors import Arg, Seen, arg, name_tensors, results
+from layerperf.backends.tvm.tensors import Seen, arg, name_tensors, results
 from layerperf.cost.onnx.graph import attributes, tensor_infos
 from layerperf.cost.tvm import NAMESPACE, short_name
 from layerperf.data.cost import Cost

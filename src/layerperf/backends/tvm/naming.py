@@ -38,7 +38,11 @@ def short(name: str, anchor: str) -> str:
 
 def anchor_of(nodes: Sequence[int], flops: Sequence[int | None]) -> int:
     """The node a kernel is named after: the most FLOPs (unknown counts least), the first of equals."""
-    return max(nodes, key=lambda n: -1 if flops[n] is None else flops[n])
+    return max(nodes, key=lambda n: _known(flops[n]))
+
+
+def _known(flops: int | None) -> int:
+    return -1 if flops is None else flops
 
 
 def kernel_name(nodes: Sequence[int], node_names: Sequence[str], anchor: int) -> str:

@@ -3,8 +3,9 @@
 MetaSchedule's JSON database appends every measured candidate to
 ``database_tuning_record.json`` as it is measured, so an interrupted tuning keeps what it found.
 A rerun asks for the same number of trials per task and tunes only the tasks that have fewer
-records than that; a build applies whatever the database holds (:mod:`.build` keys its cache on
-the database's digest, so new records make a new build).
+records than that, and that no finished tuning had that budget for (:data:`LEDGER`: a task whose
+whole search space is smaller than the budget is done with fewer); a build applies whatever the
+database holds (:mod:`.build` keys its cache on the database's digest, so new records make a new build).
 
 Tuning runs builders and runners in worker processes and trains an XGBoost cost model: it needs
 ``psutil``, ``cloudpickle`` and ``xgboost``. MetaSchedule logs to stdout and to ``<work_dir>/logs``;
@@ -17,6 +18,7 @@ import contextlib
 import importlib
 import importlib.util
 import io
+import json
 import logging
 import math
 import sys
@@ -35,6 +37,7 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from layerperf.backends.tvm.cache import digest, tvm_cache_dir
 from layerperf.backends.tvm.runtime import require_tuning
 from layerperf.errors import BackendError, LayerperfError
+from layerperf.util.atomic import write_bytes
 
 Progress = Callable[[str, int, int], None]
 
@@ -186,13 +189,35 @@ def tune_tasks(tasks: Sequence[Any], target: Any, work_dir: Path, trials_per_tas
     t0 = time.perf_counter()
     database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     have = records_per_task(database, tasks)
-    todo = [t for t, n in zip(tasks, have, strict=True) if n < trials_per_task]
-    skipped = tuple(t.task_name for t, n in zip(tasks, have, strict=True) if n >= trials_per_task)
+    budgets = _ledger(work_dir)
+    done = [n >= trials_per_task or budgets.get(t.task_name, 0) >= trials_per_task for t, n in
+            zip(tasks, have, strict=True)]
+    todo = [t for t, d in zip(tasks, done, strict=True) if not d]
+    skipped = tuple(t.task_name for t, d in zip(tasks, done, strict=True) if d)
     counter = _Counting(trials_per_task * len(todo), progress, stop_after)
     if todo:
         _run(todo, database, work_dir, trials_per_task, search, counter)
+        _write_ledger(work_dir, {**budgets, **{t.task_name: max(budgets.get(t.task_name, 0), trials_per_task)
+                                                for t in todo}})
     return TuneResult(work_dir, len(tasks), tuple(t.task_name for t in todo), skipped, trials_per_task,
                       counter.done, len(database), time.perf_counter() - t0)
+
+
+# Each task's trial budget once a tuning of it ran to its end: a task whose search space is smaller
+# than the budget (an element-wise kernel has one schedule) never gets that many records, and is done.
+LEDGER = "layerperf-tuned.json"
+
+
+def _ledger(work_dir: Path) -> dict[str, int]:
+    try:
+        data = json.loads((work_dir / LEDGER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _write_ledger(work_dir: Path, budgets: dict[str, int]) -> None:
+    write_bytes(work_dir / LEDGER, json.dumps(budgets, sort_keys=True).encode())
 
 
 def _unnamed_handlers_dropped() -> None:
