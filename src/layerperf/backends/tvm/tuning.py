@@ -229,25 +229,51 @@ def _unnamed_handlers_dropped() -> None:
 
 
 def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search: Search, counter: Any) -> None:
+    """Tune ``tasks``: those with one schedule in their search space (an element-wise kernel's) get that
+    one measured, by replaying it; the others ``per_task`` trials of ``search``. (MetaSchedule's
+    evolutionary search on a one-schedule task finds nothing new to measure, and tries again five
+    times, a search each, before it gives the task up.)"""
     _unnamed_handlers_dropped()
+    replay = Search("replay-trace", search.timeout_s, search.seed)
     # stdout swallowed while the loggers are made: their console handler keeps the stream it saw.
     with contextlib.redirect_stdout(io.StringIO()):
         try:
-            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                tasks, str(work_dir), strategy=search.strategy, seed=search.seed)
-            callbacks = [*ms.measure_callback.MeasureCallback.create("default"), counter]
-            ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
-                               max_trials_global=per_task * len(contexts), max_trials_per_task=per_task,
-                               num_trials_per_iter=min(64, per_task), database=database,
-                               builder=ms.builder.LocalBuilder(timeout_sec=search.timeout_s, f_build=build_candidate),
-                               runner=ms.runner.LocalRunner(timeout_sec=search.timeout_s),
-                               cost_model=search.cost_model(), measure_callbacks=callbacks)
+            probe, _ = _contexts(tasks, work_dir, replay)
+            fixed = {i for i, ctx in enumerate(probe) if _one_schedule(ctx)}
+            counter.total = len(fixed) + per_task * (len(tasks) - len(fixed))
+            for group, trials, how in (([t for i, t in enumerate(tasks) if i in fixed], 1, replay),
+                                       ([t for i, t in enumerate(tasks) if i not in fixed], per_task, search)):
+                if group:
+                    _tune(group, database, work_dir, trials, how, counter)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C arrives wrapped in a TVM error from the C++ loop
             if _interrupted(exc):
                 raise TuningInterrupted(f"tuning interrupted after {counter.done} trials; the "
                                         f"{len(database)} records found are kept in {work_dir}",
                                         hint="run again to tune the rest") from None
             raise BackendError(f"MetaSchedule failed: {_last_line(exc)}") from None
+
+
+def _contexts(tasks: list[Any], work_dir: Path, search: Search) -> tuple[list[Any], list[float]]:
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        tasks, str(work_dir), strategy=search.strategy, seed=search.seed)
+    return list(contexts), list(weights)
+
+
+def _one_schedule(context: Any) -> bool:
+    """Whether a task's search space is one schedule: one design space with no sampled decision."""
+    spaces = context.generate_design_space()
+    return len(spaces) == 1 and len(spaces[0].trace.decisions) == 0
+
+
+def _tune(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search: Search, counter: Any) -> None:
+    contexts, weights = _contexts(tasks, work_dir, search)
+    callbacks = [*ms.measure_callback.MeasureCallback.create("default"), counter]
+    ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
+                       max_trials_global=per_task * len(contexts), max_trials_per_task=per_task,
+                       num_trials_per_iter=min(64, per_task), database=database,
+                       builder=ms.builder.LocalBuilder(timeout_sec=search.timeout_s, f_build=build_candidate),
+                       runner=ms.runner.LocalRunner(timeout_sec=search.timeout_s),
+                       cost_model=search.cost_model(), measure_callbacks=callbacks)
 
 
 def trials_per_task(total: int, n_tasks: int) -> int:
