@@ -5,7 +5,7 @@ calls); each keeps the shapes and dtypes of its first call. The aten ops the pas
 attributed to the innermost module running them — its *self* work, as its self time excludes its
 children's — with FLOPs from torch.utils.flop_counter's formulas (one multiply-add = 2 FLOPs) or, for
 the ops it has none for (elementwise, normalizations, softmax, pools, their backward), as the ONNX
-cost model counts them (:mod:`.aten_cost`), and the bytes of their tensor arguments and results; a
+cost model counts them (:mod:`layerperf.cost.aten`), and the bytes of their tensor arguments and results; a
 view (``t``, ``view``, ``expand``...: a result aliasing an argument it does not write) moves no
 bytes. An op with no formula that does arithmetic makes
 its module's FLOPs unknown (None), never 0; integer work likewise, as the cost model counts it (an op
@@ -15,11 +15,13 @@ module's own, with its keyword arguments: a submodule called with them has them 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from layerperf.cost import aten as aten_cost
 from layerperf.data.tensor import TensorInfo
 
 # aten ops that move, view, convert or make data but do no arithmetic: 0 FLOPs and 0 integer
@@ -70,10 +72,10 @@ def integer_count(name: str, args: Any, kwargs: Any, out: Any) -> int | None:
     """Integer operations of an integer op with no flop_counter formula; None for one not listed."""
     base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
     if base in INT_ELEMENTWISE:
-        outs = _tensors(out)
+        outs = tensors(out)
         return sum(t.numel() for t in outs) if outs else None
     if base in INT_PER_INPUT:
-        ins = _tensors((args, kwargs))
+        ins = tensors((args, kwargs))
         return ins[0].numel() if ins else None
     return None
 
@@ -119,11 +121,11 @@ def _dtype(t: Any) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _info(name: str, t: Any) -> TensorInfo:
+def tensor_info(name: str, t: Any) -> TensorInfo:
     return TensorInfo(name, tuple(int(d) for d in t.shape), _dtype(t))
 
 
-def _tensors(value: Any) -> list[Any]:
+def tensors(value: Any) -> list[Any]:
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -132,7 +134,7 @@ def _tensors(value: Any) -> list[Any]:
 
 def _nbytes(value: Any) -> int:
     # a tensor passed twice (``mul(x, x)``) is read once, as the cost model counts a node's inputs
-    unique = {id(t): t for t in _tensors(value)}
+    unique = {id(t): t for t in tensors(value)}
     return sum(t.numel() * t.element_size() for t in unique.values())
 
 
@@ -160,13 +162,13 @@ class Recorder:
         if i is None:
             path = entry[0]
             i = self.order[id(mod)] = len(self.seen)
-            ins = _tensors((args, kwargs))
+            ins = tensors((args, kwargs))
             own = getattr(mod, "layerperf_io", None)
             names = own[0] if own else [self._name(t, f"{path}:in{k}") for k, t in enumerate(ins)]
             params = sum(p.numel() * p.element_size() for p in mod.parameters(recurse=False))
             self.seen.append(Seen(path, getattr(mod, "layerperf_op_type", type(mod).__name__),
                                   self.stack[-1] if self.stack else None,
-                                  tuple(_info(n, t) for n, t in zip(names, ins, strict=False)), (), params,
+                                  tuple(tensor_info(n, t) for n, t in zip(names, ins, strict=False)), (), params,
                                   domain=getattr(mod, "layerperf_domain", None), attrs=getattr(mod, "attrs", None)))
         self.seen[i].calls += 1
         self.stack.append(i)
@@ -178,10 +180,10 @@ class Recorder:
         seen = self.seen[i]
         if seen.outputs:
             return
-        outs = _tensors(out)
+        outs = tensors(out)
         own = getattr(mod, "layerperf_io", None)
         names = own[1] if own else [seen.path if len(outs) == 1 else f"{seen.path}:{k}" for k in range(len(outs))]
-        seen.outputs = tuple(_info(n, t) for n, t in zip(names, outs, strict=False))
+        seen.outputs = tuple(tensor_info(n, t) for n, t in zip(names, outs, strict=False))
         for n, t in zip(names, outs, strict=False):
             self.names.setdefault(id(t), (n, t))  # the innermost producer names a tensor its parents pass on
 
@@ -200,8 +202,8 @@ def integer_op(args: Any, kwargs: Any, out: Any) -> bool:
     """Whether an op works on integers: every tensor argument (or, with none, every result) is of an
     integer or boolean type. An op with a floating-point (or complex) operand is floating-point work,
     as in the cost model (layerperf.cost)."""
-    tensors = _tensors((args, kwargs)) or _tensors(out)
-    return bool(tensors) and not any(t.is_floating_point() or t.is_complex() for t in tensors)
+    found = tensors((args, kwargs)) or tensors(out)
+    return bool(found) and not any(t.is_floating_point() or t.is_complex() for t in found)
 
 
 def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
@@ -211,8 +213,6 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
     one its formula's FLOPs and 0 integer operations. With no formula, the kind of work it does is
     unknown (None), never 0."""
     from torch.utils.flop_counter import flop_registry
-
-    from layerperf.cost import aten as aten_cost
 
     name = func.overloadpacket.__name__
     seen.ops.append(name)
@@ -275,7 +275,7 @@ def record(model: Any, call: Any) -> Recorder:
     inputs, which the global hooks of the timed passes are not given."""
     own = getattr(model.module, "layerperf_paths", {})
     modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
-    inputs = {id(t): (n, t) for n, t in _input_names(model)}
+    inputs = {id(t): (n, t) for n, t in input_names(model)}
     rec = Recorder(modules, inputs)
     with _kwargs_hooks([m for _, m in modules.values()], rec), counting_mode(rec.op):
         call()
@@ -295,9 +295,9 @@ def _kwargs_hooks(modules: list[Any], rec: Recorder) -> Iterator[None]:
             h.remove()
 
 
-def _input_names(model: Any) -> list[tuple[str, Any]]:
-    import inspect
-
+def input_names(model: Any) -> list[tuple[str, Any]]:
+    """The model's inputs by name, in call order: its positional arguments named after its forward's
+    parameters (or ``input<k>``), then its keyword arguments."""
     try:
         params = list(inspect.signature(model.module.forward).parameters)
     except (TypeError, ValueError):
