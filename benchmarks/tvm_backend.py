@@ -36,6 +36,7 @@ from layerperf.backends.tvm.importer import import_onnx
 from layerperf.backends.tvm.instrument import Runner, hook_overhead
 from layerperf.backends.tvm.pipeline import tunable_module
 from layerperf.backends.tvm.runtime import set_threads
+from layerperf.models.inputs import make_feed, onnx_input_specs
 from layerperf.models.source import open_model
 
 SIZES = {"resnet18": {"image_size": 224}, "mobilenet_v2": {"image_size": 224}, "bert-base": {"seq_len": 128},
@@ -53,24 +54,14 @@ def load(name: str) -> onnx.ModelProto:
 
 
 def inputs_of(model: onnx.ModelProto) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        shape = [d.dim_value for d in tt.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        out.append(rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else
-                   rng.integers(0, 100, shape).astype(dtype))
-    return out
+    """The inputs ``layerperf profile`` feeds (seed 0)."""
+    feed = make_feed(model, onnx_input_specs(model))
+    return [feed[s.name] for s in onnx_input_specs(model)]
 
 
 def shapes_of(model: onnx.ModelProto) -> dict[str, list[int]]:
-    inits = {i.name for i in model.graph.initializer}
-    return {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input
-            if vi.name not in inits}
+    """The input shapes the model is imported with, as ``layerperf profile`` imports it."""
+    return {s.name: list(a.shape) for s, a in zip(onnx_input_specs(model), inputs_of(model), strict=True)}
 
 
 def compile_figures(name: str, model: onnx.ModelProto, pipeline: str, root: Path, threads: int) -> Build:

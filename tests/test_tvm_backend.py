@@ -6,7 +6,6 @@ report, the build cached, and its refusals in one line (exit 2, nothing written)
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -16,32 +15,16 @@ pytest.importorskip("tvm")
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 import onnx  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
 
 import layerperf  # noqa: E402
 from layerperf.cli import main  # noqa: E402
 from layerperf.data.extension import TvmKernel  # noqa: E402
-
-from conftest import tiny_cnn  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Builds and tuning databases in a folder of this module's (the zoo's models stay where they are)."""
-    root = tmp_path_factory.mktemp("cache")
-    zoo = Path(os.environ.get("LAYERPERF_CACHE") or Path.home() / ".cache" / "layerperf") / "zoo"
-    if zoo.is_dir():
-        (root / "zoo").symlink_to(zoo)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LAYERPERF_CACHE", str(root))
-        yield root
+from tvm_models import det_model, own_cache  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("models") / "tiny_cnn.onnx"
-    onnx.save(tiny_cnn(), path)
-    return path
+def model_path(tiny_model_path: Path) -> Path:
+    return tiny_model_path  # conftest's tiny_cnn: Conv -> Relu -> MaxPool -> Flatten -> Gemm
 
 
 @pytest.fixture(scope="module")
@@ -134,14 +117,6 @@ def test_bad_options_are_one_line(model_path: Path, tmp_path: Path, args: list[s
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
     assert not out.exists()
-
-
-def det_model() -> onnx.ModelProto:
-    """x -> Det -> y: a valid model with an op TVM's Relax frontend has no converter for."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4, 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])
-    graph = helper.make_graph([helper.make_node("Det", ["x"], ["y"], name="the_det")], "det", [x], [y])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def test_an_op_tvm_cannot_import_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,6 @@ trial per task of a two-task model (seconds)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -24,23 +23,11 @@ import layerperf  # noqa: E402
 from layerperf import backends  # noqa: E402
 from layerperf.backends.tvm import tuning  # noqa: E402
 from layerperf.cli import main  # noqa: E402
-from test_tvm_backend import det_model  # noqa: E402
-from tvm_models import two_matmuls  # noqa: E402
+from tvm_models import det_model, own_cache, two_matmuls  # noqa: E402,F401
 
 from conftest import tiny_cnn  # noqa: E402
 
 QUICK = ["--tune-strategy", "replay-trace"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("cache")
-    zoo = Path(os.environ.get("LAYERPERF_CACHE") or Path.home() / ".cache" / "layerperf") / "zoo"
-    if zoo.is_dir():
-        (root / "zoo").symlink_to(zoo)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LAYERPERF_CACHE", str(root))
-        yield root
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 
@@ -21,6 +24,14 @@ def two_matmuls() -> onnx.ModelProto:
              helper.make_node("Relu", ["m1"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
     graph = helper.make_graph(nodes, "two_matmuls", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def det_model() -> onnx.ModelProto:
+    """x -> Det -> y: a valid model with an op TVM's Relax frontend has no converter for."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])
+    graph = helper.make_graph([helper.make_node("Det", ["x"], ["y"], name="the_det")], "det", [x], [y])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
@@ -90,3 +101,16 @@ def save(model: onnx.ModelProto, folder: Path, name: str) -> Path:
     path = folder / f"{name}.onnx"
     onnx.save(model, path)
     return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Builds and tuning databases in a folder of the test module's (the zoo's models stay where they
+    are): imported into a module, it is used by every test there."""
+    root = tmp_path_factory.mktemp("cache")
+    zoo = Path(os.environ.get("LAYERPERF_CACHE") or Path.home() / ".cache" / "layerperf") / "zoo"
+    if zoo.is_dir():
+        (root / "zoo").symlink_to(zoo)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERPERF_CACHE", str(root))
+        yield root
