@@ -118,3 +118,21 @@ def test_tuning_needs_a_trial(tunable: tuple, tmp_path: Path) -> None:
     mod, target = tunable
     with pytest.raises(tuning.BackendError, match="at least 1 trial"):
         tuning.tune(mod, target, tmp_path, 0)
+
+
+def test_a_ctrl_c_stops_at_the_next_batch_and_keeps_what_was_measured(tunable: tuple, tmp_path: Path) -> None:
+    import signal
+
+    mod, target = tunable
+    before = signal.getsignal(signal.SIGINT)
+    sent: list[int] = []
+
+    def progress(what: str, done: int, total: int) -> None:  # a Ctrl-C while the first batch is counted
+        if not sent:
+            sent.append(done)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(tuning.TuningInterrupted, match="records found are kept"):
+        tuning.tune(mod, target, tmp_path, 4, search=QUICK, progress=progress)
+    assert len(tuning.ms.database.JSONDatabase(work_dir=str(tmp_path))) >= sent[0] >= 1
+    assert signal.getsignal(signal.SIGINT) is before

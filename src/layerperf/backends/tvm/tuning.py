@@ -21,11 +21,13 @@ import io
 import json
 import logging
 import math
+import signal
 import sys
+import threading
 import time
 import traceback
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,19 +83,27 @@ def records_per_task(database: Any, tasks: Sequence[Any]) -> list[int]:
     return out
 
 
+@dataclass(slots=True)
+class _Seen:
+    seen: bool = False
+
+
 @derived_object
 class _Counting(PyMeasureCallback):
-    """Counts measured candidates and reports them; ``stop_after`` raises KeyboardInterrupt (tests)."""
+    """Counts measured candidates and reports them. It stops the tuning, raising KeyboardInterrupt
+    where MetaSchedule expects a callback's error, when a Ctrl-C was seen (``interrupt``) or after
+    ``stop_after`` candidates (tests)."""
 
     def __init__(self, total: int, progress: Progress | None, stop_after: int | None = None) -> None:
         self.total, self.done, self.progress, self.stop_after = total, 0, progress, stop_after
+        self.interrupt = _Seen()
 
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any, builder_results: Any,
               runner_results: Any) -> None:
         self.done += len(runner_results)
         if self.progress:
             self.progress("tuning (MetaSchedule trials)", min(self.done, self.total), self.total)
-        if self.stop_after is not None and self.done >= self.stop_after:
+        if self.interrupt.seen or (self.stop_after is not None and self.done >= self.stop_after):
             raise KeyboardInterrupt
 
 
@@ -234,9 +244,10 @@ def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search:
     evolutionary search on a one-schedule task finds nothing new to measure, and tries again five
     times, a search each, before it gives the task up.)"""
     _unnamed_handlers_dropped()
+    _quiet_pool_teardown()
     replay = Search("replay-trace", search.timeout_s, search.seed)
     # stdout swallowed while the loggers are made: their console handler keeps the stream it saw.
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), _sigint_noted(counter.interrupt) as sigint:
         try:
             probe, _ = _contexts(tasks, work_dir, replay)
             fixed = {i for i, ctx in enumerate(probe) if _one_schedule(ctx)}
@@ -246,11 +257,50 @@ def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search:
                 if group:
                     _tune(group, database, work_dir, trials, how, counter)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C arrives wrapped in a TVM error from the C++ loop
-            if _interrupted(exc):
+            if sigint.seen or _interrupted(exc):
                 raise TuningInterrupted(f"tuning interrupted after {counter.done} trials; the "
                                         f"{len(database)} records found are kept in {work_dir}",
                                         hint="run again to tune the rest") from None
             raise BackendError(f"MetaSchedule failed: {_last_line(exc)}") from None
+
+
+@contextlib.contextmanager
+def _sigint_noted(noted: _Seen) -> Iterator[_Seen]:
+    """A Ctrl-C while tuning is only noted: the measure callback stops the tuning at the next measured
+    batch. Raised where it lands, in a Python call made from MetaSchedule's C++ loop, it came back as
+    a RuntimeError with no message, or took the process down (std::terminate). A second Ctrl-C
+    raises at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if noted.seen:
+            raise KeyboardInterrupt
+        noted.seen = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _quiet_pool_teardown() -> None:
+    """Keep TVM's worker pools' teardown off stderr: after an interrupted tuning, the last reference to
+    a builder's pool may go in one of its own threads, whose ``__del__`` then cannot join it (a harmless
+    "Exception ignored ... cannot join current thread" traceback, printed by Python)."""
+    default = sys.unraisablehook
+    if getattr(default, "layerperf_quiet", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        where = getattr(unraisable.object, "__qualname__", "")
+        if not where.startswith("PopenPoolExecutor."):
+            default(unraisable)
+
+    hook.layerperf_quiet = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def _contexts(tasks: list[Any], work_dir: Path, search: Search) -> tuple[list[Any], list[float]]:
@@ -273,7 +323,11 @@ def _tune(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search
                        num_trials_per_iter=min(64, per_task), database=database,
                        builder=ms.builder.LocalBuilder(timeout_sec=search.timeout_s, f_build=build_candidate),
                        runner=ms.runner.LocalRunner(timeout_sec=search.timeout_s),
-                       cost_model=search.cost_model(), measure_callbacks=callbacks)
+                       cost_model=search.cost_model(), measure_callbacks=callbacks,
+                       # round-robin joins each task's measured batch at the next pick: its records reach
+                       # the database (and a Ctrl-C reaches Python) as they come. The default ("gradient")
+                       # joins none before every task had its first batch: an interrupt then kept nothing
+                       task_scheduler="round-robin")
 
 
 def trials_per_task(total: int, n_tasks: int) -> int:
