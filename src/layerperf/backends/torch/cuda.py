@@ -264,7 +264,8 @@ def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
         sync()
 
     sync()
-    return events, hooked_runs(session, index, plan, events, synced, progress, "profiled runs (cuda)")
+    return events, hooked_runs(session, index, plan, events, synced, progress, "profiled runs (cuda)",
+                               between=plan.between_runs)
 
 
 def allocator_pass(session: Session, index: dict[int, int], api: CudaApi | None = None) -> CudaEvents:

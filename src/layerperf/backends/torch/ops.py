@@ -430,7 +430,8 @@ def profile_ops(session: Session, rec: Recorder, layers: list[Layer], plan: RunP
     timed: list[Recorded] = []
     progress = collectors.progress
     done = (lambda n: progress("profiled runs (level 2)", n, plan.runs)) if progress else None
-    plain, _ = interleaved(session.call if plan.latency else None, lambda: timed.append(run()), plan.runs, done=done)
+    plain, _ = interleaved(session.call if plan.latency else None, lambda: timed.append(run()), plan.runs, done=done,
+                           between=plan.between_runs)
     wall = [got.dur_ns for got in timed]
     cpu = [got.cpu_ns for got in timed if got.cpu_ns is not None]  # a level-2 run of the CLI always reads it
     all_layers, runs, notes = _assemble(layers, timed, [described])
