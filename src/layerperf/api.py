@@ -57,7 +57,8 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
         raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
                          hint="use --shape NAME=DIMS for a model file")
     plan = RunPlan(warmup=warmup, runs=runs, threads=threads, shapes=tuple(shapes),
-                   inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency, zoo_options=zoo_opts, between_runs=between_runs)
+                   inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency, zoo_options=zoo_opts,
+                   between_runs=between_runs)
     plan.validate()
     collectors = Collectors.make(events=events, perf_config=perf_config, passes=passes, multiplex=multiplex,
                                  memory=memory, sample_rate=sample_rate, progress=progress)

@@ -130,6 +130,16 @@ def resolve_shapes(specs: Sequence[InputSpec], given: Mapping[str, tuple[int, ..
     return out
 
 
+def batch_shapes(model: onnx.ModelProto, batch: int) -> tuple[str, ...]:
+    """``NAME=DIMS`` items (as ``--shape`` takes them) giving every input whose leading dimension is free
+    (symbolic or unknown) that leading dimension ``batch``, its other free dimensions their defaults;
+    none where no input has a free leading dimension (the model's batch is fixed)."""
+    specs = [s for s in onnx_input_specs(model) if s.shape and not isinstance(s.shape[0], int)]
+    bound = {str(s.shape[0]): batch for s in specs if s.shape[0]}
+    shapes = resolve_shapes(specs, {}, bound)
+    return tuple(f"{s.name}=" + "x".join(map(str, (batch, *shapes[s.name][1:]))) for s in specs)
+
+
 def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
     """Graph inputs used as Gather indices into an initializer table -> the table's size."""
     tables = {init.name: init.dims[0] for init in model.graph.initializer if init.dims}
