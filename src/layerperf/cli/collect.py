@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.dataset.store import Store
     from layerperf.errors import InputError
 
-    if not args.models and not args.export:
+    if args.models is None and not args.export:
         raise InputError("nothing to do: give --models to collect, or --export DIR to export the store")
     if args.models is not None:
         _collect(args)
@@ -135,7 +135,7 @@ def _collect(args: argparse.Namespace) -> None:
     if args.ray:
         from layerperf.dataset.ray_runner import import_ray
 
-        import_ray()  # missing: one line saying how to install it, before the store is made
+        import_ray(args.ray)  # missing: one line saying how to install it, before the store is made
     configs = config.expand(axes)
     with Store.open(args.store, create=True) as store:
         if not args.ray:  # measured here: tell now if the store holds another machine's rows

@@ -36,11 +36,20 @@ INSTALL_HINT = "pip install 'layerperf[ray]'"
 LOCAL = "local"
 # a local instance: loopback only, no token file, no usage report
 LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+MAX_TEMP_ROOT = 40
 OBJECT_STORE_BYTES = 100 * 2**20  # results are a few MB of records; Ray's default takes 30% of memory
 
 
-def import_ray() -> Any:
-    """ray, or one line saying how to install it."""
+def _last_line(exc: BaseException) -> str:
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def import_ray(address: str | None = None) -> Any:
+    """ray, or one line saying how to install it. For a ``local`` instance the environment it reads at
+    import (and its processes inherit) is set first: a module that imported ray before would have read it."""
+    if address == LOCAL:
+        os.environ.update(LOCAL_ENV)
     try:
         import ray
     except ImportError:
@@ -57,9 +66,7 @@ class RayExecutor:
     """Configurations as Ray tasks, one per alive node at a time."""
 
     def __init__(self, address: str) -> None:
-        if address == LOCAL:  # read when ray is imported, and inherited by the processes it starts
-            os.environ.update(LOCAL_ENV)
-        self.ray = import_ray()
+        self.ray = import_ray(address)
         self._temp: str | None = None
         self._in_flight: dict[Any, tuple[Config, str]] = {}  # object ref -> (config, node id)
         if address == LOCAL:
@@ -73,9 +80,15 @@ class RayExecutor:
         self._remote = self.ray.remote(_task)
 
     def _start_local(self) -> None:
-        self._temp = tempfile.mkdtemp(prefix="lp-ray-")  # short: Ray's socket paths must fit 107 bytes
-        self.ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, _temp_dir=self._temp,
-                      object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, configure_logging=False)
+        # Ray's socket paths (its folder + ~60 bytes of session and socket names) must fit in 107 bytes
+        root = tempfile.gettempdir()
+        self._temp = tempfile.mkdtemp(prefix="lp-ray-", dir=root if len(root) <= MAX_TEMP_ROOT else "/tmp")
+        try:
+            self.ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, _temp_dir=self._temp,
+                          object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, configure_logging=False)
+        except Exception as exc:  # Ray's own start-up errors: one line
+            self.close()
+            raise InputError(f"cannot start a local Ray instance: {_last_line(exc)}") from None
         exposed = [a for a in listening_addresses(_process_tree(os.getpid())) if not _loopback(a)]
         if exposed:
             self.close()
@@ -86,7 +99,7 @@ class RayExecutor:
         try:
             self.ray.init(address=address, log_to_driver=False, configure_logging=False)
         except Exception as exc:  # Ray's own connection errors: one line
-            raise InputError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
+            raise InputError(f"cannot join the Ray cluster at {address}: {_last_line(exc)}") from None
 
     def free(self) -> int:
         return len(self._nodes) - len(self._in_flight)

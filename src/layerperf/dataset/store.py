@@ -69,7 +69,8 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{self.path} is not a layerperf store: {exc}") from None
         if ok != "ok":
-            raise InputError(f"the store {self.path} is damaged: {ok}",
+            first = " ".join(str(ok).replace("***", "").split())
+            raise InputError(f"the store {self.path} is damaged: {first}",
                              hint="collect into a new store; `sqlite3 STORE .recover` may save the rest")
         if not tables and fresh:
             self._make()
