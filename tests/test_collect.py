@@ -14,11 +14,12 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import tiny_cnn
 
 from layerperf.cli import main
 from layerperf.data.records import LayerRecord
 from layerperf.dataset.schema import SCHEMA_VERSION
+
+from conftest import tiny_cnn
 
 FAST = ["--runs", "2", "--warmup", "1"]
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import tiny_cnn
 
 from layerperf.cli import main
+
+from conftest import tiny_cnn
 
 FAST = ["--runs", "2", "--warmup", "1"]
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import tiny_cnn
 
 from layerperf.data.records import LayerRecord
+
+from conftest import tiny_cnn
 
 pytest.importorskip("ray", reason="the ray extra is not installed")
 
@@ -64,7 +65,8 @@ def _compare(tmp_path: Path, home: Path, model: Path, broken: Path) -> None:
     assert "collected 4 configurations (2 ok, 2 failed)" in on_ray.stdout
     configs = f"SELECT {', '.join(CONFIG)} FROM configs"
     assert _table(tmp_path / "ray.db", configs) == _table(tmp_path / "here.db", configs)
-    layers = f"SELECT c.config_key, {', '.join('l.' + f for f in FEATURES)} FROM layers l JOIN configs c USING (config_id)"
+    layers = (f"SELECT c.config_key, {', '.join('l.' + f for f in FEATURES)} "
+              "FROM layers l JOIN configs c USING (config_id)")
     assert _table(tmp_path / "ray.db", layers) == _table(tmp_path / "here.db", layers)
     workers = {w for (w,) in _table(tmp_path / "ray.db", "SELECT worker FROM configs")}
     assert workers and all(w.startswith("ray:") for w in workers)

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
 from layerperf.backends.common import interleaved
 from layerperf.bench.corun import CorunSpec, placement
@@ -21,6 +20,8 @@ from layerperf.dataset.speedcheck import SpeedRecorder
 from layerperf.dataset.store import Store
 from layerperf.errors import InputError
 from layerperf.util.affinity import allowed_cpus, format_cpus, parse_cpus, pinned
+
+from conftest import run_cli
 
 
 def test_the_hook_brackets_every_block_outside_the_timed_calls() -> None:
