@@ -58,7 +58,8 @@ def main() -> None:
             for side in order:
                 wall, n = _collect(Path(tmp) / f"{side}{r}.db", args, side == "ray")
                 rates[side].append(n / wall * 60)
-                print(f"round {r + 1} {side:5s}: {n} configurations in {wall:6.1f} s = {rates[side][-1]:5.1f} per minute")
+                per_min = rates[side][-1]
+                print(f"round {r + 1} {side:5s}: {n} configurations in {wall:6.1f} s = {per_min:5.1f} per minute")
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     medians = {s: statistics.median(v) for s, v in rates.items()}
     print("median: " + ", ".join(f"{s} {m:.1f} configurations/min" for s, m in medians.items()))
