@@ -205,8 +205,10 @@ def _line(r: ConfigResult, written: bool) -> str:
     what = r.config.label()
     if r.status == "failed":
         return f"failed  {what}: {r.reason}"
-    slowed = f", {r.runs_slowed} of {r.runs_measured} runs slowed, set aside" if r.runs_slowed else ""
+    aside = [f"{n} {why}" for n, why in ((r.runs_slowed, "slowed"), (r.runs_disturbed, "disturbed")) if n]
+    slowed = f", {' and '.join(aside)} of {r.runs_measured} runs set aside" if aside else ""
     flag = " [FLAGGED: measured during a host slow-down]" if r.slowed_used else ""
+    flag += " [FLAGGED: other processes had the CPU throughout]" if r.disturbed_used else ""
     note = "" if written else " (already in the store)"
     return f"ok      {what}: {len(r.records)} layers{slowed}, {r.wall_s:.1f} s{flag}{note}"
 
@@ -214,8 +216,10 @@ def _line(r: ConfigResult, written: bool) -> str:
 def _summary(t: Tally, store: str) -> str:
     parts = [f"{t.ok} ok", f"{t.failed} failed"]
     if t.flagged:
-        parts.append(f"{t.flagged} flagged: measured during a host slow-down")
+        parts.append(f"{t.flagged} flagged")
     if t.slowed_runs:
         parts.append(f"{t.slowed_runs} slowed runs set aside")
+    if t.disturbed_runs:
+        parts.append(f"{t.disturbed_runs} disturbed runs set aside")
     held = f"; {t.skipped} already in the store" if t.skipped else ""
     return f"collected {t.planned} configurations ({', '.join(parts)}){held} -> {store}"
