@@ -278,6 +278,9 @@ def analyze(table: Calls, *, by: str = "name", how: str = "sum", order_by: str |
 DIFF_BY = ("name", "type")
 DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us", "delta_us", "delta_pct",
                 "speedup", "only_in", "key_b", "op_type_b", "match")
+# --order-by's short names of diff columns
+DIFF_ORDER_ALIASES = {"delta": "delta_us", "time_a": "time_a_us", "time_b": "time_b_us", "a": "time_a_us",
+                      "b": "time_b_us"}
 
 
 def per_pass(table: Calls, by: str, how: str) -> Calls:
@@ -391,8 +394,7 @@ def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float,
 
 def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[str, Any]]:
     """Diff rows by |delta| (default), or by another diff column, largest first."""
-    column = {"delta": "delta_us", "time_a": "time_a_us", "time_b": "time_b_us", "a": "time_a_us",
-              "b": "time_b_us"}.get(by, by)
+    column = DIFF_ORDER_ALIASES.get(by, by)
     if column not in DIFF_COLUMNS:
         raise InputError(f"unknown --order-by column {by!r}",
                          hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int
 
 if TYPE_CHECKING:
     from layerperf.bench import BenchResult
@@ -166,11 +166,12 @@ def run(args: argparse.Namespace) -> int:
 
     _check_mode(args)
     fmt = output_format(args)
+    table_layout = layout(args, fmt)
     with progress_bar() as progress:
         results = _measure(args, progress)
     many = len(results) > 1 or bool(args.sweep) or "," in str(args.threads)
     swept = [parse_name(s) for s in args.sweep] if not args.node else []
-    show(bench_view(results, swept=swept, many=many), fmt, args.output)
+    show(bench_view(results, swept=swept, many=many), fmt, args.output, table_layout)
     return 0
 
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, output_format, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, layout, output_format, positive_int
 
 
 def add_memory_args(p: argparse.ArgumentParser | Any) -> None:
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = backend_flags(args)
     fmt = output_format(args)  # before profiling, not after
+    table_layout = layout(args, fmt)
     if args.out:
         check_dir(Path(args.out))
     with progress_bar() as progress:
@@ -53,5 +54,6 @@ def run(args: argparse.Namespace) -> int:
     model = prof.metadata.model.name
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in model)  # factory.py:make -> factory.py-make
     written = layerperf.save(prof, Path(args.out) if args.out else Path(f"{safe}-memory"))
-    show(memory_view(memory_report(prof), fmt=fmt, top=args.top, model=model, written=written), fmt, args.output)
+    show(memory_view(memory_report(prof), fmt=fmt, top=args.top, model=model, written=written), fmt, args.output,
+         table_layout)
     return 0

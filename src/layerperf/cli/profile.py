@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, output_format, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, layout, output_format, positive_int
 from layerperf.cli.memory import add_memory_args
 
 
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = backend_flags(args)
     fmt = output_format(args)  # before minutes of profiling, not after
+    table_layout = layout(args, fmt)
     if args.out:
         check_dir(Path(args.out))
     report_path = _report_path(args)
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.views.memory import memory_view
 
         view = view.then(memory_view(memory_report(prof), fmt=fmt))
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     if args.output:  # the "wrote" lines went into the output file: say on stderr what was written where
         import sys
 

@@ -7,7 +7,9 @@ csv, json) know these types and nothing about where the figures came from.
 
 Rows hold figures as programs want them (raw numbers in the units their keys say, None where
 unknown); columns say how people see them. ``shown`` rows, where given, replace cells for people
-only (shapes marked with their padding, a blank where no node exists rather than ``?``).
+only (shapes marked with their padding, a blank where no node exists rather than ``?``). A column's
+``priority`` and ``min_width`` say how it gives way when a terminal is narrower than the table
+(:mod:`layerperf.renderers.fit` does the fitting, for every table).
 """
 
 from __future__ import annotations
@@ -19,15 +21,28 @@ from typing import Any
 Row = Mapping[str, Any]
 
 
+KEEP = 0  # priority of the columns a table is about (its name, its ranked figure): never left out
+LOW = 5  # priority of the details (shapes, provider): the first left out of a narrow terminal
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One column as people see it: the row key, its header, how a value prints, and its side."""
+    """One column as people see it: the row key, its header, how a value prints, and its side.
+
+    ``priority``: the order columns are left out in when a terminal is too narrow for them all, the
+    highest first (:data:`KEEP`: never). ``min_width``: a text column that may be narrowed down to this
+    many characters, its cells shortened in the middle (a name keeps its start and its end), or
+    wrapped on words when ``wrap`` (prose); 0: never narrowed (numbers print whole).
+    """
 
     key: str
     header: str
     fmt: Callable[[Any], str] = str
     justify: str = "right"
     width: int = 0  # least width in a plain listing (see Section.listing)
+    priority: int = 2
+    min_width: int = 0
+    wrap: bool = False
 
     def cell(self, row: Row) -> str:
         value = row.get(self.key)

@@ -91,7 +91,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     machine = prof.metadata.machine
     ref, peak_notes = peak.reference(machine.to_json() if machine else None, run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
-    peak_notes += peak.above_peak(table)
+    peak_notes += peak.above_peak(table, ref, f"the median per call of this profile's {summ['runs']} runs at "
+                                              f"{peak.threads_text(run_threads(prof, summ))}")
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
     # CSV keeps layers.csv's columns (a profile's file, the same on any machine): % of peak is in JSON and tables
