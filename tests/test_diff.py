@@ -93,7 +93,8 @@ def test_by_type_puts_gpt2s_conv1d_with_the_matmuls(tmp_path: Path, capsys: pyte
     one MatMul family, as scope pairing pairs them; DynamicQuantizeLinear is a quantization, not a Linear."""
     a = _trace(tmp_path / "torch.json", [("h.0.attn.c_attn", "Conv1D", 30), ("h.0.mlp.c_fc", "Conv1D", 40),
                                          ("h.0.ln_1", "LayerNorm", 5)])
-    b = _trace(tmp_path / "ort.json", [("/h.0/attn/c_attn/MatMul", "MatMul", 20), ("/h.0/mlp/c_fc/MatMul", "MatMul", 25),
+    b = _trace(tmp_path / "ort.json", [("/h.0/attn/c_attn/MatMul", "MatMul", 20),
+                                       ("/h.0/mlp/c_fc/MatMul", "MatMul", 25),
                                        ("/h.0/ln_1/LayerNormalization", "LayerNormalization", 4),
                                        ("/q/DynamicQuantizeLinear", "DynamicQuantizeLinear", 3)])
     rows = {r["key"]: r for r in _diff(capsys, str(a), str(b), "--by", "type")["rows"]}

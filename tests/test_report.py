@@ -301,7 +301,7 @@ def test_bad_input_is_one_line(case: str, tmp_path: Path, tiny_model_path: Path)
         "missing": (tmp_path / "nope.json", tmp_path / "out" / "r.html"),
         "not_trace": (tmp_path / "notes.txt", tmp_path / "out" / "r.html"),
         "onnx": (tiny_model_path, tmp_path / "out" / "r.html"),
-        "no_dir": (good, tmp_path / "missing" / "r.html"),
+        "no_dir": (good, tmp_path / "notes.txt" / "r.html"),  # a file where the folder would be
         "suffix": (good, tmp_path / "out" / "r.txt"),
         "is_dir": (good, tmp_path / "out"),
     }[case]
@@ -311,6 +311,14 @@ def test_bad_input_is_one_line(case: str, tmp_path: Path, tiny_model_path: Path)
     assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert r.stderr.startswith("layerperf: error: ")
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, not even a temporary
+
+
+def test_report_creates_the_missing_folders_of_its_output(tmp_path: Path) -> None:
+    """As ``profile --out`` does: ``report -o missing/dir/x.html`` creates missing/dir."""
+    out = tmp_path / "missing" / "dir" / "x.html"
+    r = run_cli("report", str(tef_trace(tmp_path / "good.json")), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.is_file() and [p.name for p in out.parent.iterdir()] == ["x.html"]
 
 
 def test_gzip_and_profile_directory(tmp_path: Path, hostile: layerperf.Profile) -> None:

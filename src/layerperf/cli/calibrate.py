@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from layerperf.cli.common import add_table_args, layout
+from layerperf.cli.common import add_table_args, at_least, layout
 
 FORMATS = ("table", "json")
 
@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
                    "up to the core count, and the core count)")
     p.add_argument("--quick", action="store_true", help="small sizes and short repeats: a smoke test in a second, "
                    "not peaks (stored marked as quick; never replaces a full calibration)")
-    p.add_argument("--stream-mib", type=int, metavar="MIB", help="size of each array of the bandwidth kernels "
+    p.add_argument("--stream-mib", type=at_least(1), metavar="MIB", help="size of each array of the bandwidth kernels "
                    "(default: twice the last-level cache, at least 64 MiB)")
     p.add_argument("--show", action="store_true", help="print the stored calibration of this machine, measure nothing")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
@@ -47,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from layerperf.calibration.measure import calibrate, parse_threads, settings_for
 
-    if args.stream_mib is not None and args.stream_mib < 1:
-        raise InputError(f"--stream-mib must be at least 1, got {args.stream_mib}")
     threads = parse_threads(args.threads) if args.threads else None
     settings = settings_for(threads=threads, quick=args.quick,
                             stream_bytes=args.stream_mib * 2**20 if args.stream_mib is not None else None)

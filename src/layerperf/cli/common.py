@@ -9,14 +9,23 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of ``minimum`` or more, its message naming that bound (the same rule
+    the API checks, so ``--runs -1`` and ``--runs 0`` are refused alike)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = at_least(0)  # a count that may be 0 (--warmup, --threads 0 = the runtime's default, --top 0 = all)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, layout, output_format, positive_int
+from layerperf.cli.common import (
+    add_backend_args,
+    add_model_args,
+    add_output_args,
+    at_least,
+    layout,
+    output_format,
+    positive_int,
+)
 
 
 def add_memory_args(p: argparse.ArgumentParser | Any) -> None:
@@ -24,7 +32,7 @@ def register(sub: Any) -> None:
     add_memory_args(p)
     p.add_argument("--out", metavar="DIR", help="write trace.json, layers.csv and the memory pictures into DIR "
                    "(default: ./<model>-memory)")
-    p.add_argument("--runs", type=positive_int, default=3, help="measured runs (default 3)")
+    p.add_argument("--runs", type=at_least(1), default=3, help="measured runs (default 3)")
     p.add_argument("--warmup", type=positive_int, default=1, help="untimed runs first (default 1)")
     p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
     p.add_argument("--top", type=positive_int, default=None,

@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, layout, output_format, positive_int
+from layerperf.cli.common import (
+    add_backend_args,
+    add_model_args,
+    add_output_args,
+    at_least,
+    layout,
+    output_format,
+    positive_int,
+)
 from layerperf.cli.memory import add_memory_args
 
 
@@ -17,7 +25,7 @@ def register(sub: Any) -> None:
     add_model_args(p)
     add_backend_args(p)
     p.add_argument("--warmup", type=positive_int, default=10, help="untimed runs first (default 10)")
-    p.add_argument("--runs", type=positive_int, default=100, help="measured runs (default 100)")
+    p.add_argument("--runs", type=at_least(1), default=100, help="measured runs (default 100)")
     p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
     p.add_argument("--top", type=positive_int, default=None,
                    help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
@@ -28,12 +36,13 @@ def register(sub: Any) -> None:
     add_output_args(p, ["table", "json"], help="terminal output format")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the whole-model latency measurement with the profiler off")
-    c = p.add_argument_group("perf counters (per node, via the stepwise executor)")
+    c = p.add_argument_group("perf counters (per layer: ONNX Runtime's stepwise executor; in situ at module "
+                             "boundaries on torch)")
     c.add_argument("--events", help="comma-separated perf events: perf names (cycles,instructions,...), "
                    "raw rNNNN, or libpfm4 strings (perf::PERF_COUNT_HW_CPU_CYCLES)")
     c.add_argument("--perf-config", metavar="FILE", help="JSON object mapping event string to label, as in "
                    "ONNX Runtime's per-layer perf fork")
-    c.add_argument("--passes", type=positive_int, default=5, help="stepwise passes per event group (default 5)")
+    c.add_argument("--passes", type=at_least(1), default=5, help="stepwise passes per event group (default 5)")
     c.add_argument("--multiplex", action="store_true", help="count all events in one pass group, scaled by "
                    "time_enabled/time_running (fraction counted shown)")
     m = p.add_argument_group("memory")

@@ -68,8 +68,8 @@ def notes(lines: Sequence[str], kind: str = "") -> tuple[Note, ...]:
 class Section:
     """A table with its title and the notes below it.
 
-    ``keys`` are the CSV columns (empty: every key of the rows, first seen first); ``float_format``
-    how CSV writes a float (None: every digit); ``listing``: the terminal shows the rows as plain
+    ``keys`` are the CSV columns (empty: every key of the rows, first seen first), whose figures CSV
+    writes whole; ``listing``: the terminal shows the rows as plain
     lines, columns padded to their width, rather than a boxed table (a list for grep and awk).
     """
 
@@ -79,7 +79,6 @@ class Section:
     notes: Sequence[Note] = ()
     keys: Sequence[str] = ()
     shown: Sequence[Row] | None = None
-    float_format: str | None = ".6g"
     listing: bool = False
 
     @property

@@ -120,6 +120,6 @@ def bench_view(results: Sequence[BenchResult], *, swept: Sequence[str] = (), man
     title = results[0].label if len({r.label for r in results}) == 1 else "bench"
     lines = notes(detail_lines(results[0])) if len(results) == 1 else ()
     section = Section(columns=_columns(results, swept), rows=rows, shown=[_shown(r, swept) for r in results],
-                      title=title, notes=(*lines, *_warnings(results)), float_format=None)
+                      title=title, notes=(*lines, *_warnings(results)))
     doc: Any = [r.to_json() for r in results] if many else results[0].to_json()
     return View(sections=(section,), doc=doc)
