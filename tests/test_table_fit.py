@@ -95,42 +95,24 @@ def torch_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.query(x) + self.key(x) * self.value(x)
 
-    class Attention(nn.Module):
-        def __init__(self) -> None:
+    class Chain(nn.Module):
+        """Its children in turn (a ModuleList's modules one after the other)."""
+
+        def __init__(self, children: dict[str, nn.Module]) -> None:
             super().__init__()
-            self.self = SelfAttention()
+            for name, child in children.items():
+                self.add_module(name, child)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.self(x)
-
-    class Layer(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.attention = Attention()
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.attention(x)
-
-    class Encoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = nn.ModuleList(Layer() for _ in range(12))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            for layer in self.layer:
-                x = layer(x)
+            for child in self.children():
+                for module in child if isinstance(child, nn.ModuleList) else [child]:
+                    x = module(x)
             return x
 
-    class Bert(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = Encoder()
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.encoder(x)
-
+    layers = nn.ModuleList(Chain({"attention": Chain({"self": SelfAttention()})}) for _ in range(12))
+    bert = Chain({"encoder": Chain({"layer": layers})})
     counting = [p.name for p in counters.probe_events() if p.ok and p.name == "task-clock"]
-    prof = layerperf.profile((Bert().eval(), torch.randn(2, 8)), backend="torch", warmup=0, runs=2, latency=False,
+    prof = layerperf.profile((bert.eval(), torch.randn(2, 8)), backend="torch", warmup=0, runs=2, latency=False,
                              events=counting, passes=1)
     out = tmp_path_factory.mktemp("torch_profile")
     layerperf.save(prof, out)

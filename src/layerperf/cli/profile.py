@@ -6,15 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import (
-    add_backend_args,
-    add_model_args,
-    add_output_args,
-    at_least,
-    layout,
-    output_format,
-    positive_int,
-)
+from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, at_least, layout, output_format
 from layerperf.cli.memory import add_memory_args
 
 
@@ -24,10 +16,10 @@ def register(sub: Any) -> None:
                        "runtime (--backend; default ONNX Runtime).")
     add_model_args(p)
     add_backend_args(p)
-    p.add_argument("--warmup", type=positive_int, default=10, help="untimed runs first (default 10)")
+    p.add_argument("--warmup", type=at_least(0), default=10, help="untimed runs first (default 10)")
     p.add_argument("--runs", type=at_least(1), default=100, help="measured runs (default 100)")
-    p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
-    p.add_argument("--top", type=positive_int, default=None,
+    p.add_argument("--threads", type=at_least(0), default=0, help="intra-op threads (0: runtime default)")
+    p.add_argument("--top", type=at_least(0), default=None,
                    help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
     p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
     p.add_argument("--report", action="store_true",
