@@ -223,6 +223,19 @@ def test_calibration_of_the_profiled_machine(hostile: layerperf.Profile, tmp_pat
     assert len(dom.with_class("line", "ceiling")) == 2 and "pct_of_peak" in dom.headers["layers"]
 
 
+def test_a_quick_calibration_is_named_in_the_report(hostile: layerperf.Profile, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerperf.calibration import peaks as calibration
+
+    monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
+    machine = hostile.metadata.machine
+    assert machine is not None and machine.cpu is not None and machine.cores is not None
+    calibration.save(Peaks(machine.cpu, machine.cores, flops_per_s={1: 1e10}, bytes_per_s={1: 1e10}, quick=True))
+    page = html.html(hostile)
+    assert "a --quick calibration: small sizes, not this machine&#39;s peaks" in page  # the roofline's line
+    assert "% of peak is over a --quick calibration" in page and "(without --quick)" in page  # the warning
+
+
 def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
     import onnxruntime as ort
 

@@ -43,7 +43,7 @@ class Reference:
         run = (f"the run's {threads_text(self.asked_threads)}" if self.asked_threads
                else "the most threads measured (the run's thread count is unknown)")
         text = (f"% of peak = FLOP/s (OP/s for integer kernels) over the peak {calibration_name(p)} measured on "
-                f"{p.cpu_model}, {p.cores} cores ({p.measured_at[:10]}) for {run}: "
+                f"{p.cpu_model}, {p.cores} cores{_on(p)} for {run}: "
                 + ("; ".join(parts) or "none measured"))
         return Note(text)
 
@@ -67,6 +67,12 @@ REPLACE_QUICK = "run `layerperf calibrate` (without --quick) on a quiet machine 
 def calibration_name(peaks: Peaks) -> str:
     """How a calibration is named wherever its peaks are used: a quick one says so."""
     return "the --quick calibration" if peaks.quick else "the calibration"
+
+
+def _on(peaks: Peaks, how: str = " ") -> str:
+    """The day a calibration was measured, as `` (2026-11-24)`` or `` of 2026-11-24``; nothing when unknown."""
+    day = peaks.measured_at[:10]
+    return "" if not day else f" ({day})" if how == " " else f"{how}{day}"
 
 
 def threads_text(n: int | None) -> str:
@@ -136,7 +142,7 @@ def above_peak(rows: Sequence[Mapping[str, Any]], ref: Reference | None, run: st
     rate = _si(float(top[rate_key]), unit) if top.get(rate_key) is not None else "?"
     head = (f"{len(over)} {what} ran above the calibrated peak: {top.get('name')} ran at {rate}, "
             f"{float(top[KEY]):.0f}% of the {kind} peak {_si(peak or 0.0, unit)} that "
-            f"{calibration_name(ref.peaks)} of {ref.peaks.measured_at[:10]} measured at {threads_text(threads)}; "
+            f"{calibration_name(ref.peaks)}{_on(ref.peaks, ' of ')} measured at {threads_text(threads)}; "
             f"its rate is {run}")
     why = (f"A --quick calibration's small sizes run below this machine's peaks: {REPLACE_QUICK}" if ref.peaks.quick
            else "The calibration is below what this machine does here (it ran disturbed, or at another clock): "
