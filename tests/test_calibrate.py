@@ -406,3 +406,12 @@ def test_a_full_calibration_replaces_a_quick_one(cache: Path) -> None:
     quick = calibration.save(this_machine_peaks(quick=True))
     full = calibration.save(this_machine_peaks())
     assert full == quick and not calibration.load(full).quick  # type: ignore[union-attr]
+
+
+def test_a_quick_calibration_is_named_in_the_report(cache: Path) -> None:
+    from layerperf.renderers import html
+
+    calibration.save(peaks(*SAVED_MACHINE, quick=True))
+    page = html.html(layerperf.load(SAVED))
+    assert "a --quick calibration: small sizes, not this machine&#39;s peaks" in page  # the roofline's line
+    assert "% of peak is over a --quick calibration" in page and "(without --quick)" in page  # the warning

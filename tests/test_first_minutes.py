@@ -100,3 +100,11 @@ def test_runs_below_one_are_refused_with_the_rule_they_break(command: list[str],
 def test_the_api_says_the_same_rule() -> None:
     with pytest.raises(layerperf.errors.InputError, match="--runs must be at least 1, got 0"):
         layerperf.profile("resnet18", runs=0)
+
+
+def test_report_creates_the_missing_folders_of_its_output(tmp_path: Path) -> None:
+    """As ``profile --out`` does: ``report -o missing/dir/x.html`` creates missing/dir."""
+    out = tmp_path / "missing" / "dir" / "x.html"
+    r = run_cli("report", str(SAVED), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.is_file() and [p.name for p in out.parent.iterdir()] == ["x.html"]

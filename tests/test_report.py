@@ -223,19 +223,6 @@ def test_calibration_of_the_profiled_machine(hostile: layerperf.Profile, tmp_pat
     assert len(dom.with_class("line", "ceiling")) == 2 and "pct_of_peak" in dom.headers["layers"]
 
 
-def test_a_quick_calibration_is_named_in_the_report(hostile: layerperf.Profile, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from layerperf.calibration import peaks as calibration
-
-    monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
-    machine = hostile.metadata.machine
-    assert machine is not None and machine.cpu is not None and machine.cores is not None
-    calibration.save(Peaks(machine.cpu, machine.cores, flops_per_s={1: 1e10}, bytes_per_s={1: 1e10}, quick=True))
-    page = html.html(hostile)
-    assert "a --quick calibration: small sizes, not this machine&#39;s peaks" in page  # the roofline's line
-    assert "% of peak is over a --quick calibration" in page and "(without --quick)" in page  # the warning
-
-
 def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
     import onnxruntime as ort
 
@@ -324,14 +311,6 @@ def test_bad_input_is_one_line(case: str, tmp_path: Path, tiny_model_path: Path)
     assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert r.stderr.startswith("layerperf: error: ")
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, not even a temporary
-
-
-def test_report_creates_the_missing_folders_of_its_output(tmp_path: Path) -> None:
-    """As ``profile --out`` does: ``report -o missing/dir/x.html`` creates missing/dir."""
-    out = tmp_path / "missing" / "dir" / "x.html"
-    r = run_cli("report", str(tef_trace(tmp_path / "good.json")), "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    assert out.is_file() and [p.name for p in out.parent.iterdir()] == ["x.html"]
 
 
 def test_gzip_and_profile_directory(tmp_path: Path, hostile: layerperf.Profile) -> None:
