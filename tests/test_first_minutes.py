@@ -108,3 +108,17 @@ def test_report_creates_the_missing_folders_of_its_output(tmp_path: Path) -> Non
     r = run_cli("report", str(SAVED), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.is_file() and [p.name for p in out.parent.iterdir()] == ["x.html"]
+
+
+def test_the_suite_runs_on_a_cache_of_its_own() -> None:
+    """conftest's LAYERPERF_CACHE: no test reads or writes the user's ~/.cache/layerperf (a calibration there
+    would change % of peak; the zoo and bench's speed file too)."""
+    from layerperf.bench import speed
+    from layerperf.calibration import peaks
+    from layerperf.models import zoo
+    from layerperf.util.cache import cache_root
+
+    root = cache_root()
+    assert root != Path("~/.cache/layerperf").expanduser()
+    for place in (zoo.cache_dir(), peaks.directory(), speed.path()):
+        assert place.is_relative_to(root), place
