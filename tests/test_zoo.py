@@ -272,7 +272,7 @@ def test_path_writes_atomically(cache: Path, monkeypatch: pytest.MonkeyPatch) ->
         raise OSError("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(atomic.os, "replace", failing_replace)  # the zoo writes through util.atomic
+        patch.setattr(atomic.os, "replace", failing_replace)  # where the zoo's file is put in place
         with pytest.raises(OSError, match="disk full"):
             zoo.path("lstm", seq_len=3)
     assert list(cache.iterdir()) == []  # neither a half-written model nor a leftover temp file

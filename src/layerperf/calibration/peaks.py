@@ -106,6 +106,7 @@ def machine_key(cpu_model: str | None = None, cores: int | None = None) -> str:
 
 
 def directory() -> Path:
+    """Where calibrations live: ``calibration/`` in the cache directory."""
     return cache_subdir("calibration")
 
 
