@@ -6,7 +6,9 @@ layerperf). Backends are imported only when used: the registry holds ``module:at
 A backend that can measure one operator in isolation says so through ``single_op()``
 (:class:`~layerperf.backends.base.SingleOp`); :func:`single_op` finds it by name, or refuses. One
 whose options can ask for a baseline build to compare with (TVM's untuned build) says so through
-``baseline(options)`` (:func:`baseline_options`).
+``baseline(options)`` (:func:`baseline_options`). One whose options can be checked before anything runs
+beyond their own ``validate()`` (TVM's target, runnable here or not) says so through
+``check_options(options)`` (:func:`check_options`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,17 @@ def baseline_options(backend: Backend, options: Any) -> Any | None:
     (TVM's ``--compare``: the untuned build); None otherwise, and for a backend without the capability."""
     method = getattr(backend, "baseline", None)
     return method(options) if method is not None else None
+
+
+def check_options(backend: Backend, options: Any) -> None:
+    """InputError, in one line, for options no profile on ``backend`` could run with here: the options'
+    own ``validate()``, then the backend's ``check_options`` where it has one (TVM: the target)."""
+    validate = getattr(options, "validate", None)
+    if validate is not None:
+        validate()
+    method = getattr(backend, "check_options", None)
+    if method is not None:
+        method(options)
 
 
 def _single_op_of(backend: Backend) -> SingleOp | None:

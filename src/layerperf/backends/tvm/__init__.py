@@ -60,6 +60,13 @@ class TvmBackend:
         """None: one operator in isolation is not measured on TVM (yet); `layerperf bench` refuses it."""
         return None
 
+    def check_options(self, options: TvmOptions) -> None:
+        """InputError, in one line, for a target that does not parse, TVM refuses or cannot run here."""
+        require_tvm()
+        from layerperf.backends.tvm.device import runnable_target
+
+        runnable_target(options.target)
+
     def baseline(self, options: TvmOptions) -> TvmOptions | None:
         """``--compare``: the options of the build the profile is compared with (the untuned one)."""
         return options.untuned() if options.compare else None

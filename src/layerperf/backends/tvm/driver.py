@@ -62,7 +62,7 @@ def profile(model: Any, plan: RunPlan, options: TvmOptions, collectors: Collecto
     progress = collectors.progress
     step = (lambda n: progress("profiled runs", n, plan.runs)) if progress else None
     plain, hooked = interleaved(runner.plain if plan.latency else None, lambda: runner.run_pass(timing, lp.layer_of),
-                                plan.runs, done=step)
+                                plan.runs, done=step, between=plan.between_runs)
     runs = timing.runs()
     prof = Profile(
         metadata=_metadata(source, plan, options, made, tuned), layers=lp.layers, runs=runs,
