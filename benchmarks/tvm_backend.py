@@ -6,6 +6,7 @@ name, run as one, would shadow the tvm package.)
     PYTHONPATH=src python benchmarks/tvm_backend.py --steps hook-cost,compile --models resnet18,mobilenet_v2
     PYTHONPATH=src python benchmarks/tvm_backend.py --steps tune,latency --models resnet18 --trials-per-task 8
     PYTHONPATH=src python benchmarks/tvm_backend.py --steps overhead --models resnet50 --runs 40
+    PYTHONPATH=src python benchmarks/tvm_backend.py --steps per-op --models resnet18 --trials-per-task 8 --runs 10
 
 Prints one JSON object per measurement, one line each, with the host's load beside it, so a run on a
 shared machine can be read as it goes. The tuning databases and builds go where ``layerperf profile
@@ -161,6 +162,26 @@ def overhead_figures(name: str, model: onnx.ModelProto, threads: int, runs: int)
              ratio=round(o.ratio, 4), per_call_ns=round(o.per_call_ns), calls=o.calls, hooked=o.hooked_calls)
 
 
+def per_op_figures(name: str, model: onnx.ModelProto, threads: int, runs: int, untuned_runs: int,
+                   per_task: int) -> None:
+    """``layerperf profile --backend tvm`` untuned and tuned (the database the tune step made: ``--tune``
+    asks as many trials per task, so nothing is tuned again): per op type, time per run."""
+    import layerperf
+
+    _, target = runnable_target(TARGET, threads)
+    n_tasks = len(tuning.extract(tunable_module(import_onnx(model, shapes_of(model)).mod, target), target))
+    for tune, n in ((0, untuned_runs), (n_tasks * per_task, runs)):
+        prof = layerperf.profile(name, backend="tvm", threads=threads, runs=n, warmup=1, tune=tune,
+                                 **SIZES.get(name, {}))
+        per_type: dict[str, float] = {}
+        for r in prof.records():
+            per_type[r.op_type] = per_type.get(r.op_type, 0.0) + (r.median_us or 0.0) * r.calls / max(r.runs, 1)
+        emit(what="per_op", model=name, tune=tune, tuning_state=prof.metadata.options.get("tuning_state"),
+             runs=n, threads=threads, layers=len(prof.layers),
+             latency_ms=round(float(np.median(prof.latency_ns)) / 1e6, 3) if prof.latency_ns else None,
+             per_op_type_ms={k: round(v / 1e3, 3) for k, v in sorted(per_type.items(), key=lambda kv: -kv[1])})
+
+
 def memory_figures(name: str, b: Build, model: onnx.ModelProto) -> None:
     runner = Runner(b.executable, b.device, inputs_of(model), b.cmap)
     sizes, _ = runner.allocations()
@@ -197,7 +218,7 @@ def hook_cost(runs: int) -> None:
              per_call_ns=round(o.per_call_ns))
 
 
-STEPS = ("hook-cost", "compile", "tune", "latency", "overhead")
+STEPS = ("hook-cost", "compile", "tune", "latency", "overhead", "per-op")
 
 
 def main() -> None:
@@ -229,6 +250,8 @@ def main() -> None:
             latency_figures(name, model, args.threads, args.runs, args.untuned_runs)
         if "overhead" in steps:
             overhead_figures(name, model, args.threads, args.runs)
+        if "per-op" in steps:
+            per_op_figures(name, model, args.threads, args.runs, args.untuned_runs, args.trials_per_task)
 
 
 if __name__ == "__main__":

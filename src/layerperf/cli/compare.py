@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_flags, add_model_args, add_output_args, output_format, positive_int
+from layerperf.cli.common import (
+    add_backend_flags,
+    add_model_args,
+    add_output_args,
+    layout,
+    output_format,
+    positive_int,
+)
 
 
 def register(sub: Any) -> None:
@@ -68,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     names = chosen_backends(args.backends)
     flags = flags_for(args, names)
     fmt = output_format(args)
+    table_layout = layout(args, fmt)  # --columns/--wide refused with json before anything runs
     if args.out:
         check_dir(Path(args.out))
     runs = _runs(names, flags)
@@ -90,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                         profiles={k: _describe(p) for k, p in profiles.items()}, warnings=_warnings(profiles))
     if args.out:
         _save(Path(args.out), profiles, view.doc)
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     return 0
 
 

@@ -7,15 +7,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from layerperf.analysis.compare import Comparison, Row
-from layerperf.renderers.view import Column, Section, View, notes
-from layerperf.renderers.views.columns import text
+from layerperf.renderers.view import KEEP, Column, Section, View, notes
+from layerperf.renderers.views.columns import name_column, text
 from layerperf.util import units
 
 LAYER_ROWS = 20  # rows a table shows when --top is not given
 
 
 def _time_columns(backends: Sequence[str]) -> list[Column]:
-    return [Column(f"time_us.{b}", b, units.duration_us) for b in backends]
+    return [Column(f"time_us.{b}", b, units.duration_us, priority=KEEP) for b in backends]
 
 
 def _flat(row: Row, backends: Sequence[str], with_layers: bool) -> dict[str, Any]:
@@ -39,15 +39,22 @@ def _dash(fmt: Any) -> Any:
     return lambda v: v if v == "—" else fmt(v)
 
 
+def _dashed(col: Column) -> Column:
+    return Column(col.key, col.header, _dash(col.fmt), priority=col.priority)
+
+
 def _layer_section(c: Comparison, top: int | None) -> Section:
     rest = c.backends[1:]
     rows = [_flat(r, c.backends, True) for r in c.rows]
     ranked = sorted(rows, key=lambda r: -max((r[f"time_us.{b}"] or 0.0) for b in c.backends))
     shown_rows = ranked[:top] if top else ranked
-    columns = [text("key", f"layer ({c.backends[0]})"), text("op_type", "type"),
-               *[Column(col.key, col.header, _dash(col.fmt)) for col in _time_columns(c.backends)],
-               text("fastest", "fastest"), Column("spread", "slowest/fastest", _dash(lambda v: f"x{v:.2f}")),
-               *[text(f"layers.{b}", f"{b} layers") for b in rest]]
+    # a narrow terminal keeps the name and each runtime's time, then the fastest, the type, the spread,
+    # and the other runtimes' layer names last
+    columns = [name_column("key", f"layer ({c.backends[0]})"), text("op_type", "type", priority=2),
+               *[_dashed(col) for col in _time_columns(c.backends)],
+               text("fastest", "fastest", priority=1),
+               Column("spread", "slowest/fastest", _dash(lambda v: f"x{v:.2f}"), priority=2),
+               *[text(f"layers.{b}", f"{b} layers", priority=3, min_width=16) for b in rest]]
     title = (f"per layer: time per run on each runtime (median per call x calls per run), the "
              f"{len(shown_rows)} slowest of {len(rows)} rows")
     return Section(columns=columns, rows=shown_rows, shown=[_people(r, c.backends) for r in shown_rows], title=title,
@@ -57,9 +64,9 @@ def _layer_section(c: Comparison, top: int | None) -> Section:
 
 def _type_section(c: Comparison) -> Section:
     rows = [_flat(r, c.backends, False) for r in c.types]
-    columns = [text("key", "op type"), *[Column(col.key, col.header, _dash(col.fmt)) for col in
-                                         _time_columns(c.backends)],
-               text("fastest", "fastest"), Column("spread", "slowest/fastest", _dash(lambda v: f"x{v:.2f}"))]
+    columns = [name_column("key", "op type"), *[_dashed(col) for col in _time_columns(c.backends)],
+               text("fastest", "fastest", priority=1),
+               Column("spread", "slowest/fastest", _dash(lambda v: f"x{v:.2f}"), priority=2)]
     return Section(columns=columns, rows=rows, shown=[_people(r, c.backends) for r in rows],
                    title="per op type (op family; a fused kernel under its anchor's type): time per run",
                    notes=notes(_totals(c)))
