@@ -94,7 +94,14 @@ def tune_figures(name: str, model: onnx.ModelProto, per_task: int, strategy: str
         if done % 25 == 0 or done == total:
             emit(what="tune_progress", model=name, done=done, total=total)
 
-    result = tuning.tune_tasks(tasks, target, work_dir, per_task, search=tuning.Search(strategy), progress=progress)
+    t0 = time.perf_counter()
+    try:
+        result = tuning.tune_tasks(tasks, target, work_dir, per_task, search=tuning.Search(strategy),
+                                   progress=progress)
+    except tuning.TuningInterrupted as exc:  # a time limit's SIGINT: what was measured is kept, say so
+        emit(what="tune_interrupted", model=name, tasks=len(tasks), trials_per_task=per_task,
+             tune_s=round(time.perf_counter() - t0, 1), message=str(exc))
+        return
     emit(what="tune", model=name, strategy=strategy, tasks=result.tasks, trials_per_task=per_task,
          trials=result.trials_run, records=result.records, tune_s=round(result.tune_s, 1),
          tuned_now=len(result.tuned), skipped=len(result.skipped), work_dir=str(work_dir))

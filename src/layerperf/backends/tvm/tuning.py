@@ -205,10 +205,12 @@ def tune_tasks(tasks: Sequence[Any], target: Any, work_dir: Path, trials_per_tas
     todo = [t for t, d in zip(tasks, done, strict=True) if not d]
     skipped = tuple(t.task_name for t, d in zip(tasks, done, strict=True) if d)
     counter = _Counting(trials_per_task * len(todo), progress, stop_after)
+    def finished(group: Sequence[Any]) -> None:  # written per group: an interrupt later keeps it
+        budgets.update({t.task_name: max(budgets.get(t.task_name, 0), trials_per_task) for t in group})
+        _write_ledger(work_dir, budgets)
+
     if todo:
-        _run(todo, database, work_dir, trials_per_task, search, counter)
-        _write_ledger(work_dir, {**budgets, **{t.task_name: max(budgets.get(t.task_name, 0), trials_per_task)
-                                                for t in todo}})
+        _run(todo, database, work_dir, trials_per_task, search, counter, finished)
     return TuneResult(work_dir, len(tasks), tuple(t.task_name for t in todo), skipped, trials_per_task,
                       counter.done, len(database), time.perf_counter() - t0)
 
@@ -238,9 +240,11 @@ def _unnamed_handlers_dropped() -> None:
         logger.removeHandler(handler)
 
 
-def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search: Search, counter: Any) -> None:
+def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search: Search, counter: Any,
+         finished: Callable[[Sequence[Any]], None]) -> None:
     """Tune ``tasks``: those with one schedule in their search space (an element-wise kernel's) get that
-    one measured, by replaying it; the others ``per_task`` trials of ``search``. (MetaSchedule's
+    one measured, by replaying it, first; the others ``per_task`` trials of ``search``; ``finished(group)``
+    after each of the two groups (so an interrupted tuning does not measure the first again). (MetaSchedule's
     evolutionary search on a one-schedule task finds nothing new to measure, and tries again five
     times, a search each, before it gives the task up.)"""
     _unnamed_handlers_dropped()
@@ -256,6 +260,7 @@ def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search:
                                        ([t for i, t in enumerate(tasks) if i not in fixed], per_task, search)):
                 if group:
                     _tune(group, database, work_dir, trials, how, counter)
+                    finished(group)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C arrives wrapped in a TVM error from the C++ loop
             if sigint.seen or _interrupted(exc):
                 raise TuningInterrupted(f"tuning interrupted after {counter.done} trials; the "
