@@ -35,6 +35,25 @@ def det_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
+def shape_padded() -> onnx.ModelProto:
+    """x -> Pad -> Relu, the pads computed from ``Shape(x)`` and constants as exporters write them (TVM's
+    frontend refuses such pads: "Node pad cannot handle ShapeExpr inputs")."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Slice", ["s", "two", "three"], ["height"], name="height"),
+             helper.make_node("Sub", ["height", "seven"], ["one"], name="one"),
+             helper.make_node("ConstantOfShape", ["three"], ["zeros"], name="zeros",
+                              value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+             helper.make_node("Concat", ["zeros", "one", "zeros", "one"], ["pads"], name="pads", axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["p"], name="pad"),
+             helper.make_node("Relu", ["p"], ["y"], name="relu")]
+    inits = [numpy_helper.from_array(np.array([v], dtype=np.int64), name)
+             for name, v in (("two", 2), ("three", 3), ("seven", 7))]
+    graph = helper.make_graph(nodes, "shape_padded", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                   ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 8, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
 def with_op(op_type: str, domain: str = "") -> onnx.ModelProto:
     """A one-node model of ``op_type`` (for refusals: the node need not be valid to be refused)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])

@@ -19,6 +19,7 @@ from layerperf.backends.common import CORE_PLAN_FIELDS, interleaved, profile_met
 from layerperf.backends.tvm import cache, memory, tuning
 from layerperf.backends.tvm.build import Build, build
 from layerperf.backends.tvm.device import runnable_target
+from layerperf.backends.tvm.fold import fold_shapes
 from layerperf.backends.tvm.importer import import_onnx
 from layerperf.backends.tvm.instrument import Runner
 from layerperf.backends.tvm.layers import LayerPlan, make_layers
@@ -47,6 +48,7 @@ def profile(model: Any, plan: RunPlan, options: TvmOptions, collectors: Collecto
     specs = onnx_input_specs(full)
     feed = make_feed(full, specs, plan.shapes, plan.inputs_file, plan.seed)
     shapes = {s.name: list(feed[s.name].shape) for s in specs}
+    full = fold_shapes(full, shapes)  # exporters' shape arithmetic, which TVM's frontend refuses, as constants
     threads = set_threads(plan.threads)  # before anything starts TVM's pool
     tuned = _tune(full, shapes, options, threads, collectors.progress)
     with warnings.catch_warnings(record=True) as caught:
