@@ -22,11 +22,24 @@ from onnx import numpy_helper, shape_inference
 SMALL_ELEMENTS = 64  # a constant this small may enter shape arithmetic (indices, axes, scalars)
 MAX_FOLDED_ELEMENTS = 1 << 16  # a folded value larger than this (a mask, say) is left to the runtime
 SHAPE_OPS = ("Shape", "Size")
+MAX_ROUNDS = 8
 RANDOM_OPS = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 
 def fold_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
-    """``model`` with its shape arithmetic folded for the input ``shapes`` (see the module's note)."""
+    """``model`` with its shape arithmetic folded for the input ``shapes`` (see the module's note), round
+    after round: a folded Slice or Reshape target lets shape inference fix the shapes after it (BERT's
+    position ids sliced by a computed length), whose ``Shape`` the next round folds."""
+    out = model
+    for _ in range(MAX_ROUNDS):
+        folded = _fold_once(out, shapes)
+        if folded is out:
+            break
+        out = folded
+    return out
+
+
+def _fold_once(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
     has_shape_ops = any(n.op_type in SHAPE_OPS for n in model.graph.node)
     static = _static_shapes(model, shapes) if has_shape_ops else {}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
@@ -48,7 +61,10 @@ def _static_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) 
     """Every tensor whose shape shape inference fixes, with the inputs fixed to ``shapes``."""
     skeleton = onnx.ModelProto()
     skeleton.CopyFrom(model)
-    for tensor in skeleton.graph.initializer:  # shape inference reads dims only: leave the weights out
+    # the weights left out: shape inference reads their dims, and the values of small ones (a Slice's ends)
+    for tensor in skeleton.graph.initializer:
+        if int(np.prod(tensor.dims)) <= MAX_FOLDED_ELEMENTS and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
         tensor.ClearField("raw_data")
         tensor.ClearField("float_data")
         tensor.ClearField("data_location")
