@@ -62,6 +62,31 @@ def test_all_warmup_is_a_labelled_empty_profile(tmp_path: Path, capsys: pytest.C
     assert "warm-up (warmup=5)" in (tmp_path / "empty.html").read_text()
 
 
+def _counters_usable() -> bool:
+    from layerperf.collectors import Collectors
+
+    try:
+        Collectors.make(events=["task-clock"])
+    except InputError:
+        return False
+    return True
+
+
+COUNTING = pytest.mark.skipif(not _counters_usable(), reason="perf counters not permitted here")
+
+
+@pytest.mark.parametrize("options", [{"memory": True}, {"level": 2},
+                                     pytest.param({"events": ["task-clock"]}, marks=COUNTING)])
+def test_empty_profile_with_any_option(tmp_path: Path, options: dict[str, Any]) -> None:
+    model = Own().eval()
+    for calls in (0, 2):  # no call at all, or warm-up calls only
+        with pytest.warns(UserWarning, match="no timed run"), torch.inference_mode(), \
+                lt.Profiler(warmup=2, path=tmp_path / f"{calls}", **options) as prof:
+            for _ in range(calls):
+                model(X)
+        assert prof.profile.runs == [] and (tmp_path / f"{calls}" / "trace.json").is_file()
+
+
 def test_decorator_of_warmup_calls_only_saves_an_empty_profile(tmp_path: Path) -> None:
     @lt.profile(warmup=2, path=tmp_path / "out")
     def infer() -> Any:

@@ -142,6 +142,8 @@ class Profiler:
         if exc is None:
             self._end()
             return
+        if self._profile is not None:  # stop() was called inside the block: that profile stands
+            return
         self._abandon(exc)  # the block raised: its exception goes on unchanged, and nothing is saved
 
     @property

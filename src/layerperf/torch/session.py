@@ -222,7 +222,7 @@ class InCodeSession:
         prof = build_profile(meta, layers, runs, level=1, warnings=warnings, graph=graph)
         if self.perf and state.runs:
             self._fill_counters(prof)
-        if self.settings.collectors.memory is not None:
+        if self.settings.collectors.memory is not None and state.runs:  # an empty profile has no memory to show
             self._fill_memory(prof)
         return prof
 
