@@ -363,7 +363,10 @@ def test_counters_of_nested_modules_are_self_counts() -> None:
     # (on one thread its CPU time cannot much exceed its wall time; a busy host only makes the wall time longer)
     self_us = {row["name"]: row["median_us"] for row in prof.table()}
     assert clock[p] / 1e3 < 1.5 * self_us["p"]
-    assert 1.3 * clock[a] < clock[p] < 3 * (clock[a] + clock[b])
+    # the ratio from each layer's least disturbed pass: a busy host can stretch one layer's CPU time in a
+    # pass (a preempted matmul thrashes its cache), which a median of five passes does not always outvote
+    least = {i: float(np.min(prof.layers[i].counters["task-clock"])) for i in (p, a, b)}
+    assert 1.3 * least[a] < least[p] < 3 * (least[a] + least[b])
     # per pass, the parent's inclusive count is its self count plus its children's
     per_pass = [np.asarray(prof.layers[i].counters["task-clock"]) for i in (p, a, b)]
     whole = per_pass[0] + per_pass[1] + per_pass[2]
