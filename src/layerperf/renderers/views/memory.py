@@ -117,7 +117,7 @@ def summary_lines(rep: MemoryReport) -> list[str]:
     lines = []
     if rep.peak_index >= 0:
         node = rep.nodes[rep.peak_index]
-        lines.append(f"peak live tensors: {b(rep.peak_bytes)} while node {rep.peak_index} of {len(rep.nodes)} "
+        lines.append(f"peak live tensors: {b(rep.peak_bytes)} while node {rep.peak_index + 1} of {len(rep.nodes)} "
                      f"runs: {rep.peak_node} ({node.op_type})")
     source = {"allocator peak": "the allocator's live bytes at their peak over one pass, from its events",
               "arena growth": "ONNX Runtime's arena growth over a fresh session's first runs",
