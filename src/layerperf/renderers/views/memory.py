@@ -131,7 +131,7 @@ def summary_lines(rep: MemoryReport) -> list[str]:
     rt = rep.runtime
     if rt and rt.rss_hwm_bytes is not None:
         runs = len(rt.arena_runs) or len({s.run for s in rt.rss_samples})  # a backend with no arena: its samples'
-        lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {runs} runs: "
+        lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {units.count(runs, 'run')}: "
                      f"baseline {b(rt.rss_baseline_bytes)}, high-water {b(rt.rss_hwm_bytes)} "
                      f"(+{b(rt.rss_growth_bytes)})")
     return lines
