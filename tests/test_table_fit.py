@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 from collections.abc import Sequence
 from pathlib import Path
 

@@ -111,6 +111,7 @@ def _drop_units(texts: Sequence[str], spans: Sequence[Sequence[Span]], words: Se
     if len(sp) < 2:
         return None
     others = [t for i, t in enumerate(texts) if i != at and t != text]
+    fewest: str | None = None  # the shortest rendering that tells the row apart, when none fits
     for order in _orders(words, at):
         kept = [True] * len(sp)
         dropped = []
@@ -121,13 +122,31 @@ def _drop_units(texts: Sequence[str], spans: Sequence[Sequence[Span]], words: Se
             else:
                 kept[i] = True
         if cell_len(render(text, sp, kept)) > width:
+            shown = render(text, sp, kept)
+            fewest = shown if fewest is None or len(shown) < len(fewest) else fewest
             continue
         for i in reversed(dropped):  # use the room left
             kept[i] = True
             if cell_len(render(text, sp, kept)) > width:
                 kept[i] = False
         return render(text, sp, kept)
-    return None
+    return _cut_apart(fewest, text, others, width) if fewest is not None else None
+
+
+def _cut_apart(shown: str, text: str, others: Sequence[str], width: int) -> str | None:
+    """``shown`` cut in the middle to ``width`` characters, if it still reads as no other row."""
+    if width < 3:
+        return None
+    tail = (width - 1) // 2
+    cut = shown[:width - 1 - tail] + ELLIPSIS + shown[-tail:]
+    return None if reads_as_another(cut, text, others) else cut
+
+
+def reads_as_another(shown: str, text: str, others: Sequence[str]) -> bool:
+    """Whether ``shown`` (``text`` with runs of characters elided, ``…``) could as well stand for one of
+    ``others``: its pieces, in order, from the start and to the end where no ellipsis stands there."""
+    pattern = re.compile("^" + ".+".join(re.escape(p) for p in shown.split(ELLIPSIS)) + "$", re.DOTALL)
+    return any(o != text and pattern.match(o) for o in others)
 
 
 def _ambiguous(text: str, spans: Sequence[Span], kept: Sequence[bool], others: Sequence[str]) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from rich.cells import cell_len
 
 from layerperf.errors import InputError
-from layerperf.renderers.distinct import distinct
+from layerperf.renderers.distinct import distinct, reads_as_another
 from layerperf.renderers.view import KEEP, Column, Note, Section
 
 GAP = 3  # what a boxed table adds per column: a space each side of the cell and the border before it
@@ -264,7 +264,18 @@ def _cells(column: Column, texts: list[str], width: int) -> list[str]:
     if column.wrap or all(cell_len(t) <= width for t in texts):
         return texts
     apart = distinct(texts, width)
-    return [a if a is not None else shorten(t, width) for a, t in zip(apart, texts, strict=True)]
+    return [_longest_apart(t, a, width, texts) for a, t in zip(apart, texts, strict=True)]
+
+
+def _longest_apart(text: str, apart: str | None, width: int, texts: Sequence[str]) -> str:
+    """The longer of ``text`` shortened by whole units (``apart``) and in the middle by characters, when
+    that one too reads as no other row (``layer4.0.down…mple.1_nchwc`` beside ``layer4.0…1_nchwc``)."""
+    cut = shorten(text, width)
+    if apart is None:
+        return cut
+    if len(cut) > len(apart) and not reads_as_another(cut, text, texts):
+        return cut
+    return apart
 
 
 def _label(column: Column) -> str:

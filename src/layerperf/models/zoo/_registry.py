@@ -83,8 +83,8 @@ def ignored_size(name: str, image_size: int | None, seq_len: int | None) -> str 
     spec = MODELS.get(name)
     if spec is None:
         return None
-    given = [flag for arg, flag, value in (("image_size", "--image-size", image_size), ("seq_len", "--seq-len", seq_len))
-             if value is not None and arg != spec.size_arg]
+    options = (("image_size", "--image-size", image_size), ("seq_len", "--seq-len", seq_len))
+    given = [flag for arg, flag, value in options if value is not None and arg != spec.size_arg]
     if not given:
         return None
     kind = "an image model" if spec.size_arg == "image_size" else "a text model"

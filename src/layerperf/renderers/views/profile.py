@@ -61,7 +61,8 @@ def marked_outliers(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
     """Rows whose self % (calls x mean) rests on outlier calls, their self % shown with
     :data:`OUTLIER_MARK`: the mean per call above :data:`OUTLIER_RATIO` times the median (one call preempted
     on a busy host, a first call's setup). The rows as shown, and those marked."""
-    out, marked = [], []
+    out: list[Row] = []
+    marked: list[Row] = []
     for row in rows:
         mean, median, share = row.get("mean_us"), row.get("median_us"), row.get(RANK_KEY)
         if share is not None and mean is not None and median and mean > OUTLIER_RATIO * median:
@@ -122,7 +123,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     machine = prof.metadata.machine
     ref, peak_notes = peak.reference(machine.to_json() if machine else None, run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
-    peak_notes += peak.above_peak(table, ref, f"the median per call of this profile's {units.count(summ['runs'], 'run')} at "
+    runs = units.count(summ["runs"], "run")
+    peak_notes += peak.above_peak(table, ref, f"the median per call of this profile's {runs} at "
                                               f"{peak.threads_text(run_threads(prof, summ))}")
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
