@@ -20,6 +20,7 @@ from layerperf.readers.detect import read_table
 from layerperf.renderers import terminal
 from layerperf.renderers.distinct import distinct
 from layerperf.renderers.fit import Layout
+from layerperf.renderers.views.columns import counter_columns
 from layerperf.renderers.views.diff import diff_view
 from layerperf.renderers.views.memory import summary_lines
 from layerperf.renderers.views.profile import profile_view
@@ -116,6 +117,10 @@ def test_counters_asked_for_stay_and_a_clock_reads_as_time() -> None:
     clock = [row[headers.index("task-clock")] for row in rows]
     assert all(c.endswith(("ns", "µs", "ms", " s")) for c in clock), clock
     assert "provider" not in headers  # a detail went before the counter
+    fmt = {c.key: c for c in counter_columns(["task-clock:u", "task-clock_per_flop", "page-faults"])}
+    assert fmt["task-clock:u"].fmt(6_380_000.0) == "6.380 ms" and fmt["page-faults"].fmt(6_380_000.0) == "6.38 M"
+    assert fmt["task-clock_per_flop"].fmt(0.25) == "0.25 ns/FLOP"
+    assert fmt["task-clock:u"].priority < fmt["task-clock_per_flop"].priority  # asked for, before its metric
 
 
 def test_the_title_wraps_at_the_terminal_and_is_never_padded() -> None:

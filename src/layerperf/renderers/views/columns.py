@@ -90,10 +90,13 @@ DERIVED = ("_per_flop",)  # metrics computed from a counter (not asked for by na
 
 
 def _counter_format(label: str) -> Callable[[Any], str]:
-    event = label.removesuffix("_per_call").split(":")[0]
-    if event in NS_COUNTERS:
-        return lambda v: units.duration_us(v / 1000.0) if v is not None else "?"
-    return lambda v: units.si(v)
+    base = label.removesuffix("_per_call")
+    per_flop = base.endswith("_per_flop")
+    if base.removesuffix("_per_flop").split(":")[0] not in NS_COUNTERS:
+        return lambda v: units.si(v)
+    if per_flop:
+        return lambda v: units.si(v, "ns/FLOP")
+    return lambda v: units.duration_us(v / 1000.0) if v is not None else "?"
 
 
 def counter_columns(labels: Sequence[str]) -> list[Column]:
