@@ -104,5 +104,4 @@ def nodes_by_name(graph: onnx.GraphProto, model_graph: onnx.GraphProto | None = 
 
 
 def has_unnamed(graph: onnx.GraphProto) -> bool:
-    """Whether some node's profiler name cannot be read off the graph: unnamed, or made up (:func:`is_generated`)."""
-    return any(not node.name or is_generated(node.name, node.op_type) for node in graph.node)
+    return any(not node.name for node in graph.node)
