@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.cli.common import add_output_args, output_format, positive_int, warn_dropped
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
                             types=args.types, name=args.name, min_time_s=args.min_time)
     _timeline(table, args)
     show(view, fmt, args.output)
+    warn_dropped([table], fmt)
     return 0
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from layerperf.cli.analyze import FORMATS, add_trace_help
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.cli.common import add_output_args, output_format, positive_int, warn_dropped
 
 
 def register(sub: Any) -> None:
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     a, b = read_table(args.a), read_table(args.b)
     view = diff_view(a, b, by=args.by, how=args.aggregate, match=args.match, order_by=args.order_by, top=args.top)
     show(view, fmt, args.output)
+    warn_dropped([a, b], fmt)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 - layerperf: an object with ``otherData.layerperf_format`` (a ``trace.json``, or the profile
   directory holding one);
-- ONNX Runtime (``enable_profiling``): a JSON array whose events have ``cat`` Session or Node;
+- ONNX Runtime (``enable_profiling``): events whose ``cat`` is Session or Node (Api), as a JSON array or
+  wrapped in an object's ``traceEvents`` (by content, not by the container's shape);
 - PyTorch (Kineto): an object with ``schemaVersion``/``deviceProperties``, or whose events have
   ``cat`` cpu_op, kernel or cuda_runtime;
 - anything else in Trace Event Format: a JSON array of events or an object with ``traceEvents``.
@@ -51,7 +52,8 @@ def detect(form: str, head: Any, events: list[Event]) -> str:
     if _is_layerperf(head):
         return "layerperf"
     cats = _cats(events)
-    if form == "array" and cats and cats <= ORT_CATS | {"Api"}:
+    # by content, whatever the container: ONNX Runtime's events wrapped in {"traceEvents": ...} are its
+    if cats and cats <= ORT_CATS | {"Api"} and (form == "array" or "Node" in cats):
         return "ort"
     if isinstance(head, dict) and any(k in head for k in KINETO_KEYS) or cats & KINETO_CATS:
         return "kineto"

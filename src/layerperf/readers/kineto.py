@@ -26,9 +26,10 @@ import numpy as np
 from layerperf.cost.aten import recorded
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers.decode import Event, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Event, raw_value
+from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
 from layerperf.readers.stream import EventStream
-from layerperf.readers.tef import earliest, num, shapes_text, text, thread_ids, to_ns
+from layerperf.readers.tef import MAX_US, earliest, num, shapes_text, text, thread_ids, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -83,15 +84,19 @@ def _stream_id(tid: Any) -> int:
 
 
 def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device,
-             steps: list[tuple[float, float]]) -> None:
+             steps: list[tuple[float, float]], dropped: Dropped) -> None:
     """Append the chunk's CPU events to ``cpu``, its device activities to ``dev`` and the (start, duration)
-    in µs of its ``ProfilerStep#N`` frames to ``steps``."""
+    in µs of its ``ProfilerStep#N`` frames to ``steps``; count what is left out in ``dropped``."""
     for ev in events:
         if ev.ph != "X":
+            if ev.ph == NOT_OBJECT:
+                dropped.add(NOT_EVENT, 1, ev.name)
             continue
         cat = ev.cat
         ts, dur = num(ev.ts), num(ev.dur)
-        if not (dur >= 0 and np.isfinite(ts)):
+        if not (0 <= dur < MAX_US and abs(ts) < MAX_US):
+            if V1_CATS.get(cat, cat) in ROW_CATS + FRAME_CATS + DEVICE_CATS:  # only what would have been read
+                dropped.add(reason(ev.ts, ev.dur) or NOT_A_NUMBER, 1, ev.name)
             continue
         args = ev.args
         name = text(ev.name)
@@ -223,9 +228,10 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     cpu, dev = _Cpu(), _Device()
     n_events = 0
     steps: list[tuple[float, float]] = []
+    dropped = Dropped()
     for chunk in stream.chunks():
         n_events += len(chunk)
-        _collect(chunk, threads, builder, cpu, dev, steps)
+        _collect(chunk, threads, builder, cpu, dev, steps, dropped)
 
     thread = np.asarray(cpu.thread, dtype=np.int64)
     cpu_ts, dev_ts = np.asarray(cpu.ts_us, dtype=np.float64), np.asarray(dev.ts_us, dtype=np.float64)
@@ -265,6 +271,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
                             # a call's FLOPs are counted on the op the user called (outermost), whose work
                             # runs in the ops nested in it: rated over its inclusive time
                             "inclusive_flops": True}
+    if dropped:
+        info["dropped"] = dropped.doc()
     if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
         step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
         step_start = to_ns(step_ts - origin_us)

@@ -42,12 +42,14 @@ from layerperf.data.calls import Calls, Interner, TableBuilder, shape_str, with_
 from layerperf.data.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
 from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
 from layerperf.readers.decode import Args, Event, fields
+from layerperf.readers.dropped import Dropped
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
     Idents,
     Part,
     Slices,
     column,
+    count_not_objects,
     json_value,
     raw_key,
     remapped,
@@ -342,9 +344,10 @@ def part(stream: EventStream) -> Part:
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
         codes = idents.codes(list(zip(name)), list(args))
         figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
-        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1])
+        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1], name)
+        count_not_objects(chunk, column(chunk, "ph"), slices.dropped)
     return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, costs.counters,
-                costs.int_ops)
+                costs.int_ops, slices.dropped)
 
 
 def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
@@ -359,8 +362,13 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     # times are relative to the profiler's start already: the file's zero is the origin
     builder.extend(ident.astype(np.int32), self_us, incl_us=dur_us, flops=flops, bytes_=nbytes, int_ops=int_ops,
                    counters=counters, ts_us=to_ns(ts_us) / 1e3, pid=pid, tid=tid)
-    info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts),
-            "inclusive_flops": True, "ts_origin_us": 0.0}
+    info: dict[str, Any] = {"format": "ort", "events": sum(p.events for p in parts),
+                            "runs": sum(p.runs for p in parts), "inclusive_flops": True, "ts_origin_us": 0.0}
+    dropped = Dropped()
+    for p in parts:
+        dropped.merge(p.dropped)
+    if dropped:
+        info["dropped"] = dropped.doc()
     table = builder.build({**info, **(meta or {})})
     return table if parent is None else with_outer(table, parent)  # rows are the calls, in order
 

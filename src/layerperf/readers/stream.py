@@ -28,6 +28,8 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(f"no such file: {path}") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    if not raw:
+        raise InputError(f"{path} is empty")
     if raw[:2] == b"\x1f\x8b":
         try:
             return gzip.decompress(raw)
@@ -121,6 +123,9 @@ def _open_stream(path: Path) -> IO[bytes]:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     magic = f.read(2)
     f.seek(0)
+    if not magic:  # a 0-byte file is empty whatever its name says, not "not gzip"
+        f.close()
+        raise InputError(f"{path} is empty")
     if magic == b"\x1f\x8b":
         f.close()
         return gzip.GzipFile(path, "rb")  # type: ignore[return-value]

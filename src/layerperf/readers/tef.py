@@ -22,7 +22,8 @@ import orjson
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
 from layerperf.data.nesting import nest
-from layerperf.readers.decode import Args, Event, fields, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Args, Event, fields, raw_value
+from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, NOT_EVENT, Dropped, count_rejected
 from layerperf.readers.stream import EventStream
 
 
@@ -82,12 +83,19 @@ class Slices:
     ident: list[np.ndarray] = field(default_factory=list)
     flops: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
+    dropped: Dropped = field(default_factory=Dropped)
 
-    def add(self, thread: Any, ts_us: Any, dur_us: Any, ident: Any, flops: Any, nbytes: Any) -> None:
-        """Append rows, dropping those without a finite start and a duration >= 0."""
+    def add(self, thread: Any, ts_us: Any, dur_us: Any, ident: Any, flops: Any, nbytes: Any,
+            names: Sequence[Any] | None = None) -> None:
+        """Append rows, leaving out (and counting in ``dropped``, by reason) those without a finite
+        start and a duration >= 0."""
         ts, dur = floats(ts_us), floats(dur_us)
         # beyond ~126 years in µs the ns arithmetic would overflow int64: no trace means that
         keep = (dur >= 0) & (dur < MAX_US) & (np.abs(ts) < MAX_US)
+        if not keep.all():
+            bad = np.flatnonzero(~keep).tolist()
+            count_rejected(self.dropped, [names[i] if names is not None else None for i in bad],
+                           [ts_us[i] for i in bad], [dur_us[i] for i in bad])
         columns = (self.thread, self.ts_us, self.dur_us, self.ident, self.flops, self.nbytes)
         values = (ints(thread), ts, dur, ints(ident),
                   floats(flops), floats(nbytes))
@@ -235,14 +243,22 @@ def collect(events: list[Event], threads: Interner, idents: Idents, out: Slices,
     timed = [ev for ev, ph in zip(events, phases, strict=True) if ph == "X"]
     if len(timed) < len(events):
         timed.extend(_pairs(events, phases, open_b, loose_e))
+        count_not_objects(events, phases, out.dropped)
     add_timed(timed, threads, idents, out)
+
+
+def count_not_objects(events: list[Event], phases: list[Any], dropped: Dropped) -> None:
+    """Count the placeholders of array items that were not event objects (:data:`NOT_OBJECT`)."""
+    n = phases.count(NOT_OBJECT)
+    if n:
+        dropped.add(NOT_EVENT, n, next(ev.name for ev, ph in zip(events, phases, strict=True) if ph == NOT_OBJECT))
 
 
 def add_timed(timed: list[Event], threads: Interner, idents: Idents, out: Slices) -> None:
     name, cat, pid, tid, ts, dur, args = fields(timed, EVENT_FIELDS)
     flops, nbytes = fields(args, ARG_FIGURES)
     codes = idents.codes(list(zip(name, cat, strict=True)), list(args))
-    out.add(thread_codes(threads, pid, tid), ts, dur, codes, flops, nbytes)
+    out.add(thread_codes(threads, pid, tid), ts, dur, codes, flops, nbytes, name)
 
 
 def _pairs(events: list[Event], phases: list[Any], open_b: dict[Any, list[Event]],
@@ -295,6 +311,7 @@ class Part:
     runs: int = 0
     ident_counters: dict[int, dict[str, float]] = field(default_factory=dict)  # per identity code
     ident_int_ops: dict[int, float] = field(default_factory=dict)  # per identity code, where known
+    dropped: Dropped = field(default_factory=Dropped)  # events left out, by reason
 
 
 def part(stream: EventStream) -> Part:
@@ -309,7 +326,8 @@ def part(stream: EventStream) -> Part:
     for chunk in stream.chunks():
         n_events += len(chunk)
         collect(chunk, threads, idents, slices, open_b, loose_e)
-    return Part(builder.idents(), threads.values(), slices.joined(), open_b, loose_e, n_events)
+    return Part(builder.idents(), threads.values(), slices.joined(), open_b, loose_e, n_events,
+                dropped=slices.dropped)
 
 
 def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.ndarray, ...]:
@@ -330,12 +348,21 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     carry: dict[Any, list[Event]] = {}
     for p in parts:
         slices.add_columns(remapped(p, builder, threads))
-        if p.loose_e and carry:
-            add_timed(_pairs(p.loose_e, ["E"] * len(p.loose_e), carry, []), threads, idents, slices)
+        slices.dropped.merge(p.dropped)
+        loose: list[Event] = []
+        if p.loose_e:
+            add_timed(_pairs(p.loose_e, ["E"] * len(p.loose_e), carry, loose), threads, idents, slices)
+        for ev in loose:
+            slices.dropped.add(E_WITHOUT_B, 1, ev.name)
         for key, stack in p.open_b.items():
             carry.setdefault(key, []).extend(stack)
-    return build(builder, slices, threads.values(),
-                 {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})})
+    for stack in carry.values():
+        for ev in stack:
+            slices.dropped.add(B_WITHOUT_E, 1, ev.name)
+    info = {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})}
+    if slices.dropped:
+        info["dropped"] = slices.dropped.doc()
+    return build(builder, slices, threads.values(), info)
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:

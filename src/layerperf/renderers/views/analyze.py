@@ -17,6 +17,7 @@ from layerperf.analysis import gpu_kernels as kernels
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
 from layerperf.errors import InputError
+from layerperf.readers.dropped import warnings
 from layerperf.renderers.view import Column, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
@@ -112,7 +113,7 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
         columns = peak.with_column(columns)
     section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=(*notes(_notes(table)), *peak_notes))
+                      notes=(*notes(_notes(table)), *notes(warnings(table.meta), "warning"), *peak_notes))
     return View(sections=(section,), doc=rows)
 
 
@@ -133,5 +134,5 @@ def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None 
     lines = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
              "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
     section = Section(columns=KERNEL_COLUMNS, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
-                      notes=notes(lines))
+                      notes=(*notes(lines), *notes(warnings(meta), "warning")))
     return View(sections=(section,), doc=shown)

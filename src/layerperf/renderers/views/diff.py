@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.data.calls import Calls
+from layerperf.readers.dropped import warnings
 from layerperf.renderers.view import Column, Section, View, notes
 from layerperf.renderers.views.columns import text
 from layerperf.util import units
@@ -110,8 +111,11 @@ def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match:
         rows = rows[:top]
     columns, shown = _columns(rows, by, match)
     title = f"A = {_source(a)}, B = {_source(b)}: {time_label(by, how)}"
+    left_out = [f"{side}: {line}" for side, t in (("A", a), ("B", b)) for line in warnings(t.meta)]
     section = Section(columns=columns, rows=rows, shown=shown, keys=analysis.DIFF_COLUMNS, title=title,
-                      notes=notes(_notes(totals, by, match)))
+                      notes=(*notes(_notes(totals, by, match)), *notes(left_out, "warning")))
     doc = {"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source"),
            "time": time_label(by, how)}
+    if left_out:  # events a reader left out, by reason (absent when none)
+        doc["dropped"] = {"a": a.meta.get("dropped") or {}, "b": b.meta.get("dropped") or {}}
     return View(sections=(section,), doc=doc)
