@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     table = read_table(args.trace)
     top = default_top(args.top, fmt)
     if args.aggregate_by == "kernel":
-        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top)
+        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:
             analysis.resolve_column(table, args.order_by)

@@ -42,6 +42,10 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
     text("device", "device"),
     Column("calls", "calls"),
     Column("mean_us", "mean", units.duration_us),
+    Column("median_us", "median", units.duration_us),
+    Column("min_us", "min", units.duration_us),
+    Column("max_us", "max", units.duration_us),
+    Column("stddev_us", "stddev", units.duration_us),
     Column("launcher_share", "of launchers' device time", units.percent),
     text("launched_by", "launched by (calls)"),
 )
@@ -117,20 +121,23 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     return View(sections=(section,), doc=rows)
 
 
-def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0) -> View:
-    """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (device
-    time when None); the first ``top`` rows (all when 0). InputError when the trace has no kernels."""
+def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0,
+                 how: str = "sum") -> View:
+    """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (when None,
+    by the per-kernel figure ``how`` names: total, mean, median, max or min time, or calls); the first
+    ``top`` rows (all when 0). InputError when the trace has no kernels."""
 
     meta = table.meta
     kernel_table = kernels.of(table)
     if kernel_table is None:
         raise InputError(f"{meta.get('source')} has no GPU kernels to aggregate ({meta.get('format')} trace)",
                          hint="--aggregate-by kernel reads PyTorch GPU traces")
-    rows = kernels.order(kernels.aggregate(kernel_table, name=name), order_by)
+    rows = kernels.order(kernels.aggregate(kernel_table, name=name), order_by, how)
     shown = rows[:top] if top else rows
     total_us = float(kernel_table.dur_ns.sum()) / 1e3
+    ranked = order_by or {"sum": "device time", "count": "calls"}.get(how, f"{how} device time per call")
     title = (f"{meta.get('source')} ({meta.get('format')}): {len(shown)} of {len(rows)} kernels "
-             f"by {order_by or 'device time'}")
+             f"by {ranked}")
     lines = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
              "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
     section = Section(columns=KERNEL_COLUMNS, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
