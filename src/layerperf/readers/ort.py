@@ -329,13 +329,14 @@ def _kernels(events: list[Event]) -> list[Event]:
     return list(compress(events, kernel_flags(column(events, "cat"), column(events, "name"))))
 
 
-def part(stream: EventStream) -> Part:
-    """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table."""
+def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
+    """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table
+    (``slices``, ``threads``: as :func:`layerperf.readers.tef.part` takes them)."""
     builder = TableBuilder()
     costs = _Costs(builder)
     idents = Idents(costs.make, _arg_key)
-    threads = Interner()
-    slices = Slices()
+    threads = Interner() if threads is None else threads
+    slices = Slices() if slices is None else slices
     n_events = runs = 0
     for chunk in stream.chunks():
         n_events += len(chunk)
@@ -350,7 +351,8 @@ def part(stream: EventStream) -> Part:
                 costs.int_ops, slices.dropped)
 
 
-def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:
+    """The table of parts read in file order (``origin_us``: ignored, the file's zero is the origin)."""
     builder = TableBuilder()
     threads = Interner()
     columns = [remapped(p, builder, threads) for p in parts]

@@ -16,6 +16,7 @@ import orjson
 
 from layerperf.errors import InputError
 from layerperf.readers.decode import Event, decode_events, events_of
+from layerperf.readers.gunzip import open_gzip
 
 
 def read_bytes(path: Path) -> bytes:
@@ -128,7 +129,7 @@ def _open_stream(path: Path) -> IO[bytes]:
         raise InputError(f"{path} is empty")
     if magic == b"\x1f\x8b":
         f.close()
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+        return open_gzip(path)
     if path.suffix == ".gz":
         f.close()
         raise InputError(f"{path} is named .gz but is not gzip")
@@ -454,11 +455,16 @@ def split_events(path: Path, parts: int, *, block: int = BLOCK_BYTES) -> list[Ca
 
 
 def _mapped(path: Path) -> bytes | mmap.mmap:
-    """A plain file mapped into memory (read lazily, shared with forked readers); gzip decompressed."""
+    """A plain file mapped into memory (read lazily, shared with forked readers); gzip decompressed
+    (small files only: a big gzip file is read as a stream)."""
     with path.open("rb") as f:
         if f.read(2) == b"\x1f\x8b":
             return read_bytes(path)
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+_PAGE = mmap.PAGESIZE
+_RELEASE = 16 << 20  # pages of a mapping read past are given back every this many bytes
 
 
 class _Stretch:
@@ -466,6 +472,7 @@ class _Stretch:
 
     def __init__(self, data: bytes | mmap.mmap, begin: int, end: int, suffix: bytes) -> None:
         self.data, self.pos, self.end, self.suffix = data, begin, end, suffix
+        self.released = begin - begin % _PAGE
 
     def read(self, n: int) -> bytes:
         if self.pos >= self.end:
@@ -474,7 +481,19 @@ class _Stretch:
         stop = min(self.end, self.pos + n)
         out = self.data[self.pos:stop]
         self.pos = stop
+        self._release()
         return out
+
+    def _release(self) -> None:
+        """Give back the mapped pages read past: they are the page cache's to keep, and counted in this
+        process's resident memory while mapped (a 2.7 GB file would be 2.7 GB of it by the end)."""
+        upto = self.pos - self.pos % _PAGE
+        if isinstance(self.data, mmap.mmap) and upto - self.released >= _RELEASE:
+            try:
+                self.data.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
+            except (OSError, ValueError, AttributeError):
+                pass
+            self.released = upto
 
     def close(self) -> None:
         pass

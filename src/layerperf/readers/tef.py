@@ -314,12 +314,14 @@ class Part:
     dropped: Dropped = field(default_factory=Dropped)  # events left out, by reason
 
 
-def part(stream: EventStream) -> Part:
-    """Read a stretch of events; :func:`merge` turns parts read in order into the table."""
+def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
+    """Read a stretch of events; :func:`merge` turns parts read in order into the table. ``slices`` and
+    ``threads`` (given together) take the timed events as they come (a spill to disk, say): the part's
+    columns are then what ``slices`` kept."""
     builder = TableBuilder()
-    threads = Interner()
+    threads = Interner() if threads is None else threads
     idents = Idents(_generic_key(builder), _arg_key)
-    slices = Slices()
+    slices = Slices() if slices is None else slices
     open_b: dict[Any, list[Event]] = {}
     loose_e: list[Event] = []
     n_events = 0
@@ -339,7 +341,7 @@ def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.n
             ident_map[ident.astype(np.int64)] if ident.size else ident, flops, nbytes)
 
 
-def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:
     """The table of parts read in file order; B/E pairs that span two parts are joined here."""
     builder = TableBuilder()
     threads = Interner()
@@ -362,7 +364,7 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     info = {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})}
     if slices.dropped:
         info["dropped"] = slices.dropped.doc()
-    return build(builder, slices, threads.values(), info)
+    return build(builder, slices, threads.values(), info, origin_us)
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
@@ -370,11 +372,13 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     return merge([part(stream)], meta)
 
 
-def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[str, Any]) -> Calls:
-    """The table of the events in ``slices``, whose thread codes index ``threads`` ((pid, tid) keys)."""
+def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[str, Any],
+          origin_us: float | None = None) -> Calls:
+    """The table of the events in ``slices``, whose thread codes index ``threads`` ((pid, tid) keys); times
+    from ``origin_us`` (default: the earliest start; a part of a trace takes the whole trace's)."""
     thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
     thread = thread.astype(np.int64)
-    origin_us = earliest(ts_us)
+    origin_us = earliest(ts_us) if origin_us is None else origin_us
     start = to_ns(ts_us - origin_us)
     end = start + to_ns(dur_us)
     self_ns, parent = nest(thread, start, end)
@@ -399,3 +403,9 @@ def thread_ids(threads: Sequence[tuple[Any, Any]], thread: np.ndarray) -> tuple[
     if not thread.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return pids[thread], tids[thread]
+
+
+# what the streaming reader (:mod:`layerperf.readers.streaming`) joins B/E pairs across parts with
+generic_key = _generic_key
+arg_key = _arg_key
+pairs = _pairs
