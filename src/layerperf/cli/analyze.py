@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
-    from layerperf.readers.detect import read_table
+    from layerperf.readers.detect import read_folded, read_table
     from layerperf.renderers.output import show
     from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    table = read_table(args.trace)
+    # every call is needed for a timeline and a trace's kernels; figures alone fold as the trace is read
+    whole = args.timeline is not None or args.aggregate_by == "kernel"
+    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median")
     top = default_top(args.top, fmt)
     if args.aggregate_by == "kernel":
         view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)

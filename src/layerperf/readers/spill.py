@@ -27,10 +27,26 @@ RUN_RECORDS = 1 << 20  # records sorted in memory at a time (~60 MiB)
 BLOCK_RECORDS = 1 << 18  # records read from each run at a time while merging
 
 
-def sort_order(records: np.ndarray, zero_first: bool) -> np.ndarray:
-    """Indices that sort ``records`` by :data:`SORT_FIELDS` (``nonzero`` only when ``zero_first``)."""
-    keys = [records[f] for f in reversed(SORT_FIELDS) if zero_first or f != "nonzero"]
-    return np.lexsort(keys)
+def sort_order(records: np.ndarray, zero_first: bool) -> np.ndarray | None:
+    """Indices that sort ``records`` by :data:`SORT_FIELDS` (``nonzero`` only when ``zero_first``); None
+    when they are in order already (a time-ordered file: checked in one pass, the sort skipped)."""
+    fields = [f for f in SORT_FIELDS if zero_first or f != "nonzero"]
+    if _in_order(records, fields):
+        return None
+    return np.lexsort([records[f] for f in reversed(fields)])
+
+
+def _in_order(records: np.ndarray, fields: list[str]) -> bool:
+    less = np.zeros(records.size - 1 if records.size else 0, dtype=bool)
+    equal = np.ones_like(less)
+    for f in fields:
+        col = records[f]
+        a, b = col[:-1], col[1:]
+        less |= equal & (a < b)
+        equal &= a == b
+        if not (less | equal).all():
+            return False
+    return True
 
 
 def _at_most(records: np.ndarray, bound: np.void, zero_first: bool) -> np.ndarray:
@@ -72,7 +88,9 @@ class Spill:
             return
         batch = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
         self._pending, self._pending_n = [], 0
-        batch = batch[sort_order(batch, self.zero_first)]
+        order = sort_order(batch, self.zero_first)
+        if order is not None:
+            batch = batch[order]
         path = self.dir / f"run{len(self.runs)}.bin"
         batch.tofile(path)
         self.runs.append((path, batch.size))
@@ -97,8 +115,9 @@ class Spill:
                 if n:
                     taken.append(r.take(n))
             out = np.concatenate(taken) if len(taken) > 1 else taken[0]
-            if len(taken) > 1:
-                out = out[sort_order(out, self.zero_first)]
+            order = sort_order(out, self.zero_first) if len(taken) > 1 else None
+            if order is not None:
+                out = out[order]
             readers = [r for r in readers if r.refill()]
             yield out
 

@@ -36,7 +36,7 @@ from layerperf.data.fold import Folded
 from layerperf.readers import ort, parallel, tef
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
-from layerperf.readers.stream import EventStream, split_events
+from layerperf.readers.stream import EventStream, open_events, split_events
 from layerperf.readers.tef import Idents, Part, Slices
 
 SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
@@ -117,8 +117,6 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
     with Spill(zero_first, temp_dir()) as spill:
         spilled = _two_processes(path, reader, spill.dir, zero_first) if split else None
         if spilled is None:
-            from layerperf.readers.stream import open_events
-
             spilled = [_spill_part(stream or open_events(path), reader, spill.dir, 0, zero_first)]
         for s in spilled:
             spill.adopt(s.runs)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.data.calls import Calls
+from layerperf.data.fold import Folded
 from layerperf.readers.dropped import warnings
 from layerperf.renderers.view import Column, Section, View, notes
 from layerperf.renderers.views.columns import text
@@ -72,7 +73,7 @@ def _notes(totals: Mapping[str, Any], by: str, match: str) -> list[str]:
     return lines
 
 
-def _source(table: Calls) -> str:
+def _source(table: Calls | Folded) -> str:
     return f"{table.meta.get('source')} ({table.meta.get('format')})"
 
 
@@ -100,7 +101,7 @@ def _columns(rows: list[dict[str, Any]], by: str, match: str) -> tuple[list[Colu
     return columns, shown
 
 
-def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match: str = "normalized",
+def diff_view(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "mean", match: str = "normalized",
               order_by: str = "delta", top: int = 0) -> View:
     """``a`` and ``b`` compared node by node (``by`` name) or op type by op type; rows ranked by
     ``order_by``, the first ``top`` of them (all when 0)."""
