@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.cli.common import add_output_args, output_format, positive_int, warn_dropped
+from layerperf.analysis.gpu import VIEWS
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -52,6 +53,9 @@ def register(sub: Any) -> None:
                    help="only ops of this type (repeatable)")
     p.add_argument("--name", metavar="REGEX", help="only ops whose name matches this regular expression")
     add_output_args(p, FORMATS)
+    p.add_argument("--view", choices=VIEWS, metavar="VIEW",
+                   help="a GPU timeline view of a PyTorch trace instead of the op table: " + ", ".join(VIEWS)
+                        + " (README: Analyzing traces)")
     p.add_argument("--timeline", metavar="FILE.json",
                    help="also write the calls (those --type and --name keep) as a timeline: Chrome trace JSON "
                         "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
@@ -74,10 +78,14 @@ def run(args: argparse.Namespace) -> int:
 
         check_dir(Path(args.timeline).absolute().parent)
     # every call is needed for a timeline and a trace's kernels; figures alone fold as the trace is read
-    whole = args.timeline is not None or args.aggregate_by == "kernel"
+    whole = args.timeline is not None or args.aggregate_by == "kernel" or args.view is not None
     table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median")
     top = default_top(args.top, fmt)
-    if args.aggregate_by == "kernel":
+    if args.view is not None:
+        from layerperf.renderers.views.gpu import gpu_view
+
+        view = gpu_view(table, args.view, top=args.top or 0)
+    elif args.aggregate_by == "kernel":
         view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:
