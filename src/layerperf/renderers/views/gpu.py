@@ -180,7 +180,7 @@ def gpu_view(table: Calls, view: str, top: int = 0) -> View:
     if not isinstance(kernels, KernelTable) and view != "annotations":
         line = f"no device: this {meta.get('format')} trace records no GPU activity, so it has no {view} view"
         doc["rows"] = []
-        return View((Section([], [], None, (*notes([title, line]), *left_out), listing=True),), doc)
+        return View((Section([], [], None, (*notes([title, line]), *left_out)),), doc)
     sections, figures = BUILDERS[view](kernels, table)
     if top:
         sections = [s.__class__(s.columns, list(s.rows)[:top], s.title, s.notes) for s in sections]
