@@ -23,8 +23,9 @@ import numpy as np
 RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                    ("thread", "<i4"), ("ident", "<i4"), ("flops", "<f8"), ("bytes", "<f8"), ("part", "i1")])
 SORT_FIELDS = ("thread_key", "ts_us", "nonzero", "neg_dur", "seq")  # most significant first
-RUN_RECORDS = 1 << 20  # records sorted in memory at a time (~60 MiB)
-BLOCK_RECORDS = 1 << 18  # records read from each run at a time while merging
+RUN_RECORDS = 1 << 18  # records sorted in memory at a time (~15 MiB)
+MERGE_RECORDS = 1 << 18  # records held from all runs together while merging (~15 MiB)
+MIN_BLOCK = 4096  # records read from a run at a time, however many runs there are
 
 
 def sort_order(records: np.ndarray, zero_first: bool) -> np.ndarray | None:
@@ -100,10 +101,13 @@ class Spill:
         self.runs.extend(other_runs)
         self.records += sum(n for _, n in other_runs)
 
-    def sorted_blocks(self, block: int = BLOCK_RECORDS) -> Iterator[np.ndarray]:
-        """Every record, in sort order, a block at a time."""
+    def sorted_blocks(self, budget: int = MERGE_RECORDS) -> Iterator[np.ndarray]:
+        """Every record, in sort order, a block at a time (``budget`` records held at most, shared
+        between the runs)."""
         self.flush()
-        readers = [_RunReader(path, n, block) for path, n in self.runs if n]
+        runs = [(path, n) for path, n in self.runs if n]
+        block = max(MIN_BLOCK, budget // max(len(runs), 1))
+        readers = [_RunReader(path, n, block) for path, n in runs]
         while readers:
             # everything at or before the least of the blocks' last records can go: nothing after it
             # in any run sorts before it

@@ -229,16 +229,14 @@ def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.n
     for block in spill.sorted_blocks():
         cols = _columns(block, ident_maps, thread_maps)
         cols = cols if carry is None else tuple(np.concatenate([a, b]) for a, b in zip(carry, cols, strict=True))
-        n = cols[0].size
-        if n < SEGMENT_RECORDS:
+        if cols[0].size < SEGMENT_RECORDS:
             carry = cols
             continue
-        cut = _last_cut(cols, origin_us)
-        if cut == 0:
-            carry = cols
-            continue
-        yield tuple(c[:cut] for c in cols[:6])
-        carry = tuple(c[cut:] for c in cols)
+        done = 0
+        for cut in _cuts(cols, origin_us):
+            yield tuple(c[done:cut] for c in cols[:6])
+            done = cut
+        carry = tuple(c[done:] for c in cols) if done else cols
     if carry is not None and carry[0].size:
         yield carry[:6]
 
@@ -256,9 +254,23 @@ def _columns(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[
             block["thread_key"].copy())
 
 
-def _last_cut(cols: tuple[np.ndarray, ...], origin_us: float) -> int:
-    """The last index before which the stream can be cut (0: none): on its thread no earlier event ends
-    after it starts, and it starts later than the event before it (so a group of events starting in the
+def _cuts(cols: tuple[np.ndarray, ...], origin_us: float) -> list[int]:
+    """Where to cut the stream into segments of about :data:`SEGMENT_RECORDS`: at the first safe place
+    past each such stretch (:func:`_safe`)."""
+    safe = _safe(cols, origin_us)
+    out: list[int] = []
+    done = 0
+    while True:
+        k = int(np.searchsorted(safe, done + SEGMENT_RECORDS))
+        if k >= safe.size:
+            return out
+        done = int(safe[k])
+        out.append(done)
+
+
+def _safe(cols: tuple[np.ndarray, ...], origin_us: float) -> np.ndarray:
+    """The indices before which the stream can be cut: on its thread no earlier event ends after the
+    event starts, and it starts later than the event before it (so a group of events starting in the
     same ns stays together whatever their order), in the ns the table computes (``to_ns`` of the start
     from the origin, plus ``to_ns`` of the duration)."""
     _, ts, dur, *_rest, key = cols
@@ -274,5 +286,4 @@ def _last_cut(cols: tuple[np.ndarray, ...], origin_us: float) -> int:
         ok[a + 1:b] = (start[a + 1:b] >= run_max[:-1]) & (start[a + 1:b] > start[a:b - 1])
         ok[a] = True
     ok[0] = False
-    cuts = np.flatnonzero(ok)
-    return int(cuts[-1]) if cuts.size else 0
+    return np.flatnonzero(ok)
