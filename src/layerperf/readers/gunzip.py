@@ -23,7 +23,8 @@ try:  # optional: the fast extra
 except ImportError:  # pragma: no cover - depends on what is installed
     _fast_zlib = None
 
-COMPRESSED_BLOCK = 1 << 20  # compressed bytes read at a time
+COMPRESSED_BLOCK = 256 << 10  # compressed bytes read at a time
+PIECE = 2 << 20  # decompressed bytes made at a time, however well the data compresses
 AHEAD = 8  # decompressed pieces waiting at most
 _END = object()
 
@@ -55,8 +56,8 @@ class GunzipAhead:
                     data = f.read(COMPRESSED_BLOCK)
                     if not data:
                         break
-                    while data:
-                        out = d.decompress(data)
+                    while data and not self._stop.is_set():
+                        out = d.decompress(data, PIECE)  # bounded: a block of zeros inflates 1000-fold
                         started = True
                         if out:
                             self._put(out)
@@ -65,7 +66,7 @@ class GunzipAhead:
                             d = self._zlib.decompressobj(31)
                             started = False
                         else:
-                            data = b""
+                            data = d.unconsumed_tail
                 if started and not d.eof:
                     raise EOFError("compressed file ended before the end-of-stream marker was reached")
             self._put(_END)

@@ -124,7 +124,10 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
 
 
 def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
-    streams = split_events(path, 2)
+    try:
+        streams = split_events(path, 2)
+    except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
+        return None
     if streams is None:
         return None
     first, second = streams
