@@ -11,6 +11,7 @@ installed; zlib-ng's bindings were measured too (README, *Scale*).
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import zlib
@@ -30,7 +31,10 @@ _END = object()
 
 
 def engine() -> ModuleType:
-    """The inflate implementation in use: ISA-L's when installed, else zlib."""
+    """The inflate implementation in use: ISA-L's when installed, else zlib (``LAYERPERF_INFLATE=zlib``
+    picks zlib, to compare)."""
+    if os.environ.get("LAYERPERF_INFLATE") == "zlib":
+        return zlib
     return _fast_zlib if _fast_zlib is not None else zlib
 
 
