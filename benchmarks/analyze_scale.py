@@ -117,8 +117,9 @@ def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]
     path = Path(args.dir) / f"{fmt}_{n}{suffix}"
     if not path.exists():
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
-                        f"from trace_gen import WRITERS; WRITERS[{fmt!r}](Path({str(path)!r}), {n})"], check=True)
+        code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
+                f"from trace_gen import WRITERS; WRITERS[{fmt!r}](Path({str(path)!r}), {n})")
+        subprocess.run([sys.executable, "-c", code], check=True)  # its memory is not the benchmark's
         print(f"  generated {path.name} in {time.perf_counter() - t0:.0f} s", flush=True)
     size = path.stat().st_size / 2**20
     trees = ([("before", args.before)] if args.before else []) + [("layerperf", HERE.parent / "src")]

@@ -33,8 +33,8 @@ sys.exit(main(["analyze", sys.argv[1], "--format", "json", "--aggregate-by", "ty
 
 def _write_trace(path: Path, target_bytes: int) -> tuple[int, int]:
     """An ONNX Runtime profile of ``target_bytes`` of JSON or more, gzipped as it is made; (events, bytes)."""
-    args = ('"args":{"op_name":"%s","provider":"CPUExecutionProvider","input_type_shape":[{"float":[1,64,56,56]},'
-            '{"float":[64,64,3,3]}],"output_type_shape":[{"float":[1,64,56,56]}]}')
+    args = ('"args":{{"op_name":"{}","provider":"CPUExecutionProvider","input_type_shape":[{{"float":[1,64,56,56]}},'
+            '{{"float":[64,64,3,3]}}],"output_type_shape":[{{"float":[1,64,56,56]}}]}}')
     ops = ("Conv", "Relu", "Add", "MatMul")
     z = zlib.compressobj(1, zlib.DEFLATED, 31)
     written = events = 0
@@ -52,11 +52,11 @@ def _write_trace(path: Path, target_bytes: int) -> tuple[int, int]:
             run_start = ts
             for i in range(200):
                 dur = 1 + (i * 37 + events) % 400
-                parts.append('{"cat":"Node","name":"node%d_kernel_time","ph":"X","pid":1,"tid":1,"ts":%d,"dur":%d,%s}'
-                             % (i, ts, dur, args % ops[i % 4]))
+                parts.append(f'{{"cat":"Node","name":"node{i}_kernel_time","ph":"X","pid":1,"tid":1,"ts":{ts},'
+                             f'"dur":{dur},{args.format(ops[i % 4])}}}')
                 ts += dur + 1
-            parts.append('{"cat":"Session","name":"model_run","ph":"X","pid":1,"tid":1,"ts":%d,"dur":%d,"args":{}}'
-                         % (run_start, ts - run_start))
+            parts.append(f'{{"cat":"Session","name":"model_run","ph":"X","pid":1,"tid":1,"ts":{run_start},'
+                         f'"dur":{ts - run_start},"args":{{}}}}')
             events += 201
             put(("," if events > 201 else "") + ",\n".join(parts) + "\n")
         put("]\n")

@@ -142,10 +142,12 @@ def _once(table: Calls, by: str, values: np.ndarray, how: str) -> np.ndarray:
 
 
 # -- columns, order, top ---------------------------------------------------------------------------
-def grand_total_ns(table: Calls) -> float:
+def grand_total_ns(table: Calls | Folded) -> float:
     """Self time of the whole trace (as read, before filters), the base of every share."""
     total = table.meta.get("total_ns")
-    return float(total) if total else float(np.nansum(table.total_ns))
+    if total or isinstance(table, Folded):
+        return float(total or 0.0)
+    return float(np.nansum(table.total_ns))
 
 
 def on_device(table: Calls) -> np.ndarray:

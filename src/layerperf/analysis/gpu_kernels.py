@@ -96,8 +96,8 @@ def order(rows: list[dict[str, Any]], by: str | None, how: str = "sum") -> list[
     """Rows by ``by`` (by default the figure ``how`` — sum, mean, median, max, min, count — names: total
     time unless told); calls, mean, median, min, max, stddev, name; largest first, ``+COLUMN`` ascending."""
     if by is None:
-        column = BY_AGGREGATE[how]
-        return sorted(rows, key=lambda r: -r[column])
+        figure = BY_AGGREGATE[how]
+        return sorted(rows, key=lambda r: -r[figure])
     ascending = by.startswith("+")
     column = ORDERS.get(by.lstrip("+-"))
     if column is None:

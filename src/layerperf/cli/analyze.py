@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_output_args, output_format, positive_int, warn_dropped
 from layerperf.analysis.gpu import VIEWS
+from layerperf.cli.common import add_output_args, output_format, positive_int, warn_dropped
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -84,8 +85,10 @@ def run(args: argparse.Namespace) -> int:
     if args.view is not None:
         from layerperf.renderers.views.gpu import gpu_view
 
+        assert isinstance(table, Calls)
         view = gpu_view(table, args.view, top=args.top or 0)
     elif args.aggregate_by == "kernel":
+        assert isinstance(table, Calls)
         view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:

@@ -77,7 +77,8 @@ class Folded:
         slots = np.empty(combos.size, dtype=np.int64)
         for k in np.argsort(first, kind="stable").tolist():  # new identities in the order their rows come
             row = int(first[k])
-            slots[k] = self._slot(tuple(labels.values[labels.codes[row]] for labels in columns))  # type: ignore[arg-type]
+            ident = tuple(labels.values[labels.codes[row]] for labels in columns)
+            slots[k] = self._slot(ident)
         return slots[inverse.reshape(-1)]
 
     def _slot(self, ident: Ident) -> int:

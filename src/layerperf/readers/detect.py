@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.data.calls import Calls
-from layerperf.errors import InputError
 from layerperf.data.fold import Folded
+from layerperf.errors import InputError
 from layerperf.readers import kineto, ort, parallel, streaming, tef
 from layerperf.readers.decode import Event
 from layerperf.readers.layerperf import profile_from_doc, resolve_path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import mmap
 import re
@@ -489,10 +490,8 @@ class _Stretch:
         process's resident memory while mapped (a 2.7 GB file would be 2.7 GB of it by the end)."""
         upto = self.pos - self.pos % _PAGE
         if isinstance(self.data, mmap.mmap) and upto - self.released >= _RELEASE:
-            try:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
                 self.data.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
-            except (OSError, ValueError, AttributeError):
-                pass
             self.released = upto
 
     def close(self) -> None:

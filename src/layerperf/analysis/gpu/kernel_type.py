@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from layerperf.analysis.gpu.intervals import KINDS, kinds
 from layerperf.data.calls import KernelTable
 

@@ -118,8 +118,8 @@ def _notes(table: Calls | Folded) -> list[str]:
     return lines
 
 
-def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", order_by: str | None = None, top: int = 0,
-                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None,
+def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", order_by: str | None = None,
+                 top: int = 0, types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None,
                  peaks: Peaks | None | str = peak.AUTO) -> View:
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
     the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration

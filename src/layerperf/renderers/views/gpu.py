@@ -181,7 +181,7 @@ def gpu_view(table: Calls, view: str, top: int = 0) -> View:
         line = f"no device: this {meta.get('format')} trace records no GPU activity, so it has no {view} view"
         doc["rows"] = []
         return View((Section([], [], None, (*notes([title, line]), *left_out)),), doc)
-    sections, figures = BUILDERS[view](kernels, table)
+    sections, figures = BUILDERS[view](kernels, table)  # type: ignore[arg-type]
     if top:
         sections = [s.__class__(s.columns, list(s.rows)[:top], s.title, s.notes) for s in sections]
     first = sections[0]
