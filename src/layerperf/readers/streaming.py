@@ -40,6 +40,7 @@ from layerperf.readers.stream import EventStream, open_events, split_events
 from layerperf.readers.tef import Idents, Part, Slices
 
 SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
+DRAIN_ROWS = 1 << 16  # timed events gathered before they become records (fewer, larger numpy steps)
 _SEQ_PART = 40  # a record's file order: its part in the high bits, its place in the part below
 
 
@@ -58,18 +59,25 @@ class SpillSlices(Slices):
         self.spill, self.threads, self.part_index = spill, threads, part_index
         self.keys: list[int] = []
         self.seq = 0
+        self.pending = 0
         self.min_ts_us = np.inf
 
     def add(self, thread: Any, ts_us: Any, dur_us: Any, ident: Any, flops: Any, nbytes: Any,
             names: Sequence[Any] | None = None) -> None:
         super().add(thread, ts_us, dur_us, ident, flops, nbytes, names)
-        self._drain()
+        self.pending += len(ts_us)
+        if self.pending >= DRAIN_ROWS:
+            self.drain()
 
     def add_columns(self, columns: tuple[np.ndarray, ...]) -> None:
         super().add_columns(columns)
-        self._drain()
+        self.drain()
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
+        """Hand what was gathered on to the spill."""
+        self.pending = 0
+        if not self.ts_us:
+            return
         columns = (self.thread, self.ts_us, self.dur_us, self.ident, self.flops, self.nbytes)
         thread, ts, dur, ident, flops, nbytes = (np.concatenate(c) if len(c) > 1 else c[0] for c in columns)
         for c in columns:
@@ -105,6 +113,7 @@ def _spill_part(stream: EventStream, reader: ModuleType, directory: Path, part_i
     threads = Interner()
     slices = SpillSlices(spill, threads, part_index)
     part = reader.part(stream, slices, threads)
+    slices.drain()
     spill.flush()
     return _Spilled(part, spill.runs, slices.min_ts_us)
 
