@@ -8,6 +8,7 @@ traces whose nesting, B/E pairs and control-flow bodies straddle chunk, run and 
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,32 @@ def test_streaming_equals_whole_file(tiny: None, tmp_path: Path, make: object) -
     zipped = tmp_path / "t.json.gz"
     zipped.write_bytes(gzip.compress(path.read_bytes()))
     _check(zipped)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("path", [DATA / "torch_cuda" / "trace.json.gz", DATA / "torch_cpu" / "trace.json.gz",
+                                  DATA / "torch_resnet18_cuda" / "trace.json.gz"], ids=["v100", "cpu", "h100"])
+def test_kineto_streaming_equals_whole_file(tiny: None, path: Path) -> None:
+    """PyTorch traces: operators first, runtime calls and kernels after; device time linked across segments."""
+    folded = _check(path)
+    assert folded.meta["device_unlinked"] == detect.read_table(path).meta["device_unlinked"]
+
+
+def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:
+    """A kernel with no launching call, and one whose call lies in no op: rows of their own, as read whole."""
+    doc = json.loads(gzip.decompress((DATA / "torch_cuda" / "trace.json.gz").read_bytes()))
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "Kernel", "name": "orphan", "pid": 0, "tid": "stream 7", "ts": 1621401187225275,
+         "dur": 3, "args": {"correlation": 999999}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 24572, "tid": "24572",
+         "ts": 1621401100000000, "dur": 5, "args": {"correlation": 888888}},
+        {"ph": "X", "cat": "Kernel", "name": "outside", "pid": 0, "tid": "stream 7", "ts": 1621401100000010,
+         "dur": 4, "args": {"correlation": 888888}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert _check(path).meta["device_unlinked"] == 2
 
 
 def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
 from layerperf.errors import InputError
-from layerperf.readers import kineto, ort, parallel, streaming, tef
+from layerperf.readers import kineto, kineto_stream, ort, parallel, streaming, tef
 from layerperf.readers.decode import Event
 from layerperf.readers.layerperf import profile_from_doc, resolve_path
 from layerperf.readers.stream import BLOCK_BYTES, EventStream, load_json, open_events
@@ -123,6 +123,8 @@ def _read_table(path: Path, block: int, quantiles: bool | None) -> Calls | Folde
     meta = {"source": str(trace)}
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
+    elif fmt == "kineto" and quantiles is not None:
+        return kineto_stream.fold(stream, meta, quantiles=quantiles)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
     elif quantiles is not None:

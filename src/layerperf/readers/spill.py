@@ -65,10 +65,12 @@ def _at_most(records: np.ndarray, bound: np.void, zero_first: bool) -> np.ndarra
 class Spill:
     """Records written as sorted runs to a private temporary directory (removed by :meth:`close`)."""
 
-    def __init__(self, zero_first: bool, directory: str | None = None, run_records: int = RUN_RECORDS) -> None:
+    def __init__(self, zero_first: bool, directory: str | None = None, run_records: int | None = None,
+                 dtype: np.dtype = RECORD) -> None:
         self.zero_first = zero_first
+        self.dtype = dtype  # RECORD, or a reader's own with the same sort fields
         self.dir = Path(tempfile.mkdtemp(prefix="layerperf-", dir=directory))
-        self.run_records = run_records
+        self.run_records = RUN_RECORDS if run_records is None else run_records
         self.runs: list[tuple[Path, int]] = []
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
@@ -107,7 +109,7 @@ class Spill:
         self.flush()
         runs = [(path, n) for path, n in self.runs if n]
         block = max(MIN_BLOCK, budget // max(len(runs), 1))
-        readers = [_RunReader(path, n, block) for path, n in runs]
+        readers = [_RunReader(path, n, block, self.dtype) for path, n in runs]
         while readers:
             # everything at or before the least of the blocks' last records can go: nothing after it
             # in any run sorts before it
@@ -139,11 +141,12 @@ class _RunReader:
     """A sorted run on disk, read a block at a time (plain reads: the page cache, not this process's
     memory, holds the file)."""
 
-    def __init__(self, path: Path, n: int, block: int) -> None:
+    def __init__(self, path: Path, n: int, block: int, dtype: np.dtype = RECORD) -> None:
         self.f = open(path, "rb")  # noqa: SIM115 - closed when exhausted
         self.left = n
         self.block_n = block
-        self.block = np.zeros(0, dtype=RECORD)
+        self.dtype = dtype
+        self.block = np.zeros(0, dtype=dtype)
         self.refill()
 
     def take(self, n: int) -> np.ndarray:
@@ -158,7 +161,7 @@ class _RunReader:
             self.f.close()
             return False
         n = min(self.block_n, self.left)
-        self.block = np.fromfile(self.f, dtype=RECORD, count=n)
+        self.block = np.fromfile(self.f, dtype=self.dtype, count=n)
         self.left -= n
         if self.block.size < n:  # the file was cut short under us
             self.left = 0
