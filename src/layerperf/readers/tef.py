@@ -92,7 +92,8 @@ class Slices:
         ts, dur = floats(ts_us), floats(dur_us)
         # beyond ~126 years in µs the ns arithmetic would overflow int64: no trace means that
         keep = (dur >= 0) & (dur < MAX_US) & (np.abs(ts) < MAX_US)
-        if not keep.all():
+        every = bool(keep.all())
+        if not every:
             bad = np.flatnonzero(~keep).tolist()
             count_rejected(self.dropped, [names[i] if names is not None else None for i in bad],
                            [ts_us[i] for i in bad], [dur_us[i] for i in bad])
@@ -100,7 +101,7 @@ class Slices:
         values = (ints(thread), ts, dur, ints(ident),
                   floats(flops), floats(nbytes))
         for column, value in zip(columns, values, strict=True):
-            column.append(value[keep])
+            column.append(value if every else value[keep])
 
     def add_columns(self, columns: tuple[np.ndarray, ...]) -> None:
         """Append rows already filtered and converted (another part's :meth:`joined`)."""
