@@ -150,6 +150,7 @@ def _links(dev: kineto._Device, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
 
 
 def _segments(spill: Spill, origin: float) -> Any:
+    """The CPU records in nesting order, cut where nothing is open (:func:`streaming.cuts`)."""
     carry: np.ndarray | None = None
     for block in spill.sorted_blocks():
         recs = block if carry is None else np.concatenate([carry, block])
@@ -157,32 +158,13 @@ def _segments(spill: Spill, origin: float) -> Any:
             carry = recs
             continue
         start = to_ns(recs["ts_us"] - origin)
-        end = start + to_ns(-recs["neg_dur"])
-        safe = _safe(recs["thread_key"], start, end)
-        k = int(np.searchsorted(safe, streaming.SEGMENT_RECORDS))
-        cut = int(safe[k]) if k < safe.size else (int(safe[-1]) if safe.size else 0)
-        if cut == 0:
-            carry = recs
-            continue
-        yield recs[:cut]
-        carry = recs[cut:]
+        done = 0
+        for cut in streaming.cuts(recs["thread_key"], start, start + to_ns(-recs["neg_dur"])):
+            yield recs[done:cut]
+            done = cut
+        carry = recs[done:]
     if carry is not None and carry.size:
         yield carry
-
-
-def _safe(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Indices before which nothing is open on the thread (see streaming._safe)."""
-    n = start.size
-    new = np.ones(n, dtype=bool)
-    new[1:] = key[1:] != key[:-1]
-    bounds = [*np.flatnonzero(new).tolist(), n]
-    ok = np.zeros(n, dtype=bool)
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        reach = np.maximum.accumulate(end[a:b])
-        ok[a + 1:b] = (start[a + 1:b] >= reach[:-1]) & (start[a + 1:b] > start[a:b - 1])
-        ok[a] = True
-    ok[0] = False
-    return np.flatnonzero(ok)
 
 
 def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links, origin: float,

@@ -267,9 +267,17 @@ def _columns(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[
 
 
 def _cuts(cols: tuple[np.ndarray, ...], origin_us: float) -> list[int]:
-    """Where to cut the stream into segments of about :data:`SEGMENT_RECORDS`: at the first safe place
-    past each such stretch (:func:`_safe`)."""
-    safe = _safe(cols, origin_us)
+    """Where to cut the stream into segments of about :data:`SEGMENT_RECORDS` (:func:`cuts`)."""
+    _, ts, dur, *_rest, key = cols
+    start = tef.to_ns(ts - origin_us)
+    return cuts(key, start, start + tef.to_ns(dur))
+
+
+def cuts(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
+    """Where to cut records (by thread ``key``, then start; ns as the table computes them: ``to_ns`` of
+    the start from the origin, plus ``to_ns`` of the duration) into segments of about
+    :data:`SEGMENT_RECORDS`: at the first safe place past each such stretch (:func:`safe_cuts`)."""
+    safe = safe_cuts(key, start, end)
     out: list[int] = []
     done = 0
     while True:
@@ -280,14 +288,10 @@ def _cuts(cols: tuple[np.ndarray, ...], origin_us: float) -> list[int]:
         out.append(done)
 
 
-def _safe(cols: tuple[np.ndarray, ...], origin_us: float) -> np.ndarray:
+def safe_cuts(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """The indices before which the stream can be cut: on its thread no earlier event ends after the
     event starts, and it starts later than the event before it (so a group of events starting in the
-    same ns stays together whatever their order), in the ns the table computes (``to_ns`` of the start
-    from the origin, plus ``to_ns`` of the duration)."""
-    _, ts, dur, *_rest, key = cols
-    start = tef.to_ns(ts - origin_us)
-    end = start + tef.to_ns(dur)
+    same ns stays together whatever their order)."""
     n = start.size
     new_thread = np.ones(n, dtype=bool)
     new_thread[1:] = key[1:] != key[:-1]
