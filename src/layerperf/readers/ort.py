@@ -325,8 +325,37 @@ def _arg_key(args: Args) -> tuple[Any, ...]:
     return raw_key(*ARG_KEY(args))
 
 
-def _kernels(events: list[Event]) -> list[Event]:
-    return list(compress(events, kernel_flags(column(events, "cat"), column(events, "name"))))
+_OTHER, _KERNEL, _RUN = 0, 1, 2
+
+
+def _kinds(cats: list[Any], names: list[Any], known: dict[tuple[Any, Any], int]) -> list[int]:
+    """Per event: a node's kernel, a run, or other — looked up per distinct (cat, name), in C (a
+    profile's names repeat run after run); :func:`kernel_flags` and :func:`run_flags` say what each is."""
+    pairs = list(zip(cats, names, strict=True))
+    try:
+        return list(map(known.__getitem__, pairs))
+
+
+def _each(cats: list[Any], names: list[Any]) -> list[int]:
+    return [_KERNEL if k else _RUN if r else _OTHER
+            for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable name: decided event by event
+        return _each(cats, names)
+    try:
+        new = set(pairs) - known.keys()
+    except TypeError:
+        return _each(cats, names)
+    for pair in new:
+        k, r = kernel_flags([pair[0]], [pair[1]])[0], run_flags([pair[0]], [pair[1]])[0]
+        known[pair] = _KERNEL if k else _RUN if r else _OTHER
+    return list(map(known.__getitem__, pairs))
+
+
+def _each(cats: list[Any], names: list[Any]) -> list[int]:
+    return [_KERNEL if k else _RUN if r else _OTHER
+            for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
 
 
 def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
@@ -338,10 +367,12 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
     threads = Interner() if threads is None else threads
     slices = Slices() if slices is None else slices
     n_events = runs = 0
+    kinds: dict[tuple[Any, Any], int] = {}
     for chunk in stream.chunks():
         n_events += len(chunk)
-        runs += sum(run_flags(column(chunk, "cat"), column(chunk, "name")))
-        nodes = _kernels(chunk)
+        kind = _kinds(column(chunk, "cat"), column(chunk, "name"), kinds)
+        runs += kind.count(_RUN)
+        nodes = list(compress(chunk, map(_KERNEL.__eq__, kind)))
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
         codes = idents.codes(list(zip(name)), list(args))
         figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
