@@ -334,11 +334,6 @@ def _kinds(cats: list[Any], names: list[Any], known: dict[tuple[Any, Any], int])
     pairs = list(zip(cats, names, strict=True))
     try:
         return list(map(known.__getitem__, pairs))
-
-
-def _each(cats: list[Any], names: list[Any]) -> list[int]:
-    return [_KERNEL if k else _RUN if r else _OTHER
-            for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
     except KeyError:
         pass
     except TypeError:  # an unhashable name: decided event by event
@@ -351,6 +346,11 @@ def _each(cats: list[Any], names: list[Any]) -> list[int]:
         k, r = kernel_flags([pair[0]], [pair[1]])[0], run_flags([pair[0]], [pair[1]])[0]
         known[pair] = _KERNEL if k else _RUN if r else _OTHER
     return list(map(known.__getitem__, pairs))
+
+
+def _each(cats: list[Any], names: list[Any]) -> list[int]:
+    return [_KERNEL if k else _RUN if r else _OTHER
+            for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
 
 
 def _each(cats: list[Any], names: list[Any]) -> list[int]:
