@@ -41,7 +41,7 @@ from layerperf.cost.onnx import elementwise
 from layerperf.data.calls import Calls, Interner, TableBuilder, shape_str, with_outer
 from layerperf.data.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
 from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
-from layerperf.readers.decode import Args, Event, fields
+from layerperf.readers.decode import Args, fields
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
