@@ -75,6 +75,32 @@ def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], s
     return seq + n
 
 
+@dataclass
+class _DeviceColumns:
+    """The device activities as numpy columns, gathered chunk by chunk (no Python object per activity)."""
+
+    parts: dict[str, list[np.ndarray]]
+
+    FIELDS = (("ts_us", np.float64), ("dur_us", np.float64), ("ident", np.int64), ("external", np.int64),
+              ("correlation", np.int64), ("pid", np.int64), ("tid", np.int64))
+
+    @classmethod
+    def empty(cls) -> _DeviceColumns:
+        return cls({name: [] for name, _ in cls.FIELDS})
+
+    def take(self, dev: kineto._Device) -> None:
+        """Move ``dev``'s lists into columns (and empty them)."""
+        for name, dtype in self.FIELDS:
+            values = getattr(dev, name)
+            self.parts[name].append(np.asarray(values, dtype=dtype))
+        for values in vars(dev).values():
+            values.clear()
+
+    def column(self, name: str) -> np.ndarray:
+        parts = self.parts[name]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+
 def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) -> Folded:
     """The Kineto trace ``stream`` reads, folded (see the module's docstring)."""
     builder, threads = TableBuilder(), Interner()
@@ -87,6 +113,7 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
     runtime: list[np.ndarray] = []
     seq = n_events = 0
     min_ts = np.inf
+    device = _DeviceColumns.empty()
     with Spill(False, temp_dir(), dtype=RECORD) as spill:
         for chunk in stream.chunks():
             n_events += len(chunk)
@@ -94,18 +121,21 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
             if len(cpu.ts_us) >= streaming.DRAIN_ROWS:
                 min_ts = min(min_ts, min(cpu.ts_us))
                 seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
+            if len(dev.ts_us) >= streaming.DRAIN_ROWS:
+                device.take(dev)
         if cpu.ts_us:
             min_ts = min(min_ts, min(cpu.ts_us))
         seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
-        dev_ts = np.asarray(dev.ts_us, dtype=np.float64)
+        device.take(dev)
+        dev_ts = device.column("ts_us")
         origin = float(min(min_ts, dev_ts.min() if dev_ts.size else np.inf))
         origin = 0.0 if not np.isfinite(origin) else origin
-        dev_dur = to_ns(dev.dur_us).astype(np.float64)
-        links = _links(dev, dev_dur, np.concatenate(op_ext) if op_ext else np.zeros(0, dtype=np.int64),
+        dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
+        links = _links(device, dev_dur, np.concatenate(op_ext) if op_ext else np.zeros(0, dtype=np.int64),
                        np.concatenate(runtime, axis=1) if runtime else np.zeros((2, 0), dtype=np.int64))
         folded = Folded(quantiles=quantiles)
         folded.declare(builder.idents())
-        has_device = bool(dev.dur_us)
+        has_device = bool(dev_ts.size)
         total = 0.0
         for seg in _segments(spill, origin):
             table = _segment_table(seg, builder, threads, links, origin, has_device)
@@ -113,10 +143,10 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
             folded.add(table)
         lone = np.flatnonzero(links.lone)
         if lone.size:
-            table = _lone_table(builder, dev, lone, dev_dur, dev_ts, origin)
+            table = _lone_table(builder, device, lone, dev_dur, dev_ts, origin)
             total += float(table.total_ns.sum())
             folded.add(table)
-    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": len(dev.dur_us),
+    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": int(dev_ts.size),
                             "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin,
                             "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
     if dropped:
@@ -125,11 +155,11 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
     return folded
 
 
-def _links(dev: kineto._Device, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
+def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
     """Resolve each device activity to an op's External id, or to the op around a runtime call."""
     ops = np.unique(op_ext)
-    ext = np.asarray(dev.external, dtype=np.int64)
-    corr = np.asarray(dev.correlation, dtype=np.int64)
+    ext = dev.column("external").astype(np.int64)
+    corr = dev.column("correlation").astype(np.int64)
     direct = np.isin(ext, ops) & (ext != _NONE)
     call_corr, call_ext = runtime
     order = np.argsort(call_corr, kind="stable")
@@ -222,10 +252,10 @@ def _builder_like(builder: TableBuilder) -> TableBuilder:
     return b
 
 
-def _lone_table(builder: TableBuilder, dev: kineto._Device, lone: np.ndarray, dur_ns: np.ndarray, dev_ts: np.ndarray,
-                origin: float) -> Calls:
+def _lone_table(builder: TableBuilder, dev: _DeviceColumns, lone: np.ndarray, dur_ns: np.ndarray,
+                dev_ts: np.ndarray, origin: float) -> Calls:
     b = _builder_like(builder)
-    b.extend(np.asarray(dev.ident, dtype=np.int64)[lone], dur_ns[lone] / 1e3, device_us=dur_ns[lone] / 1e3,
-             ts_us=to_ns(dev_ts[lone] - origin) / 1e3, pid=np.asarray(dev.pid, dtype=np.int64)[lone],
-             tid=np.asarray(dev.tid, dtype=np.int64)[lone])
+    b.extend(dev.column("ident").astype(np.int64)[lone], dur_ns[lone] / 1e3, device_us=dur_ns[lone] / 1e3,
+             ts_us=to_ns(dev_ts[lone] - origin) / 1e3, pid=dev.column("pid").astype(np.int64)[lone],
+             tid=dev.column("tid").astype(np.int64)[lone])
     return b.build({"inclusive_flops": True})

@@ -353,11 +353,6 @@ def _each(cats: list[Any], names: list[Any]) -> list[int]:
             for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
 
 
-def _each(cats: list[Any], names: list[Any]) -> list[int]:
-    return [_KERNEL if k else _RUN if r else _OTHER
-            for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
-
-
 def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
     """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table
     (``slices``, ``threads``: as :func:`layerperf.readers.tef.part` takes them)."""
