@@ -24,6 +24,7 @@ from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers import kineto, streaming
+from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream
@@ -151,6 +152,8 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
                             "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
     if dropped:
         info["dropped"] = dropped.doc()
+    if devices := from_skeleton(stream.skeleton):
+        info["devices"] = devices
     folded.meta = {**info, **meta}
     return folded
 

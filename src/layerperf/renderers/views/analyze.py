@@ -14,6 +14,7 @@ import numpy as np
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
+from layerperf.calibration.device_peaks import trace_device
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
@@ -127,7 +128,8 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
-    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
+    device = trace_device(table.meta)  # a GPU trace's work is rated against its GPU, never this CPU
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks, device)
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows)
     columns = _columns(table, result)
