@@ -38,7 +38,7 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
          **diff: Any) -> str:
     """The page's text: the report of ``a`` (a Profile, a Calls table or a trace path), or, with ``b``, the
     side-by-side report of ``a`` (baseline) and ``b`` (``match`` and ``diff``: ``how``, ``by``, ``order_by``,
-    ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them; ``how`` defaults to the median).
+    ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them).
     ``peaks``: the calibration drawn as roofline ceilings (default: the calibration of the machine the
     profile ran on, when there is one; None: none)."""
 

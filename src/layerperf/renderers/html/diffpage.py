@@ -90,10 +90,11 @@ def _rows(rows: Sequence[Mapping[str, Any]], shown: Sequence[Mapping[str, Any]],
     return out_rows, out_shown
 
 
-def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "median", by: str = "name",
+def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", by: str = "name",
          order_by: str = "delta", top: int = 0) -> str:
     """A side-by-side page of two traces: the per-node (``by`` type: per op type) diff as ``layerperf diff``
-    makes it with the same options; ``how``: the per-call statistic compared (the page's default: median)."""
+    makes it with the same options; ``how``: the per-call statistic compared (default: the mean, as
+    ``layerperf diff``'s), named in the headline, on each card and on the table."""
     view = diff_view(a.calls, b.calls, by=by, how=how, match=match, order_by=order_by, top=top)
     section = view.sections[0]
     totals = view.doc["totals"]

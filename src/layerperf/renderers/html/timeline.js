@@ -72,8 +72,15 @@ var LayerperfTimeline = (function () {
     return "";
   }
 
+  function labelName(name, type) {  // a name without the tail that only names its op or a runtime's fusion
+    var parts = name.split(/(\/|\.|::)/), strip = /^$|Fusion$|^(\/|\.|::)$/;
+    while (parts.length > 1 && (strip.test(parts[parts.length - 1]) || parts[parts.length - 1] === type)) { parts.pop(); }
+    return parts.join("") || name;
+  }
+
   function Timeline(root, data, tip, select) {
     this.root = root; this.data = data; this.tip = tip; this.select = select;
+    this.labels = data.names.map(function (name, i) { return labelName(name, data.types[data.ntype[i]]); });
     this.canvas = root.querySelector("canvas.tl-main");
     this.over = root.querySelector("canvas.tl-over");
     this.label = root.querySelector(".tl-view");
@@ -241,8 +248,7 @@ var LayerperfTimeline = (function () {
           ctx.fillStyle = "#d62728"; ctx.fillRect(left, y, Math.max(right - left - 0.5, 1), 3);
         }
         if (right - left > 24) {
-          var name = gpu ? self.data.knames[t.n[i]] : self.data.names[t.n[i]];
-          var text = leafLabel(ctx, gpu ? shortKernel(name) : name, right - left - 6);
+          var text = leafLabel(ctx, gpu ? shortKernel(self.data.knames[t.n[i]]) : self.labels[t.n[i]], right - left - 6);
           if (text) { ctx.fillStyle = "#111"; ctx.fillText(text, left + 3, y + 11); }
         }
       }
@@ -374,6 +380,21 @@ var LayerperfTimeline = (function () {
     var ks = p.byCall ? (p.byCall[j] || []).length : 0;
     if (ks) { lines.push(ks + " device activities linked (arrows)"); }
     return lines.join("\n");
+  };
+
+  Timeline.prototype.boxes = function () {  // where each call and kernel of the drawn run is, in CSS pixels of
+    // the canvas (x before the lane names' margin when the view starts later): what the page drew, for tests
+    var p = this.part, d = this.data, self = this, out = [];
+    [[p.calls, false], [p.kernels, true]].forEach(function (pair) {
+      var t = pair[0];
+      if (!t) { return; }
+      for (var i = 0; i < t.count; i++) {
+        var y = self.top[t.lane[i]] + t.depth[i] * ROW;
+        out.push({name: pair[1] ? d.knames[t.n[i]] : d.names[t.n[i]], gpu: pair[1], lane: d.lanes[t.lane[i]].name,
+          depth: t.depth[i], x0: self.x(t.start[i]), x1: self.x(t.start[i] + t.dur[i]), y0: y, y1: y + ROW - 2});
+      }
+    });
+    return out;
   };
 
   Timeline.prototype.showTip = function (e, text) {
