@@ -239,9 +239,10 @@ class Browser:
         """Key events for each character of text, as a user typing into the focused element."""
         self._cmd("POST", f"/element/{element}/value", {"text": text})
 
-    def hover(self, element: str) -> None:
-        """Move the mouse pointer to the centre of an element (mousemove/mouseover events, as a user's)."""
-        move = {"type": "pointerMove", "duration": 0, "origin": self.ref(element), "x": 0, "y": 0}
+    def hover(self, element: str, x: int = 0, y: int = 0) -> None:
+        """Move the mouse pointer to the centre of an element, or (x, y) from it (mousemove/mouseover events, as
+        a user's)."""
+        move = {"type": "pointerMove", "duration": 0, "origin": self.ref(element), "x": x, "y": y}
         self._cmd("POST", "/actions", {"actions": [
             {"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [move]}]})
 

@@ -1,7 +1,8 @@
 """The page's layer table: ``layerperf profile``'s (a Profile) or ``layerperf analyze``'s (any other trace)
 columns, each header naming its statistic, with what the page adds: the spread of a layer's calls
 (mean, p90, max, and max over median, marked when far), the counters with their units next to the
-name, and where the layer sits under its own roof (memory- or compute-bound)."""
+median time (in view without scrolling), and where the layer sits under its own roof (memory- or
+compute-bound)."""
 
 from __future__ import annotations
 
@@ -107,10 +108,10 @@ def _profile_section(src: Source, peaks: Peaks | None, ceilings: Ceilings | None
     rows = [{**r, "spread": _spread(r, "median_us"), "bound": bound_of(r, ceilings)} for r in section.rows]
     columns = [replace(c, header="self time (median)") if c.key == "median_us" else c
                for c in section.columns if c.key not in extra]
-    columns = _insert(columns, "median_us", [*PER_CALL, SPREAD])
     events = prof.counters.events if prof.counters is not None else {}
     counters = counter_columns(list(extra), list(events), events, rows)
-    columns = _insert(columns, "calls", [c.column() for c in counters])
+    # the counters (medians per run) beside the median time, in view before the spread of the calls
+    columns = _insert(columns, "median_us", [*(c.column() for c in counters), *PER_CALL, SPREAD])
     if ceilings is not None:
         columns = _insert(columns, "pct_of_peak" if "pct_of_peak" in [c.key for c in columns] else "flops_per_s",
                           [BOUND])
