@@ -10,11 +10,9 @@ a missing browser fails them: a green CI run must have run them.
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,19 +35,6 @@ BACKSPACE = "\ue003"
 # --- the browser ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole module (a start costs ~1 s); each test loads its page afresh."""
-    with Browser(*require_binaries()) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def artifacts() -> Path:
-    """Where screenshots go: $LAYERPERF_ARTIFACTS, else out/test-artifacts in the checkout (gitignored)."""
-    path = Path(os.environ.get("LAYERPERF_ARTIFACTS") or REPO / "out" / "test-artifacts")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def open_report(browser: Browser, path: Path) -> list[str]:

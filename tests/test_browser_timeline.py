@@ -6,38 +6,17 @@ traces made here; screenshots go to the artifacts folder (to be looked at)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from browser import Browser, require_binaries
-from layerperf.calibration.peaks import Peaks
+from browser import Browser
 from layerperf.renderers import html
+from test_report_views import COUNTERS, CPU_PEAKS, H100
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "data"
-H100 = DATA / "torch_resnet18_cuda" / "trace.json.gz"
-COUNTERS = DATA / "traces_0_1" / "resnet18_counters_memory"
-CPU_PEAKS = Peaks("Some CPU", 2, flops_per_s={1: 100e9, 2: 200e9}, int_ops_per_s={1: 400e9, 2: 800e9},
-                  bytes_per_s={1: 20e9, 2: 30e9}, measured_at="2026-11-24T00:00:00Z")  # test input, not measured
 VIEW_JS = "const d = document.getElementById(arguments[0]).dataset; return [Number(d.viewStart), Number(d.viewEnd)]"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with Browser(*require_binaries()) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def artifacts() -> Path:
-    path = Path(os.environ.get("LAYERPERF_ARTIFACTS") or REPO / "out" / "test-artifacts")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +73,6 @@ def test_zoom_and_pan_change_the_visible_range(browser: Browser, pages: dict[str
     browser.wait_for(f"const d = document.getElementById('timeline').dataset; return d.viewStart < {s3}")
     browser.click(browser.find('#timeline button[data-act="all"]'))
     browser.wait_for(f"return document.getElementById('timeline').dataset.viewEnd == {end}")
-    browser.element_screenshot(browser.find("#timeline-section"))
     (artifacts / "timeline-h100.png").write_bytes(browser.element_screenshot(browser.find("#timeline-section")))
 
 
