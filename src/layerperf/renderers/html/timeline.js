@@ -55,21 +55,25 @@ var LayerperfTimeline = (function () {
     return String(ns);
   }
 
-  function leafLabel(ctx, name, width) {  // the longest tail of the path that fits, cut at a separator
+  function candidates(ctx, name) {  // the name, then its tails cut at separators, each with its width
+    var out = [[name, ctx.measureText(name).width]], re = /[\/.]|::/g, m;
+    while ((m = re.exec(name)) !== null) {
+      var tail = "…" + name.slice(m.index + m[0].length);
+      if (tail.length > 1) { out.push([tail, ctx.measureText(tail).width]); }
+    }
+    return out;
+  }
+
+  function fitLabel(cands, width) {  // the longest candidate that fits, else the leaf cut short (by its mean glyph)
     if (width < 14) { return ""; }
-    if (ctx.measureText(name).width <= width) { return name; }
-    var cuts = [], re = /[\/.]|::/g, m;
-    while ((m = re.exec(name)) !== null) { cuts.push(m.index + m[0].length); }
-    for (var i = 0; i < cuts.length; i++) {
-      var tail = "…" + name.slice(cuts[i]);
-      if (ctx.measureText(tail).width <= width) { return tail; }
-    }
-    var leaf = cuts.length ? name.slice(cuts[cuts.length - 1]) : name;
-    for (var n = leaf.length - 1; n > 0; n--) {
-      var cut = leaf.slice(0, n) + "…";
-      if (ctx.measureText(cut).width <= width) { return cut; }
-    }
-    return "";
+    for (var i = 0; i < cands.length; i++) { if (cands[i][1] <= width) { return cands[i][0]; } }
+    var leaf = cands[cands.length - 1], text = leaf[0].charAt(0) === "…" ? leaf[0].slice(1) : leaf[0];
+    var n = Math.floor(width / (leaf[1] / Math.max(leaf[0].length, 1))) - 1;
+    return n > 0 ? text.slice(0, n) + "…" : "";
+  }
+
+  function leafLabel(ctx, name, width) {  // the longest tail of the path that fits, cut at a separator
+    return fitLabel(candidates(ctx, name), width);
   }
 
   function labelName(name, type) {  // a name without the tail that only names its op or a runtime's fusion
@@ -219,6 +223,12 @@ var LayerperfTimeline = (function () {
     return this.data.colors[this.data.ntype[t.n[i]]];
   };
 
+  Timeline.prototype.candidatesOf = function (ctx, n, gpu) {  // measured once per name: a redraw measures nothing
+    var cache = gpu ? (this.kcands = this.kcands || {}) : (this.cands = this.cands || {});
+    if (!cache[n]) { cache[n] = candidates(ctx, gpu ? shortKernel(this.data.knames[n]) : this.labels[n]); }
+    return cache[n];
+  };
+
   Timeline.prototype.rows = function (ctx, t, gpu) {  // every call of every row in view; returns calls drawn
     var self = this, drawn = 0, v0 = this.view[0], v1 = this.view[1], far = this.data.far;
     Object.keys(t.rows).forEach(function (key) {
@@ -248,7 +258,7 @@ var LayerperfTimeline = (function () {
           ctx.fillStyle = "#d62728"; ctx.fillRect(left, y, Math.max(right - left - 0.5, 1), 3);
         }
         if (right - left > 24) {
-          var text = leafLabel(ctx, gpu ? shortKernel(self.data.knames[t.n[i]]) : self.labels[t.n[i]], right - left - 6);
+          var text = fitLabel(self.candidatesOf(ctx, t.n[i], gpu), right - left - 6);
           if (text) { ctx.fillStyle = "#111"; ctx.fillText(text, left + 3, y + 11); }
         }
       }
@@ -304,12 +314,26 @@ var LayerperfTimeline = (function () {
     this.root.dataset.flows = String(list.length);
   };
 
-  Timeline.prototype.overview = function () {
+  Timeline.prototype.overview = function () {  // the run's picture (drawn once per run and size), then the window
     if (!this.over) { return; }
-    var c = this.resize(this.over, OVER_H), ctx = c.ctx, width = c.width, self = this;
+    var c = this.resize(this.over, OVER_H), ctx = c.ctx, width = c.width, dpr = window.devicePixelRatio || 1;
+    var key = this.run + ":" + width + ":" + dpr;
+    if (this.overKey !== key) { this.overImage = this.overviewImage(width, dpr); this.overKey = key; }
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, this.over.width, this.over.height);
+    ctx.drawImage(this.overImage, 0, 0);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var sx = (width - LEFT - 8) / this.full, x0 = LEFT + this.view[0] * sx, x1 = LEFT + this.view[1] * sx;
+    ctx.fillStyle = "rgba(47,111,179,0.14)"; ctx.fillRect(x0, 0, Math.max(x1 - x0, 2), OVER_H);
+    ctx.strokeStyle = "#2f6fb3"; ctx.strokeRect(x0 + 0.5, 0.5, Math.max(x1 - x0, 2), OVER_H - 1);
+  };
+
+  Timeline.prototype.overviewImage = function (width, dpr) {  // every call of the run, squeezed to the strip
+    var img = document.createElement("canvas"), ctx, self = this;
+    img.width = Math.round(width * dpr); img.height = Math.round(OVER_H * dpr);
+    ctx = img.getContext("2d"); ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     var sx = (width - LEFT - 8) / this.full, rows = this.lanes.reduce(function (n, l) { return n + l.depth; }, 0) || 1;
     var h = (OVER_H - 6) / rows;
-    ctx.clearRect(0, 0, width, OVER_H);
     ctx.fillStyle = "#f6f6f8"; ctx.fillRect(LEFT, 0, width - LEFT - 8, OVER_H);
     ctx.fillStyle = "#5f6368"; ctx.font = "11px system-ui, sans-serif"; ctx.fillText("overview: drag to pick", 6, 26);
     var base = {}, y = 3;
@@ -322,9 +346,7 @@ var LayerperfTimeline = (function () {
         ctx.fillRect(LEFT + t.start[i] * sx, base[t.lane[i]] + t.depth[i] * h, Math.max(t.dur[i] * sx, 0.5), Math.max(h - 0.5, 0.5));
       }
     });
-    var x0 = LEFT + this.view[0] * sx, x1 = LEFT + this.view[1] * sx;
-    ctx.fillStyle = "rgba(47,111,179,0.14)"; ctx.fillRect(x0, 0, Math.max(x1 - x0, 2), OVER_H);
-    ctx.strokeStyle = "#2f6fb3"; ctx.strokeRect(x0 + 0.5, 0.5, Math.max(x1 - x0, 2), OVER_H - 1);
+    return img;
   };
 
   Timeline.prototype.setView = function (t0, t1) {
