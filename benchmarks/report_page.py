@@ -7,7 +7,8 @@ For each trace (any format `layerperf report` reads; a profile directory too) an
 trace (OPS distinct ops x RUNS runs, Trace Event Format), builds the page in a process of its own
 (the time ``layerperf.report`` took, imports excluded), prints its size, and when headless Chromium is
 installed loads it --loads times from disk and prints when its script had finished
-(``document.body.dataset.readyMs``: ms after navigation started). With ``--baseline``, the same pages
+(``document.body.dataset.readyMs``: ms after navigation started) and how long the timeline's first
+draw of a whole run took (``data-draw-ms``). With ``--baseline``, the same pages
 are built by another checkout's layerperf too (its ``src`` folder), and its figures printed beside.
 Builds and loads are interleaved across the pages (and the two codes), so a slow spell of the host
 falls on all of them alike.
@@ -43,11 +44,14 @@ def synthetic(path: Path, ops: int, runs: int) -> Path:
     return path
 
 
-def ready_ms(chromium: str, page: Path) -> int | None:
+def ready_ms(chromium: str, page: Path) -> tuple[int | None, float | None]:
+    """When the page's script had finished (ms after navigation started), and how long its timeline's first
+    draw of the whole run took (ms; None without a timeline)."""
     out = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     found = re.search(r'data-ready-ms="(\d+)"', out)
-    return int(found.group(1)) if found else None
+    drawn = re.search(r'data-draw-ms="([\d.]+)"', out)
+    return (int(found.group(1)) if found else None), (float(drawn.group(1)) if drawn else None)
 
 
 BUILD = ("import sys, time; from layerperf.renderers import html; t = time.perf_counter(); "
@@ -90,12 +94,15 @@ def main() -> None:
             built[(code, i)].append(build_s(codes[code], traces[i], page))
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     times: dict[tuple[str, int], list[int | None]] = {key: [] for key in pages}
+    draws: dict[tuple[str, int], list[float | None]] = {key: [] for key in pages}
     for _ in range(args.loads if chromium else 0):
         for key, page in pages.items():
-            times[key].append(ready_ms(str(chromium), page))
+            ready_at, draw = ready_ms(str(chromium), page)
+            times[key].append(ready_at)
+            draws[key].append(draw)
     for (code, i), page in pages.items():
-        ready = f"ready after {times[(code, i)]} ms (median {_median(times[(code, i)])})" if chromium else \
-            "no chromium: load times not measured"
+        ready = (f"ready after {times[(code, i)]} ms (median {_median(times[(code, i)])}); timeline drawn in "
+                 f"{_median(draws[(code, i)])} ms (median)") if chromium else "no chromium: load times not measured"
         print(f"{traces[i]} [{code}]: {page.stat().st_size:,} bytes, built in {_median(built[(code, i)])} s "
               f"({', '.join(f'{b:.2f}' for b in built[(code, i)])}); {ready}")
 
