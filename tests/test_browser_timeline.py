@@ -32,9 +32,13 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for i, (name, op) in enumerate([("gemm_input_reshape_1", "Reshape"), ("fc1", "Gemm"),
                                         ("gemm_output_reshape_2", "Reshape"), ("fc2", "Gemm"),
                                         ("gemm_input_reshape_3", "Reshape"), ("relu", "Relu")])]}))
+    types = base / "types.json"  # 24 op types: the chart folds the 8 smallest into one bar
+    types.write_bytes(orjson.dumps({"traceEvents": [
+        {"ph": "X", "name": f"node_{i}", "pid": 1, "tid": 1, "ts": i * 200.0, "dur": 100.0 - i * 3,
+         "args": {"op_type": f"Type{i}"}} for i in range(24)]}))
     out = {}
     for name, source, peaks in (("h100", H100, None), ("h100_cpu", H100, CPU_PEAKS), ("wide", wide, None),
-                                ("gemm", gemm, None), ("counters", COUNTERS, None)):
+                                ("gemm", gemm, None), ("counters", COUNTERS, None), ("types", types, None)):
         out[name] = html.write(html.html(source, peaks=peaks) if peaks else html.html(source), base / f"{name}.html")
     return out
 
@@ -128,6 +132,18 @@ def test_clicking_gemm_selects_only_gemm_rows(browser: Browser, pages: dict[str,
     browser.click(browser.find("#selection button"))  # "show all"
     assert browser.execute("return [...document.querySelectorAll('#layers tbody tr')].filter(tr => !tr.hidden)"
                            ".length") == 6
+
+
+def test_the_folded_bar_expands_to_every_op_type(browser: Browser, pages: dict[str, Path]) -> None:
+    open_page(browser, pages["types"])
+    visible = ("return [...document.querySelectorAll('svg.chart rect.bar[data-type]')]"
+               ".filter(r => r.checkVisibility()).length")
+    assert browser.execute(visible) == 16
+    browser.click(browser.find("#breakdown rect.bar[data-expand]"))
+    assert browser.execute(visible) == 24
+    browser.click(browser.find('#breakdown-all rect.bar[data-type="Type23"]'))  # the smallest, now a bar of its own
+    assert browser.execute("return [...document.querySelectorAll('#layers tbody tr')].filter(tr => !tr.hidden)"
+                           ".map(tr => tr.dataset.name)") == ["node_23"]
 
 
 def test_counter_headers_carry_units_and_are_in_view(browser: Browser, pages: dict[str, Path],

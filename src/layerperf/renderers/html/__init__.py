@@ -9,8 +9,9 @@ The page inlines every style, script and datum and fetches nothing; what a model
 escaped (:mod:`layerperf.renderers.html.page`). Its parts: :mod:`.build` (the page of one trace) and
 :mod:`.diffpage` (of two), :mod:`.facts` (the summary), :mod:`.table` (the layer table), :mod:`.charts`,
 :mod:`.roofline` and :mod:`.gpu` (the SVG charts), :mod:`.runs`, :mod:`.gantt` and :mod:`.timeline_part`
-(the timeline's data and markup), :mod:`.counters`; ``timeline.js`` (the canvas timeline) and
-``report.js`` (sorting, selecting, tooltips), one script; ``report.css``.
+(the timeline's data and markup), :mod:`.counters`; ``timeline.js`` (the canvas timeline),
+``timeline_input.js`` (its zoom and pan) and ``report.js`` (sorting, selecting, tooltips), one script;
+``report.css``.
 """
 
 from __future__ import annotations

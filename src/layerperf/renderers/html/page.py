@@ -163,7 +163,8 @@ def section_html(element_id: str, title: str, body: str, intro: str = "") -> str
 def document(title: str, subtitle: str, sections: Sequence[str], tables: Sequence[Table],
              data: Mapping[str, Any]) -> str:
     """The whole page: sections (markup already escaped), the tables' data and the script."""
-    script = asset("timeline.js") + asset("report.js")  # one script: the page's policy allows it by its hash
+    # one script: the page's policy allows it by its hash
+    script = asset("timeline.js") + asset("timeline_input.js") + asset("report.js")
     if "</script" in script.lower():  # our own file: a mistake there must not pass unseen
         raise ValueError("report.js must not contain </script")
     payload = {**data, "tables": {t.element_id: table_data(t) for t in tables}}
