@@ -32,7 +32,7 @@ def strip_svg(element_id: str, runs: RunSet, held: Sequence[int]) -> str:
     bar = min(26.0, (STRIP_W - STRIP_LEFT - 20 - gap) / max(n, 1))
     base = STRIP_H - 18
     svg = Svg(f"{element_id}-runs", STRIP_W, STRIP_H, f"every {runs.noun}'s duration")
-    svg.text(8, 16, f"{len(runs)} {runs.noun}s", 'font-weight="600"')
+    svg.text(8, 16, f"{len(runs)} {runs.noun}{'' if len(runs) == 1 else 's'}", 'font-weight="600"')
     svg.text(8, 32, "click one to draw it", 'fill="#555" font-size="11"')
     median = runs.median_ns
     held_set, outliers = set(held), set(runs.outliers)
@@ -63,6 +63,10 @@ def strip_svg(element_id: str, runs: RunSet, held: Sequence[int]) -> str:
     return svg.render()
 
 
+def _held(held: int, total: int, noun: str) -> str:
+    return f"it whole (1 {noun})" if total == 1 else f"{held} of {total} {noun}s"
+
+
 def legend_html(colors: Mapping[str, str], gpu: bool, extra: Sequence[tuple[str, str]] = ()) -> str:
     """Swatches: each coloured op type, the rest, device kinds (GPU traces), and ``extra`` marks."""
     items = [(c, t) for t, c in colors.items()] + [(OTHER_COLOR, "other op types")]
@@ -82,7 +86,7 @@ def timeline_section(element_id: str, title: str, runs: RunSet | None, data: Map
     gpu = any(lane["gpu"] for lane in data["lanes"])
     held = data["runs"]["held"]
     text = (f"{runs.how}; {runs.noun} {runs.representative + 1} drawn (the steady {runs.noun} of median duration); "
-            f"the page holds {len(held)} of {len(runs)} {runs.noun}s. Wheel: zoom about the pointer; drag or "
+            f"the page holds {_held(len(held), len(runs), runs.noun)}. Wheel: zoom about the pointer; drag or "
             "shift+wheel: pan; the overview: drag to pick a stretch; keys W/S zoom, A/D pan, 0 whole run; "
             "double-click: whole run. Hover a call for its full name; click it to select its layer in the table"
             + ("; a kernel's arrow comes from the call that launched it" if gpu else ""))
