@@ -17,7 +17,7 @@ from layerperf.calibration import device_peaks
 from layerperf.calibration.peaks import Peaks
 from layerperf.readers.detect import read_table
 from layerperf.renderers import html
-from layerperf.renderers.html import gantt, runs
+from layerperf.renderers.html import diffpage, gantt, runs, source
 from layerperf.renderers.html.counters import counter_columns
 from test_report import Dom, _facts, timeline_of
 
@@ -196,3 +196,19 @@ def test_diff_headline_is_what_the_cards_and_the_table_say(tmp_path: Path) -> No
     assert cards == [facts["A, total"], facts["B, total"]] == ["50.0 µs", "100.0 µs"]
     assert facts["speedup A / B"].startswith("x0.500")
     assert "the mean of its calls" in facts["compared"]
+
+
+def test_a_module_around_others_only_in_one_trace_says_so(tmp_path: Path) -> None:
+    def trace(path: Path, names: list[str]) -> Path:
+        path.write_bytes(orjson.dumps({"traceEvents": [
+            {"ph": "X", "name": n, "pid": 1, "tid": 1, "ts": i * 10.0, "dur": 5.0, "args": {"op_type": "Conv"}}
+            for i, n in enumerate(names)]}))
+        return path
+
+    a = trace(tmp_path / "a.json", ["block.conv", "head"])
+    b = trace(tmp_path / "b.json", ["block", "block.conv", "head", "extra"])
+    assert diffpage.modules_around_others(source.of(b)) == {"block"}
+    page = html.html(a, b)
+    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", page))
+    assert facts["nodes"] == "0 only in A, 2 only in B (1 module around others, which the other side does not run)"
+    assert ">B (module)<" in page and ">B<" in page  # extra: only in B, no module

@@ -52,7 +52,8 @@ def _latency(src: Source) -> float | None:
     return summary(src.profile).get("latency_median_us") if src.profile is not None else None
 
 
-def headline(totals: Mapping[str, Any], a: Source, b: Source, by: str, how: str, fused: int) -> list[tuple[str, str]]:
+def headline(totals: Mapping[str, Any], a: Source, b: Source, by: str, how: str, fused: int,
+             modules: int = 0) -> list[tuple[str, str]]:
     """The page's headline: the table's totals, named; latency apart when both sides measured it."""
     what = "sum over nodes of each node's" if by == "name" else "sum over op types of their nodes'"
     out = [("compared", f"{time_label(by, how)}; totals: {what} {how} per call"),
@@ -65,7 +66,10 @@ def headline(totals: Mapping[str, Any], a: Source, b: Source, by: str, how: str,
         out.append(("latency, profiler off (median)", f"A {units.duration_us(la)}, B {units.duration_us(lb)}: "
                                                       f"speedup {speedup(la / lb)} (whole runs, not the table's sum)"))
     only = f"{totals['only_in_a']} only in A, {totals['only_in_b']} only in B"
-    out.append(("nodes", only + (f" ({fused} of them fused into a node of the other side)" if fused else "")))
+    said = ([f"{fused} of them fused into a node of the other side"] if fused else []) + \
+        ([f"{modules} module{'' if modules == 1 else 's'} around others, which the other side does not run"]
+         if modules else [])
+    out.append(("nodes", only + (f" ({'; '.join(said)})" if said else "")))
     return out
 
 
@@ -75,18 +79,29 @@ def _card(src: Source, side: str, totals: Mapping[str, Any], how: str) -> list[t
     return [(f"compared here ({how} per call, summed)", units.duration_us(totals[f"time_{side}_us"])), *rows]
 
 
+def modules_around_others(src: Source) -> set[str]:
+    """The names of a trace's nodes that are a module holding other nodes (``layer1`` of ``layer1.0.conv1``:
+    torch's Sequential and blocks), whose own time is the module call's, not a layer's."""
+    names = set(src.calls.name.values)
+    prefixes = {name[:i] for name in names for i, ch in enumerate(name) if ch == "."}
+    return names & prefixes
+
+
 def _rows(rows: Sequence[Mapping[str, Any]], shown: Sequence[Mapping[str, Any]],
-          fused: tuple[dict[str, str], dict[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Rows with ``covered_by``: for a node only in one trace, the node of the other that its work went into."""
+          fused: tuple[dict[str, str], dict[str, str]], modules: tuple[set[str], set[str]]
+          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows with ``covered_by``: for a node only in one trace, the node of the other that its work went into;
+    a node only in one trace that is a module around others says so."""
     in_a, in_b = fused
     out_rows, out_shown = [], []
     for row, people in zip(rows, shown, strict=True):
-        by = in_a.get(str(row["key"])) if row["only_in"] == "B" else in_b.get(str(row["key"])) \
-            if row["only_in"] == "A" else None
-        other = "A" if row["only_in"] == "B" else "B"
+        key, side = str(row["key"]), row["only_in"]
+        by = in_a.get(key) if side == "B" else in_b.get(key) if side == "A" else None
+        other = "A" if side == "B" else "B"
+        module = by is None and key in (modules[1] if side == "B" else modules[0] if side == "A" else ())
         out_rows.append({**row, "covered_by": by})
         out_shown.append({**people, "covered_by": f"{other}: {by}" if by else "",
-                          "only_in": f"{row['only_in']} (fused)" if by else row["only_in"]})
+                          "only_in": f"{side} (fused)" if by else f"{side} (module)" if module else side})
     return out_rows, out_shown
 
 
@@ -99,8 +114,10 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
     section = view.sections[0]
     totals = view.doc["totals"]
     fused = covered(a, b, how, match) if by == "name" else ({}, {})
-    rows, shown = _rows(section.rows, section.people_rows, fused)
+    rows, shown = _rows(section.rows, section.people_rows, fused,
+                        (modules_around_others(a), modules_around_others(b)) if by == "name" else (set(), set()))
     n_fused = sum(r["covered_by"] is not None for r in rows)
+    n_modules = sum(str(p["only_in"]).endswith("(module)") for p in shown)
     columns = [*section.columns, FUSED] if n_fused else list(section.columns)
     by_type, _ = analysis.diff(a.calls, b.calls, by="type", how=how, match=match)
     colors = op_colors([t.op_type for t in charts.type_times(a.calls)])
@@ -108,7 +125,7 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
                [f"B: {w}" for w in split_notes(layer_table(b, None, None)[1])[1]]
     sides = "".join(f"<div><h3>{side.upper()}: {esc(src.label)}</h3>{facts_html(_card(src, side, totals, how))}</div>"
                     for side, src in (("a", a), ("b", b)))
-    body = (facts_html(headline(totals, a, b, by, how, n_fused)) + f'<div class="side">{sides}</div>'
+    body = (facts_html(headline(totals, a, b, by, how, n_fused, n_modules)) + f'<div class="side">{sides}</div>'
             + notes_html([n.text for n in section.notes]) + warnings_html(warnings))
     groups = [charts.family_of(r) if match == "normalized" else str(r.get("op_type") or r.get("op_type_b") or "")
               for r in rows]
