@@ -19,7 +19,7 @@ from layerperf.readers.detect import read_table
 from layerperf.renderers import html
 from layerperf.renderers.html import diffpage, gantt, runs, source
 from layerperf.renderers.html.counters import counter_columns
-from test_report import Dom, _facts, timeline_of
+from test_report import Dom, _facts, drawn_calls, timeline_of
 
 DATA = Path(__file__).parent / "data"
 H100 = DATA / "torch_resnet18_cuda" / "trace.json.gz"  # resnet18, batch 8, on an H100 (its README)
@@ -212,3 +212,26 @@ def test_a_module_around_others_only_in_one_trace_says_so(tmp_path: Path) -> Non
     facts = dict(re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", page))
     assert facts["nodes"] == "0 only in A, 2 only in B (1 module around others, which the other side does not run)"
     assert ">B (module)<" in page and ">B<" in page  # extra: only in B, no module
+
+
+def test_timeline_nests_calls_and_keeps_threads_apart(tmp_path: Path) -> None:
+    """Two runs of a parent holding a child holding a grandchild, a sibling after, and a call on another
+    thread: one run drawn, a lane per thread, each nested call one bar height below its parent."""
+    events = []
+    for run in range(2):
+        t = run * 1000.0
+        events += [{"ph": "X", "name": n, "pid": 1, "tid": tid, "ts": t + a, "dur": d, "args": {"op_type": op}}
+                   for n, op, tid, a, d in (("loop", "Loop", 1, 0, 100), ("body", "MatMul", 1, 10, 40),
+                                            ("inner", "Add", 1, 20, 10), ("after", "Relu", 1, 60, 30),
+                                            ("worker", "Conv", 2, 5, 50))]
+    trace = tmp_path / "nested.json"
+    trace.write_bytes(orjson.dumps({"traceEvents": events}))
+    page = html.html(trace, peaks=None)
+    calls = drawn_calls(Dom(page))
+    by_name = {c["name"]: c for c in calls}
+    assert sorted(by_name) == ["after", "body", "inner", "loop", "worker"]  # one run of the two
+    assert [by_name[n]["depth"] for n in ("loop", "body", "inner", "after")] == [0, 1, 2, 1]  # a level per nesting
+    assert by_name["worker"]["depth"] == 0 and by_name["worker"]["lane"] != by_name["loop"]["lane"]
+    assert {c["lane"] for c in calls} == {"thread 1", "thread 2"}
+    assert by_name["inner"]["start"] == 20_000 and by_name["inner"]["dur"] == 10_000  # ns after the run's start
+    assert "run 1 drawn" in page or "run 2 drawn" in page
