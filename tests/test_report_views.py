@@ -235,3 +235,16 @@ def test_timeline_nests_calls_and_keeps_threads_apart(tmp_path: Path) -> None:
     assert {c["lane"] for c in calls} == {"thread 1", "thread 2"}
     assert by_name["inner"]["start"] == 20_000 and by_name["inner"]["dur"] == 10_000  # ns after the run's start
     assert "run 1 drawn" in page or "run 2 drawn" in page
+
+
+def test_kernel_short_names_keep_what_a_generic_kernel_applies() -> None:
+    from layerperf.renderers.html.draw import short_kernel
+
+    fill = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+    assert short_kernel(fill) == "at::native::vectorized_elementwise_kernel (FillFunctor)"
+    assert short_kernel("cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(float, float)") \
+        == "cudnn::bn_fw_inf_1C11_kernel_NCHW"
+    assert short_kernel("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
+    data = timeline_of(Dom(html.html(H100)))
+    assert len(data["kshort"]) == len(data["knames"]) and "at::native::reduce_kernel (MeanOps)" in data["kshort"]

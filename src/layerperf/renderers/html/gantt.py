@@ -25,6 +25,7 @@ from layerperf.analysis.gpu.intervals import KINDS, kinds, step_time
 from layerperf.analysis.gpu_kernels import of as kernel_table
 from layerperf.data import figures
 from layerperf.data.calls import Calls, KernelTable
+from layerperf.renderers.html.draw import short_kernel
 from layerperf.renderers.html.runs import FAR, RunSet
 from layerperf.renderers.svg import OTHER_COLOR
 
@@ -250,6 +251,7 @@ def timeline_data(calls: Calls, runs: RunSet, colors: Mapping[str, str], counter
         "names": names, "types": types, "ntype": [b.name_type[i] for i in range(len(names))],
         "colors": [colors.get(t, OTHER_COLOR) for t in types],
         "medians": _medians(calls, names),
-        "knames": b.knames.values(), "kinds": list(KINDS), "kcolors": [KIND_COLORS[k] for k in KINDS],
+        "knames": b.knames.values(), "kshort": [short_kernel(n) for n in b.knames.values()],
+        "kinds": list(KINDS), "kcolors": [KIND_COLORS[k] for k in KINDS],
         "counters": list(counters), "parts": parts,
     }

@@ -19,7 +19,7 @@ from layerperf.analysis.gpu.temporal import temporal
 from layerperf.analysis.gpu_kernels import of as kernel_table
 from layerperf.calibration.device_peaks import TraceDevice
 from layerperf.data.calls import Calls, KernelTable
-from layerperf.renderers.html.draw import Svg, clip
+from layerperf.renderers.html.draw import Svg, clip, short_kernel
 from layerperf.renderers.html.gantt import KIND_COLORS
 from layerperf.renderers.html.page import Table, esc, facts_html, section_html, table_html
 from layerperf.renderers.views.analyze import kernels_view
@@ -29,21 +29,6 @@ WIDTH = 1100
 PART_COLORS = {"idle": "#e45756", "compute": "#4c78a8", "non-compute": "#f58518",
                "host wait": "#e45756", "kernel wait": "#eeca3b", "other": "#9d755d"}
 TOP_KERNELS = 16
-
-
-def short_kernel(name: str) -> str:
-    """A kernel's C++ signature without its return type, template and parameter lists (the full name is
-    in the bar's tooltip and the table)."""
-    text = name.removeprefix("void ")
-    out, depth = [], 0
-    for ch in text:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(depth - 1, 0)
-        elif not depth:
-            out.append(ch)
-    return "".join(out).strip().replace("::::", "::") or name
 
 
 def stacked_svg(element_id: str, title: str, rows: Sequence[tuple[str, Sequence[tuple[str, float]]]]) -> str:

@@ -226,7 +226,7 @@ var LayerperfTimeline = (function () {
 
   Timeline.prototype.candidatesOf = function (ctx, n, gpu) {  // measured once per name: a redraw measures nothing
     var cache = gpu ? (this.kcands = this.kcands || {}) : (this.cands = this.cands || {});
-    if (!cache[n]) { cache[n] = candidates(ctx, gpu ? shortKernel(this.data.knames[n]) : this.labels[n]); }
+    if (!cache[n]) { cache[n] = candidates(ctx, gpu ? this.data.kshort[n] : this.labels[n]); }
     return cache[n];
   };
 
@@ -266,15 +266,6 @@ var LayerperfTimeline = (function () {
     });
     return drawn;
   };
-
-  function shortKernel(name) {  // a C++ signature without its return type, template and parameter lists
-    var s = name.replace(/^void /, ""), depth = 0, out = "";
-    for (var i = 0; i < s.length; i++) {
-      var ch = s[i];
-      if (ch === "<" || ch === "(") { depth += 1; } else if (ch === ">" || ch === ")") { depth -= 1; } else if (!depth) { out += ch; }
-    }
-    return out.trim() || name;
-  }
 
   Timeline.prototype.counterTracks = function (ctx) {  // each call's count over its duration: a rate
     var self = this, p = this.part, t = p.calls;
