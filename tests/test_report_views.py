@@ -5,6 +5,7 @@ statistic named, counters with units, runs with their warm-up apart, the diff's 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from layerperf.readers.detect import read_table
 from layerperf.renderers import html
 from layerperf.renderers.html import diffpage, gantt, runs, source
 from layerperf.renderers.html.counters import counter_columns
+from layerperf.renderers.html.roofline import Ceilings, roofline_svg
 from test_report import Dom, _facts, drawn_calls, timeline_of
 
 DATA = Path(__file__).parent / "data"
@@ -248,3 +250,11 @@ def test_kernel_short_names_keep_what_a_generic_kernel_applies() -> None:
     assert short_kernel("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
     data = timeline_of(Dom(html.html(H100)))
     assert len(data["kshort"]) == len(data["knames"]) and "at::native::reduce_kernel (MeanOps)" in data["kshort"]
+
+
+def test_roofline_names_a_quick_calibration_as_quick() -> None:
+    for quick, word in ((False, "(calibrated)"), (True, "(quick calibrated)")):
+        ceilings = Ceilings.of(replace(CPU_PEAKS, quick=quick), 1)
+        assert ceilings is not None
+        svg = roofline_svg([], {}, ceilings)
+        assert word in svg and ("quick" in svg) == quick

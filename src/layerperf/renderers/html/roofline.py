@@ -44,7 +44,7 @@ class Ceilings:
 
     roofs: tuple[Roof, ...]
     bytes_per_s: float | None
-    source: str  # "calibrated" or the datasheet's name
+    source: str  # "calibrated", "quick calibrated" (a --quick run) or the datasheet's name
 
     @staticmethod
     def of(peaks: Peaks | None, threads: int | None) -> Ceilings | None:
@@ -53,7 +53,8 @@ class Ceilings:
             return None
         roofs = [Roof("float32 peak", rate, False) for rate in [peaks.at(peaks.flops_per_s, threads)] if rate]
         roofs += [Roof("int8 peak", rate, True) for rate in [peaks.at(peaks.int_ops_per_s, threads)] if rate]
-        return Ceilings(tuple(roofs), peaks.at(peaks.bytes_per_s, threads), "calibrated")
+        return Ceilings(tuple(roofs), peaks.at(peaks.bytes_per_s, threads),
+                        "quick calibrated" if peaks.quick else "calibrated")
 
     @staticmethod
     def of_device(d: DevicePeaks, name: str) -> Ceilings:
@@ -116,7 +117,7 @@ def points(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Point], int]:
 def bound_of(row: Mapping[str, Any], ceilings: Ceilings | None) -> str | None:
     """A row's place under its own roof (see the module's docstring); None when unknown. A GPU's roof judges
     only the rows rated over device time."""
-    if ceilings is None or (ceilings.source != "calibrated" and row.get("rate_time") != "device"):
+    if ceilings is None or (not ceilings.source.endswith("calibrated") and row.get("rate_time") != "device"):
         return None
     done, integer, _, intensity = work(row)
     return ceilings.bound(intensity, integer) if done else None
@@ -186,7 +187,7 @@ def _ceilings(svg: Svg, ceilings: Ceilings, ax: _Axes) -> None:
     outside the plot, moved apart where two would touch."""
     bw = ceilings.bytes_per_s
     start = max(ax.lo_x, ax.lo_y / bw) if bw else ax.lo_x
-    what = "calibrated" if ceilings.source == "calibrated" else "published"
+    what = ceilings.source if ceilings.source.endswith("calibrated") else "published"
     labels: list[tuple[float, str]] = []
     for roof in sorted(ceilings.roofs, key=lambda r: -r.rate):
         dash = ' stroke-dasharray="7 4"' if roof.integer else ' stroke-dasharray="2 3"' if not roof.primary else ""
