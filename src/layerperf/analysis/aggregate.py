@@ -362,7 +362,7 @@ def diff(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "
 def node_pairing(a: Calls | Folded, b: Calls | Folded, *, how: str = "mean", match: str = "normalized"
                  ) -> tuple[list[Node], list[Node], matching.Pairing]:
     """The per-node rows of A and B as :func:`diff` pairs them (``by="name"``): their nodes and the pairing."""
-    na, nb = _match_nodes(per_pass(a, "name", how)), _match_nodes(per_pass(b, "name", how))
+    na, nb = match_nodes(per_pass(a, "name", how)), match_nodes(per_pass(b, "name", how))
     return na, nb, matching.pair_nodes(na, nb, match)
 
 
