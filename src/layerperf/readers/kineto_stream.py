@@ -160,7 +160,7 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
     ops = np.unique(op_ext)
     ext = dev.column("external").astype(np.int64)
     corr = dev.column("correlation").astype(np.int64)
-    direct = np.isin(ext, ops) & (ext != _NONE)
+    direct = _member(ext, ops) & (ext != _NONE)
     call_corr, call_ext = runtime
     order = np.argsort(call_corr, kind="stable")
     call_corr, call_ext = call_corr[order], call_ext[order]
@@ -168,7 +168,7 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
     has_call = (call_corr.size > 0) & (corr != _NONE) & (call_corr[at] == corr) if call_corr.size else \
         np.zeros(corr.size, dtype=bool)
     via = np.where(has_call, call_ext[at] if call_ext.size else _NONE, _NONE)
-    via_op = ~direct & has_call & np.isin(via, ops) & (via != _NONE)
+    via_op = ~direct & has_call & _member(via, ops) & (via != _NONE)
     around = ~direct & has_call & ~via_op
     target = np.where(direct, ext, np.where(via_op, via, _NONE))
     owned = target != _NONE
@@ -177,6 +177,14 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
     around_keys, inverse = np.unique(corr[around], return_inverse=True)
     around_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[around], minlength=around_keys.size)
     return _Links(ext_keys, ext_ns, around_keys, around_ns, ~owned & ~around, np.where(around, corr, _NONE))
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which ``values`` are in ``sorted_set`` (sorted, unique): a binary search each, no big temporaries."""
+    if not sorted_set.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.clip(np.searchsorted(sorted_set, values), 0, sorted_set.size - 1)
+    return sorted_set[at] == values
 
 
 def _segments(spill: Spill, origin: float) -> Any:
