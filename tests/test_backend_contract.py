@@ -158,12 +158,13 @@ def test_save_load_round_trip(profiled: layerperf.Profile, saved: Path) -> None:
     assert again.memory is not None and again.memory.peak_bytes == profiled.memory.peak_bytes  # type: ignore[union-attr]
 
 
-# trace.json's metadata keeps the keys layerperf 0.1 wrote; its options object those of each backend
+# trace.json's metadata keeps the keys layerperf 0.1 wrote; its options object those of each backend (ONNX
+# Runtime's execution mode and inter-op threads added since: keys are only ever added)
 METADATA_KEYS = {"layerperf_version", "created", "pid", "model", "backend", "backend_version", "provider", "options",
                  "machine"}
 OPTION_KEYS = {
     "onnxruntime": {"warmup", "runs", "threads", "opt_level", "provider", "shapes", "inputs_file", "seed", "latency",
-                    "max_events"},
+                    "max_events", "execution_mode", "inter_op_threads"},
     "torch": {"warmup", "runs", "threads", "seed", "shapes", "level"},
     "replay": {"warmup", "runs", "threads", "seed", "shapes", "replay_dtype"},
 }

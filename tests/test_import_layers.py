@@ -35,6 +35,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("backends",),        # runtimes: protocol, registry, shared parts, onnxruntime, torch, ...
     ("bench",),           # one operator in isolation
     ("calibration",),     # this machine's peaks
+    ("dataset",),         # sweeps of models and configurations into a store (SQLite), on this machine or Ray
     ("renderers",),       # every output: terminal, markdown, csv, json, svg, html, trace.json
     ("api", "torch", "onnxruntime"),  # the public Python API
     ("cli", "__main__"),

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from layerperf import backends
-from layerperf.backends.base import Backend, RunPlan
+from layerperf.backends import backend_options, usable
+from layerperf.backends.base import RunPlan
 from layerperf.collectors import Collectors
 from layerperf.collectors.rss import DEFAULT_SAMPLE_RATE
 from layerperf.data.profile import Profile
@@ -24,30 +24,13 @@ def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None)
     return {k: v for k, v in given.items() if v is not None}
 
 
-def backend_options(backend: Backend, given: dict[str, Any]) -> Any:
-    """The backend's typed options from keywords; an option it does not have is refused in one line."""
-    known = {f.name for f in dataclasses.fields(backend.options_type)}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise InputError(f"the {backend.name} backend has no option {', '.join(map(repr, unknown))}",
-                         hint="its options: " + (", ".join(sorted(known)) or "none"))
-    return backend.options_type(**given)
-
-
-def usable(backend: Backend) -> Backend:
-    """``backend``, or one line saying why it cannot run here."""
-    avail = backend.availability()
-    if not avail.usable:
-        raise InputError(f"backend '{backend.name}' is not usable here: {avail.reason}")
-    return backend
-
-
 def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: int = 100, threads: int = 0,
             shapes: Sequence[str] = (), inputs: str | Path | None = None, seed: int = 0, batch: int | None = None,
             image_size: int | None = None, seq_len: int | None = None, latency: bool = True,
             events: Sequence[str] | None = None, perf_config: str | Path | None = None, passes: int = 5,
             multiplex: bool = False, memory: bool = False, sample_rate: int | None = None,
-            progress: Callable[[str, int, int], None] | None = None, **options: Any) -> Profile:
+            progress: Callable[[str, int, int], None] | None = None,
+            between_runs: Callable[[int], None] | None = None, **options: Any) -> Profile:
     """Profile ``model`` layer by layer on ``backend`` (default: the one for the model's file type,
     ONNX Runtime for .onnx files, built-in model names and ModelProtos; see ``layerperf backends``).
 
@@ -60,6 +43,9 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
     event in one group, scaled by the time it was counted. ``memory`` adds the memory profile
     (``Profile.memory``), resident memory sampled every ``sample_rate`` layers (default 1; 0: off).
 
+    ``between_runs(n)``, when given, is called between the measured runs, outside their timing: with 0
+    before the first, then with the runs made so far (:attr:`RunPlan.between_runs`).
+
     Other keywords are the backend's own options (ONNX Runtime: ``opt_level``, ``provider``,
     ``max_events``).
     """
@@ -71,7 +57,8 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
         raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
                          hint="use --shape NAME=DIMS for a model file")
     plan = RunPlan(warmup=warmup, runs=runs, threads=threads, shapes=tuple(shapes),
-                   inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency, zoo_options=zoo_opts)
+                   inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency, zoo_options=zoo_opts,
+                   between_runs=between_runs)
     plan.validate()
     collectors = Collectors.make(events=events, perf_config=perf_config, passes=passes, multiplex=multiplex,
                                  memory=memory, sample_rate=sample_rate, progress=progress)

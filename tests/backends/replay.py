@@ -119,7 +119,7 @@ def _timed(runner: Replayer, feed: dict[str, np.ndarray], plan: RunPlan,
     timing = Timing()
     done = (lambda n: progress("profiled runs", n, plan.runs)) if progress else None
     plain, _ = interleaved((lambda: runner.run(feed)) if plan.latency else None, lambda: runner.run(feed, timing),
-                           plan.runs, done=done)
+                           plan.runs, done=done, between=plan.between_runs)
     return timing, plain
 
 

@@ -9,6 +9,7 @@ A backend that can measure one operator in isolation says so through ``single_op
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,3 +108,21 @@ def model_suffix(model: Any) -> str:
         return ""
     file_name = Path(str(model)).name.split(":", 1)[0]  # FILE.py:FACTORY names FILE.py
     return Path(file_name).suffix.lower()
+
+
+def backend_options(backend: Backend, given: dict[str, Any]) -> Any:
+    """The backend's typed options from keywords; an option it does not have is refused in one line."""
+    known = {f.name for f in dataclasses.fields(backend.options_type)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise InputError(f"the {backend.name} backend has no option {', '.join(map(repr, unknown))}",
+                         hint="its options: " + (", ".join(sorted(known)) or "none"))
+    return backend.options_type(**given)
+
+
+def usable(backend: Backend) -> Backend:
+    """``backend``, or one line saying why it cannot run here."""
+    avail = backend.availability()
+    if not avail.usable:
+        raise InputError(f"backend '{backend.name}' is not usable here: {avail.reason}")
+    return backend

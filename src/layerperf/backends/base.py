@@ -70,6 +70,10 @@ class RunPlan:
     seed: int = 0
     latency: bool = True  # measure whole-model latency with the profiler off, interleaved
     zoo_options: dict[str, int] = field(default_factory=dict)  # batch, image_size, seq_len of a built-in model
+    # Called between the measured runs, outside their timing (common.interleaved's ``between``): with 0
+    # before the first, then with the profiled runs made so far. A backend passes it to the loop of its
+    # timed runs only (not to counting or memory passes), so that the calls bracket Profile.runs in order.
+    between_runs: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
     def validate(self) -> None:
         if self.runs < 1:

@@ -65,19 +65,27 @@ def timed(call: Callable[[], object], n: int, clock: Clock = time.perf_counter_n
 
 def interleaved(plain: Callable[[], object] | None, profiled: Callable[[], object], runs: int, *,
                 block: int = BLOCK_RUNS, clock: Clock = time.perf_counter_ns,
-                cpu_clock: Clock = time.thread_time_ns,
-                done: Callable[[int], None] | None = None) -> tuple[RunTimes, RunTimes]:
+                cpu_clock: Clock = time.thread_time_ns, done: Callable[[int], None] | None = None,
+                between: Callable[[int], None] | None = None) -> tuple[RunTimes, RunTimes]:
     """``runs`` timed calls of ``profiled``, each block of ``block`` after as many of ``plain``:
     (plain, profiled) times. ``plain`` None (latency not asked): the profiled calls alone, and no
-    plain times. ``done(n)`` is told the profiled calls made so far after each block."""
+    plain times. ``done(n)`` is told the profiled calls made so far after each block.
+
+    ``between(n)`` (:attr:`RunPlan.between_runs`), when given, is called outside the timed calls:
+    before the first block with 0, then after each block with the profiled calls made so far, so
+    that what it reads (the dataset collector's CPU-speed yardstick) brackets every block."""
     if block < 1:
         raise ValueError(f"block must be at least 1, got {block}")
     plain_t, profiled_t = RunTimes(), RunTimes()
+    if between is not None:
+        between(0)
     while len(profiled_t.wall_ns) < runs:
         n = min(block, runs - len(profiled_t.wall_ns))
         if plain is not None:
             plain_t.take(plain, n, clock, cpu_clock)
         profiled_t.take(profiled, n, clock, cpu_clock)
+        if between is not None:
+            between(len(profiled_t.wall_ns))
         if done is not None:
             done(len(profiled_t.wall_ns))
     return plain_t, profiled_t

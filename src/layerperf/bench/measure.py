@@ -31,7 +31,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from layerperf.errors import InputError
@@ -175,6 +175,18 @@ def warm_up(call: Callable[[], object], loops: int, opts: MeasureOptions,
 GUARD = 1  # readings this many slots from a slowed one set a sample aside too: slow-downs come in bursts
 
 
+def slow_readings(readings: Sequence[float], reference_ns: float) -> list[bool]:
+    """Per yardstick reading, whether it shows the CPU slowed: more than SLOW_FACTOR x ``reference_ns``."""
+    return [r > SLOW_FACTOR * reference_ns for r in readings]
+
+
+def slowed_between(slow: Sequence[bool], before: int, after: int) -> bool:
+    """Whether what ran between readings ``before`` and ``after`` (indices into ``slow``) ran slowed: a
+    slow reading from GUARD slots before it to GUARD slots after it. Bench's samples and the dataset
+    collector's runs are both judged so."""
+    return any(slow[max(0, before - GUARD):after + 1 + GUARD])
+
+
 @dataclass(slots=True)
 class _Taken:
     """Samples in the order taken, between yardstick readings: reading ``i`` came just before sample ``i``."""
@@ -193,7 +205,7 @@ class _Taken:
         self.readings.append(y)
         if self.checking and y < self.reference:
             self.reference = y
-            self.slow = [r > SLOW_FACTOR * y for r in self.readings]
+            self.slow = slow_readings(self.readings, y)
             self.decided = self.good = 0
         else:
             self.slow.append(y > SLOW_FACTOR * self.reference)
@@ -209,7 +221,7 @@ class _Taken:
 
     def slowed(self, i: int) -> bool:
         """Whether the CPU ran slowed around sample ``i``: a slow reading from GUARD slots before to after it."""
-        return any(self.slow[max(0, i - GUARD):i + 2 + GUARD])
+        return slowed_between(self.slow, i, i + 1)
 
     def clean(self, i: int) -> bool:
         return not self.disturbed[i] and not self.slowed(i)

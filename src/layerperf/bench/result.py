@@ -45,6 +45,9 @@ class BenchResult:
     source: dict[str, Any] = field(default_factory=dict)  # for a node taken from a model
     warnings: tuple[str, ...] = ()
     backend: str = "onnxruntime"  # the runtime it ran on, by its name in the registry
+    # measured beside a co-runner (bench --corun): its op, "shared" or "separate" cores, the CPU lists of the
+    # run and of the co-runner, the co-runner's calls per second meanwhile; empty when measured alone
+    corun: dict[str, Any] = field(default_factory=dict)
 
     # -- figures -------------------------------------------------------------------------------------
     @property
@@ -104,6 +107,7 @@ class BenchResult:
             "peak_rss_delta_bytes": self.peak_rss_delta_bytes, "overhead_us": self.overhead_us,
             "yardstick_us": self.yardstick_us[1] if self.yardstick_us else None,
             "slowed": self.timing.slowed,
+            **({"corun": self.corun["op"], "corun_cores": self.corun["cores"]} if self.corun else {}),
             **{f"{name}_per_call": value for name, value in self.counters.items()},
             **counter_metrics(self.counters),
         }
@@ -132,6 +136,7 @@ class BenchResult:
             "slowed_used": t.slowed_used, "requested_samples": t.requested,
             "counters": dict(self.counters), "memory_source": self.memory_source,
             "source": dict(self.source), "warnings": list(self.warnings),
+            **({"corun": dict(self.corun)} if self.corun else {}),
         }
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MIN_SAMPLES
+from layerperf.cli.common import add_output_args, at_least, layout, output_format
 
 if TYPE_CHECKING:
     from layerperf.bench import BenchResult
@@ -40,8 +42,8 @@ def register(sub: Any) -> None:
     op.add_argument("--attr", "-a", action="append", default=[], metavar="KEY=VALUE",
                     help="an attribute, e.g. pads=1,1,1,1 or auto_pad=SAME_UPPER (repeatable)")
     op.add_argument("--domain", default="", help="operator domain, e.g. com.microsoft (default: ONNX)")
-    op.add_argument("--opset", type=positive_int, help="opset of the domain (default: newest supported)")
-    op.add_argument("--outputs", type=positive_int, help="how many outputs to produce (default: the required ones)")
+    op.add_argument("--opset", type=at_least(1), help="opset of the domain (default: newest supported)")
+    op.add_argument("--outputs", type=at_least(1), help="how many outputs to produce (default: the required ones)")
     op.add_argument("--weights", default="auto", metavar="auto|inputs|initializers|NAME,...",
                     help="which inputs are initializers (default auto: layer parameters such as W, B)")
     op.add_argument("--sweep", action="append", default=[], metavar="NAME=DIMS1,DIMS2,...",
@@ -60,7 +62,7 @@ def register(sub: Any) -> None:
     run_g = p.add_argument_group("measurement")
     run_g.add_argument("--threads", default="1", metavar="N[,N...]",
                        help="intra-op threads (default 1; 0: runtime default); a list gives one row each")
-    run_g.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
+    run_g.add_argument("--samples", type=at_least(MIN_SAMPLES), default=DEFAULT_SAMPLES,
                        help=f"timed samples (default {DEFAULT_SAMPLES})")
     run_g.add_argument("--min-time", default="1ms", help="least duration of one sample (default 1ms)")
     run_g.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS",
@@ -78,6 +80,17 @@ def register(sub: Any) -> None:
     run_g.add_argument("--no-overhead", action="store_true", help="skip timing the empty run")
     run_g.add_argument("--backend", default=BENCH_BACKEND, metavar="NAME",
                        help=f"runtime to measure on (default {BENCH_BACKEND}; one that measures single operators)")
+    co = p.add_argument_group("co-running (interference)")
+    co.add_argument("--corun", metavar="OP:NAME=DIMS,...",
+                    help="measure while this operator runs in a loop in another process, e.g. MatMul:A=512x512,"
+                         "B=512x512 (its inputs by schema name)")
+    cores = co.add_mutually_exclusive_group()
+    cores.add_argument("--separate-cores", dest="corun_cores", action="store_const", const="separate",
+                       help="the co-runner on other CPUs than the measured op (default; the op on the first "
+                            "--threads CPUs)")
+    cores.add_argument("--shared-cores", dest="corun_cores", action="store_const", const="shared",
+                       help="the co-runner on the same CPUs as the measured op")
+    p.set_defaults(corun_cores=None)
     add_output_args(p, ["table", "csv", "json"])
     p.set_defaults(func=run)
 
@@ -166,13 +179,51 @@ def run(args: argparse.Namespace) -> int:
 
     _check_mode(args)
     fmt = output_format(args)
-    with progress_bar() as progress:
+    table_layout = layout(args, fmt)
+    with progress_bar() as progress, _beside_corunner(args) as corun:
         results = _measure(args, progress)
+    if corun:
+        results = [_with_corun(r, corun) for r in results]
     many = len(results) > 1 or bool(args.sweep) or "," in str(args.threads)
     swept = [parse_name(s) for s in args.sweep] if not args.node else []
-    show(bench_view(results, swept=swept, many=many), fmt, args.output)
+    show(bench_view(results, swept=swept, many=many), fmt, args.output, table_layout)
     return 0
 
 
 def parse_name(item: str) -> str:
     return item.partition("=")[0].strip()
+
+
+@contextlib.contextmanager
+def _beside_corunner(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """With --corun: the co-runner started and this process pinned as asked, for the measurement's length;
+    what it was, filled in (its throughput) once it has stopped."""
+    from layerperf.errors import InputError
+
+    if not args.corun:
+        if args.corun_cores:
+            raise InputError(f"--{args.corun_cores}-cores applies to --corun")
+        yield {}
+        return
+    from layerperf.bench.corun import CoRunner, CorunSpec, placement
+    from layerperf.bench.parse import parse_threads
+    from layerperf.util.affinity import format_cpus, pinned
+
+    spec, cores = CorunSpec.parse(args.corun), args.corun_cores or "separate"
+    run_cpus, corun_cpus = placement(None, max(parse_threads(args.threads)), cores)
+    info: dict[str, Any] = {"op": spec.text(), "cores": cores, "run_cpus": format_cpus(run_cpus or ()),
+                            "corun_cpus": format_cpus(corun_cpus)}
+    runner = CoRunner(spec, corun_cpus, args.backend)
+    with runner, pinned(run_cpus):
+        yield info
+    info["calls_per_s"] = runner.calls_per_s
+
+
+def _with_corun(result: BenchResult, corun: dict[str, Any]) -> BenchResult:
+    import dataclasses
+
+    where = f"CPUs {corun['run_cpus']}" if corun["run_cpus"] else "every CPU"
+    rate = f"{corun['calls_per_s']:.0f} calls/s" if corun.get("calls_per_s") else "its rate unknown"
+    note = (f"measured beside {corun['op']} running in another process on CPUs {corun['corun_cpus']} "
+            f"({corun['cores']} cores; {rate}); the op on {where}")
+    return dataclasses.replace(result, corun=dict(corun), warnings=(*result.warnings, note))

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from layerperf.cli.analyze import FORMATS, add_trace_help
-from layerperf.cli.common import add_output_args, output_format, positive_int, warn_dropped
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int, warn_dropped
 
 
 def register(sub: Any) -> None:
@@ -42,11 +42,12 @@ def run(args: argparse.Namespace) -> int:
     if is_html(args.output):
         return _page(args)
     fmt = output_format(args)
+    table_layout = layout(args, fmt)
     analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
     median = args.aggregate == "median"
     a, b = read_folded(args.a, quantiles=median), read_folded(args.b, quantiles=median)
     view = diff_view(a, b, by=args.by, how=args.aggregate, match=args.match, order_by=args.order_by, top=args.top)
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     warn_dropped([a, b], fmt)
     return 0
 

@@ -43,13 +43,17 @@ def onnx_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
 
 
 def parse_shapes(items: Iterable[str]) -> dict[str, tuple[int, ...]]:
-    """Parse ``NAME=1x3x224x224`` items; a malformed one raises InputError."""
+    """Parse ``NAME=1x3x224x224`` items; a malformed one, or one with a dimension below 1, raises InputError."""
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items:
         m = _SHAPE_RE.match(item.strip())
         if not m:
             raise InputError(f"malformed --shape '{item}'", hint="expected NAME=DIMS such as input=1x3x224x224")
-        shapes[m.group(1)] = tuple(int(d) for d in m.group(2).split("x"))
+        dims = tuple(int(d) for d in m.group(2).split("x"))
+        if 0 in dims:  # (a negative one is malformed above)
+            raise InputError(f"--shape '{item}' has a zero dimension: there would be no data to run",
+                             hint="every dimension is 1 or more, such as input=1x3x224x224")
+        shapes[m.group(1)] = dims
     return shapes
 
 
@@ -128,6 +132,16 @@ def resolve_shapes(specs: Sequence[InputSpec], given: Mapping[str, tuple[int, ..
         else:
             out[spec.name] = tuple(_resolve_dim(spec, i, d, bound) for i, d in enumerate(spec.shape))
     return out
+
+
+def batch_shapes(model: onnx.ModelProto, batch: int) -> tuple[str, ...]:
+    """``NAME=DIMS`` items (as ``--shape`` takes them) giving every input whose leading dimension is free
+    (symbolic or unknown) that leading dimension ``batch``, its other free dimensions their defaults;
+    none where no input has a free leading dimension (the model's batch is fixed)."""
+    specs = [s for s in onnx_input_specs(model) if s.shape and not isinstance(s.shape[0], int)]
+    bound = {str(s.shape[0]): batch for s in specs if s.shape[0]}
+    shapes = resolve_shapes(specs, {}, bound)
+    return tuple(f"{s.name}=" + "x".join(map(str, (batch, *shapes[s.name][1:]))) for s in specs)
 
 
 def index_bounds(model: onnx.ModelProto) -> dict[str, int]:

@@ -74,6 +74,15 @@ def session_options(opt_level: str, threads: int = 0, *, profile_prefix: Path | 
     return so
 
 
+def set_execution(so: ort.SessionOptions, options: OrtOptions) -> ort.SessionOptions:
+    """``so`` with the execution mode and inter-op threads of ``options``: the sessions whose runs are
+    timed run as asked; the others (inputs, the optimized graph, counting) need not."""
+    if options.execution_mode == "parallel":
+        so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+        so.inter_op_num_threads = options.inter_op_threads
+    return so
+
+
 def create_session(source: ModelSource, so: ort.SessionOptions, provider: str) -> Session:
     """A session on the model; ONNX Runtime's refusals, loading or running, are one-line errors naming it."""
     return Session(source.path, so, provider, what=source.name if source.zoo else str(source.path))
@@ -148,13 +157,13 @@ def _chunk_capacity(max_events: int, warmup: int, n_nodes: int) -> int:
 
 def _profiled_chunk(source: ModelSource, plan: RunPlan, options: OrtOptions, feed: dict[str, Any], runs: int,
                     workdir: Path, index: int, m: Measured, plain: ort.InferenceSession | None) -> None:
-    so = session_options(options.opt_level, plan.threads, profile_prefix=workdir / f"ort{index}",
-                         spin_stop=plain is not None)
+    so = set_execution(session_options(options.opt_level, plan.threads, profile_prefix=workdir / f"ort{index}",
+                                       spin_stop=plain is not None), options)
     sess, threads = counted_session(source, so, options.provider)
     if m.intra_op_threads is None:
         m.intra_op_threads = threads
     origin = sess.get_profiling_start_time_ns()
-    _timed_chunk(sess, plain, feed, plan.warmup, runs, m)
+    _timed_chunk(sess, plain, feed, plan.warmup, runs, m, plan.between_runs)
     trace_path = Path(sess.end_profiling())
     events = json.loads(trace_path.read_text())
     trace_path.unlink()
@@ -199,11 +208,12 @@ def _read_blocked_conv_weights(model: onnx.ModelProto, data_dir: Path) -> None:
 
 
 def _timed_chunk(sess: ort.InferenceSession, plain: ort.InferenceSession | None, feed: dict[str, Any],
-                 warmup: int, runs: int, m: Measured) -> None:
-    """Warm-up, then the timed runs of a profiled session, alternating with ``plain`` when given."""
+                 warmup: int, runs: int, m: Measured, between: Callable[[int], None] | None = None) -> None:
+    """Warm-up, then the timed runs of a profiled session, alternating with ``plain`` when given
+    (``between``: the run plan's hook between runs)."""
     warm_up(sess, feed, warmup)
     plain_t, profiled_t = interleaved(None if plain is None else lambda: plain.run(None, feed),
-                                      lambda: sess.run(None, feed), runs, block=m.block_runs)
+                                      lambda: sess.run(None, feed), runs, block=m.block_runs, between=between)
     m.plain.wall_ns += plain_t.wall_ns
     m.plain.cpu_ns += plain_t.cpu_ns
     m.profiled.wall_ns += profiled_t.wall_ns
@@ -213,7 +223,8 @@ def _timed_chunk(sess: ort.InferenceSession, plain: ort.InferenceSession | None,
 def plain_session(source: ModelSource, plan: RunPlan, options: OrtOptions,
                   feed: dict[str, Any]) -> ort.InferenceSession:
     """The profiler-off session whose runs alternate with the profiled ones, warmed up."""
-    sess = create_session(source, session_options(options.opt_level, plan.threads, spin_stop=True), options.provider)
+    so = set_execution(session_options(options.opt_level, plan.threads, spin_stop=True), options)
+    sess = create_session(source, so, options.provider)
     warm_up(sess, feed, plan.warmup)
     return sess
 

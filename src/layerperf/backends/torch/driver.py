@@ -76,18 +76,20 @@ def timed_runs(runner: Runner, index: dict[int, int], plan: RunPlan,
     """``plan.runs`` hooked passes timed by the timing collector; with ``plan.latency`` a plain call
     before each (the profiler-off latency, see backends/common)."""
     timing = Timing()
-    return timing, hooked_runs(runner, index, plan, timing, runner.call, progress, "profiled runs")
+    return timing, hooked_runs(runner, index, plan, timing, runner.call, progress, "profiled runs",
+                               between=plan.between_runs)
 
 
 def hooked_runs(runner: Runner, index: dict[int, int], plan: RunPlan, collector: Collector,
                 plain_call: Callable[[], Any], progress: Callable[[str, int, int], None] | None,
-                label: str) -> RunTimes:
+                label: str, between: Callable[[int], None] | None = None) -> RunTimes:
     """``plan.runs`` passes with ``collector`` at the module boundaries, each after a ``plain_call()``
     timed with no hook installed when ``plan.latency`` (:func:`layerperf.backends.common.interleaved`);
-    the plain times. The calling thread's CPU time of each hooked pass goes to ``runner.cpu_ns``."""
+    the plain times. The calling thread's CPU time of each hooked pass goes to ``runner.cpu_ns``.
+    ``between``: the run plan's hook between runs, for the timed runs only."""
     done = (lambda n: progress(label, n, plan.runs)) if progress else None
     plain, hooked = interleaved(plain_call if plan.latency else None, lambda: runner.hooked_pass(index, collector),
-                                plan.runs, done=done)
+                                plan.runs, done=done, between=between)
     runner.cpu_ns = hooked.cpu_ns
     return plain
 
@@ -105,7 +107,8 @@ def cuda_timed_runs(runner: Runner, index: dict[int, int], plan: RunPlan,
         sync()
 
     sync()
-    return events, hooked_runs(runner, index, plan, events, synced, progress, "profiled runs (cuda)")
+    return events, hooked_runs(runner, index, plan, events, synced, progress, "profiled runs (cuda)",
+                               between=plan.between_runs)
 
 
 def allocator_pass(runner: Runner, index: dict[int, int], api: on_gpu.CudaApi | None = None) -> on_gpu.CudaEvents:

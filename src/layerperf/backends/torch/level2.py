@@ -50,7 +50,8 @@ def level2_runs(runner: Runner, rec: Recorder, layers: list[Layer], plan: RunPla
     described = run(shapes=True)
     timed: list[Recorded] = []
     done = (lambda n: progress("profiled runs (level 2)", n, plan.runs)) if progress else None
-    plain, _ = interleaved(runner.call if plan.latency else None, lambda: timed.append(run()), plan.runs, done=done)
+    plain, _ = interleaved(runner.call if plan.latency else None, lambda: timed.append(run()), plan.runs, done=done,
+                           between=plan.between_runs)
     cpu = [got.cpu_ns for got in timed if got.cpu_ns is not None]  # a level-2 run of the backend always reads it
     all_layers, runs, notes = assemble(layers, timed, [described])
     return Level2Runs(all_layers, runs, notes, plain, cpu)

@@ -1,0 +1,184 @@
+"""The store: an SQLite database (the standard library's) holding a sweep's configurations and layers.
+
+Nothing finished is lost: each configuration — its ``configs`` row, its ``layers`` rows, its machine —
+is written in one transaction when it finishes (:meth:`Store.write`), in WAL mode with full syncs, so
+that a collect killed at any moment (SIGINT, SIGKILL) leaves every finished configuration and a
+readable store; the one being measured is simply not there. ``config_key`` is unique: writing a
+configuration the store holds adds nothing (a failed one is replaced when it succeeds later).
+
+A store that is not one — not an SQLite file, another program's database, a damaged file, one written
+by a newer layerperf — is refused in one line (InputError) before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import astuple
+from pathlib import Path
+from typing import Any
+
+from layerperf import __version__
+from layerperf.data.metadata import now
+from layerperf.dataset.fingerprint import Fingerprint
+from layerperf.dataset.measure import ConfigResult
+from layerperf.dataset.schema import CONFIG_COLUMNS, DDL, LAYER_FIELDS, MACHINE_COLUMNS, SCHEMA_VERSION, TABLES
+from layerperf.errors import InputError
+
+BUSY_TIMEOUT_MS = 60_000  # a reader (an export, a notebook) may hold the store for a moment
+
+
+class Store:
+    """An open store. :meth:`open` checks (and with ``create`` makes) one; use it as a context manager."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection) -> None:
+        self.path, self.db = path, db
+
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = False) -> Store:
+        """The store at ``path``: made (with its parent folders) when missing and ``create``; else an
+        InputError in one line for a missing, damaged or foreign file."""
+        path = Path(path)
+        if path.is_dir():
+            raise InputError(f"{path} is a directory, not a store", hint="give the store's file, e.g. data.db")
+        fresh = not path.exists() or path.stat().st_size == 0
+        if fresh and not create:
+            raise InputError(f"no store at {path}", hint="collect into it first: layerperf collect --store PATH ...")
+        if fresh:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open the store {path}: {exc}") from None
+        store = cls(path, db)
+        try:
+            store._check_or_make(fresh)
+        except BaseException:
+            db.close()
+            if fresh:
+                path.unlink(missing_ok=True)
+            raise
+        return store
+
+    def _check_or_make(self, fresh: bool) -> None:
+        try:
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            ok = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{self.path} is not a layerperf store: {exc}") from None
+        if ok != "ok":
+            first = " ".join(str(ok).replace("***", "").split())
+            raise InputError(f"the store {self.path} is damaged: {first}",
+                             hint="collect into a new store; `sqlite3 STORE .recover` may save the rest")
+        if not tables and fresh:
+            self._make()
+            return
+        self._check_schema(tables)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = FULL")
+
+    def _make(self) -> None:
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = FULL")
+        with self.transaction():
+            for statement in DDL.split(";\n"):
+                self.db.execute(statement)
+            self.db.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (SCHEMA_VERSION, __version__, now()))
+
+    def _check_schema(self, tables: set[str]) -> None:
+        if "schema_version" not in tables:
+            raise InputError(f"{self.path} is an SQLite database but not a layerperf store (no schema_version table)")
+        row = self.db.execute("SELECT max(version) FROM schema_version").fetchone()
+        version = row[0] if row else None
+        if not isinstance(version, int):
+            raise InputError(f"{self.path}: the store's schema_version table holds no version")
+        if version > SCHEMA_VERSION:
+            raise InputError(f"{self.path} was written by a newer layerperf (store schema {version}; this one "
+                             f"reads up to {SCHEMA_VERSION})", hint="upgrade layerperf")
+        missing = sorted(set(TABLES) - tables)
+        if missing:
+            raise InputError(f"{self.path}: a layerperf store without its {', '.join(missing)} table(s)")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction: committed whole, or rolled back whole (an interrupt included)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- reading ---------------------------------------------------------------------------------
+    def statuses(self) -> dict[str, str]:
+        """config_key -> status of every configuration the store holds."""
+        return dict(self.db.execute("SELECT config_key, status FROM configs").fetchall())
+
+    def fingerprints(self) -> list[Fingerprint]:
+        """The machines the store's configurations ran on."""
+        cur = self.db.execute("SELECT * FROM machines")
+        names = [d[0] for d in cur.description]
+        return [Fingerprint.from_row(dict(zip(names, row, strict=True))) for row in cur.fetchall()]
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table, and configurations ok and failed."""
+        out = {t: self.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+        for status in ("ok", "failed"):
+            out[status] = self.db.execute("SELECT count(*) FROM configs WHERE status = ?", (status,)).fetchone()[0]
+        return out
+
+    # -- writing ---------------------------------------------------------------------------------
+    def write(self, result: ConfigResult) -> bool:
+        """Store one configuration's result in one transaction. False (nothing written) where the store
+        already holds it ok, or holds it failed and this result failed too."""
+        key = result.config.key()
+        with self.transaction():
+            held = self.db.execute("SELECT config_id, status FROM configs WHERE config_key = ?", (key,)).fetchone()
+            if held is not None:
+                if held[1] == "ok" or result.status == "failed":
+                    return False
+                self.db.execute("DELETE FROM layers WHERE config_id = ?", (held[0],))
+                self.db.execute("DELETE FROM configs WHERE config_id = ?", (held[0],))
+            self._insert("machines", result.fingerprint.row(), MACHINE_COLUMNS, ignore=True)
+            config_id = self._insert("configs", _config_row(result), CONFIG_COLUMNS)
+            marks = ", ".join("?" * (len(LAYER_FIELDS) + 1))
+            self.db.executemany(f"INSERT INTO layers (config_id, {', '.join(LAYER_FIELDS)}) VALUES ({marks})",
+                                [(config_id, *astuple(r)) for r in result.records])
+        return True
+
+    def _insert(self, table: str, row: dict[str, Any], columns: tuple[tuple[str, str], ...], *,
+                ignore: bool = False) -> int:
+        names = [c for c, _ in columns if c in row]
+        verb = "INSERT OR IGNORE" if ignore else "INSERT"
+        cur = self.db.execute(f"{verb} INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                              [row[n] for n in names])
+        return int(cur.lastrowid or 0)
+
+
+def _config_row(r: ConfigResult) -> dict[str, Any]:
+    c = r.config
+    return {
+        "config_key": c.key(), "alone_key": c.alone_key(), "model": c.model, "backend": c.backend, "batch": c.batch,
+        "threads": c.threads, "opt_level": c.opt_level, "inter_op": c.inter_op, "cpus": c.cpus, "corun": c.corun,
+        "corun_cores": c.corun_cores, "events": c.events, "runs": c.runs, "warmup": c.warmup,
+        "status": r.status, "reason": r.reason, "machine_id": r.fingerprint.machine_id, "worker": r.worker,
+        "started": r.started, "finished": now(), "wall_s": r.wall_s, "layers": len(r.records),
+        "runs_measured": r.runs_measured, "runs_used": r.runs_used, "runs_slowed": r.runs_slowed,
+        "slowed_used": None if r.slowed_used is None else int(r.slowed_used), "runs_disturbed": r.runs_disturbed,
+        "disturbed_used": None if r.disturbed_used is None else int(r.disturbed_used), "attempts": r.attempts,
+        "yardstick_ref_ns": r.yardstick_ref_ns, "yardstick_median_ns": r.yardstick_median_ns,
+        "latency_median_us": r.latency_median_us, "latency_p90_us": r.latency_p90_us, "run_cpus": r.run_cpus,
+        "corun_cpus": r.corun_cpus, "corun_calls_per_s": r.corun_calls_per_s, "warnings": r.warnings,
+    }

@@ -1,0 +1,167 @@
+"""`layerperf collect`: sweeps into an SQLite store — every configuration once, failures recorded, nothing lost
+when killed (a real subprocess, SIGKILL and SIGINT), bad stores and bad input refused in one line, Parquet export."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+
+from layerperf.cli import main
+from layerperf.data.records import LayerRecord
+from layerperf.dataset.schema import SCHEMA_VERSION
+
+from conftest import tiny_cnn
+
+FAST = ["--runs", "2", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("collect-models")
+    out = {"fixed": d / "fixed.onnx", "dynamic": d / "dynamic.onnx", "corrupt": d / "corrupt.onnx"}
+    onnx.save(tiny_cnn(), out["fixed"])
+    onnx.save(tiny_cnn(batch="N"), out["dynamic"])
+    out["corrupt"].write_bytes(b"\x08\x07this is no onnx model" * 20)
+    return out
+
+
+def rows(store: Path, sql: str) -> list[tuple]:
+    db = sqlite3.connect(store)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def collect(*args: str) -> int:
+    return main(["collect", *args])
+
+
+def test_a_sweep_stores_every_configuration_once_and_records_failures(models: dict[str, Path], tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.db"
+    argv = ["--models", ",".join(str(models[k]) for k in ("fixed", "dynamic", "corrupt")), "--batch", "1,2",
+            "--threads", "1,2", "--store", str(store), *FAST]
+    assert collect(*argv) == 0
+    out = capsys.readouterr()
+    # fixed: batch does not apply (2 configurations); dynamic: 2 batches x 2 threads; corrupt: 4, failed
+    assert "collected 10 configurations (6 ok, 4 failed" in out.out
+    assert rows(store, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    statuses = dict(rows(store, "SELECT status, count(*) FROM configs GROUP BY status"))
+    assert statuses == {"ok": 6, "failed": 4}
+    reasons = rows(store, "SELECT DISTINCT reason FROM configs WHERE status = 'failed'")
+    assert len(reasons) == 1 and "corrupt.onnx" in reasons[0][0] and "\n" not in reasons[0][0]
+    # each ok configuration's layers are all there, every LayerRecord field a column
+    for config_id, n in rows(store, "SELECT config_id, layers FROM configs WHERE status = 'ok'"):
+        assert n == 5 and rows(store, f"SELECT count(*) FROM layers WHERE config_id = {config_id}") == [(5,)]
+    cols = [r[1] for r in rows(store, "PRAGMA table_info(layers)")]
+    assert cols == ["config_id", *(f.name for f in dataclasses.fields(LayerRecord))]
+    # the batch reached the file's free leading dimension
+    shapes = rows(store, "SELECT c.batch, l.in_shapes FROM layers l JOIN configs c USING (config_id) "
+                         "WHERE c.model LIKE '%dynamic.onnx' AND l.layer_index = 0")
+    assert {(b, s.split(";")[0].split("x")[0]) for b, s in shapes} == {(1, "1"), (2, "2")}
+    machine = rows(store, "SELECT cpu, cores, hostname, layerperf_version, runtimes FROM machines")
+    assert len(machine) == 1 and machine[0][1] and "onnxruntime=" in machine[0][4]
+    speed = rows(store, "SELECT runs_measured, runs_used, runs_slowed, slowed_used FROM configs WHERE status = 'ok'")
+    assert all(m == 2 and used + slowed * (not flag) >= used and used >= 1 for m, used, slowed, flag in speed)
+
+    # the same command again: nothing measured, nothing added
+    before = rows(store, "SELECT count(*) FROM layers")
+    assert collect(*argv) == 0
+    assert "collected 0 configurations (0 ok, 0 failed); 10 already in the store" in capsys.readouterr().out
+    assert rows(store, "SELECT count(*) FROM layers") == before
+    assert rows(store, "SELECT count(*), count(DISTINCT config_key) FROM configs") == [(10, 10)]
+
+
+def test_the_factors_reach_the_rows(models: dict[str, Path], tmp_path: Path) -> None:
+    """Parallel execution with inter-op threads, a CPU set, a co-runner beside the run."""
+    if len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPU 0 and another one: the co-runner goes on separate cores")
+    store = tmp_path / "f.db"
+    assert collect("--models", str(models["fixed"]), "--inter-op", "seq,2", "--cpus", "0", "--corun",
+                   "Relu:X=1x4096", "--store", str(store), *FAST) == 0
+    got = rows(store, "SELECT inter_op, cpus, run_cpus, corun, corun_cores, corun_cpus, corun_calls_per_s, status "
+                      "FROM configs ORDER BY config_id")
+    assert [(g[0], g[1], g[2], g[3]) for g in got] == [(None, "0", "0", ""), (None, "0", "0", "Relu:X=1x4096"),
+                                                        (2, "0", "0", ""), (2, "0", "0", "Relu:X=1x4096")]
+    assert all(g[7] == "ok" for g in got)
+    beside = [g for g in got if g[3]]
+    assert all(g[4] == "separate" and g[5] and "0" not in g[5].split(",") and g[6] > 0 for g in beside)
+    options = {r[0] for r in rows(store, "SELECT DISTINCT options FROM layers")}
+    assert any("execution_mode=parallel;inter_op_threads=2" in o for o in options)
+    factors = rows(store, "SELECT count(*) FROM interference")
+    assert factors == [(10,)]  # 5 layers x 2 execution modes, each against its run alone
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_collect_loses_nothing_finished_and_resumes(models: dict[str, Path], tmp_path: Path,
+                                                            sig: signal.Signals) -> None:
+    store = tmp_path / "k.db"
+    argv = [sys.executable, "-m", "layerperf", "collect", "--models", str(models["fixed"]), "--threads", "1,2",
+            "--opt-level", "disable,basic,extended,all", "--runs", "150", "--warmup", "1", "--store", str(store)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if rows(store, "SELECT count(*) FROM configs")[0][0] >= 2:
+                    break
+            except sqlite3.Error:  # not made yet
+                pass
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130)
+    assert rows(store, "PRAGMA integrity_check") == [("ok",)]
+    done = rows(store, "SELECT config_id, layers FROM configs")
+    assert 2 <= len(done) < 8, "killed before the end, after two configurations"
+    for config_id, n in done:  # nothing half-written
+        assert rows(store, f"SELECT count(*) FROM layers WHERE config_id = {config_id}") == [(n,)]
+    _gone(workers)
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(done)} already in the store" in again.stdout
+    assert rows(store, "SELECT count(*), count(DISTINCT config_key) FROM configs") == [(8, 8)]
+    assert rows(store, "SELECT count(*) FROM layers") == rows(store, "SELECT sum(layers) FROM configs")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """The worker processes ended with their driver (no orphan measuring on)."""
+    deadline = time.monotonic() + timeout_s
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+        time.sleep(0.05)
+    assert not alive, f"worker processes still running: {alive}"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"

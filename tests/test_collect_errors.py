@@ -1,0 +1,152 @@
+"""`layerperf collect`'s bad input: one line, exit 2, nothing written or lost; a store from another machine told;
+the store as Parquet."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from layerperf.cli import main
+
+from conftest import tiny_cnn
+
+FAST = ["--runs", "2", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("collect-err") / "tiny.onnx"
+    onnx.save(tiny_cnn(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def collected(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("collected") / "s.db"
+    assert main(["collect", "--models", str(model), "--threads", "1,2", "--store", str(store), *FAST]) == 0
+    return store
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["collect", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("layerperf: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--models", ""], "nothing to collect"),
+    (["--models", "no-such-model"], "unknown model 'no-such-model'"),
+    (["--models", "MODEL", "--backend", "nope"], "unknown backend 'nope'"),
+    (["--models", "MODEL", "--threads", "one"], "--threads: 'one' is not an integer"),
+    (["--models", "MODEL", "--batch", "0"], "--batch: '0' is not an integer of 1 or more"),
+    (["--models", "MODEL", "--cpus", "0-x"], "malformed CPU list"),
+    (["--models", "MODEL", "--cpus", "4096"], "is not among those this process may run on"),
+    (["--models", "MODEL", "--corun", "MatMul"], "co-runner 'MatMul' gives no inputs"),
+    (["--models", "MODEL", "--inter-op", "seq,x"], "--inter-op: 'x' is not an integer"),
+])
+def test_a_sweep_that_cannot_run_is_refused_before_the_store_is_made(
+        model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
+    store = tmp_path / "never.db"
+    args = [str(model) if a == "MODEL" else a for a in args]
+    assert words in one_line_error(capsys, *args, "--store", str(store))
+    assert not store.exists()
+
+
+def test_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "nothing to do" in one_line_error(capsys, "--store", str(tmp_path / "s.db"))
+
+
+def _foreign(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+
+
+def _newer(path: Path, source: Path) -> None:
+    path.write_bytes(source.read_bytes())
+    db = sqlite3.connect(path)
+    db.execute("UPDATE schema_version SET version = 99")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda p, s: p.write_bytes(b"not a database, just bytes " * 100), "is not a layerperf store"),
+    (lambda p, s: _foreign(p), "an SQLite database but not a layerperf store"),
+    (_newer, "was written by a newer layerperf (store schema 99"),
+    (lambda p, s: p.mkdir(), "is a directory, not a store"),
+])
+def test_a_bad_store_is_refused_and_left_as_it_was(model: Path, collected: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str], make, words: str) -> None:
+    store = tmp_path / "bad.db"
+    make(store, collected)
+    before = store.read_bytes() if store.is_file() else None
+    assert words in one_line_error(capsys, "--models", str(model), "--store", str(store), *FAST)
+    assert (store.read_bytes() if store.is_file() else None) == before
+    assert words in one_line_error(capsys, "--store", str(store), "--export", str(tmp_path / "out"))
+
+
+def test_a_damaged_store_is_refused(collected: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "cut.db"
+    data = collected.read_bytes()
+    store.write_bytes(data[:len(data) // 2] + b"\0" * 4096 + data[len(data) // 2 + 4096:])
+    err = one_line_error(capsys, "--store", str(store), "--export", str(tmp_path / "out"))
+    assert "damaged" in err or "not a layerperf store" in err
+
+
+def test_export_of_a_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "no store at" in one_line_error(capsys, "--store", str(tmp_path / "none.db"), "--export", str(tmp_path))
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_a_store_of_another_machine_is_told_with_both_fingerprints(model: Path, collected: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "other.db"
+    store.write_bytes(collected.read_bytes())
+    db = sqlite3.connect(store)
+    db.execute("UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
+    db.commit()
+    db.close()
+    assert main(["collect", "--models", str(model), "--threads", "1", "--store", str(store), *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "another machine" in err and "Some Other CPU 9000, 96 cores" in err and "here:" in err
+
+
+def test_without_ray_installed_one_line_says_how(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    store = tmp_path / "r.db"
+    err = one_line_error(capsys, "--models", str(model), "--ray", "local", "--store", str(store))
+    assert "Ray (ray) is not installed" in err and "pip install 'layerperf[ray]'" in err and not store.exists()
+
+
+def test_export_without_a_parquet_writer_says_how(collected: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    err = one_line_error(capsys, "--store", str(collected), "--export", str(tmp_path / "pq"))
+    assert "pip install 'layerperf[parquet]'" in err and not (tmp_path / "pq").exists()
+
+
+def test_export_writes_every_table_as_parquet(collected: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="the parquet extra (pyarrow) is not installed")
+    out = tmp_path / "pq"
+    assert main(["collect", "--store", str(collected), "--export", str(out)]) == 0
+    db = sqlite3.connect(collected)
+    for table in ("machines", "configs", "layers"):
+        got = pq.read_table(out / f"{table}.parquet")
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        assert got.column_names == cols
+        assert got.num_rows == db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    medians = pq.read_table(out / "layers.parquet").column("median_us").to_pylist()
+    assert medians == [r[0] for r in db.execute("SELECT median_us FROM layers")]
+    db.close()
+    assert sorted(p.name for p in out.iterdir()) == ["configs.parquet", "layers.parquet", "machines.parquet"]
