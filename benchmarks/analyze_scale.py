@@ -165,6 +165,7 @@ def main() -> None:
     tmp = None
     if args.dir is None:
         tmp = args.dir = tempfile.mkdtemp(prefix="layerperf-scale-")
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
     print(f"{os.cpu_count()} CPUs; load average (1/5/15 min) before/after each measurement; "
           f"free disk {shutil.disk_usage(args.dir).free / 2**30:.0f} GiB in {args.dir}")
     print("| format | events | file | MiB | tool | wall s | peak RSS MiB | exit | load |")

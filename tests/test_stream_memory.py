@@ -18,19 +18,16 @@ import pytest
 
 from layerperf.data import sketch
 from layerperf.data.fold import Folded
-from layerperf.readers import detect, spill, streaming
-from stream_traces import ort_loop, tef_nested
+from layerperf.readers import detect, streaming
+from stream_traces import ort_loop, shrink, tef_nested
 
 BLOCK_BYTES = 16 << 10
 
 
 @pytest.fixture()
 def small_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(streaming, "SEGMENT_RECORDS", 512)
+    shrink(monkeypatch, segment=512, run=4096, merge=4096, block=64)
     monkeypatch.setattr(streaming, "DRAIN_ROWS", 256)
-    monkeypatch.setattr(spill, "RUN_RECORDS", 4096)
-    monkeypatch.setattr(spill, "MERGE_RECORDS", 4096)
-    monkeypatch.setattr(spill, "MIN_BLOCK", 64)
     monkeypatch.setattr(sketch, "EXACT_MAX", 64)  # a group's exact values are bounded too, at 4096 by default
 
 

@@ -80,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    # every call is needed for a timeline and a trace's kernels; figures alone fold as the trace is read
-    whole = args.timeline is not None or args.aggregate_by == "kernel" or args.view is not None
-    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median")
+    # every call is needed for a timeline and the GPU views; figures alone fold as the trace is read
+    whole = args.timeline is not None or args.view is not None
+    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median",
+                                                             kernels=args.aggregate_by == "kernel")
     top = default_top(args.top, fmt)
     if args.view is not None:
         from layerperf.renderers.views.gpu import gpu_view
@@ -90,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
         assert isinstance(table, Calls)
         view = gpu_view(table, args.view, top=args.top or 0)
     elif args.aggregate_by == "kernel":
-        assert isinstance(table, Calls)
         view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:

@@ -151,7 +151,7 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     return View(sections=(section,), doc=rows)
 
 
-def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0,
+def kernels_view(table: Calls | Folded, *, name: str | None = None, order_by: str | None = None, top: int = 0,
                  how: str = "sum") -> View:
     """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (when None,
     by the per-kernel figure ``how`` names: total, mean, median, max or min time, or calls); the first
