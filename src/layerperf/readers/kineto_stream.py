@@ -52,8 +52,9 @@ class _Links:
 
 
 def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
-           op_ext: list[np.ndarray], runtime: list[np.ndarray]) -> int:
-    """Move the CPU events gathered so far into the spill; keep what linking needs."""
+           op_ext: list[np.ndarray], runtime: list[np.ndarray], idents: bool) -> int:
+    """Move the CPU events gathered so far into the spill; keep what linking needs (``idents``: each
+    op's identity beside its External id, for the activities' launching ops)."""
     n = len(cpu.ts_us)
     if not n:
         return seq
@@ -70,7 +71,8 @@ def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], s
         cpu.correlation
     spill.add(rec)
     ops = rec["is_op"] & (rec["external"] != _NONE)
-    op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]))
+    op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]) if idents
+                  else rec["external"][ops][np.newaxis])
     calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
     runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
     for column in vars(cpu).values():
@@ -125,18 +127,18 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
             kineto._collect(chunk, threads, builder, cpu, dev, steps, dropped, notes)
             if len(cpu.ts_us) >= streaming.DRAIN_ROWS:
                 min_ts = min(min_ts, min(cpu.ts_us))
-                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
+                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
             if len(dev.ts_us) >= streaming.DRAIN_ROWS:
                 device.take(dev)
         if cpu.ts_us:
             min_ts = min(min_ts, min(cpu.ts_us))
-        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
+        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
         device.take(dev)
         dev_ts = device.column("ts_us")
         origin = float(min(min_ts, dev_ts.min() if dev_ts.size else np.inf))
         origin = 0.0 if not np.isfinite(origin) else origin
         dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
-        links = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else np.zeros((2, 0), dtype=np.int64),
+        links = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else np.zeros((1, 0), dtype=np.int64),
                        np.concatenate(runtime, axis=1) if runtime else np.zeros((2, 0), dtype=np.int64))
         folded = Folded(quantiles=quantiles)
         folded.declare(builder.idents())
@@ -165,9 +167,13 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
 
 def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
     """Resolve each device activity to an op's External id, or to the op around a runtime call
-    (``op_ext``: the ops' External ids over their identities, in file order)."""
-    ops, first = np.unique(op_ext[0], return_index=True)
-    op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
+    (``op_ext``: the ops' External ids, in file order, over their identities when kept)."""
+    if op_ext.shape[0] > 1:
+        ops, first = np.unique(op_ext[0], return_index=True)
+        op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
+    else:
+        ops = np.unique(op_ext[0])
+        op_ident = np.full(ops.size, _NONE, dtype=np.int64)
     ext = dev.column("external").astype(np.int64)
     corr = dev.column("correlation").astype(np.int64)
     direct = _member(ext, ops) & (ext != _NONE)
