@@ -359,6 +359,13 @@ def diff(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "
     return out, totals
 
 
+def node_pairing(a: Calls | Folded, b: Calls | Folded, *, how: str = "mean", match: str = "normalized"
+                 ) -> tuple[list[Node], list[Node], matching.Pairing]:
+    """The per-node rows of A and B as :func:`diff` pairs them (``by="name"``): their nodes and the pairing."""
+    na, nb = _match_nodes(per_pass(a, "name", how)), _match_nodes(per_pass(b, "name", how))
+    return na, nb, matching.pair_nodes(na, nb, match)
+
+
 def _families(table: Calls) -> dict[str, tuple[list[str], int, float]]:
     """Per op family (:func:`layerperf.analysis.matching.op_family`): its op types, calls and time (µs)."""
 

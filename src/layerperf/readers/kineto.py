@@ -27,6 +27,7 @@ from layerperf.cost.aten import recorded
 from layerperf.data.calls import Annotations, Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
 from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers.decode import NOT_OBJECT, Event, raw_value
+from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import MAX_US, earliest, num, shapes_text, text, thread_ids, to_ns
@@ -315,4 +316,6 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
         info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns, (start, end, is_op, origin_us))
     if notes:
         info["annotations"] = _annotations(notes, origin_us)
+    if devices := from_skeleton(stream.skeleton):  # deviceProperties: which GPU ran it
+        info["devices"] = devices
     return with_outer(builder.build({**info, **(meta or {})}), row_parent)

@@ -24,6 +24,7 @@ from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuil
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers import kineto, streaming
+from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream
@@ -161,6 +162,8 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     if kernels and has_device:
         info["kernels"] = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
                                         to_ns(dev_ts - origin).astype(np.float64))
+    if devices := from_skeleton(stream.skeleton):
+        info["devices"] = devices
     folded.meta = {**info, **meta}
     return folded
 

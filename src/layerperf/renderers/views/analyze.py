@@ -14,6 +14,7 @@ import numpy as np
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
+from layerperf.calibration.device_peaks import trace_device
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
@@ -51,10 +52,10 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
     text("device", "device", priority=4),
     Column("calls", "calls"),
     Column("mean_us", "mean", units.duration_us),
-    Column("median_us", "median", units.duration_us, priority=3),
-    Column("min_us", "min", units.duration_us, priority=4),
-    Column("max_us", "max", units.duration_us, priority=4),
-    Column("stddev_us", "stddev", units.duration_us, priority=4),
+    Column("median_us", "median", units.duration_us),
+    Column("min_us", "min", units.duration_us, priority=3),
+    Column("max_us", "max", units.duration_us),
+    Column("stddev_us", "stddev", units.duration_us, priority=3),
     Column("launcher_share", "of launchers' device time", units.percent, priority=3),
     text("launched_by", "launched by (calls)", priority=LOW, min_width=16),
 )
@@ -112,8 +113,10 @@ def _notes(table: Calls | Folded) -> list[str]:
     meta = table.meta
     runs = meta.get("runs")
     lines = [f"{meta.get('events', 0)} events, {_calls(table)} op calls"
-             + (f", {runs} runs" if runs else "")
+             + (f", {units.count(runs, 'run')}" if runs else "")
              + f"; total self time {units.duration_us(analysis.grand_total_ns(table) / 1e3)}"]
+    if meta.get("empty"):  # a profile of no timed run says why
+        lines.insert(0, f"empty profile: {meta['empty']}")
     if meta.get("device_unlinked"):
         lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
     if table.has_device:
@@ -139,7 +142,8 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
-    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
+    device = trace_device(table.meta)  # a GPU trace's work is rated against its GPU, never this CPU
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks, device)
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
     columns = _columns(table, result, _ranked(table, how, order_by))
