@@ -43,7 +43,7 @@ system-deps:
 
 setup: $(BIN)/python system-deps
 	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
-	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch,ray,parquet]'
+	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch,ray,parquet,predict]'
 
 demo: setup
 	$(BIN)/layerperf profile $(MODEL) --out $(OUT) --report
