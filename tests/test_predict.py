@@ -22,9 +22,9 @@ from layerperf.dataset.predict import training
 from layerperf.dataset.predict.evaluate import leave_one_model_out
 from layerperf.dataset.predict.features import FEATURES, Op, RunFactors, feature_row
 from layerperf.dataset.predict.model import LEARNED, ROOFLINE, UNKNOWN, Predictor
+from predict_store import MODELS, write_store
 
 from conftest import tiny_cnn
-from predict_store import MODELS, write_store
 
 sklearn = pytest.importorskip("sklearn", reason="the predict extra (scikit-learn) is not installed")
 

@@ -8,7 +8,8 @@ own cost between layers.
 - **Op types never seen** fall back to a roofline on this machine's calibrated peaks
   (:mod:`layerperf.calibration.peaks`: FLOP/s, integer op/s and bytes/s at the thread count), scaled
   by the median ratio of measured time to roofline time over the store's layers at that thread count
-  (kernels do not run at peak); without a calibration their time is unknown. Both are flagged.
+  bound the same way, by compute or by memory (kernels do not run at peak); without a calibration
+  their time is unknown. Both are flagged.
 - **Between layers.** A run takes longer than its layers' self times (the executor's own work, thread
   pool hand-offs, what the layers' medians leave out): the log of whole-run latency over the sum of
   the layers is fitted by least squares on the log of that sum, the log of the layer count and the
@@ -131,7 +132,8 @@ def _one_thread() -> Any:
 class Predictor:
     """Regressors per op type and the between-layers fit, trained on a store's configurations."""
 
-    def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates], efficiency: dict[int, float],
+    def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates],
+                 efficiency: dict[tuple[int, str], float],
                  between: np.ndarray | None, peaks: Peaks | None) -> None:
         self.regressors, self.rates, self.efficiency = regressors, rates, efficiency
         self.between, self.peaks = between, peaks
@@ -202,19 +204,20 @@ class Predictor:
         bound = roofline_us(op, self.peaks, threads)
         if bound is None:
             return None
-        return bound * self.efficiency.get(threads, float(np.median(list(self.efficiency.values())))
-                                           if self.efficiency else 1.0)
+        us, kind = bound
+        same = [v for (_, k), v in self.efficiency.items() if k == kind]
+        return us * self.efficiency.get((threads, kind), float(np.median(same)) if same else 1.0)
 
 
-def roofline_us(op: Op, peaks: Peaks, threads: int) -> float | None:
-    """The least time the layer's work and bytes take at ``peaks``' rates for ``threads`` (µs); None where
-    neither its work nor its bytes has a known rate."""
+def roofline_us(op: Op, peaks: Peaks, threads: int) -> tuple[float, str] | None:
+    """The least time the layer's work and bytes take at ``peaks``' rates for ``threads`` (µs), and what
+    bounds it (``compute`` or ``memory``); None where neither its work nor its bytes has a known rate."""
     terms = []
-    for amount, rates in ((op.flops, peaks.flops_per_s), (op.int_ops, peaks.int_ops_per_s),
-                          (_moved(op), peaks.bytes_per_s)):
+    for amount, rates, bound in ((op.flops, peaks.flops_per_s, "compute"), (op.int_ops, peaks.int_ops_per_s, "compute"),
+                                 (_moved(op), peaks.bytes_per_s, "memory")):
         rate = peaks.at(rates, threads)
         if amount and rate:
-            terms.append(amount / rate * 1e6)
+            terms.append((amount / rate * 1e6, bound))
     return max(terms) if terms else None
 
 
@@ -224,15 +227,16 @@ def _moved(op: Op) -> int | None:
     return (op.bytes_read or 0) + (op.bytes_written or 0)
 
 
-def _efficiency(configs: Sequence[MeasuredConfig], peaks: Peaks) -> dict[int, float]:
-    """Per thread count, the median of measured time over roofline time across the store's layers."""
-    ratios: dict[int, list[float]] = defaultdict(list)
+def _efficiency(configs: Sequence[MeasuredConfig], peaks: Peaks) -> dict[tuple[int, str], float]:
+    """Per thread count and bound (compute, memory), the median of measured time over roofline time across
+    the store's layers: how far from the peaks its kernels run."""
+    ratios: dict[tuple[int, str], list[float]] = defaultdict(list)
     for cfg in configs:
         for op, us in zip(cfg.ops, cfg.layer_us, strict=True):
             bound = roofline_us(op, peaks, cfg.factors.threads)
             if us and bound:
-                ratios[cfg.factors.threads].append(us / bound)
-    return {t: float(np.median(v)) for t, v in ratios.items()}
+                ratios[(cfg.factors.threads, bound[1])].append(us / bound[0])
+    return {key: float(np.median(v)) for key, v in ratios.items()}
 
 
 def _between_x(layers_us: float, n_layers: int, threads: int) -> np.ndarray:

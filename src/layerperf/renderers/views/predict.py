@@ -45,14 +45,13 @@ def _op(domain: str, op_type: str) -> str:
 def prediction_view(model: str, run: RunFactors, pred: Prediction, trained: Trained) -> View:
     """Per layer: name, op type, predicted µs, how; then the layers' sum, the cost between them and
     the end-to-end latency."""
-    rows = [{"name": p.name, "op_type": _op(p.domain, p.op_type), "predicted_us": p.us, "how": p.how}
-            for p in pred.layers]
+    rows: list[dict[str, Any]] = [{"name": p.name, "op_type": _op(p.domain, p.op_type), "predicted_us": p.us,
+                                   "how": p.how} for p in pred.layers]
     shown = [{**r, "how": HOW[str(r["how"])]} for r in rows]
     complete = pred.latency_us is not None
-    totals = [{"what": "layers" if complete else "layers with a prediction", "us": pred.known_layers_us},
-              {"what": "between layers", "us": pred.between_us},
-              {"what": "end to end", "us": pred.latency_us}]
-    totals = [{**t, "time": units.duration_us(t["us"])} for t in totals]
+    sums = (("layers" if complete else "layers with a prediction", pred.known_layers_us),
+            ("between layers", pred.between_us), ("end to end", pred.latency_us))
+    totals = [{"what": what, "us": us, "time": units.duration_us(us)} for what, us in sums]
     title = (f"{model}: {len(rows)} layers as ONNX Runtime runs them (batch {run.batch if run.batch else '-'}, "
              f"{run.threads} threads, opt level {run.opt_level})")
     doc = {"model": model, "backend": run.backend, "batch": run.batch, "threads": run.threads,
