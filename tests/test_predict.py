@@ -92,7 +92,7 @@ def test_evaluate_json_keys(small: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["predict", "--store", str(small), "--evaluate", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert 0.9 <= doc["within_10pct"] <= 1 and 0 <= doc["rmspe"] < 0.1
-    assert {"pairs", "mean_abs_error", "per_model", "configurations", "unslowed"} <= set(doc)
+    assert {"pairs", "mean_abs_error", "per_model", "configurations", "unslowed", "layers_sum"} <= set(doc)
     assert set(doc["per_model"]) == {"synth-a", "synth-b", "synth-c"}
     assert set(doc["per_model"]["synth-a"]) == {"pairs", "within_10pct", "rmspe", "mean_abs_error"}
     pair = doc["configurations"][0]

@@ -38,6 +38,8 @@ class Pair:
     label: str
     predicted_us: float | None
     measured_us: float
+    predicted_layers_us: float | None
+    measured_layers_us: float | None
     layers: str
     n_layers: int
     unseen: tuple[str, ...]
@@ -48,6 +50,13 @@ class Pair:
     def error(self) -> float | None:
         """(predicted - measured) / measured; None where the prediction is unknown."""
         return None if self.predicted_us is None else self.predicted_us / self.measured_us - 1.0
+
+    @property
+    def layers_error(self) -> float | None:
+        """The same for the layers' times summed, the run's cost between them left out."""
+        if self.predicted_layers_us is None or not self.measured_layers_us:
+            return None
+        return self.predicted_layers_us / self.measured_layers_us - 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +70,9 @@ class Score:
     mean_abs_error: float | None
 
     @classmethod
-    def of(cls, pairs: Sequence[Pair]) -> Score:
-        errors = np.array([p.error for p in pairs if p.error is not None])
+    def of(cls, pairs: Sequence[Pair], layers: bool = False) -> Score:
+        """The score of the pairs' end-to-end errors (with ``layers``, of their layers' sums)."""
+        errors = np.array([e for p in pairs if (e := p.layers_error if layers else p.error) is not None])
         if not pairs:
             return cls(0, None, None, None)
         within = float(np.sum(np.abs(errors) <= WITHIN)) / len(pairs)
@@ -73,12 +83,15 @@ class Score:
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """Every pair, the score overall, per model, and over the pairs no run of which was slowed."""
+    """Every pair, the score overall, per model, over the pairs no run of which was slowed, and of the
+    layers' sums alone (``layers``: the predicted layers against the measured ones, the cost between
+    them and the whole run's own noise left out)."""
 
     pairs: tuple[Pair, ...]
     overall: Score
     per_model: dict[str, Score]
     unslowed: Score
+    layers: Score
 
 
 def store_layers(cfg: MeasuredConfig) -> tuple[tuple[Op, ...], str]:
@@ -107,11 +120,13 @@ def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, pea
             pred = predictor.predict(ops, cfg.factors)
             pairs.append(_pair(cfg, pred, source, len(ops)))
     per_model = {m: Score.of([p for p in pairs if p.model == m]) for m in models}
-    return Evaluation(tuple(pairs), Score.of(pairs), per_model, Score.of([p for p in pairs if not p.runs_slowed]))
+    return Evaluation(tuple(pairs), Score.of(pairs), per_model, Score.of([p for p in pairs if not p.runs_slowed]),
+                      Score.of(pairs, layers=True))
 
 
 def _pair(cfg: MeasuredConfig, pred: Prediction, source: str, n_layers: int) -> Pair:
     assert cfg.latency_us is not None
-    return Pair(cfg.model, cfg.label(), pred.latency_us, float(cfg.latency_us), source, n_layers,
-                tuple(pred.unseen_op_types), cfg.runs_slowed, cfg.flagged)
+    known = pred.known_layers_us if pred.latency_us is not None else None
+    return Pair(cfg.model, cfg.label(), pred.latency_us, float(cfg.latency_us), known, cfg.layers_us, source,
+                n_layers, tuple(pred.unseen_op_types), cfg.runs_slowed, cfg.flagged)
 
