@@ -7,7 +7,7 @@ profiler session is opened and closed outside the timed span):
 
     plain       no profiling
     level1      layerperf level 1: forward hooks on every module, the timing collector at each boundary
-    level2      a timed run of layerperf level 2 (backends/torch/ops.Level2Run): the profiled modules'
+    level2      a timed run of layerperf level 2 (backends/torch/level2.Level2Run): the profiled modules'
                 forwards wrapped to read the profiler's clock, torch.profiler with its default
                 options (shapes come from one untimed run with record_shapes=True, FLOPs and bytes
                 from replaying each op once afterwards, not from with_flops)
@@ -40,13 +40,11 @@ import torch
 from torch.profiler import ProfilerActivity
 
 from layerperf.backends.base import RunPlan
-from layerperf.backends.torch.driver import Session
 from layerperf.backends.torch.hooks import module_hooks
+from layerperf.backends.torch.level2 import Level2Run
 from layerperf.backends.torch.models import load
-from layerperf.backends.torch.ops import Level2Run
-from layerperf.backends.torch.profiler import (
-    Session as torch_profile,  # torch.profiler.profile, less kineto's stderr lines
-)
+from layerperf.backends.torch.quiet_profiler import QuietProfiler  # torch.profiler.profile, less kineto's stderr
+from layerperf.backends.torch.runner import Runner
 from layerperf.collectors.timer import Timing
 
 VARIANTS = ("plain", "level1", "api_level1", "level2", "level2_shapes", "tp_default", "tp_shapes")
@@ -58,19 +56,19 @@ def _timed(call: Callable[[], Any]) -> int:
     return time.perf_counter_ns() - t0
 
 
-def variants(session: Session, index: dict[int, int], device: str = "cpu") -> dict[str, Callable[[], int]]:
+def variants(runner: Runner, index: dict[int, int], device: str = "cpu") -> dict[str, Callable[[], int]]:
     timing: Any = Timing()
     if device == "cuda":
         from layerperf.backends.torch.cuda import CudaEvents
 
         timing = CudaEvents(allocator=False)
-    level2_run = Level2Run(session, index, device)
+    level2_run = Level2Run(runner, index, device)
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
 
     def level1() -> int:
         with module_hooks(index, timing.start, timing.stop):
             timing.begin_pass()
-            ns = _timed(session.call)
+            ns = _timed(runner.call)
             timing.end_pass()
         return ns
 
@@ -79,15 +77,15 @@ def variants(session: Session, index: dict[int, int], device: str = "cpu") -> di
 
     def tp(**kw: Any) -> Callable[[], int]:
         def run() -> int:
-            with torch_profile(activities=activities, **kw):
-                return _timed(session.call)
+            with QuietProfiler(activities=activities, **kw):
+                return _timed(runner.call)
         return run
 
     import layerperf.torch as lt
 
-    api_call = lt.profile(profile_device=device)(session.call)  # never stopped: the profile is not built
+    api_call = lt.profile(profile_device=device)(runner.call)  # never stopped: the profile is not built
 
-    return {"plain": lambda: _timed(session.call), "level1": level1, "api_level1": lambda: _timed(api_call),
+    return {"plain": lambda: _timed(runner.call), "level1": level1, "api_level1": lambda: _timed(api_call),
             "level2": level2, "level2_shapes": lambda: level2_run(shapes=True).dur_ns,
             "tp_default": tp(), "tp_shapes": tp(record_shapes=True, with_flops=True)}
 
@@ -99,10 +97,10 @@ def bench(model: str, threads: int, runs: int, zoo: dict[str, int], device: str 
         from layerperf.backends.torch.cuda import to_device
 
         loaded = to_device(loaded, device)
-    session = Session(loaded, synchronize=device == "cuda")
-    rec = session.record()
-    index = session.index(rec)
-    calls = variants(session, index, device)
+    runner = Runner(loaded, synchronize=device == "cuda")
+    rec = runner.record()
+    index = runner.index(rec)
+    calls = variants(runner, index, device)
     for call in calls.values():  # warm-up, every variant
         call()
     times: dict[str, list[int]] = {v: [] for v in VARIANTS}

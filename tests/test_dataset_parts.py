@@ -32,7 +32,7 @@ def test_the_hook_brackets_every_block_outside_the_timed_calls() -> None:
 
 def _recorder(readings: list[float]) -> SpeedRecorder:
     values = iter(readings)
-    return SpeedRecorder(ruler=lambda: next(values))
+    return SpeedRecorder(ruler=lambda: next(values), waited=lambda: None)
 
 
 def test_runs_around_a_slow_reading_are_set_aside() -> None:
@@ -56,6 +56,15 @@ def test_a_profile_slowed_throughout_is_flagged_not_hidden() -> None:
     for done in range(5):
         hook(done)
     assert hook.verdict(4, remembered_ns=10.0).slowed_used
+
+
+def test_runs_that_waited_for_a_cpu_are_set_aside_as_disturbed() -> None:
+    clock, waits = iter(range(0, 10_000, 1000)), iter([0, 0, 0, 500, 500, 500])  # run 2 waited 500 of 1000 ns
+    hook = SpeedRecorder(ruler=lambda: 10.0, waited=lambda: next(waits), clock=lambda: next(clock))
+    for done in range(6):
+        hook(done)
+    v = hook.verdict(5)
+    assert v.used == (0, 1, 3, 4) and v.disturbed == 1 and v.slowed == 0 and not v.disturbed_used
 
 
 def test_loops_split_over_sessions_follow_each_other() -> None:

@@ -49,74 +49,8 @@ LAZY_PLACES = ("layerperf", "layerperf.cli")
 
 # Known violations still to be removed by the layout work; must end empty.
 KNOWN_STAGE: set[tuple[str, str]] = set()
-KNOWN_CYCLES: list[set[str]] = [
-    {
-        'layerperf.backends.torch.from_onnx',
-        'layerperf.backends.torch.models',
-    },
-    {
-        'layerperf.backends.torch',
-        'layerperf.backends.torch.cuda',
-        'layerperf.backends.torch.driver',
-        'layerperf.backends.torch.memory',
-        'layerperf.backends.torch.ops',
-    },
-]
-KNOWN_LOCAL: set[tuple[str, str]] = {
-    ('layerperf.backends.torch', 'layerperf.errors'),
-    ('layerperf.backends.torch.cuda', 'layerperf.backends.torch.driver'),
-    ('layerperf.backends.torch.cuda', 'layerperf.backends.torch.ops'),
-    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.cuda'),
-    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.memory'),
-    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.ops'),
-    ('layerperf.backends.torch.driver', 'layerperf.backends.torch.record'),
-    ('layerperf.backends.torch.driver', 'layerperf.errors'),
-    ('layerperf.backends.torch.memory', 'layerperf.backends.torch.hooks'),
-    ('layerperf.backends.torch.memory', 'layerperf.backends.torch.profiler'),
-    ('layerperf.backends.torch.memory', 'layerperf.errors'),
-    ('layerperf.backends.torch.models', 'layerperf.backends.torch.from_onnx'),
-    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.cuda'),
-    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.driver'),
-    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.hooks'),
-    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.profiler'),
-    ('layerperf.backends.torch.ops', 'layerperf.backends.torch.record'),
-    ('layerperf.torch', 'layerperf.collectors'),
-    ('layerperf.torch', 'layerperf.renderers.files'),
-    ('layerperf.torch', 'layerperf.torch.incode'),
-    ('layerperf.torch.gradcost', 'layerperf.backends.torch.hooks'),
-    ('layerperf.torch.incode', 'layerperf.analysis.memory.report'),
-    ('layerperf.torch.incode', 'layerperf.backends.base'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.cuda'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.driver'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.memory'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.models'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.ops'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.profiler'),
-    ('layerperf.torch.incode', 'layerperf.backends.torch.record'),
-    ('layerperf.torch.incode', 'layerperf.collectors'),
-    ('layerperf.torch.incode', 'layerperf.collectors.boundary'),
-    ('layerperf.torch.incode', 'layerperf.collectors.driver'),
-    ('layerperf.torch.incode', 'layerperf.collectors.perf'),
-    ('layerperf.torch.incode', 'layerperf.collectors.perf_counts'),
-    ('layerperf.torch.incode', 'layerperf.collectors.rss'),
-    ('layerperf.torch.incode', 'layerperf.collectors.timer'),
-    ('layerperf.torch.incode', 'layerperf.counters'),
-    ('layerperf.torch.incode', 'layerperf.errors'),
-    ('layerperf.torch.incode', 'layerperf.torch.gradcost'),
-    ('layerperf.torch.incode', 'layerperf.torch.insitu'),
-    ('layerperf.torch.insitu', 'layerperf.backends.torch.hooks'),
-    # Hidden until layerperf.data.tensor stopped importing onnx at its top: each was let through only
-    # because the module it imports pulled in onnx (data.tensor, data.profile, readers.detect...), not for
-    # a reason of its own. Import circles' breakers or simply late: to their owners.
-    ('layerperf.backends.torch', 'layerperf.backends.torch.cuda'),
-    ('layerperf.backends.torch', 'layerperf.backends.torch.driver'),
-    ('layerperf.backends.torch.memory', 'layerperf.analysis.memory.report'),
-    ('layerperf.backends.torch.memory', 'layerperf.backends.torch.ops'),
-    ('layerperf.backends.torch.memory', 'layerperf.collectors'),
-    ('layerperf.backends.torch.memory', 'layerperf.data.profile'),
-    ('layerperf.torch.backward', 'layerperf.backends.torch.record'),
-    ('layerperf.torch.insitu', 'layerperf.torch.gradcost'),
-}
+KNOWN_CYCLES: list[set[str]] = []
+KNOWN_LOCAL: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

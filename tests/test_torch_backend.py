@@ -381,7 +381,7 @@ def test_counters_of_nested_modules_are_self_counts() -> None:
 def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixture[str]) -> None:
     import os
 
-    from layerperf.backends.torch.profiler import Session, without_chatter
+    from layerperf.backends.torch.quiet_profiler import QuietProfiler, without_chatter
 
     with without_chatter():
         os.write(2, b"USDT:2026-11-24 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\nreal warning\n")
@@ -391,14 +391,14 @@ def test_profiler_chatter_is_dropped_and_the_rest_kept(capfd: pytest.CaptureFixt
     import torch
     from torch.profiler import ProfilerActivity
 
-    with Session(activities=[ProfilerActivity.CPU]) as prof:
+    with QuietProfiler(activities=[ProfilerActivity.CPU]) as prof:
         torch.ones(4).add(1)
     assert "USDT" not in capfd.readouterr().err
     assert any(e.name == "aten::add" for e in prof.events())
 
 
 def test_keyword_arguments_read_only_inside_a_module_call() -> None:
-    from layerperf.torch.insitu import call_kwargs
+    from layerperf.torch.recording import call_kwargs
 
     seen: list[object] = []
     lin = torch.nn.Linear(2, 2)

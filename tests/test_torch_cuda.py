@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import layerperf  # noqa: E402
 from layerperf.backends.torch.cuda import CudaApi, CudaEvents  # noqa: E402
-from layerperf.backends.torch.ops import RUN_MARK  # noqa: E402
+from layerperf.backends.torch.ranges import RUN_MARK  # noqa: E402
 from layerperf.cli import main  # noqa: E402
 from layerperf.errors import InputError  # noqa: E402
 
@@ -131,7 +131,7 @@ def _kernel(name: str, launcher: int, start_us: float, dur_us: float) -> Any:
 def test_kernels_go_under_the_module_whose_op_launched_them() -> None:
     """Level 2 on a GPU: a kernel goes under the module of the op row it descends from (the op called
     with no aten op running, whose module the stamps gave), named ``module/kernel``."""
-    from layerperf.backends.torch.ops import _kernel_ops
+    from layerperf.backends.torch.op_rows import kernel_ops
 
     run = _cpu(1, RUN_MARK)
     conv_op = _cpu(4, "aten::conv2d", run)
@@ -143,7 +143,7 @@ def test_kernels_go_under_the_module_whose_op_launched_them() -> None:
               _kernel("copy", 7, 150.0, 1.0), _kernel("orphan", 99, 160.0, 1.0),
               _kernel("implicit_gemm", 5, 170.0, 3.0)]
     module_of = {id(conv_op): "block.conv", id(add_op): "block", id(root_op): None}
-    got = _kernel_ops(events, module_of, 10.0)
+    got = kernel_ops(events, module_of, 10.0)
     assert [(k.key, k.parent, k.domain, k.start_ns, k.dur_ns, k.tid) for k in got] == [
         ("block.conv/implicit_gemm", "block.conv", "cuda", 110_000, 30_000, 7),
         ("block/elementwise_add", "block", "cuda", 150_000, 2_000, 7), ("copy", None, "cuda", 160_000, 1_000, 7),

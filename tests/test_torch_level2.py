@@ -14,16 +14,13 @@ torch = pytest.importorskip("torch")
 import layerperf  # noqa: E402
 import layerperf.torch as lt  # noqa: E402
 from layerperf.backends.base import RunPlan  # noqa: E402
-from layerperf.backends.torch.driver import Session  # noqa: E402
 from layerperf.backends.torch.hooks import forward_wrappers  # noqa: E402
+from layerperf.backends.torch.level2 import Level2Run  # noqa: E402
 from layerperf.backends.torch.models import load  # noqa: E402
-from layerperf.backends.torch.ops import (  # noqa: E402
-    RUN_MARK,
-    Level2Run,
-    _ops,
-    cpu_marks,
-    op_cost,
-)
+from layerperf.backends.torch.op_replay import op_cost  # noqa: E402
+from layerperf.backends.torch.op_rows import attributed  # noqa: E402
+from layerperf.backends.torch.ranges import RUN_MARK, cpu_marks  # noqa: E402
+from layerperf.backends.torch.runner import Runner  # noqa: E402
 
 
 class _Block(torch.nn.Module):
@@ -54,15 +51,15 @@ def test_every_op_goes_to_the_module_that_called_it(model: str, zoo: dict[str, i
     type in OWN_OP holds exactly its one op each call, no op of such a type lands anywhere else, and
     every module range lies inside its parent's and inside the run."""
     torch.set_num_threads(1)
-    session = Session(load(model, RunPlan(zoo_options=zoo)))
-    rec = session.record()
-    index = session.index(rec)
+    runner = Runner(load(model, RunPlan(zoo_options=zoo)))
+    rec = runner.record()
+    index = runner.index(rec)
     layers = layerperf.backends.torch.driver.layers_from(rec)
     parents = {la.parent for la in layers}
-    run = Level2Run(session, index)
+    run = Level2Run(runner, index)
     for k in range(3):
         got = run(shapes=k == 0)
-        att = _ops(got.events, layers, 0)
+        att = attributed(got.events, layers, 0)
         by_module: dict[str | None, list[str]] = {}
         for op in att.ops:
             by_module.setdefault(op.parent, []).append(op.op)
@@ -90,11 +87,11 @@ def test_every_op_goes_to_the_module_that_called_it(model: str, zoo: dict[str, i
 
 def test_a_blocks_own_ops_and_its_childrens() -> None:
     """A module's own code (reshape, softmax in _Block.forward) is its op rows; its children's ops are theirs."""
-    session = Session(layerperf.backends.torch.models.TorchModel(_Block().eval(), (torch.randn(2, 4, 16),)))
-    rec = session.record()
+    runner = Runner(layerperf.backends.torch.models.TorchModel(_Block().eval(), (torch.randn(2, 4, 16),)))
+    rec = runner.record()
     layers = layerperf.backends.torch.driver.layers_from(rec)
-    got = Level2Run(session, session.index(rec))(shapes=True)
-    att = _ops(got.events, layers, 0)
+    got = Level2Run(runner, runner.index(rec))(shapes=True)
+    att = attributed(got.events, layers, 0)
     assert [(op.op, op.parent) for op in att.ops] == [
         ("aten::linear", "fc"), ("aten::gelu", "act"), ("aten::layer_norm", "norm"), ("aten::reshape", None),
         ("aten::conv1d", "conv"), ("aten::softmax", None)]
@@ -232,7 +229,7 @@ def test_shapes_come_from_the_first_run_and_an_op_it_did_not_call_is_unknown() -
 def test_an_older_torchs_events_are_completed_from_kinetos_results() -> None:
     """torch 2.11's events lack input_dtypes and (on a GPU) linked_correlation_id: taken from kineto's
     results, a CPU op by its id where the shapes agree, a kernel by its start and name."""
-    from layerperf.backends.torch.profiler import events_with_links
+    from layerperf.backends.torch.quiet_profiler import events_with_links
 
     cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
     op = SimpleNamespace(id=7, name="aten::add", device_type=cpu, input_shapes=[[2, 3], [2, 3]])
@@ -275,11 +272,11 @@ class _Outer(torch.nn.Module):
 def test_a_module_calling_itself_keeps_every_call() -> None:
     """torch's event list folds a range into a same-named parent that has no other child: each nested
     call's range is named apart, so all 4 calls are spans and all 3 adds and the mul are the module's."""
-    session = Session(layerperf.backends.torch.models.TorchModel(_Outer().eval(), (torch.randn(2, 4),)))
-    rec = session.record()
+    runner = Runner(layerperf.backends.torch.models.TorchModel(_Outer().eval(), (torch.randn(2, 4),)))
+    rec = runner.record()
     layers = layerperf.backends.torch.driver.layers_from(rec)
-    got = Level2Run(session, session.index(rec))(shapes=False)
-    att = _ops(got.events, layers, 0)
+    got = Level2Run(runner, runner.index(rec))(shapes=False)
+    att = attributed(got.events, layers, 0)
     rec_layer = next(i for i, la in enumerate(layers) if la.name == "rec")
     assert sum(1 for i, _, _, _ in att.spans if i == rec_layer) == 4
     assert [(op.op, op.parent) for op in att.ops] == [("aten::add", "rec")] * 3 + [("aten::mul", "rec"),
@@ -307,11 +304,11 @@ class _Threaded(torch.nn.Module):
 def test_a_module_run_on_another_thread_leaves_the_ranges_whole() -> None:
     """Each thread opens and closes its own ranges (a range closed on another thread than it opened on
     trips torch's internal assert): the run completes, the main thread's op is under its module."""
-    session = Session(layerperf.backends.torch.models.TorchModel(_Threaded().eval(), (torch.randn(2, 4),)))
-    rec = session.record()
+    runner = Runner(layerperf.backends.torch.models.TorchModel(_Threaded().eval(), (torch.randn(2, 4),)))
+    rec = runner.record()
     layers = layerperf.backends.torch.driver.layers_from(rec)
-    run = Level2Run(session, session.index(rec))
+    run = Level2Run(runner, runner.index(rec))
     for _ in range(2):
         got = run(shapes=False)
-        att = _ops(got.events, layers, 0)
+        att = attributed(got.events, layers, 0)
         assert ("aten::linear", "main") in [(op.op, op.parent) for op in att.ops]

@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from layerperf.api import load, profile, save
+    from layerperf.api import load, profile, profile_memory, save
     from layerperf.bench import BenchResult, bench_node, bench_op
     from layerperf.data.profile import Layer, Profile, Run, Span
     from layerperf.renderers.html import report
 
 __all__ = ["BenchResult", "Layer", "Profile", "Run", "Span", "__version__", "bench_node", "bench_op", "load",
-           "profile", "report", "save"]
+           "profile", "profile_memory", "report", "save"]
 
 
 def __getattr__(name: str) -> Any:
     # Imported lazily so that `layerperf --help` and `import layerperf` stay fast.
-    if name in {"profile", "save", "load"}:
+    if name in {"profile", "profile_memory", "save", "load"}:
         from layerperf import api
 
         return getattr(api, name)

@@ -205,17 +205,30 @@ def _line(r: ConfigResult, written: bool) -> str:
     what = r.config.label()
     if r.status == "failed":
         return f"failed  {what}: {r.reason}"
-    slowed = f", {r.runs_slowed} of {r.runs_measured} runs slowed, set aside" if r.runs_slowed else ""
-    flag = " [FLAGGED: measured during a host slow-down]" if r.slowed_used else ""
     note = "" if written else " (already in the store)"
-    return f"ok      {what}: {len(r.records)} layers{slowed}, {r.wall_s:.1f} s{flag}{note}"
+    return f"ok      {what}: {len(r.records)} layers{_runs(r)}, {r.wall_s:.1f} s{note}"
+
+
+def _runs(r: ConfigResult) -> str:
+    """How the runs went: those set aside, or why the statistics stand on every run (flagged)."""
+    bad = [f"{n} {why}" for n, why in ((r.runs_slowed, "slowed"), (r.runs_disturbed, "disturbed")) if n]
+    if not bad:
+        return ""
+    if not (r.slowed_used or r.disturbed_used):
+        return f", {' and '.join(bad)} of {r.runs_measured} runs set aside"
+    why = [w for w, flagged in (("measured during a host slow-down", r.slowed_used),
+                                ("other processes had the CPU", r.disturbed_used)) if flagged]
+    return (f", too few clean runs ({' and '.join(bad)} of {r.runs_measured}): statistics over every run "
+            f"[FLAGGED: {'; '.join(why)}]")
 
 
 def _summary(t: Tally, store: str) -> str:
     parts = [f"{t.ok} ok", f"{t.failed} failed"]
     if t.flagged:
-        parts.append(f"{t.flagged} flagged: measured during a host slow-down")
+        parts.append(f"{t.flagged} flagged: too few clean runs")
     if t.slowed_runs:
         parts.append(f"{t.slowed_runs} slowed runs set aside")
+    if t.disturbed_runs:
+        parts.append(f"{t.disturbed_runs} disturbed runs set aside")
     held = f"; {t.skipped} already in the store" if t.skipped else ""
     return f"collected {t.planned} configurations ({', '.join(parts)}){held} -> {store}"

@@ -69,7 +69,7 @@ class Driver:
     def run(self, one_pass: PassFn) -> Driver:
         """Run every pass the request needs through ``one_pass``; then :meth:`fill` the profile."""
         counters, memory = self.request.counters, self.request.memory
-        labels, groups = _groups(counters) if counters else ({}, [])
+        labels, groups = counter_groups(counters) if counters else ({}, [])
         rate = memory.sample_rate if memory else 0
         self._total = (MEMORY_PASSES if rate else 0) + (len(groups) + 1) * (counters.passes if counters else 0)
         if memory is not None:
@@ -152,8 +152,9 @@ def boundary_ns(calibrate: PassFn = empty_pass) -> float:
     return float(np.median(empty.calls_ns(1)[0]))
 
 
-def _groups(request: CounterRequest) -> tuple[dict[str, str], list[list[EventSpec]]]:
-    """Each event's label by its resolved name, and the groups counted apart."""
+def counter_groups(request: CounterRequest) -> tuple[dict[str, str], list[list[EventSpec]]]:
+    """The events of a counter ``request``: each one's label by its resolved name, and the groups counted
+    apart (one group when the request multiplexes them)."""
 
     specs = [resolve(e) for e in request.events]
     labels = {spec.name: label for spec, label in zip(specs, request.labels, strict=True)}

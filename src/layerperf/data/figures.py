@@ -219,12 +219,17 @@ def share(part: float | None, whole: float) -> float | None:
     return known(shares(_scalar(part), whole))
 
 
+def ratios(num: Any, den: Any) -> np.ndarray:
+    """``num / den`` element by element; NaN where either is unknown or ``den`` is not > 0."""
+    n, d = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d > 0, n / d, np.nan)
+
+
 def rates(amount: Any, time_s: Any) -> np.ndarray:
     """Achieved rate (FLOP/s, OP/s, bytes/s) of an amount over a time in s; NaN when the amount is unknown
     or the time not > 0."""
-    a, t = np.asarray(amount, dtype=np.float64), np.asarray(time_s, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(t > 0, a / t, np.nan)
+    return ratios(amount, time_s)
 
 
 def rate(amount: float | None, time_s: float | None) -> float | None:
@@ -233,9 +238,7 @@ def rate(amount: float | None, time_s: float | None) -> float | None:
 
 def intensities(flops: Any, bytes_: Any) -> np.ndarray:
     """Arithmetic intensity, FLOPs per byte moved; NaN when either is unknown or no byte moved."""
-    f, b = np.asarray(flops, dtype=np.float64), np.asarray(bytes_, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(b > 0, f / b, np.nan)
+    return ratios(flops, bytes_)
 
 
 def intensity(flops: float | None, bytes_: float | None) -> float | None:
@@ -244,9 +247,7 @@ def intensity(flops: float | None, bytes_: float | None) -> float | None:
 
 def per_flops(count: Any, flops: Any) -> np.ndarray:
     """A counter's count per FLOP; NaN when either is unknown or the work has no FLOP."""
-    c, f = np.asarray(count, dtype=np.float64), np.asarray(flops, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(f > 0, c / f, np.nan)
+    return ratios(count, flops)
 
 
 def per_flop(count: float | None, flops: float | None) -> float | None:

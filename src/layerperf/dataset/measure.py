@@ -46,9 +46,10 @@ class ConfigResult:
     """One configuration's outcome, as the store's ``configs`` row and its ``layers`` rows keep it.
 
     ``status`` ``ok`` or ``failed`` (``reason``: why, in one line). Runs: ``runs_measured`` taken,
-    ``runs_slowed`` of them while the CPU ran slowed (set aside), ``runs_used`` in the statistics;
-    ``slowed_used`` True where too few full-speed runs came and the statistics use slowed ones (the row
-    is flagged); ``attempts`` measurements made. ``yardstick_*``: the full-speed yardstick and the median
+    ``runs_slowed`` of them while the CPU ran slowed and ``runs_disturbed`` while another process had the
+    CPU (both set aside), ``runs_used`` in the statistics; ``slowed_used`` (``disturbed_used``) True where
+    too few clean runs came and the statistics use slowed (disturbed) ones: the row is flagged;
+    ``attempts`` measurements made. ``yardstick_*``: the full-speed yardstick and the median
     reading (ns). ``latency_*``: whole-model latency with the profiler off, over the runs used (µs).
     ``run_cpus``/``corun_cpus``: the CPU lists the run and its co-runner were pinned to ("" unpinned);
     ``corun_calls_per_s``: the co-runner's throughput meanwhile. ``worker``: where it ran."""
@@ -64,6 +65,8 @@ class ConfigResult:
     runs_used: int | None = None
     runs_slowed: int | None = None
     slowed_used: bool | None = None
+    runs_disturbed: int | None = None
+    disturbed_used: bool | None = None
     attempts: int = 0
     yardstick_ref_ns: float | None = None
     yardstick_median_ns: float | None = None
@@ -147,15 +150,20 @@ def _measure(cfg: Config, fp: Fingerprint, started: str, t0: float) -> ConfigRes
     with _placed(cfg) as (run_cpus, corun_cpus, coruns):
         prof, hook, verdict, attempts = _profile(cfg)
     hook.remember(verdict)
+    warnings = list(prof.warnings)
+    if run_cpus and cfg.threads > len(run_cpus):  # allowed, and a factor of its own: said in the row
+        warnings.append(f"{cfg.threads} intra-op threads on {len(run_cpus)} CPUs ({format_cpus(run_cpus)}): they "
+                        "share them, so layer times include waits for a CPU")
     used = list(verdict.used)
     kept = dataclasses.replace(prof, runs=[prof.runs[i] for i in used])
     latency = [prof.latency_ns[i] for i in used] if len(prof.latency_ns) == len(prof.runs) else []
     return ConfigResult(
         cfg, fp, "ok", None, started, time.perf_counter() - t0, records=tuple(kept.records()),
         runs_measured=len(prof.runs), runs_used=len(used), runs_slowed=verdict.slowed,
-        slowed_used=verdict.slowed_used, attempts=attempts, yardstick_ref_ns=verdict.reference_ns,
+        slowed_used=verdict.slowed_used, runs_disturbed=verdict.disturbed, disturbed_used=verdict.disturbed_used,
+        attempts=attempts, yardstick_ref_ns=verdict.reference_ns,
         yardstick_median_ns=verdict.median_reading_ns,
         latency_median_us=float(np.median(latency)) / 1e3 if latency else None,
         latency_p90_us=float(np.percentile(latency, 90)) / 1e3 if latency else None,
         run_cpus=format_cpus(run_cpus or ()), corun_cpus=format_cpus(corun_cpus or ()),
-        corun_calls_per_s=coruns[0].calls_per_s if coruns else None, warnings=" | ".join(prof.warnings))
+        corun_calls_per_s=coruns[0].calls_per_s if coruns else None, warnings=" | ".join(warnings))

@@ -7,10 +7,11 @@ and asks for all of that node's CPUs, so that no other task of the sweep runs be
 its timings; when it finishes, the node gets the next configuration. Results (the layers' records)
 come back to the driver, which alone writes the store.
 
-A local instance is kept to itself. Ray 2.60 binds its servers to the node's address, which it takes
-from the network route (the host's address) unless clusters are turned off
-(``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the node is then 127.0.0.1), so a local instance is started
-with that, with token authentication off (``RAY_AUTH_MODE=disabled``: no ``~/.ray/auth_token``
+A local instance is kept to itself. Ray 2.60's servers listen on every interface (its runtime-env agent
+on the host's address) unless the node's address is loopback, and it takes that address from the
+network route (a ``_node_ip_address`` of 127.0.0.1 is turned back into the host's) unless clusters are
+turned off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the node is then 127.0.0.1, and so is every
+server's address), so a local instance is started with that, with token authentication off (``RAY_AUTH_MODE=disabled``: no ``~/.ray/auth_token``
 written), no usage reporting, no dashboard, and its session files in a temporary folder of its own
 (not ``/tmp/ray``) removed at the end. Before any task, the sockets the instance listens on are read
 from ``/proc`` and a non-loopback one stops the sweep (:func:`listening_addresses`).

@@ -46,7 +46,8 @@ CONFIG_COLUMNS = (
     ("machine_id", "TEXT NOT NULL REFERENCES machines(machine_id)"), ("worker", "TEXT NOT NULL"),
     ("started", "TEXT NOT NULL"), ("finished", "TEXT NOT NULL"), ("wall_s", "REAL NOT NULL"),
     ("layers", "INTEGER NOT NULL"), ("runs_measured", "INTEGER"), ("runs_used", "INTEGER"),
-    ("runs_slowed", "INTEGER"), ("slowed_used", "INTEGER"), ("attempts", "INTEGER NOT NULL"),
+    ("runs_slowed", "INTEGER"), ("slowed_used", "INTEGER"), ("runs_disturbed", "INTEGER"),
+    ("disturbed_used", "INTEGER"), ("attempts", "INTEGER NOT NULL"),
     ("yardstick_ref_ns", "REAL"), ("yardstick_median_ns", "REAL"), ("latency_median_us", "REAL"),
     ("latency_p90_us", "REAL"), ("run_cpus", "TEXT NOT NULL"), ("corun_cpus", "TEXT NOT NULL"),
     ("corun_calls_per_s", "REAL"), ("warnings", "TEXT NOT NULL"),
@@ -71,7 +72,7 @@ def _table(name: str, columns: tuple[tuple[str, str], ...], extra: str = "") -> 
 
 # the configuration factors the views show beside each layer (the others are the record's own fields)
 _FACTORS = ("opt_level", "inter_op", "cpus", "run_cpus", "corun", "corun_cores", "events", "machine_id",
-            "runs_slowed", "slowed_used")
+            "runs_slowed", "slowed_used", "runs_disturbed", "disturbed_used")
 
 DDL = "\n".join([
     "CREATE TABLE schema_version (version INTEGER NOT NULL, layerperf_version TEXT NOT NULL, created TEXT NOT NULL);",

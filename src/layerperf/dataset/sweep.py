@@ -40,8 +40,9 @@ class Executor(Protocol):
 
 @dataclass(slots=True)
 class Tally:
-    """What a sweep did: configurations planned, already in the store, measured ok, failed, flagged as
-    measured during a host slow-down, and slowed runs set aside."""
+    """What a sweep did: configurations planned, already in the store, measured ok, failed, flagged (too
+    few clean runs: measured during a host slow-down, or with the CPU taken by others throughout), and
+    the slowed and disturbed runs set aside from the others."""
 
     planned: int = 0
     skipped: int = 0
@@ -49,14 +50,18 @@ class Tally:
     failed: int = 0
     flagged: int = 0
     slowed_runs: int = 0
+    disturbed_runs: int = 0
 
     def add(self, r: ConfigResult) -> None:
         if r.status == "ok":
             self.ok += 1
         else:
             self.failed += 1
-        self.flagged += bool(r.slowed_used)
+        if r.slowed_used or r.disturbed_used:  # every run kept: flagged, none set aside
+            self.flagged += 1
+            return
         self.slowed_runs += r.runs_slowed or 0
+        self.disturbed_runs += r.runs_disturbed or 0
 
 
 def pending(configs: Sequence[Config], store: Store, retry_failed: bool = False) -> list[Config]:

@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape
 from layerperf.analysis.memory.report import memory_report
 from layerperf.data.memory_report import OUTSIDE_NAME, Allocations, MemoryReport, PlacedBlock
 from layerperf.data.profile import Profile
+from layerperf.renderers.svg_parts import Elements
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -44,10 +45,13 @@ def esc(text: object) -> str:
     return escape(_CONTROL.sub("", str(text)), {'"': "&quot;", "'": "&apos;"})
 
 
-class Canvas:
+class Canvas(Elements):
     """An SVG document built element by element; ``plot`` maps (node, bytes) to pixels."""
 
+    quote, digits, min_height = "'", 2, 0.6
+
     def __init__(self, n_nodes: int, max_bytes: float, title: str, subtitle: str) -> None:
+        super().__init__(esc)
         self.n = max(n_nodes, 1)
         self.max_bytes = max(max_bytes, 1.0)
         self.x0, self.x1 = LEFT, WIDTH - RIGHT
@@ -70,20 +74,6 @@ class Canvas:
 
     def y(self, nbytes: float) -> float:
         return self.y1 - nbytes / self.max_bytes * (self.y1 - self.y0)
-
-    def add(self, element: str) -> None:
-        self.parts.append(element)
-
-    def rect(self, x: float, y: float, w: float, h: float, fill: str, title: str = "", extra: str = "") -> None:
-        inner = f"<title>{esc(title)}</title>" if title else ""
-        self.add(f"<rect x='{x:.2f}' y='{y:.2f}' width='{max(w, 0.5):.2f}' height='{max(h, 0.6):.2f}' "
-                 f"fill='{fill}' {extra}>{inner}</rect>")
-
-    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str, extra: str = "") -> None:
-        self.add(f"<line x1='{x1:.2f}' y1='{y1:.2f}' x2='{x2:.2f}' y2='{y2:.2f}' stroke='{stroke}' {extra}/>")
-
-    def text(self, x: float, y: float, text: str, extra: str = "") -> None:
-        self.add(f"<text x='{x:.2f}' y='{y:.2f}' {extra}>{esc(text)}</text>")
 
     def path(self, points: Sequence[tuple[float, float]], stroke: str, extra: str = "") -> None:
         if points:

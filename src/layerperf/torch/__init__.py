@@ -12,11 +12,11 @@ Every module called inside is timed at its boundaries, by its path under the out
 (``layer1.0.conv1``); a backward pass adds a row per module call's backward (``layer1.0.conv1
 (backward)``), an optimizer step a row ``optimizer.step (SGD)``. A run is one call of the decorated
 function, or in a ``with`` block (and between ``start()`` and ``stop()``) one outermost call of the
-model with what follows it up to the next (see :mod:`layerperf.torch.insitu`). The first
+model with what follows it up to the next (see :mod:`layerperf.torch.recording`). The first
 ``warmup`` runs are left out. When the profile ends, the model is run once more on the first timed
 run's inputs (its keyword arguments too), untimed, for each row's shapes, FLOPs and bytes: in
 inference mode, or where a backward ran (or the model is in training mode) a forward and a backward (see
-:mod:`layerperf.torch.gradcost`). The loss's backward and the optimizer steps are not re-run:
+:mod:`layerperf.torch.training_cost`). The loss's backward and the optimizer steps are not re-run:
 their FLOPs stay unknown.
 """
 
@@ -29,21 +29,20 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from layerperf.backends.torch import INSTALL_HINT, LEVELS, import_torch
+from layerperf.backends.torch.options import DEVICES, INSTALL_HINT, LEVELS, import_torch
+from layerperf.collectors import Collectors
 from layerperf.data.profile import Profile
 from layerperf.errors import InputError, LayerperfError
-
-if TYPE_CHECKING:
-    from layerperf.torch.incode import Recording, Settings
+from layerperf.renderers.files import atomic_files, check_dir, ensure_dir, writers
+from layerperf.torch.session import InCodeSession, Settings
 
 __all__ = ["INSTALL_HINT", "Profiler", "profile"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 TRACE, CSV, FLOW_SVG, TIMELINE_SVG = "trace.json", "layers.csv", "memory_flow.svg", "memory_timeline.svg"
 FORMATS = (TRACE, CSV, FLOW_SVG, TIMELINE_SVG)
-DEVICES = ("cpu", "cuda")
 
 
 class Profiler:
@@ -72,7 +71,7 @@ class Profiler:
         self._torch = import_torch()
         self.settings = _settings(level, warmup, path, formats, events, perf_config, memory, sample_rate,
                                   profile_device)
-        self._rec: Recording | None = None
+        self._session: InCodeSession | None = None
         self._stack: ExitStack | None = None
         self._profile: Profile | None = None
         self._busy = threading.Lock()  # the decorator's: one profiled call at a time
@@ -87,40 +86,38 @@ class Profiler:
 
     def start(self) -> Profiler:
         """Hooks on until :meth:`stop`; runs are the outermost calls of the model."""
-        if self._stack is not None or self._rec is not None:
+        if self._stack is not None or self._session is not None:
             raise InputError("this Profiler is already started")
         self._refuse_ended()
-        from layerperf.torch.incode import Recording
-
-        rec = Recording(self.settings, runs_by_call=False)
+        session = InCodeSession(self.settings, runs_by_call=False)
         stack = ExitStack()
-        stack.callback(rec.close)
+        stack.callback(session.close)
         try:
             if self.settings.level == 2:
-                stack.enter_context(rec.level2_session())
-            stack.enter_context(rec.state.hooks())
+                stack.enter_context(session.level2_profiler())
+            stack.enter_context(session.recording.hooks())
         except BaseException:
             stack.close()
             raise
-        self._rec, self._stack = rec, stack
+        self._session, self._stack = session, stack
         return self
 
     def stop(self) -> Profile:
         """End the profile: hooks off, shapes and FLOPs taken, saved to ``path`` when given."""
         if self._profile is not None:
             return self._profile
-        rec = self._rec
-        if rec is None:
+        session = self._session
+        if session is None:
             raise InputError("this Profiler was never started", hint="use it in a with block, call start(), or "
                              "call the decorated function first")
-        rec.state.finish()  # the last run ends inside the profiler session and the hooks
+        session.recording.finish()  # the last run ends inside the profiler session and the hooks
         if self._stack is not None:
             self._stack.close()
             self._stack = None
         try:
-            self._profile = rec.build()
+            self._profile = session.build()
         finally:
-            rec.close()
+            session.close()
         if self.settings.path is not None:
             _save(self._profile, self.settings.path, self.settings.formats)
         return self._profile
@@ -148,21 +145,19 @@ class Profiler:
         if self._profile is not None or self._stack is not None or not self._busy.acquire(blocking=False):
             return fn(*args, **kwargs)
         try:
-            from layerperf.torch.incode import Recording
-
-            if self._rec is None:
-                self._rec = Recording(self.settings, runs_by_call=True)
-            rec = self._rec
-            rec.state.tid = threading.get_ident()
+            if self._session is None:
+                self._session = InCodeSession(self.settings, runs_by_call=True)
+            session = self._session
+            session.recording.tid = threading.get_ident()
             with ExitStack() as stack:
-                if self.settings.level == 2 and rec.state.calls >= self.settings.warmup:
-                    stack.enter_context(rec.level2_session())
-                stack.enter_context(rec.state.hooks())
-                rec.state.begin_call()
+                if self.settings.level == 2 and session.recording.calls >= self.settings.warmup:
+                    stack.enter_context(session.level2_profiler())
+                stack.enter_context(session.recording.hooks())
+                session.recording.begin_call()
                 try:
                     return fn(*args, **kwargs)
                 finally:
-                    rec.state.end_call()
+                    session.recording.end_call()
         finally:
             self._busy.release()
 
@@ -171,7 +166,7 @@ class Profiler:
             raise InputError("this Profiler has ended: make a new one to profile again")
 
     def _stop_at_exit(self) -> None:
-        if self._rec is None or self._profile is not None:
+        if self._session is None or self._profile is not None:
             return
         try:
             self.stop()
@@ -183,9 +178,6 @@ def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequenc
               events: Sequence[str] | None, perf_config: str | Path | None, memory: bool,
               sample_rate: int | None, device: str) -> Settings:
     """The options checked, each fault in one line, before anything runs."""
-    from layerperf.collectors import Collectors
-    from layerperf.torch.incode import Settings
-
     if isinstance(level, bool) or level not in LEVELS:
         raise InputError(f"level must be 1 (modules) or 2 (modules and aten ops), got {level!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -208,8 +200,6 @@ def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequenc
     chosen = _formats(formats, memory)
     out = Path(path) if path is not None else None
     if out is not None:
-        from layerperf.renderers.files import check_dir
-
         check_dir(out)
     # each group the PMU counts together is checked here, as it is opened (all at once) when profiling
     collectors = Collectors.make(events=events, perf_config=perf_config, passes=1, multiplex=False,
@@ -235,8 +225,6 @@ def _formats(formats: Sequence[str] | None, memory: bool) -> tuple[str, ...]:
 
 def _save(prof: Profile, out: Path, formats: Sequence[str]) -> None:
     """The chosen files of the profile, written atomically (nothing partial on failure)."""
-    from layerperf.renderers.files import atomic_files, ensure_dir, writers
-
     table = writers(prof)
     names = [n for n in table if n in formats]
     ensure_dir(out)

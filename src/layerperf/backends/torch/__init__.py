@@ -1,64 +1,33 @@
-"""The PyTorch backend: every ``nn.Module``'s forward timed at its boundaries, in situ.
+"""The PyTorch backend (``layerperf profile --backend torch``): every ``nn.Module``'s forward timed at its
+boundaries, in situ.
 
-Its modules: :mod:`.driver` (one profile, start to end), :mod:`.models` (a zoo name, a
-``file.py:factory``, a module object or an ONNX file -> a module and its inputs), :mod:`.hooks` (the
-forward hooks that call a collector at each module's boundaries), :mod:`.record` (one untimed pass:
-the modules in execution order, their shapes, FLOPs and bytes), :mod:`.from_onnx` (an ONNX graph as
-one module per node), :mod:`.ops` (level 2: the aten ops inside each module, from torch.profiler),
-:mod:`.memory` (the allocator's events per module, from torch.profiler), :mod:`.cuda` (the device path:
-CUDA events at module boundaries, the allocator's counters, kernels under modules). In code
-(:mod:`layerperf.torch`): :mod:`.incode` (one in-code profile, its collectors, its Profile),
-:mod:`.insitu` (its rows and runs as the user's code runs), :mod:`.backward` (a row per module call's
-backward, from autograd node hooks), :mod:`.gradcost` (the work of a training run's rows).
-torch itself is imported only inside functions.
+The backend's own modules: :mod:`.driver` (one profile, start to end), :mod:`.options` (its flags, and
+torch or the line saying how to install it), :mod:`.models` (a zoo name, a ``file.py:factory``, a
+module object or an ONNX file -> a module and its inputs), :mod:`.from_onnx` (an ONNX graph as one
+module per node), :mod:`.runner` (the model's calls: plain, recorded, hooked), :mod:`.level2` (level 2's
+runs under torch.profiler).
+
+The parts it shares with the in-code API (:mod:`layerperf.torch`, which imports them from here):
+:mod:`.hooks` (the forward hooks that call a collector at each module's boundaries), :mod:`.record`
+(one untimed pass: the modules in execution order, their shapes, FLOPs and bytes), :mod:`.ranges`
+(profiler ranges at module boundaries), :mod:`.op_rows` (level 2: the aten ops and kernels inside
+each module, from torch.profiler's events) with :mod:`.op_replay` (an op's recorded arguments, and its
+work), :mod:`.cuda` (the device path: CUDA events at module boundaries, the allocator's counters,
+kernels under modules), :mod:`.memory` (the allocator's events per module, from torch.profiler),
+:mod:`.quiet_profiler` (torch.profiler sessions without kineto's chatter), and :mod:`.build` (the one
+way a torch run's recording becomes a Profile). torch itself is imported only inside functions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from layerperf.backends.base import Availability, RunPlan, option
+from layerperf.backends.base import Availability, RunPlan
+from layerperf.backends.torch.options import INSTALL_HINT, TorchOptions, import_torch
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collectors
     from layerperf.data.profile import Profile
-
-INSTALL_HINT = "pip install 'layerperf[torch]'"
-LEVELS = (1, 2)
-
-
-@dataclass(frozen=True, slots=True)
-class TorchOptions:
-    """PyTorch's own options."""
-
-    level: int = field(default=1, metadata=option(
-        "1: modules only (forward hooks, lowest cost); 2: modules and the aten ops inside each "
-        "(torch.profiler; default 1)"))
-    torch_device: str = field(default="cpu", metadata=option(
-        "where the model runs: cpu, or cuda (device time per module from CUDA events, the caching "
-        "allocator's figures per module, kernels under their modules at --level 2; default cpu)",
-        choices=("cpu", "cuda")))
-
-    def validate(self) -> None:
-        from layerperf.errors import InputError
-
-        if self.level not in LEVELS:
-            raise InputError(f"--level must be 1 (modules) or 2 (modules and aten ops), got {self.level!r}")
-        from layerperf.backends.torch.cuda import check_device
-
-        check_device(self.torch_device)
-
-
-def import_torch() -> Any:
-    """torch, or one line saying how to install it."""
-    from layerperf.errors import MissingDependency
-
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependency("PyTorch (torch)", INSTALL_HINT) from None
-    return torch
 
 
 class TorchBackend:
@@ -77,9 +46,11 @@ class TorchBackend:
 
     def profile(self, model: Any, plan: RunPlan, options: Any, collectors: Collectors) -> Profile:
         import_torch()
-        from layerperf.backends.torch.driver import profile
+        # ``layerperf --help`` and ``layerperf backends`` import this class for its options; the driver pulls in
+        # the cost model and numpy (importing it took 0.25 s more than this package alone, 0.03 s)
+        from layerperf.backends.torch import driver  # lazy: the start-up of --help (above)
 
-        return profile(model, plan, options, collectors)
+        return driver.profile(model, plan, options, collectors)
 
     def single_op(self) -> None:
         """None: one operator in isolation is not measured on PyTorch (yet); `layerperf bench` refuses it."""

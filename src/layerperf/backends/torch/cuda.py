@@ -7,9 +7,10 @@
   queued, and any gap where the device waited for the host to queue the next (a launch-bound model's
   modules so read about their host time).
 * Memory per module from the caching allocator's counters, in one more pass, untimed
-  (:func:`allocator_pass`): ``memory_allocated`` at each boundary, and its peak while the module ran from
+  (:func:`.driver.allocator_pass`): ``memory_allocated`` at each boundary, and its peak while the module ran from
   ``max_memory_allocated``, reset at every boundary and folded into each module still open, so nested
-  modules each get their own peak. They land in ``Layer.memory`` (``cuda_allocated_delta_bytes``,
+  modules each get their own peak. They land in each layer's ``extension``
+  (:class:`~layerperf.data.extension.CudaModuleMemory`: ``cuda_allocated_delta_bytes``,
   ``cuda_peak_allocated_bytes``, ``cuda_peak_rise_bytes``).
 * At level 2, the kernels each module's ops launched (:func:`kernels`), from torch.profiler with
   ``ProfilerActivity.CUDA``: a kernel is linked to the op that launched it by its correlation id.
@@ -24,20 +25,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from layerperf.backends.torch.ranges import MARK
 from layerperf.data.extension import CudaModuleMemory
 from layerperf.data.profile import Run, Span
-from layerperf.errors import InputError
 
 if TYPE_CHECKING:
-    from layerperf.backends.base import RunPlan
-    from layerperf.backends.torch.driver import Session
     from layerperf.backends.torch.models import TorchModel
     from layerperf.data.profile import Layer
 
-DEVICES = ("cpu", "cuda")
 MEMORY_KEYS = ("cuda_allocated_delta_bytes", "cuda_peak_allocated_bytes", "cuda_peak_rise_bytes")
 
 
@@ -77,21 +75,6 @@ class CudaApi:
                    reset_peak=torch.cuda.reset_peak_memory_stats, recorder=recorder)
 
 
-def check_device(device: str) -> None:
-    """``device`` is one this backend runs on here; cuda only where torch sees a GPU (one line if not)."""
-    if device not in DEVICES:
-        raise InputError(f"--torch-device must be cpu or cuda, got {device!r}")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            built = torch.version.cuda
-            raise InputError(f"--torch-device cuda: torch.cuda.is_available() is False (torch {torch.__version__}, "
-                             + (f"built for CUDA {built}: no usable GPU or driver)" if built else
-                                "a build without CUDA)"),
-                             hint="profile on the CPU (--torch-device cpu), or install a CUDA build of torch")
-
-
 def device_name(device: str) -> str:
     """The allocator's name of ``device``: "cpu", or "cuda:N" for the current GPU."""
     if device != "cuda":
@@ -103,8 +86,6 @@ def device_name(device: str) -> str:
 
 def to_device(model: TorchModel, device: str) -> TorchModel:
     """``model`` with its module and every input tensor on ``device``."""
-    from dataclasses import replace
-
     import torch
     from torch.utils._pytree import tree_map
 
@@ -156,7 +137,8 @@ class CudaEvents:
         self._clock = clock
         # the allocator's counters at every boundary too: torch.cuda.memory_allocated builds the whole
         # statistics dict (resnet18 ran 20x slower with them read at every boundary on an H100 host), so
-        # timed runs record the events alone and the figures come from a pass of their own (:func:`allocator_pass`)
+        # timed runs record the events alone and the figures come from a pass of their own
+        # (driver.allocator_pass)
         self.allocator = allocator
         self._open: list[_Open] = []
         self._pass: _Pass | None = None
@@ -250,31 +232,6 @@ def _ns(start: Any, end: Any) -> int:
     return round(start.elapsed_time(end) * 1e6)  # ms -> ns
 
 
-def timed_runs(session: Session, index: dict[int, int], plan: RunPlan,
-               progress: Callable[[str, int, int], None] | None, api: CudaApi | None = None) -> tuple[CudaEvents, Any]:
-    """``plan.runs`` hooked passes timed on the device; with ``plan.latency`` a plain call before each,
-    timed on the host up to a synchronization (the device's work included)."""
-    from layerperf.backends.torch.driver import hooked_runs
-
-    events = CudaEvents(api, allocator=False)
-    sync = events.api.synchronize
-
-    def synced() -> None:
-        session.call()
-        sync()
-
-    sync()
-    return events, hooked_runs(session, index, plan, events, synced, progress, "profiled runs (cuda)",
-                               between=plan.between_runs)
-
-
-def allocator_pass(session: Session, index: dict[int, int], api: CudaApi | None = None) -> CudaEvents:
-    """One more pass, untimed, reading the caching allocator's counters at every module boundary."""
-    events = CudaEvents(api, allocator=True)
-    session.hooked_pass(index, events)
-    return events
-
-
 def fill_memory(layers: Sequence[Layer], events: CudaEvents) -> None:
     """The allocator's figures as each layer's extension (where it has some)."""
     for layer, figures in zip(layers, events.memory(len(layers)), strict=True):
@@ -294,10 +251,8 @@ class Kernel:
 
 def kernels(events: Sequence[Any], module_of: Callable[[Any], str | None]) -> list[Kernel]:
     """The device kernels among torch.profiler's ``events``, each under the module of the op that
-    launched it (``module_of``: the op's module, see ops._kernel_ops)."""
+    launched it (``module_of``: the op's module, see op_rows.kernel_ops)."""
     from torch.autograd import DeviceType
-
-    from layerperf.backends.torch.ops import MARK
 
     by_id = {e.id: e for e in events if e.device_type == DeviceType.CPU}
     out = []

@@ -8,14 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from layerperf.backends.base import RunPlan
-from layerperf.backends.torch.models import TorchModel
 from layerperf.errors import BackendError
 
 Kernel = Callable[..., Any]
 
 
-def _kernels() -> dict[str, Callable[[dict[str, Any]], Kernel]]:
+def kernels() -> dict[str, Callable[[dict[str, Any]], Kernel]]:
     """Op type -> (attributes -> kernel taking the node's inputs)."""
     import torch
     import torch.nn.functional as F  # noqa: N812
@@ -59,41 +57,30 @@ def _kernels() -> dict[str, Callable[[dict[str, Any]], Kernel]]:
     }
 
 
-def load_onnx(path: str, plan: RunPlan) -> TorchModel:
-    """The ONNX file as a module of node modules, and its inputs (layerperf's seeded feed)."""
-    import onnx
-    import torch
-
-    from layerperf.models.inputs import make_feed, onnx_input_specs
-    from layerperf.models.source import open_model
-
-    source = open_model(path)
-    proto = onnx.load(str(source.path))
-    kernels = _kernels()
-    missing = [n for n in proto.graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in kernels]
+def onnx_module(proto: Any, path: str, inputs: list[str]) -> Any:
+    """The ONNX model ``proto`` (read from ``path``) as a module of node modules, called with the
+    graph's ``inputs`` (its inputs that are no initializer) in order; BackendError (one line) for an
+    op with no kernel here, before anything runs."""
+    table = kernels()
+    missing = [n for n in proto.graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in table]
     if missing:
         n = missing[0]
         raise BackendError(f"{path}: the torch backend has no kernel for ONNX op type '{n.op_type}' (node "
-                           f"'{n.name}')", hint="it runs " + ", ".join(sorted(kernels)))
-    feed = make_feed(proto, onnx_input_specs(proto), plan.shapes, plan.inputs_file, plan.seed)
-    module = _graph_module(proto, kernels)
-    names = [s.name for s in onnx_input_specs(proto)]
-    args = tuple(torch.from_numpy(feed[n]) for n in names)
-    return TorchModel(module, args, {}, source.describe(), onnx=proto)
+                           f"'{n.name}')", hint="it runs " + ", ".join(sorted(table)))
+    return _graph_module(proto, table, inputs)
 
 
-def _graph_module(proto: Any, kernels: dict[str, Callable[[dict[str, Any]], Kernel]]) -> Any:
+def _graph_module(proto: Any, table: dict[str, Callable[[dict[str, Any]], Kernel]], inputs: list[str]) -> Any:
     import torch
     from onnx import numpy_helper
 
     from layerperf.cost.onnx.graph import attributes
-    from layerperf.models.inputs import onnx_input_specs
 
     class Node(torch.nn.Module):
         def __init__(self, node: Any) -> None:
             super().__init__()
             self.attrs = attributes(node)
-            self.kernel = kernels[node.op_type](self.attrs)
+            self.kernel = table[node.op_type](self.attrs)
             self.layerperf_op_type = node.op_type
             self.layerperf_domain = node.domain
             self.layerperf_io = (list(node.input), list(node.output))
@@ -112,7 +99,7 @@ def _graph_module(proto: Any, kernels: dict[str, Callable[[dict[str, Any]], Kern
                 self.order.append((self.nodes[key.replace(".", "_")], list(node.input), list(node.output)))
             self.weights = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy())
                             for i in proto.graph.initializer}
-            self.layerperf_inputs = [s.name for s in onnx_input_specs(proto)]
+            self.layerperf_inputs = list(inputs)
             self.outputs = [o.name for o in proto.graph.output]
 
         def forward(self, *args: Any) -> Any:

@@ -1,25 +1,45 @@
-"""The memory profile on PyTorch: one extra pass under torch.profiler with ``profile_memory=True``, the
-modules' forwards marked as profiler ranges, every allocation and free attributed to the innermost
-module running at that moment (see :mod:`layerperf.analysis.memory.allocations`).
+"""The memory run on PyTorch: one pass under torch.profiler with ``profile_memory=True``, the modules'
+forwards marked as profiler ranges, every allocation and free attributed to the innermost module
+running at that moment (see :mod:`layerperf.analysis.memory.allocations`).
 
 Events and ranges come from the profiler's event tree (its allocation records carry the address,
-which pairs a free with its allocation); a range is ``layerperf::<layer>`` as at level 2, and the pass
-itself is ``layerperf::run``, so only what happened inside the model's call counts.
+which pairs a free with its allocation); a range is ``layerperf::<layer>`` as at level 2
+(:mod:`.ranges`), and the pass itself is ``layerperf::run``, so only what happened inside the model's
+call counts. The backend runs one more pass of the model so (:func:`allocation_report`);
+:mod:`layerperf.torch` records one run of the user's code (:mod:`layerperf.torch.memory_run`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
-from layerperf.analysis.memory.allocations import Allocations, AllocEvent, ModuleSpan, attribute
-
-if TYPE_CHECKING:
-    from layerperf.analysis.memory.report import MemoryReport
-    from layerperf.collectors import Collector
-    from layerperf.data.profile import Profile
+from layerperf.analysis.memory.allocations import AllocEvent, ModuleSpan, attribute
+from layerperf.analysis.memory.report import analyze_memory, with_allocations
+from layerperf.backends.torch.hooks import module_hooks
+from layerperf.backends.torch.quiet_profiler import QuietProfiler, activities
+from layerperf.backends.torch.ranges import RUN_MARK, Ranges, mark_layer
+from layerperf.data.memory_report import Allocations, MemoryReport
+from layerperf.data.profile import GraphSummary, Profile
+from layerperf.errors import BackendError
 
 SOURCE = "torch.profiler memory events (profile_memory=True), one pass"
+
+
+def memory_profiler(device: str) -> QuietProfiler:
+    """A torch.profiler session recording the allocator's events on ``device`` ("cpu", "cuda:N")."""
+    return QuietProfiler(activities=activities(device), profile_memory=True)
+
+
+def recorded_allocations(session: QuietProfiler, names: Sequence[str], device: str, *,
+                         to_last_mark: bool = False) -> Allocations | None:
+    """The allocations a stopped :func:`memory_profiler` session recorded, per module (``names``: the
+    layers' names; ``to_last_mark``: see :func:`allocations_from`); None if it kept no results."""
+    results = session.profiler.kineto_results if session.profiler is not None else None
+    if results is None:
+        return None
+    return allocations_from(results.experimental_event_tree(), names, device, to_last_mark=to_last_mark)
 
 
 class AllocationCapture:
@@ -37,12 +57,7 @@ class AllocationCapture:
         self._stack: list[Any] = []
 
     def __enter__(self) -> AllocationCapture:
-        from layerperf.backends.torch.hooks import module_hooks
-        from layerperf.backends.torch.ops import Ranges
-        from layerperf.backends.torch.profiler import Session as profile
-        from layerperf.backends.torch.profiler import activities
-
-        self._prof = profile(activities=activities(self.device), profile_memory=True)
+        self._prof = memory_profiler(self.device)
         self._ranges = Ranges(self.index)
         self._hooks = module_hooks(self.index, self._ranges.start, self._ranges.stop)
         self._prof.__enter__()
@@ -59,12 +74,10 @@ class AllocationCapture:
 
     def allocations(self, names: Sequence[str]) -> Allocations:
         """The pass's allocations on this capture's device, per module (``names``: the layers' names)."""
-        from layerperf.errors import BackendError
-
-        results = self._prof.profiler.kineto_results if self._prof.profiler is not None else None
-        if results is None:
+        allocs = recorded_allocations(self._prof, names, self.device)
+        if allocs is None:
             raise BackendError("torch.profiler kept no results of the memory pass")
-        return allocations_from(results.experimental_event_tree(), names, self.device)
+        return allocs
 
 
 def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "cpu", *,
@@ -72,9 +85,6 @@ def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "c
     """The allocations of torch.profiler's event ``tree`` on ``device``, attributed to the marked modules;
     ``to_last_mark``: the pass ends where its last marked module call does (a ``with`` block's run,
     whose range closes only at the next model call), not where its range closes."""
-    from layerperf.backends.torch.ops import RUN_MARK, mark_layer
-    from layerperf.errors import BackendError
-
     spans: list[ModuleSpan] = []
     events: list[AllocEvent] = []
     run: tuple[int, int] | None = None
@@ -99,59 +109,6 @@ def allocations_from(tree: Sequence[Any], names: Sequence[str], device: str = "c
     return attribute(spans, events, names, start_ns=run[0], end_ns=run[1], device=device, source=SOURCE)
 
 
-class AllocationRun:
-    """One run of the user's own code (:mod:`layerperf.torch` with ``memory=True``) recorded under
-    torch.profiler with ``profile_memory=True``, each row a profiler range (:class:`.ops.Ranges`):
-    every allocation and free of the run — forward, backward, optimizer step — attributed to the row
-    running then. The run is the first after warm-up; :class:`.insitu.InSitu` keeps it out of the timed
-    runs (its rows' times would carry the profiler's cost)."""
-
-    def __init__(self, device: str = "cpu", alongside: Collector | None = None) -> None:
-        from layerperf.backends.torch.ops import Ranges
-        from layerperf.collectors import Boundaries
-
-        self.device = device
-        # the rows' ranges, and a collector driven at the same boundaries in that run (on a GPU: the
-        # caching allocator's counters, too costly to read in the timed runs) inside them
-        self.boundary = Boundaries([Ranges(), *([alongside] if alongside is not None else [])])
-        self.start, self.stop = self.boundary.start, self.boundary.stop
-        self._session: Any = None
-        self.done = False
-        self.skipped = False  # a profiler was already running: nothing recorded
-
-    def begin(self) -> bool:
-        """At a run's start: True, and recording, if this is the run to record."""
-        if self.done or self._session is not None:
-            return False
-        import torch
-
-        if torch.autograd._profiler_enabled():  # the user's own session: starting ours would end it
-            self.done = self.skipped = True
-            return False
-
-        from layerperf.backends.torch.profiler import Session as profile
-        from layerperf.backends.torch.profiler import activities
-
-        self._session = profile(activities=activities(self.device), profile_memory=True)
-        self._session.__enter__()
-        self.boundary.begin_pass()
-        return True
-
-    def end(self) -> None:
-        self.boundary.end_pass()
-        self._session.__exit__(None, None, None)
-        self.done = True
-
-    def allocations(self, names: Sequence[str], *, to_last_mark: bool) -> Allocations | None:
-        """The recorded run's allocations per row (``names``: the rows' names); None if none was recorded."""
-        if not self.done or self.skipped:
-            return None
-        results = self._session.profiler.kineto_results if self._session.profiler is not None else None
-        if results is None:
-            return None
-        return allocations_from(results.experimental_event_tree(), names, self.device, to_last_mark=to_last_mark)
-
-
 def _walk(nodes: Sequence[Any]) -> Iterator[Any]:
     todo = list(reversed(nodes))
     while todo:
@@ -174,11 +131,6 @@ def allocation_report(call: Callable[[], Any], index: dict[int, int], profile: P
     collectors made, or the analysis of its layers now) with those allocations in it. A profile with no
     graph section (model inputs and outputs unknown) gets the analysis as if the model had none, and a
     warning saying so."""
-    from dataclasses import replace
-
-    from layerperf.analysis.memory.report import analyze_memory, with_allocations
-    from layerperf.data.profile import GraphSummary
-
     with AllocationCapture(index, device) as cap:
         out = call()  # held to the pass's end, as a caller holds it: the outputs stay allocated
     del out

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.backends.base import RunPlan
+from layerperf.backends.torch.from_onnx import onnx_module
 from layerperf.errors import BackendError, InputError
 
 
@@ -39,9 +40,7 @@ def load(model: Any, plan: RunPlan) -> TorchModel:
                          f".onnx file, not {type(model).__name__}")
     text = str(model)
     if text.lower().endswith(".onnx"):
-        from layerperf.backends.torch.from_onnx import load_onnx
-
-        return load_onnx(text, plan)
+        return _onnx(text, plan)
     if ".py:" in text or text.endswith(".py"):
         return _checked(_factory(text, plan))
     return _checked(_zoo(text, plan))
@@ -61,6 +60,24 @@ def _zoo(name: str, plan: RunPlan) -> TorchModel:
     feed = make_feed(proto, onnx_input_specs(proto), plan.shapes, plan.inputs_file, plan.seed)
     args = tuple(torch.from_numpy(feed[i.name]) for i in proto.graph.input if i.name in feed)
     return TorchModel(module, args, {}, source.describe() | {"zoo_options": plan.zoo_options}, zoo=True)
+
+
+def _onnx(path: str, plan: RunPlan) -> TorchModel:
+    """The ONNX file as a module of node modules (:mod:`.from_onnx`), and its inputs (layerperf's seeded feed)."""
+    import onnx
+    import torch
+
+    from layerperf.models.inputs import make_feed, onnx_input_specs
+    from layerperf.models.source import open_model
+
+    source = open_model(path)
+    proto = onnx.load(str(source.path))
+    specs = onnx_input_specs(proto)
+    names = [s.name for s in specs]
+    module = onnx_module(proto, path, names)
+    feed = make_feed(proto, specs, plan.shapes, plan.inputs_file, plan.seed)
+    args = tuple(torch.from_numpy(feed[n]) for n in names)
+    return TorchModel(module, args, {}, source.describe(), onnx=proto)
 
 
 def _factory(spec: str, plan: RunPlan) -> TorchModel:

@@ -15,6 +15,7 @@ module's own, with its keyword arguments: a submodule called with them has them 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,10 +57,10 @@ class Seen:
         return mean(self.flops), round(self.bytes_read / n), round(self.bytes_written / n), mean(self.int_ops)
 
 
-_info = aten_live.info  # a tensor's name, shape and element type, as the cost model sees it
+tensor_info = aten_live.info  # a tensor's name, shape and element type, as the cost model sees it
 
 
-def _tensors(value: Any) -> list[Any]:
+def tensors(value: Any) -> list[Any]:
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -90,13 +91,13 @@ class Recorder:
         if i is None:
             path = entry[0]
             i = self.order[id(mod)] = len(self.seen)
-            ins = _tensors((args, kwargs))
+            ins = tensors((args, kwargs))
             own = getattr(mod, "layerperf_io", None)
             names = own[0] if own else [self._name(t, f"{path}:in{k}") for k, t in enumerate(ins)]
             params = sum(p.numel() * p.element_size() for p in mod.parameters(recurse=False))
             self.seen.append(Seen(path, getattr(mod, "layerperf_op_type", type(mod).__name__),
                                   self.stack[-1] if self.stack else None,
-                                  tuple(_info(n, t) for n, t in zip(names, ins, strict=False)), (), params,
+                                  tuple(tensor_info(n, t) for n, t in zip(names, ins, strict=False)), (), params,
                                   domain=getattr(mod, "layerperf_domain", None), attrs=getattr(mod, "attrs", None)))
         self.seen[i].calls += 1
         self.stack.append(i)
@@ -108,10 +109,10 @@ class Recorder:
         seen = self.seen[i]
         if seen.outputs:
             return
-        outs = _tensors(out)
+        outs = tensors(out)
         own = getattr(mod, "layerperf_io", None)
         names = own[1] if own else [seen.path if len(outs) == 1 else f"{seen.path}:{k}" for k in range(len(outs))]
-        seen.outputs = tuple(_info(n, t) for n, t in zip(names, outs, strict=False))
+        seen.outputs = tuple(tensor_info(n, t) for n, t in zip(names, outs, strict=False))
         for n, t in zip(names, outs, strict=False):
             self.names.setdefault(id(t), (n, t))  # the innermost producer names a tensor its parents pass on
 
@@ -177,7 +178,7 @@ def record(model: Any, call: Any) -> Recorder:
     inputs, which the global hooks of the timed passes are not given."""
     own = getattr(model.module, "layerperf_paths", {})
     modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
-    inputs = {id(t): (n, t) for n, t in _input_names(model)}
+    inputs = {id(t): (n, t) for n, t in input_names(model)}
     rec = Recorder(modules, inputs)
     with _kwargs_hooks([m for _, m in modules.values()], rec), counting_mode(rec.op):
         call()
@@ -197,9 +198,9 @@ def _kwargs_hooks(modules: list[Any], rec: Recorder) -> Iterator[None]:
             h.remove()
 
 
-def _input_names(model: Any) -> list[tuple[str, Any]]:
-    import inspect
-
+def input_names(model: Any) -> list[tuple[str, Any]]:
+    """The model's inputs by name, in call order: its positional arguments named after its forward's
+    parameters (or ``input<k>``), then its keyword arguments."""
     try:
         params = list(inspect.signature(model.module.forward).parameters)
     except (TypeError, ValueError):

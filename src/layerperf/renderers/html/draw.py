@@ -7,30 +7,17 @@ from collections.abc import Sequence
 
 from layerperf.renderers.html.page import esc
 from layerperf.renderers.svg import OTHER_COLOR, PALETTE
+from layerperf.renderers.svg_parts import Elements
 
 
-class Svg:
+class Svg(Elements):
     """An inline <svg> (no namespace URL: the HTML parser knows it) built element by element."""
 
     def __init__(self, element_id: str, width: float, height: float, label: str) -> None:
+        super().__init__(esc)
         self.width, self.height = width, height
-        self.parts = [f'<svg id="{esc(element_id)}" class="chart" width="{width:.0f}" height="{height:.0f}" '
-                      f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{esc(label)}" '
-                      'font-size="12">']
-
-    def add(self, element: str) -> None:
-        self.parts.append(element)
-
-    def rect(self, x: float, y: float, w: float, h: float, fill: str, title: str = "", attrs: str = "") -> None:
-        inner = f"<title>{esc(title)}</title>" if title else ""
-        self.add(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.5):.1f}" height="{max(h, 0.5):.1f}" '
-                 f'fill="{fill}" {attrs}>{inner}</rect>')
-
-    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str = "#333", attrs: str = "") -> None:
-        self.add(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{stroke}" {attrs}/>')
-
-    def text(self, x: float, y: float, text: str, attrs: str = "") -> None:
-        self.add(f'<text x="{x:.1f}" y="{y:.1f}" {attrs}>{esc(text)}</text>')
+        self.add(f'<svg id="{esc(element_id)}" class="chart" width="{width:.0f}" height="{height:.0f}" '
+                 f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{esc(label)}" font-size="12">')
 
     def render(self) -> str:
         return "".join([*self.parts, "</svg>"])

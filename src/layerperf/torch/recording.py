@@ -2,12 +2,12 @@
 backwards, optimizer steps), the runs, and the collectors called at every row's boundaries.
 
 Rows are made as they first run, in that order: a module's forward is its path under the model
-(``layer1.0.conv1``), its backward ``layer1.0.conv1 (backward)`` (see :mod:`.backward`), an optimizer's
+(``layer1.0.conv1``), its backward ``layer1.0.conv1 (backward)`` (see :mod:`.backward_hooks`), an optimizer's
 step ``optimizer.step (SGD)``. A row's parent is the row open when it first started: a module's
 forward sits under the enclosing module's, a backward under the enclosing module's backward, a module
 called inside ``optimizer.step`` (a closure) under the step.
 
-A run is one call of the decorated function (:meth:`InSitu.begin_call` / :meth:`InSitu.end_call`),
+A run is one call of the decorated function (:meth:`Recording.begin_call` / :meth:`Recording.end_call`),
 or in a ``with`` block one outermost call of the model (the first module called with none running)
 together with what follows it until the next such call or the end: the loss, the backward and the
 optimizer step of a training step. Such a run ends at its last boundary, not when the next begins, so
@@ -23,11 +23,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from layerperf.torch.backward import BackwardCalls
+from layerperf.backends.torch.hooks import forward_hooks
+from layerperf.torch.backward_hooks import BackwardCalls
+from layerperf.torch.training_cost import tensor_specs
 
 if TYPE_CHECKING:
-    from layerperf.backends.torch.memory import AllocationRun
     from layerperf.collectors import Collector
+    from layerperf.torch.memory_run import AllocationRun
 
 Boundary = Callable[[int], None]
 FORWARD, BACKWARD, STEP = "forward", "backward", "step"
@@ -86,10 +88,11 @@ def call_kwargs(mod: Any, depth: int = 8) -> dict[str, Any] | None:
     return None
 
 
-class InSitu:
+class Recording:
     """The rows and runs of one in-code profile. ``boundary``: the collector called at every row's
-    start and stop (level 1: timing with counters and memory; level 2: a profiler range per row, :class:`.ops.Ranges`);
-    ``runs_by_call``: runs are calls of the decorated function, not calls of the model."""
+    start and stop (level 1: timing with counters and memory; level 2: a profiler range per row,
+    :class:`~layerperf.backends.torch.ranges.Ranges`); ``runs_by_call``: runs are calls of the
+    decorated function, not calls of the model."""
 
     def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool,
                  capture: AllocationRun | None = None) -> None:
@@ -104,7 +107,7 @@ class InSitu:
         self.first: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         self.kwargs_unread = False  # the first run's keyword arguments could not be read (see call_kwargs)
         # modules called outside the model (a loss), by id: the module and its first recorded call's
-        # tensors' shapes (see gradcost.tensor_specs)
+        # tensors' shapes (see training_cost.tensor_specs)
         self.outside_first: dict[int, tuple[Any, Any]] = {}
         self.calls = 0  # runs begun, warm-up ones included
         self.runs = 0
@@ -179,8 +182,6 @@ class InSitu:
         """Forward hooks on every module and step hooks on every optimizer, while inside."""
         from torch.optim import optimizer as torch_optim
 
-        from layerperf.backends.torch.hooks import forward_hooks
-
         handles = [torch_optim.register_optimizer_step_pre_hook(self._step_pre),
                    torch_optim.register_optimizer_step_post_hook(self._step_post)]
         try:
@@ -231,8 +232,6 @@ class InSitu:
                     self._paths.setdefault(id(m), f"{prefix}.{p}")
         if mod is not self.root:
             if self._in_run and id(mod) not in self.outside_first:  # a loss: its first call's shapes, for its work
-                from layerperf.torch.gradcost import tensor_specs
-
                 self.outside_first[id(mod)] = (mod, tensor_specs((tuple(args), call_kwargs(mod) or {})))
             return
         if not self.runs_by_call:

@@ -43,7 +43,7 @@ def without_chatter() -> Iterator[None]:
                 os.write(2, b"".join(kept))
 
 
-class Session:
+class QuietProfiler:
     """``torch.profiler.profile(**options)`` whose start and stop are quiet; everything else is the
     session's own (``events()``, ``export_chrome_trace``...)."""
 

@@ -2,17 +2,17 @@
 timed run's inputs, counting what each module's forward and each module call's backward computes.
 
 The forward runs in the model's own mode (training: batch statistics, dropout) with the recorder of
-:mod:`.record` (shapes, FLOPs, bytes of each forward row); the backward is taken from the model's
-outputs with gradients of ones (``torch.autograd.grad``: no ``.grad`` is written), its aten ops
-counted as the forward's are (:func:`.record.add_op`: the cost model's aten namespace,
-:mod:`layerperf.cost.aten`, for ``mm``, ``convolution_backward``, ``threshold_backward``, the
-normalizations' backward, a bias gradient's ``sum``...; an op it has no formula for makes its row's FLOPs
-unknown) and given to the innermost module call whose backward is running (:mod:`.backward`),
-its *self* work as a forward row's is. A FLOP count depends on shapes only, so the gradients' values
-do not matter. The model's buffers (BatchNorm's running statistics) and the random generator's state
-are put back afterwards. A loss module (called outside the model) is re-run on zeros of its first
-call's shapes, forward and backward (:func:`loss_costs`); an optimizer's step is replayed on meta
-tensors (:func:`step_cost`).
+:mod:`layerperf.backends.torch.record` (shapes, FLOPs, bytes of each forward row); the backward is
+taken from the model's outputs with gradients of ones (``torch.autograd.grad``: no ``.grad`` is
+written), its aten ops counted as the forward's are (``record.add_op``: the cost model's aten
+namespace, :mod:`layerperf.cost.aten`, for ``mm``, ``convolution_backward``, ``threshold_backward``,
+the normalizations' backward, a bias gradient's ``sum``...; an op it has no formula for makes its
+row's FLOPs unknown) and given to the innermost module call whose backward is running
+(:mod:`.backward_hooks`), its *self* work as a forward row's is. A FLOP count depends on shapes only,
+so the gradients' values do not matter. The model's buffers (BatchNorm's running statistics) and the
+random generator's state are put back afterwards. A loss module (called outside the model) is re-run
+on zeros of its first call's shapes, forward and backward (:func:`loss_costs`); an optimizer's step is
+replayed on meta tensors (:func:`step_cost`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from layerperf.backends.torch.record import Recorder, Seen, _info, _tensors, add_op, counting_mode, record
-from layerperf.torch.backward import BackwardCalls
+from layerperf.backends.torch.hooks import forward_hooks
+from layerperf.backends.torch.record import Recorder, Seen, add_op, counting_mode, record, tensor_info, tensors
+from layerperf.torch.backward_hooks import BackwardCalls
 
 
 def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
@@ -59,10 +60,10 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
 
     with untouched(root), _node_hooks(calls, paths), torch.enable_grad():
         rec = record(model, forward)
-        heads = [t for t in _tensors(outs[0]) if t.requires_grad]
+        heads = [t for t in tensors(outs[0]) if t.requires_grad]
         # the leaves the backward reaches: the parameters, and inputs that require a gradient themselves
         params = [p for p in root.parameters() if p.requires_grad]
-        params += [t for t in _tensors((model.args, model.kwargs)) if t.requires_grad and t.is_leaf]
+        params += [t for t in tensors((model.args, model.kwargs)) if t.requires_grad and t.is_leaf]
         if heads and params:
             with counting_mode(on_op):
                 torch.autograd.grad(heads, params, grad_outputs=[torch.ones_like(t) for t in heads],
@@ -72,8 +73,6 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
 
 @contextmanager
 def _node_hooks(calls: BackwardCalls, paths: dict[int, str]) -> Iterator[None]:
-    from layerperf.backends.torch.hooks import forward_hooks
-
     depth = [0]
 
     def pre(mod: Any, args: Any) -> None:
@@ -157,10 +156,10 @@ def loss_costs(mod: Any, name: str, specs: tuple[Any, Any], backward: bool) -> d
     with untouched(mod), torch.enable_grad():
         with counting_mode(lambda f, a, k, o: add_op(fwd, f, a, k, o)):
             out = mod(*args, **kwargs)
-        fwd.inputs = tuple(_info(f"{name}:in{k}", t) for k, t in enumerate(_tensors((args, kwargs))))
-        fwd.outputs = tuple(_info(f"{name}:out{k}", t) for k, t in enumerate(_tensors(out)))
-        ins = [t for t in _tensors((args, kwargs)) if t.requires_grad]
-        heads = [t for t in _tensors(out) if t.requires_grad]
+        fwd.inputs = tuple(tensor_info(f"{name}:in{k}", t) for k, t in enumerate(tensors((args, kwargs))))
+        fwd.outputs = tuple(tensor_info(f"{name}:out{k}", t) for k, t in enumerate(tensors(out)))
+        ins = [t for t in tensors((args, kwargs)) if t.requires_grad]
+        heads = [t for t in tensors(out) if t.requires_grad]
         if backward and ins and heads:
             with counting_mode(lambda f, a, k, o: add_op(back, f, a, k, o)):
                 torch.autograd.grad(heads, ins, grad_outputs=[torch.ones_like(t) for t in heads], allow_unused=True)

@@ -1,6 +1,6 @@
-"""One in-code profile (:mod:`layerperf.torch`) from its validated settings to its Profile: the
-collectors opened for the whole profile, the rows and runs (:mod:`.insitu`), level 2's
-torch.profiler sessions, and the Profile built at the end.
+"""One in-code profile session (:mod:`layerperf.torch`) from its validated settings to its Profile: the
+collectors opened for the whole profile, the rows and runs it records (:mod:`.recording`), level 2's
+torch.profiler sessions, and the Profile built at the end (the rows' work from :mod:`.row_costs`).
 
 The user runs their code as often as they do, so nothing is re-run to count: every collector reads
 at the boundaries of the runs that happen. Level 1 calls, at every row's start and stop, the perf
@@ -17,25 +17,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from layerperf.analysis.memory.report import analyze_memory, with_allocations
+from layerperf.backends.base import RunPlan
 from layerperf.backends.common import profile_metadata
+from layerperf.backends.torch.build import build_profile
+from layerperf.backends.torch.cuda import CudaEvents, device_name, fill_memory
+from layerperf.backends.torch.op_rows import Recorded, assemble
+from layerperf.backends.torch.quiet_profiler import QuietProfiler, activities, events_with_links
+from layerperf.backends.torch.ranges import RETURN_MARK, RUN_MARK, Ranges, cpu_marks, mark_layer
+from layerperf.collectors import Boundaries, Collector, Collectors
+from layerperf.collectors.boundary import empty_pass
+from layerperf.collectors.driver import boundary_ns, counter_groups, counter_overhead
+from layerperf.collectors.perf import PerfCounters
+from layerperf.collectors.perf_counts import CounterResult
+from layerperf.collectors.rss import ResidentMemory
+from layerperf.collectors.timer import Timing
+from layerperf.counters import CounterSet
 from layerperf.data.memory_report import RuntimeMemory
-from layerperf.data.profile import CostNesting, GraphSummary, Layer, Profile
-from layerperf.torch.insitu import BACKWARD, FORWARD, InSitu, RunClock
-
-if TYPE_CHECKING:
-    from layerperf.backends.torch.cuda import CudaEvents
-    from layerperf.backends.torch.ops import Recorded
-    from layerperf.backends.torch.record import Recorder, Seen
-    from layerperf.collectors import Collector, Collectors
-    from layerperf.collectors.perf import PerfCounters
-    from layerperf.collectors.rss import ResidentMemory
-    from layerperf.collectors.timer import Timing
-    from layerperf.counters import CounterSet
-    from layerperf.torch.insitu import InSitu
-
-TRACE, CSV = "trace.json", "layers.csv"
+from layerperf.data.profile import Layer, Profile
+from layerperf.errors import InputError
+from layerperf.torch.memory_run import AllocationRun
+from layerperf.torch.recording import BACKWARD, FORWARD, Recording, RunClock
+from layerperf.torch.row_costs import forward_costs, outside_costs
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +82,10 @@ class _NewThreads:
         pass
 
 
-class Recording:
-    """The collectors and the rows of one in-code profile; :meth:`build` makes its Profile."""
+class InCodeSession:
+    """The collectors and the recording of one in-code profile; :meth:`build` makes its Profile."""
 
     def __init__(self, settings: Settings, *, runs_by_call: bool) -> None:
-
-        from layerperf.collectors import Boundaries
-        from layerperf.collectors.timer import Timing
-
         self.settings = settings
         self.clock = RunClock()
         self.timing: Timing | None = None
@@ -94,11 +95,9 @@ class Recording:
         self.labels: dict[str, str] = {}
         self.call_ns = math.nan
         self.rss: ResidentMemory | None = None
-        self.sessions: list[Any] = []  # level 2: the torch.profiler sessions, in order
+        self.sessions: list[QuietProfiler] = []  # level 2: the torch.profiler sessions, in order
         self.device_events: CudaEvents | None = None  # profile_device="cuda", level 1: device time per row
         self.allocator_counts: CudaEvents | None = None  # and with memory=True the allocator's counters
-        from layerperf.backends.torch.ops import Ranges
-
         boundary: Collector
         if settings.level == 2:
             boundary = Ranges()
@@ -112,8 +111,6 @@ class Recording:
                 self.close()
                 raise
             if settings.device == "cuda":  # innermost: its events are recorded nearest the row's work
-                from layerperf.backends.torch.cuda import CudaEvents
-
                 # events only: the allocator's counters, read at each boundary, cost far more than the
                 # events (see cuda.CudaEvents); with memory=True they are read in the run recorded for
                 # memory, which is not timed (below)
@@ -124,15 +121,10 @@ class Recording:
                 boundary = Boundaries([*collectors, self.timing]) if collectors else self.timing
         capture = None
         if settings.level == 1 and settings.collectors.memory is not None:
-            from layerperf.backends.torch.cuda import device_name
-            from layerperf.backends.torch.memory import AllocationRun
-
             if settings.device == "cuda":
-                from layerperf.backends.torch.cuda import CudaEvents
-
                 self.allocator_counts = CudaEvents(allocator=True)
             capture = AllocationRun(device_name(settings.device), alongside=self.allocator_counts)
-        self.state = InSitu(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, capture=capture)
+        self.recording = Recording(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, capture=capture)
 
     def _open_counters(self) -> list[Collector]:
         request = self.settings.collectors.counters
@@ -140,13 +132,8 @@ class Recording:
             return []
         import torch
 
-        from layerperf.collectors.boundary import empty_pass
-        from layerperf.collectors.driver import _groups, boundary_ns, counter_overhead
-        from layerperf.collectors.perf import PerfCounters
-        from layerperf.counters import CounterSet
-
         torch.ones(1 << 20).add_(1)  # a parallel op: torch's intra-op pool starts now, before the groups open
-        self.labels, groups = _groups(replace(request, multiplex=False))
+        self.labels, groups = counter_groups(replace(request, multiplex=False))
         for group in groups:
             cs = CounterSet(group, threads="all").open()
             self.sets.append(cs)
@@ -157,8 +144,6 @@ class Recording:
         return [_NewThreads(self.sets), *self.perf]
 
     def _open_memory(self) -> list[Collector]:
-        from layerperf.collectors.rss import ResidentMemory
-
         request = self.settings.collectors.memory
         if request is None or not request.sample_rate:
             return []
@@ -171,22 +156,17 @@ class Recording:
         if self.rss is not None:
             self.rss.close()
 
-    def level2_session(self) -> Any:
+    def level2_profiler(self) -> QuietProfiler:
         """A torch.profiler session (level 2), kept for :meth:`build`; enter it around the profiled code."""
         import torch
 
-        from layerperf.backends.torch.profiler import Session as torch_profile
-        from layerperf.backends.torch.profiler import activities
-
         if torch.autograd._profiler_enabled():
-            from layerperf.errors import InputError
-
             raise InputError("level 2 runs a torch.profiler session of its own, and one is already running",
                              hint="stop the other profiler first, or profile at level 1")
 
         # the first session records the ops' shapes (for their inputs and work); the later ones (the
         # decorator's calls after the first) do not, which costs their runs 3-5% less
-        session = torch_profile(activities=activities(self.settings.device), record_shapes=not self.sessions)
+        session = QuietProfiler(activities=activities(self.settings.device), record_shapes=not self.sessions)
         self.sessions.append(session)
         return session
 
@@ -194,13 +174,9 @@ class Recording:
     def build(self) -> Profile:
         import torch
 
-        from layerperf.backends.base import RunPlan
-
-        state = self.state
+        state = self.recording
         state.finish()
         if state.captured and not state.runs:
-            from layerperf.errors import InputError
-
             raise InputError("memory=True: the first run after warm-up records the allocator's events and is not "
                              "timed, and no run followed it", hint="profile at least one more run (call the model "
                              "or the decorated function again)")
@@ -220,22 +196,16 @@ class Recording:
         meta = profile_metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
                                 torch.__version__, self.settings.device, self.settings.options(), plan_fields=())
         if self.settings.level == 2:
-            from layerperf.backends.torch.ops import LEVEL2_NOTE, _assemble
-
-            layers, runs, notes = _assemble(layers, self._level2_runs())
-            warnings += [LEVEL2_NOTE, *notes]
             # level 2: a module's work is on the op rows under it, so its figures are its children's
-            return Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph)
+            layers, runs, notes = assemble(layers, self._level2_runs())
+            return build_profile(meta, layers, runs, level=2, warnings=[*warnings, *notes], graph=graph)
         assert self.timing is not None
         runs = self.timing.runs()
         if self.device_events is not None and state.runs:
-            from layerperf.backends.torch.cuda import fill_memory
-
             runs = self.device_events.runs()  # device time between each row's boundaries
             if self.allocator_counts is not None and state.captured:
                 fill_memory(layers, self.allocator_counts)
-        prof = Profile(metadata=meta, layers=layers, runs=runs, warnings=warnings, graph=graph,
-                       cost_nesting=CostNesting.SELF)
+        prof = build_profile(meta, layers, runs, level=1, warnings=warnings, graph=graph)
         if self.perf and state.runs:
             self._fill_counters(prof)
         if self.settings.collectors.memory is not None:
@@ -243,8 +213,6 @@ class Recording:
         return prof
 
     def _fill_counters(self, prof: Profile) -> None:
-        from layerperf.collectors.perf_counts import CounterResult
-
         request = self.settings.collectors.counters
         assert request is not None and self.timing is not None
         n = len(prof.layers)
@@ -261,27 +229,24 @@ class Recording:
         result = CounterResult(counts=counts, fraction=fraction, calibration=calibration,
                                call_overhead_ns=self.call_ns, node_ns=self.timing.self_calls_ns(n),
                                schedule=self.groups, inclusive=inclusive)
-        prof.counters = result.apply(prof.layers, replace(request, passes=self.state.runs, multiplex=True))
+        prof.counters = result.apply(prof.layers, replace(request, passes=self.recording.runs, multiplex=True))
 
     def _fill_memory(self, prof: Profile) -> None:
         """The memory report: what the collectors give (resident memory at row boundaries, the tensors'
         live bytes from the forward rows' shapes), and the allocator's events per row from the run that
-        :class:`.memory.AllocationRun` recorded (the first after warm-up: forward, backward and optimizer
-        step rows alike)."""
-        from layerperf.analysis.memory.report import analyze_memory, with_allocations
-
+        :class:`.memory_run.AllocationRun` recorded (the first after warm-up: forward, backward and
+        optimizer step rows alike)."""
         runtime: RuntimeMemory = self.rss.runtime() if self.rss is not None else RuntimeMemory(sample_rate=0)
         prof.memory = analyze_memory(prof, runtime)
-        capture = self.state.capture
+        capture = self.recording.capture
         if capture is not None and capture.skipped:
-            from dataclasses import replace as with_fields
-
-            prof.memory = with_fields(prof.memory, warnings=(
+            prof.memory = replace(prof.memory, warnings=(
                 *prof.memory.warnings, "no allocator figures per row: torch.profiler was already running when the run "
                 "to record began, and the memory run needs a session of its own (stopping the user's would end "
                 "its trace)"))
         names = [layer.name for layer in prof.layers]
-        allocs = capture.allocations(names, to_last_mark=not self.state.runs_by_call) if capture is not None else None
+        to_last_mark = not self.recording.runs_by_call
+        allocs = capture.allocations(names, to_last_mark=to_last_mark) if capture is not None else None
         if allocs is not None:
             prof.memory = with_allocations(prof.memory, allocs)
 
@@ -292,11 +257,8 @@ class Recording:
         no run."""
         from torch.autograd import DeviceType
 
-        from layerperf.backends.torch.ops import RETURN_MARK, RUN_MARK, Recorded, cpu_marks, mark_layer
-        from layerperf.backends.torch.profiler import events_with_links
-
         out = []
-        extents = iter(self.state.extents)
+        extents = iter(self.recording.extents)
         for k, session in enumerate(self.sessions):
             events = events_with_links(session)
             cpu = [e for e in events if e.device_type == DeviceType.CPU]
@@ -305,7 +267,7 @@ class Recording:
             for mark in cpu_marks(events, RUN_MARK):
                 t0, t1 = next(extents, (0, 0))
                 lo, hi = mark.time_range.start, mark.time_range.end
-                if not self.state.runs_by_call:
+                if not self.recording.runs_by_call:
                     hi = max((e.time_range.end for e in rows if lo <= e.time_range.start <= hi), default=hi)
                 inside = [mark] + [e for e in cpu if e is not mark and e.name != RUN_MARK
                                    and lo <= e.time_range.start <= hi]
@@ -318,86 +280,3 @@ class Recording:
 
 def _param_bytes(mod: Any) -> int:
     return sum(p.numel() * p.element_size() for p in mod.parameters(recurse=False))
-
-
-def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | None, layers: list[Layer],
-                  names: set[str], *, grad: bool = False) -> tuple[list[str], GraphSummary | None]:
-    """Shapes, FLOPs and bytes of the rows, from one more untimed call of the model on the first timed
-    run's inputs: in inference mode for a model in eval mode whose backward did not run; otherwise
-    (``grad``: a backward ran, or the model is in training mode) a forward and backward in the
-    model's own mode, for the backward rows' work too (:mod:`.gradcost`). With the warnings, the
-    model's graph summary (inputs, outputs, parameters)."""
-    from layerperf.backends.torch.driver import graph_summary
-    from layerperf.backends.torch.models import TorchModel
-    from layerperf.backends.torch.record import _input_names, record
-
-    if root is None or first is None:
-        return ["no call of a module was profiled"], None
-    model = TorchModel(root, first[0], first[1])
-    params = {name: p.numel() * p.element_size() for name, p in root.named_parameters()}
-    bare = GraphSummary(tuple(n for n, _ in _input_names(model)), (), params)
-    import torch
-
-    def call() -> Any:
-        with torch.inference_mode():
-            return root(*model.args, **model.kwargs)
-
-    back: dict[str, Seen] = {}
-    try:
-        if grad or root.training:
-            from layerperf.torch.gradcost import grad_pass
-
-            rec, back = grad_pass(model)
-        else:
-            rec = record(model, call)
-    except Exception as exc:  # the user's forward; the timings stand without the costs
-        return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"], bare
-    _put(layers, {s.path: s for s in rec.seen if s.path in names}, "torch.nn")
-    _put(layers, back, "torch.autograd")
-    return _unknown_ops(rec, back), graph_summary(model, rec)
-
-
-def outside_costs(state: InSitu, layers: list[Layer], names: set[str]) -> list[str]:
-    """The work of the rows outside the model (see :mod:`.gradcost`): each loss module's forward and,
-    where its backward row ran, its backward, on tensors of its first recorded call's shapes; each
-    optimizer's step replayed on meta tensors. With warnings for what could not be counted."""
-    from layerperf.backends.torch.driver import unknown_ops_warnings
-    from layerperf.torch.gradcost import loss_costs, step_cost
-    from layerperf.torch.insitu import STEP
-
-    warnings: list[str] = []
-    done: list[Seen] = []
-    for mod, specs in state.outside_first.values():
-        name = state.path_of(mod)
-        try:
-            got = loss_costs(mod, name, specs, backward=f"{name} (backward)" in names)
-        except Exception as exc:  # the user's module, re-run on zeros of the recorded shapes
-            warnings.append(f"{name}: FLOPs unknown, re-running it failed ({type(exc).__name__}: {exc})")
-            continue
-        _put(layers, {k: v for k, v in got.items() if k == name}, "torch.nn")
-        _put(layers, {k: v for k, v in got.items() if k != name}, "torch.autograd")
-        done += got.values()
-    for row in (r for r in state.rows if r.kind == STEP):
-        try:
-            seen = step_cost(row.owner, row.name)
-        except Exception as exc:  # an optimizer that cannot step on meta tensors
-            warnings.append(f"{row.name}: FLOPs unknown, replaying the step failed ({type(exc).__name__}: {exc})")
-            continue
-        _put(layers, {row.name: seen}, "torch.optim")
-        done.append(seen)
-    return warnings + unknown_ops_warnings(done)
-
-
-def _put(layers: list[Layer], seen: dict[str, Seen], domain: str) -> None:
-    for layer in layers:
-        s = seen.get(layer.name)
-        if s is not None and layer.domain == domain:
-            if domain == "torch.nn" and (s.inputs or s.outputs):
-                layer.inputs, layer.outputs = s.inputs, s.outputs
-            layer.flops, layer.bytes_read, layer.bytes_written, layer.int_ops = s.per_call()
-
-
-def _unknown_ops(rec: Recorder, back: dict[str, Seen]) -> list[str]:
-    from layerperf.backends.torch.driver import unknown_ops_warnings
-
-    return unknown_ops_warnings([*rec.seen, *back.values()])

@@ -14,7 +14,7 @@ backward, the first of those nodes to start opens the call's row and the last to
 A node a module shares with its children (a container's last child's nodes) opens the outer row
 first and closes the inner one first, so rows nest as the modules do; autograd runs the nodes of
 one module call one after another unless two branches interleave (told by the caller, see
-:mod:`.insitu`). A call whose nodes do not all run in a backward (an output the loss does not use)
+:mod:`.recording`). A call whose nodes do not all run in a backward (an output the loss does not use)
 is closed when that backward ends, and counted in a warning.
 """
 
@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from layerperf.backends.torch.record import tensors
 
 ACCUMULATE = "AccumulateGrad"
 
@@ -57,7 +59,7 @@ class BackwardCalls:
         if not track or not torch.is_grad_enabled():
             self._inputs.append(None)
             return
-        nodes = {t.grad_fn for t in _tensors(args) if t.grad_fn is not None}
+        nodes = {t.grad_fn for t in tensors(args) if t.grad_fn is not None}
         bound = max((_seq(n) for n in nodes), default=-1)
         self._inputs.append((nodes, bound))
 
@@ -67,7 +69,7 @@ class BackwardCalls:
         entry = self._inputs.pop()
         if entry is None:
             return
-        heads = [t.grad_fn for t in _tensors(out) if t.requires_grad and t.grad_fn is not None]
+        heads = [t.grad_fn for t in tensors(out) if t.requires_grad and t.grad_fn is not None]
         if heads:
             self._done.append((module, heads, *entry))
 
@@ -136,12 +138,6 @@ class BackwardCalls:
 
 def _seq(node: Any) -> int:
     return -1 if type(node).__name__ == ACCUMULATE else int(node._sequence_nr())
-
-
-def _tensors(value: Any) -> list[Any]:
-    from layerperf.backends.torch.record import _tensors as tensors
-
-    return tensors(value)
 
 
 def _created(heads: list[Any], inputs: set[Any], bound: int) -> list[Any]:
