@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,16 @@ def tiny_cnn(batch: int | str = 1) -> onnx.ModelProto:
     ]
     graph = helper.make_graph(nodes, "tiny_cnn", [x], [y], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def from_another_machine(store: Path, path: Path) -> Path:
+    """A copy of the store ``store`` at ``path`` whose measurements say they ran on other hardware."""
+    path.write_bytes(store.read_bytes())
+    db = sqlite3.connect(path)
+    db.execute("UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
+    db.commit()
+    db.close()
+    return path
 
 
 @pytest.fixture(scope="session")

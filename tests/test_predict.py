@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from layerperf.dataset.predict.features import FEATURES, Op, RunFactors, feature
 from layerperf.dataset.predict.model import LEARNED, ROOFLINE, UNKNOWN, Predictor
 from predict_store import MODELS, write_store
 
-from conftest import tiny_cnn
+from conftest import from_another_machine, tiny_cnn
 
 sklearn = pytest.importorskip("sklearn", reason="the predict extra (scikit-learn) is not installed")
 
@@ -193,12 +192,7 @@ def test_a_model_whose_op_types_were_never_seen(tmp_path: Path, cache: Path, syn
 
 def test_a_store_of_another_machine_is_told(tmp_path: Path, small: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    other = tmp_path / "other.db"
-    other.write_bytes(small.read_bytes())
-    db = sqlite3.connect(other)
-    db.execute("UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
-    db.commit()
-    db.close()
+    other = from_another_machine(small, tmp_path / "other.db")
     assert main(["predict", "--store", str(other), "--evaluate", "--format", "json"]) == 0
     err = capsys.readouterr().err
     assert "holds measurements of another machine" in err
