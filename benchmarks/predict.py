@@ -1,10 +1,10 @@
 """The predictor's evaluation figures: leave-one-model-out over one or more stores `layerperf collect` filled
 (each model predicted by a predictor trained on the others, its layers from its optimized graph), per model and
 overall — the fraction of (model, configuration) pairs within ±10% of the measured latency (nn-Meter's metric)
-and RMSPE — with what limits them: the slowed runs the speed check set aside, the op types a model has that no
-other model has, and, given a second store of the same sweep measured again (--again), how often the host
-itself repeats a measurement within ±10%: no predictor can agree with a measurement better than the measurement
-agrees with itself. Prints the load before and after.
+and RMSPE — with what limits them: the runs the speed checks set aside (slowed, disturbed), the op types a
+model has that no other model has, and, given a second store of the same sweep measured again (--again), how
+often the host itself repeats a measurement within ±10%: no predictor can agree with a measurement better than
+the measurement agrees with itself. Prints the load before and after.
 
     python benchmarks/predict.py --store zoo.db
     python benchmarks/predict.py --store zoo.db --store hf.db --again zoo-again.db
@@ -46,7 +46,7 @@ def _print(ev: Evaluation) -> None:
         unseen = sorted({u for p in ev.pairs if p.model == model for u in p.unseen})
         print(_score(os.path.basename(model), s) + (f"   unseen: {', '.join(unseen)}" if unseen else ""))
     print(_score("overall", ev.overall))
-    print(_score("pairs without slowed runs", ev.unslowed))
+    print(_score("clean pairs (no run set aside)", ev.clean))
     print(_score("layers' sums alone", ev.layers))
 
 
@@ -83,9 +83,12 @@ def main() -> None:
     print(f"load before: {_load()}")
     data = training.read_all(args.store)
     slowed = sum(c.runs_slowed or 0 for c in data.configs)
+    told = [c for c in data.configs if c.runs_disturbed is not None]
+    disturbed = f"{sum(c.runs_disturbed or 0 for c in told)} disturbed (in the {len(told)} configurations whose " \
+                "store counts them)"
     measured = sum(c.runs_measured or 0 for c in data.configs)
-    print(f"{len(data.configs)} configurations of {len(data.models())} models; the speed check set aside {slowed} "
-          f"of {measured} runs; {sum(c.flagged for c in data.configs)} configurations flagged")
+    print(f"{len(data.configs)} configurations of {len(data.models())} models; of {measured} runs the speed checks "
+          f"set aside {slowed} slowed, {disturbed}; {sum(c.flagged for c in data.configs)} configurations flagged")
     peaks = calibration.load()
     print(f"calibration: {'this machine' if peaks else 'none (op types never seen are unknown)'}")
     t0 = time.perf_counter()

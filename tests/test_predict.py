@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -91,12 +92,12 @@ def test_evaluate_json_keys(small: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["predict", "--store", str(small), "--evaluate", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert 0.9 <= doc["within_10pct"] <= 1 and 0 <= doc["rmspe"] < 0.1
-    assert {"pairs", "mean_abs_error", "per_model", "configurations", "unslowed", "layers_sum"} <= set(doc)
+    assert {"pairs", "mean_abs_error", "per_model", "configurations", "clean", "layers_sum"} <= set(doc)
     assert set(doc["per_model"]) == {"synth-a", "synth-b", "synth-c"}
     assert set(doc["per_model"]["synth-a"]) == {"pairs", "within_10pct", "rmspe", "mean_abs_error"}
     pair = doc["configurations"][0]
     assert {"model", "configuration", "predicted_us", "measured_us", "error", "layers", "unseen_op_types",
-            "runs_slowed", "flagged"} <= set(pair)
+            "runs_slowed", "runs_disturbed", "flagged"} <= set(pair)
 
 
 def test_evaluate_table(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -204,3 +205,16 @@ def test_without_scikit_learn_it_says_how_to_install(synthetic: Path, monkeypatc
     monkeypatch.setitem(sys.modules, "sklearn.ensemble", None)
     err = one_line_error(capsys, "--store", str(synthetic), "--evaluate")
     assert "needs scikit-learn" in err and "pip install 'layerperf[predict]'" in err
+
+
+def test_a_store_collected_before_the_disturbed_counts(tmp_path: Path, small: Path) -> None:
+    old = tmp_path / "old.db"
+    old.write_bytes(small.read_bytes())
+    db = sqlite3.connect(old)
+    db.execute("DROP VIEW measured_layers")
+    for column in ("runs_disturbed", "disturbed_used"):
+        db.execute(f"ALTER TABLE configs DROP COLUMN {column}")
+    db.commit()
+    db.close()
+    data = training.read(old)
+    assert len(data.configs) == 12 and all(c.runs_disturbed is None and not c.flagged for c in data.configs)

@@ -32,7 +32,8 @@ LayersOf = Callable[[MeasuredConfig], tuple[tuple[Op, ...], str]]
 @dataclass(frozen=True, slots=True)
 class Pair:
     """One (model, configuration): the predicted and measured latency (µs), the relative error, where its
-    layers came from (``graph``, ``store``), the op types never seen in training, how its runs went."""
+    layers came from (``graph``, ``store``), the op types never seen in training, how its runs went: runs
+    set aside as slowed or disturbed (None: the store does not say), flagged."""
 
     model: str
     label: str
@@ -44,7 +45,13 @@ class Pair:
     n_layers: int
     unseen: tuple[str, ...]
     runs_slowed: int | None
+    runs_disturbed: int | None
     flagged: bool
+
+    @property
+    def clean(self) -> bool:
+        """Whether no run was set aside by the speed checks and the statistics stand on clean runs."""
+        return not (self.runs_slowed or self.runs_disturbed or self.flagged)
 
     @property
     def error(self) -> float | None:
@@ -83,14 +90,14 @@ class Score:
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """Every pair, the score overall, per model, over the pairs no run of which was slowed, and of the
+    """Every pair, the score overall, per model, over the clean pairs (:attr:`Pair.clean`), and of the
     layers' sums alone (``layers``: the predicted layers against the measured ones, the cost between
     them and the whole run's own noise left out)."""
 
     pairs: tuple[Pair, ...]
     overall: Score
     per_model: dict[str, Score]
-    unslowed: Score
+    clean: Score
     layers: Score
 
 
@@ -120,7 +127,7 @@ def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, pea
             pred = predictor.predict(ops, cfg.factors)
             pairs.append(_pair(cfg, pred, source, len(ops)))
     per_model = {m: Score.of([p for p in pairs if p.model == m]) for m in models}
-    return Evaluation(tuple(pairs), Score.of(pairs), per_model, Score.of([p for p in pairs if not p.runs_slowed]),
+    return Evaluation(tuple(pairs), Score.of(pairs), per_model, Score.of([p for p in pairs if p.clean]),
                       Score.of(pairs, layers=True))
 
 
@@ -128,5 +135,5 @@ def _pair(cfg: MeasuredConfig, pred: Prediction, source: str, n_layers: int) -> 
     assert cfg.latency_us is not None
     known = pred.known_layers_us if pred.latency_us is not None else None
     return Pair(cfg.model, cfg.label(), pred.latency_us, float(cfg.latency_us), known, cfg.layers_us, source,
-                n_layers, tuple(pred.unseen_op_types), cfg.runs_slowed, cfg.flagged)
+                n_layers, tuple(pred.unseen_op_types), cfg.runs_slowed, cfg.runs_disturbed, cfg.flagged)
 

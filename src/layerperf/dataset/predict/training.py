@@ -24,10 +24,12 @@ from layerperf.errors import InputError
 
 CONFIG_SQL = """
 SELECT c.config_id, c.model, c.backend, c.batch, c.threads, c.opt_level, c.inter_op, c.run_cpus, c.corun,
-       c.corun_cores, c.latency_median_us, c.runs_measured, c.runs_slowed, c.slowed_used, c.machine_id,
+       c.corun_cores, c.latency_median_us, c.runs_measured, c.runs_slowed, c.slowed_used, {disturbed}, c.machine_id,
        m.affinity, m.cores, m.l2_bytes, m.l3_bytes
 FROM configs c LEFT JOIN machines m ON m.machine_id = c.machine_id
 WHERE c.status = 'ok' ORDER BY c.config_id"""
+# added to the schema later: a store collected before has neither (unknown)
+DISTURBED = ("runs_disturbed", "disturbed_used")
 
 LAYER_SQL = """
 SELECT l.config_id, l.name, l.op_type, l.domain, l.in_shapes, l.out_shapes, l.in_dtypes, l.out_dtypes, l.flops,
@@ -40,7 +42,9 @@ WHERE c.status = 'ok' ORDER BY l.config_id, l.layer_index"""
 class MeasuredConfig:
     """One ok (model, configuration) of the store. ``layer_us``: each layer's median self time (None where
     the store has none); ``latency_us``: the whole model's median latency (None: not measured);
-    ``runs_slowed``: runs the speed check set aside; ``flagged``: measured during a host slow-down."""
+    ``runs_slowed`` and ``runs_disturbed``: runs the speed checks set aside, measured while the CPU ran
+    slowed or while other processes had it (None: the store does not say); ``flagged``: its statistics
+    stand on such runs."""
 
     config_id: int
     model: str
@@ -50,7 +54,13 @@ class MeasuredConfig:
     latency_us: float | None
     runs_measured: int | None
     runs_slowed: int | None
+    runs_disturbed: int | None
     flagged: bool
+
+    @property
+    def set_aside(self) -> int:
+        """Runs the speed checks set aside, slowed or disturbed (0 where the store does not say)."""
+        return (self.runs_slowed or 0) + (self.runs_disturbed or 0)
 
     @property
     def layers_us(self) -> float | None:
@@ -111,7 +121,10 @@ def read(path: str | Path) -> StoreData:
     whose schema lacks a column the predictor reads, or one with nothing measured."""
     with Store.open(path) as store:
         try:
-            configs, layers = _rows(store.db, CONFIG_SQL), _rows(store.db, LAYER_SQL)
+            have = {row[1] for row in store.db.execute("PRAGMA table_info(configs)")}
+            disturbed = ", ".join(f"c.{c}" if c in have else f"NULL AS {c}" for c in DISTURBED)
+            configs = _rows(store.db, CONFIG_SQL.format(disturbed=disturbed))
+            layers = _rows(store.db, LAYER_SQL)
         except sqlite3.OperationalError as exc:
             raise InputError(f"{path}: the store lacks what the predictor reads ({exc})",
                              hint="collect it with this layerperf") from None
@@ -130,7 +143,7 @@ def read(path: str | Path) -> StoreData:
             config_id=row["config_id"], model=str(row["model"]), factors=_factors(row),
             ops=tuple(Op.of_row(r) for r in rows), layer_us=tuple(r["median_us"] for r in rows),
             latency_us=row["latency_median_us"], runs_measured=row["runs_measured"], runs_slowed=row["runs_slowed"],
-            flagged=bool(row["slowed_used"])))
+            runs_disturbed=row["runs_disturbed"], flagged=bool(row["slowed_used"] or row["disturbed_used"])))
     if not out:
         raise InputError(f"the store {path} holds no measured configuration to learn from",
                          hint="collect into it first: layerperf collect --models ... --store PATH")

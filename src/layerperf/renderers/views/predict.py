@@ -87,7 +87,8 @@ def _pair_row(p: Pair) -> dict[str, Any]:
     return {"model": p.model, "configuration": p.label, "predicted_us": p.predicted_us, "measured_us": p.measured_us,
             "error": p.error, "predicted_layers_us": p.predicted_layers_us, "measured_layers_us": p.measured_layers_us,
             "layers_error": p.layers_error, "layers": p.layers, "n_layers": p.n_layers,
-            "unseen_op_types": list(p.unseen), "runs_slowed": p.runs_slowed, "flagged": p.flagged}
+            "unseen_op_types": list(p.unseen), "runs_slowed": p.runs_slowed, "runs_disturbed": p.runs_disturbed,
+            "flagged": p.flagged}
 
 
 def _signed(x: float) -> str:
@@ -97,7 +98,8 @@ def _signed(x: float) -> str:
 PAIR_COLUMNS = (text("configuration", "configuration"), Column("predicted_us", "predicted µs", _us),
                 Column("measured_us", "measured µs", _us), Column("error", "error", _signed),
                 Column("layers_error", "layers' error", _signed),
-                text("layers", "layers from"), Column("runs_slowed", "slowed runs"), text("unseen", "unseen op types"))
+                text("layers", "layers from"), Column("runs_slowed", "slowed runs"),
+                Column("runs_disturbed", "disturbed runs"), text("unseen", "unseen op types"))
 MODEL_COLUMNS = (text("model", "model"), Column("pairs", "pairs"), Column("within_10pct", "within ±10%", units.percent),
                  Column("rmspe", "RMSPE", units.percent), Column("mean_abs_error", "mean |error|", units.percent))
 
@@ -108,14 +110,15 @@ def evaluation_view(ev: Evaluation, store: str | Sequence[str]) -> View:
     rows = [_pair_row(p) for p in ev.pairs]
     shown = [{**r, "unseen": ", ".join(r["unseen_op_types"]) or "-"} for r in rows]
     models = [{"model": m, **_score(s)} for m, s in ev.per_model.items()]
-    o, u, la = ev.overall, ev.unslowed, ev.layers
+    o, u, la = ev.overall, ev.clean, ev.layers
     notes = [Note(f"overall: {_within(o)} of {o.pairs} (model, configuration) pairs within ±10% "
                   f"({units.percent(o.within_10pct)}), RMSPE {units.percent(o.rmspe)}"),
-             Note(f"pairs none of whose runs the speed check set aside: {_within(u)} of {u.pairs} within ±10% "
+             Note(f"pairs none of whose runs the speed checks set aside (slowed, disturbed): {_within(u)} of {u.pairs} "
+                  f"within ±10% "
                   f"({units.percent(u.within_10pct)}), RMSPE {units.percent(u.rmspe)}"),
              Note(f"the layers' times alone (predicted sum against the measured layers' sum): {_within(la)} of "
                   f"{la.pairs} within ±10% ({units.percent(la.within_10pct)}), RMSPE {units.percent(la.rmspe)}")]
-    doc = {"store": store, **_score(o), "unslowed": _score(u), "layers_sum": _score(la),
+    doc = {"store": store, **_score(o), "clean": _score(u), "layers_sum": _score(la),
            "per_model": {m: _score(s) for m, s in ev.per_model.items()}, "configurations": rows}
     return View([Section(PAIR_COLUMNS, rows, title="leave-one-model-out: each model predicted by a predictor "
                          "trained on the others", shown=shown),
