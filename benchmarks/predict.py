@@ -84,8 +84,8 @@ def main() -> None:
     data = training.read_all(args.store)
     slowed = sum(c.runs_slowed or 0 for c in data.configs)
     told = [c for c in data.configs if c.runs_disturbed is not None]
-    disturbed = f"{sum(c.runs_disturbed or 0 for c in told)} disturbed (in the {len(told)} configurations whose " \
-                "store counts them)"
+    disturbed = (f"{sum(c.runs_disturbed or 0 for c in told)} disturbed (in the {len(told)} configurations whose "
+                 "store counts them)") if told else "disturbed runs not counted (stores collected before that check)"
     measured = sum(c.runs_measured or 0 for c in data.configs)
     print(f"{len(data.configs)} configurations of {len(data.models())} models; of {measured} runs the speed checks "
           f"set aside {slowed} slowed, {disturbed}; {sum(c.flagged for c in data.configs)} configurations flagged")

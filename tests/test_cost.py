@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cost.onnx import is_known, known_op_types, node_cost
-from layerperf.cost.onnx.graph import graph_costs, model_flops
+from layerperf.cost.onnx.graph import graph_costs, model_flops, tensor_infos
 from layerperf.data.cost import Cost
 from layerperf.data.tensor import TensorInfo
 
@@ -648,6 +648,43 @@ def test_graph_costs_infers_shapes_through_contrib_ops() -> None:
     assert costs["p"].bytes_written == 4 * 16 * 4 * 4
     assert costs["y"].flops == 2 * 256 * 10 + 10  # [1, 256] x [256, 10], alpha
     assert costs["y"].bytes_written == 40
+
+
+def test_runtime_shapes_reach_tensors_the_exporter_declared_symbolic() -> None:
+    """An exporter that declares every tensor (value_info) with the input's symbols (the dynamo exporter):
+    the given input shapes size those symbols everywhere, so a tensor whose shape is computed (a Range over
+    the sequence length) is costed too."""
+    nodes = [helper.make_node("Shape", ["ids"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+             helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+             helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["posf", "posf"], ["y"])]
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("zero", 0), ("one", 1))]
+    graph = helper.make_graph(nodes, "positions", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                                                 ["batch", "sequence"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["sequence"])], consts,
+                              value_info=[helper.make_tensor_value_info("pos", TensorProto.INT64, ["sequence"]),
+                                          helper.make_tensor_value_info("posf", TensorProto.FLOAT, ["sequence"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    costs = {n.output[0]: c for n, c in graph_costs(model, shapes={"ids": TensorInfo("ids", (2, 128), "int64")})}
+    assert costs["y"].flops == 128
+
+
+def test_quantized_conv_channels_last_shape() -> None:
+    """ONNX Runtime's NHWC transformer turns a QLinearConv channels-last (com.microsoft, channels_last=1)."""
+    rng = np.random.default_rng(5)
+    scalars = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("xs", 0.1, np.float32), ("xz", 0, np.uint8), ("ws", 0.1, np.float32), ("wz", 0, np.int8),
+        ("ys", 0.1, np.float32), ("yz", 0, np.uint8))]
+    w = numpy_helper.from_array(rng.integers(-8, 8, (16, 3, 3, 3)).astype(np.int8), "w")
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                            domain="com.microsoft", channels_last=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    pool = helper.make_node("NhwcMaxPool", ["y"], ["p"], domain="com.microsoft", kernel_shape=[2, 2], strides=[2, 2])
+    graph = helper.make_graph([node, pool], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 8, 3])],
+                              [helper.make_tensor_value_info("p", TensorProto.UINT8, None)], [*scalars, w])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    shapes = tensor_infos(helper.make_model(graph, opset_imports=opsets, ir_version=9))
+    assert shapes["y"].shape == (1, 8, 8, 16) and shapes["p"].shape == (1, 4, 4, 16)
 
 
 def test_graph_costs_takes_runtime_shapes() -> None:

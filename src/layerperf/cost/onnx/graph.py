@@ -43,8 +43,9 @@ def _numel(dims: Iterable[int]) -> int:
     return n
 
 
-def _light_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with large initializers turned into typed graph inputs (no data copied)."""
+def _light_model(model: onnx.ModelProto, given: Mapping[str, TensorInfo] | None = None) -> onnx.ModelProto:
+    """The model with large initializers turned into typed graph inputs (no data copied), and the inputs
+    ``given`` a static shape declared at it (see :func:`_bind`)."""
     light = onnx.ModelProto()
     light.ir_version = max(model.ir_version, 4)  # initializers need not be graph inputs from IR 4
     light.opset_import.extend(model.opset_import)
@@ -61,7 +62,30 @@ def _light_model(model: onnx.ModelProto) -> onnx.ModelProto:
             g.initializer.append(init)
         elif init.name not in declared:
             g.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    if given:
+        _bind(g, given)
     return light
+
+
+def _bind(g: onnx.GraphProto, given: Mapping[str, TensorInfo]) -> None:
+    """Declare at ``g``'s inputs the static shapes ``given``, and size each symbolic dimension they bind
+    (``batch``, ``sequence``) wherever the graph declares it: a graph whose exporter wrote every tensor's
+    shape (value_info) would otherwise keep its symbols past the inputs, and its costs would be unknown."""
+    symbols: dict[str, int] = {}
+    for vi in g.input:
+        info = given.get(vi.name)
+        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+        if info is None or not info.is_static or info.shape is None or len(dims) != len(info.shape):
+            continue
+        for d, size in zip(dims, info.shape, strict=True):
+            if d.HasField("dim_param"):
+                symbols.setdefault(d.dim_param, int(size))
+            d.dim_value = int(size)
+    for vi in [*g.value_info, *g.output]:
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in symbols:
+                    d.dim_value = symbols[d.dim_param]
 
 
 def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
@@ -80,8 +104,8 @@ def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
     return TensorInfo(vi.name, tuple(dims), dtype)
 
 
-def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
-    light = _light_model(model)
+def _inferred(model: onnx.ModelProto, given: Mapping[str, TensorInfo] | None = None) -> onnx.ModelProto:
+    light = _light_model(model, given)
     try:
         return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - inference is best effort; the walk below fills gaps
@@ -95,7 +119,7 @@ class _ShapeTable:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
         self.infos: dict[str, TensorInfo] = {}
         self.consts: dict[str, TensorProto] = {}
-        inferred = _inferred(model)
+        inferred = _inferred(model, given)
         g = inferred.graph
         for vi in [*g.input, *g.value_info, *g.output]:
             info = _value_info(vi)
