@@ -650,24 +650,44 @@ def test_graph_costs_infers_shapes_through_contrib_ops() -> None:
     assert costs["y"].bytes_written == 40
 
 
-def test_runtime_shapes_reach_tensors_the_exporter_declared_symbolic() -> None:
-    """An exporter that declares every tensor (value_info) with the input's symbols (the dynamo exporter):
-    the given input shapes size those symbols everywhere, so a tensor whose shape is computed (a Range over
-    the sequence length) is costed too."""
-    nodes = [helper.make_node("Shape", ["ids"], ["shape"]),
+@pytest.mark.parametrize("symbol", ["sequence", "unk__0"])
+def test_runtime_shapes_reach_tensors_the_exporter_declared_symbolic(symbol: str) -> None:
+    """An exporter that declares every tensor (value_info) with the input's symbols (the dynamo exporter), or
+    with symbols of its own (ONNX Runtime's ``unk__N``): the given input shapes size the input's symbols
+    everywhere, and the shape arithmetic after a contrib op, which onnx's inference stops at, is evaluated
+    (Shape, Gather), so a tensor whose shape is computed (a Range over the sequence length) is costed too."""
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft"),
+             helper.make_node("Shape", ["g"], ["shape"]),
              helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
              helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
              helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
              helper.make_node("Mul", ["posf", "posf"], ["y"])]
     consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("zero", 0), ("one", 1))]
-    graph = helper.make_graph(nodes, "positions", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+    graph = helper.make_graph(nodes, "positions", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                                  ["batch", "sequence"])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["sequence"])], consts,
-                              value_info=[helper.make_tensor_value_info("pos", TensorProto.INT64, ["sequence"]),
-                                          helper.make_tensor_value_info("posf", TensorProto.FLOAT, ["sequence"])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    costs = {n.output[0]: c for n, c in graph_costs(model, shapes={"ids": TensorInfo("ids", (2, 128), "int64")})}
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [symbol])], consts,
+                              value_info=[helper.make_tensor_value_info("pos", TensorProto.INT64, [symbol]),
+                                          helper.make_tensor_value_info("posf", TensorProto.FLOAT, [symbol])])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
+    costs = {n.output[0]: c for n, c in graph_costs(model, shapes={"x": TensorInfo("x", (2, 128), F32)})}
     assert costs["y"].flops == 128
+
+
+def test_integer_matmul_to_float_outputs_floats() -> None:
+    """com.microsoft MatMulIntegerToFloat (dynamic quantization's MatMul) multiplies integers into its scale's
+    type: the MatMul after it does floating-point work."""
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.integers(-8, 8, (64, 32)).astype(np.int8), "b"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "sa"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "sb"), _init(rng, "w", (32, 16))]
+    nodes = [helper.make_node("MatMulIntegerToFloat", ["a", "b", "sa", "sb"], ["y"], domain="com.microsoft"),
+             helper.make_node("MatMul", ["y", "w"], ["z"])]
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", TensorProto.UINT8, [8, 64])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    costs = {n.output[0]: c for n, c in graph_costs(helper.make_model(graph, opset_imports=opsets, ir_version=9))}
+    assert costs["z"].flops == 2 * 8 * 32 * 16 and not costs["z"].int_ops
 
 
 def test_quantized_conv_channels_last_shape() -> None:

@@ -149,6 +149,8 @@ class _ShapeTable:
             self._note_constant(node)
         elif node.op_type == "Shape" and node.domain in ("", "ai.onnx"):
             self._note_shape(node, view)
+        elif node.domain in ("", "ai.onnx"):
+            self._note_computed(node)
         if all(name in self.infos and self.infos[name].is_static for name in node.output if name):
             return
         if (node.domain, node.op_type) in SHAPES:
@@ -180,6 +182,29 @@ class _ShapeTable:
         end = view.attrs.get("end")
         dims = dims[start:] if end is None else dims[start:int(end)]  # type: ignore[call-overload]
         self.consts[node.output[0]] = numpy_helper.from_array(np.array(dims, dtype=np.int64), node.output[0])
+
+    def _note_computed(self, node: onnx.NodeProto) -> None:
+        """Note the values of a standard op all of whose inputs are small constants (the shape arithmetic
+        of an exported graph: Gather of a Shape, Unsqueeze, Concat, Slice...), so that the Reshape, Expand
+        or Range they feed gets a static shape; outputs over :data:`_SMALL_INITIALIZER` elements are not
+        kept."""
+        names = [n for n in node.input if n]
+        if not names or not all(n in self.consts for n in names) or not node.output:
+            return
+        try:
+            from onnx.reference import ReferenceEvaluator  # the reference runtime of the onnx package itself
+
+            inputs = [helper.make_tensor_value_info(n, self.consts[n].data_type, None) for n in names]
+            outputs = [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in node.output if n]
+            graph = helper.make_graph([node], "constant", inputs, outputs)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+            values = ReferenceEvaluator(model).run(None, {n: numpy_helper.to_array(self.consts[n]) for n in names})
+        except Exception:  # noqa: BLE001 - best effort: the outputs are then inferred without their values
+            return
+        for name, value in zip((n for n in node.output if n), values, strict=False):
+            array = np.asarray(value)
+            if array.size <= _SMALL_INITIALIZER:
+                self.consts[name] = numpy_helper.from_array(array, name)
 
     def _infer_standard(self, node: onnx.NodeProto, view: Node) -> list[TensorInfo | None]:
         """Run onnx's per-node inference with the shapes known so far (after a contrib op)."""

@@ -202,6 +202,8 @@ def _out_dtype(node: Node, i: int) -> str:
         return dtype_of(1, "float32")  # the scale's type
     if node.op_type == "MatMulInteger16":
         return "int32"
+    if node.op_type == "MatMulIntegerToFloat":
+        return dtype_of(2, "float32")  # integer inputs, output in the type of A's scale
     return dtype_of(0, "float32")
 
 
