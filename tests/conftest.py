@@ -1,14 +1,35 @@
+"""Shared fixtures; and the suite's own cache directory, set before anything imports layerperf.
+
+The suite never reads or writes the user's ``~/.cache/layerperf``: what the user calibrated, built or
+remembered there must not change a test's outcome, and tests must not leave files there. Every test,
+and every ``layerperf`` subprocess a test starts (they inherit the environment), uses a cache of the
+session's own: a fresh temporary directory, removed at the end, in which the zoo models are built once
+per session; or ``$LAYERPERF_TEST_CACHE``, a directory kept for the suite alone, to keep built models
+between sessions.
+"""
+
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+# conftest is imported before any test module, so before anything imports layerperf
+KEPT_CACHE = os.environ.get("LAYERPERF_TEST_CACHE")
+CACHE = Path(KEPT_CACHE) if KEPT_CACHE else Path(tempfile.mkdtemp(prefix="layerperf-test-cache-"))
+os.environ["LAYERPERF_CACHE"] = str(CACHE)
+if not KEPT_CACHE:
+    atexit.register(shutil.rmtree, CACHE, ignore_errors=True)
 
 
 def tiny_cnn(batch: int | str = 1) -> onnx.ModelProto:

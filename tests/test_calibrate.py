@@ -360,7 +360,58 @@ def test_peaks_given_to_a_view_replace_the_cached_ones(cache: Path) -> None:
 def test_layers_above_the_calibrated_peak_are_flagged() -> None:
     from layerperf.renderers.views import peak
 
-    rows = [{"name": "a", "pct_of_peak": 126.0}, {"name": "b", "pct_of_peak": 80.0}, {"name": "c", "pct_of_peak": None}]
-    (note,) = peak.above_peak(rows)
-    assert note.kind == "warning" and note.text.startswith("1 layers ran above the calibrated peak (up to 126%)")
-    assert peak.above_peak(rows[1:]) == []
+    ref, _ = peak.reference(None, 2, peaks(flops_per_s={1: 5e10, 2: 1e11}, int_ops_per_s={2: 4e11}))
+    rows = [{"name": "a", "pct_of_peak": 126.0, "flops": 1e9, "flops_per_s": 1.26e11, "int_ops": 0},
+            {"name": "q", "pct_of_peak": 110.0, "flops": 1e3, "flops_per_s": 1e6, "int_ops": 1e9,
+             "int_ops_per_s": 4.4e11},
+            {"name": "b", "pct_of_peak": 80.0}, {"name": "c", "pct_of_peak": None}]
+    (note,) = peak.above_peak(rows, ref, "the median per call of this profile's 5 runs at 2 threads")
+    assert note.kind == "warning"
+    assert note.text.startswith("2 layers ran above the calibrated peak: a ran at 126.00 GFLOP/s, 126% of the "
+                                "float32 FLOP/s peak 100.00 GFLOP/s that the calibration of 2026-11-24 measured "
+                                "at 2 threads; its rate is the median per call of this profile's 5 runs at 2 "
+                                "threads. The calibration is below"), note.text
+    (int_note,) = peak.above_peak(rows[1:], ref, "x")
+    assert "q ran at 440.00 GOP/s, 110% of the int8 OP/s peak 400.00 GOP/s" in int_note.text
+    assert peak.above_peak(rows[2:], ref, "x") == []
+
+
+# -- a --quick calibration -----------------------------------------------------------------------------------
+def test_a_quick_calibration_is_named_wherever_it_is_used(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    calibration.save(peaks(*SAVED_MACHINE, flops_per_s={2: 1e9}, quick=True))  # below any real layer's rate
+    section = profile_view(layerperf.load(SAVED), top=None, fmt="table", written={}).sections[0]
+    texts = [n.plain() for n in section.notes]
+    assert any("the --quick calibration measured on AMD EPYC" in t for t in texts), texts
+    assert any(t.startswith("warning: % of peak is over a --quick calibration") and "run `layerperf calibrate` "
+               "(without --quick)" in t for t in texts), texts
+    above = next(t for t in texts if "ran above the calibrated peak" in t)
+    assert "that the --quick calibration of 2026-11-24 measured at 2 threads" in above
+    assert "its rate is the median per call of this profile's 3 runs at 2 threads" in above
+    assert "run `layerperf calibrate` (without --quick)" in above
+    assert main(["analyze", str(SAVED)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning: % of peak is over a --quick calibration" in out and "rows ran above the calibrated peak" in out
+
+
+def test_calibrate_quick_says_how_to_replace_it(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--quick", "--threads", "1", "--stream-mib", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "% of peak uses it only while no full calibration exists" in out
+    assert "run `layerperf calibrate` (without --quick) on a quiet machine to replace it" in out
+    assert main(["calibrate", "--show"]) == 0
+    assert "(without --quick)" in capsys.readouterr().out
+
+
+def test_a_full_calibration_replaces_a_quick_one(cache: Path) -> None:
+    quick = calibration.save(this_machine_peaks(quick=True))
+    full = calibration.save(this_machine_peaks())
+    assert full == quick and not calibration.load(full).quick  # type: ignore[union-attr]
+
+
+def test_a_quick_calibration_is_named_in_the_report(cache: Path) -> None:
+    from layerperf.renderers import html
+
+    calibration.save(peaks(*SAVED_MACHINE, quick=True))
+    page = html.html(layerperf.load(SAVED))
+    assert "a --quick calibration: small sizes, not this machine&#39;s peaks" in page  # the roofline's line
+    assert "% of peak is over a --quick calibration" in page and "(without --quick)" in page  # the warning

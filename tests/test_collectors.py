@@ -369,3 +369,19 @@ def test_stepwise_executor_drives_a_collector() -> None:
     assert all(c[0] >= t for c, t in zip(calls, times, strict=True))  # the collector's window holds the call
     with pytest.raises(ValueError, match="hooks or a collector"):
         executor.run_pass(feed, lambda i: None, collector=timing)
+
+
+def test_progress_says_what_the_passes_collect() -> None:
+    """--events alone collects counters, not memory: the progress bar says only what is collected."""
+    from layerperf.collectors.driver import progress_label
+    from layerperf.collectors.rss import MemoryRequest
+
+    counting = CounterRequest(("task-clock",), ("task-clock",))
+    assert progress_label(Collectors(counters=counting)) == "collecting (counters)"
+    assert progress_label(Collectors(memory=MemoryRequest(1))) == "collecting (memory)"
+    assert progress_label(Collectors(counters=counting, memory=MemoryRequest(1))) == "collecting (counters, memory)"
+    assert progress_label(Collectors(counters=counting, memory=MemoryRequest(0))) == "collecting (counters)"
+    seen: list[str] = []
+    Collectors(memory=MemoryRequest(1), progress=lambda what, done, total: seen.append(what)).driver(1).run(
+        empty_pass)
+    assert seen and set(seen) == {"collecting (memory)"}

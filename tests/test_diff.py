@@ -88,6 +88,22 @@ def test_by_type_pairs_an_op_family_across_quantization(tmp_path: Path, capsys: 
     assert not any(r["key"] == "Conv" and r["time_b_us"] for r in exact["rows"])  # as they are: nothing pairs
 
 
+def test_by_type_puts_gpt2s_conv1d_with_the_matmuls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GPT-2's Conv1D modules (a Hugging Face Linear) on the torch side, ONNX Runtime's MatMuls on the other:
+    one MatMul family, as scope pairing pairs them; DynamicQuantizeLinear is a quantization, not a Linear."""
+    a = _trace(tmp_path / "torch.json", [("h.0.attn.c_attn", "Conv1D", 30), ("h.0.mlp.c_fc", "Conv1D", 40),
+                                         ("h.0.ln_1", "LayerNorm", 5)])
+    b = _trace(tmp_path / "ort.json", [("/h.0/attn/c_attn/MatMul", "MatMul", 20),
+                                       ("/h.0/mlp/c_fc/MatMul", "MatMul", 25),
+                                       ("/h.0/ln_1/LayerNormalization", "LayerNormalization", 4),
+                                       ("/q/DynamicQuantizeLinear", "DynamicQuantizeLinear", 3)])
+    rows = {r["key"]: r for r in _diff(capsys, str(a), str(b), "--by", "type")["rows"]}
+    matmul = rows["MatMul"]
+    assert (matmul["op_type"], matmul["op_type_b"], matmul["match"]) == ("Conv1D", "MatMul", "family")
+    assert (matmul["time_a_us"], matmul["time_b_us"]) == (70.0, 45.0)
+    assert rows["QuantizeLinear"]["op_type_b"] == "DynamicQuantizeLinear" and "Linear" not in rows
+
+
 def test_a_row_only_in_b_shows_its_name_on_bs_side(pair: tuple[Path, Path]) -> None:
     """`diff` (terminal and page share the view): a node found only in B is listed under "name in B", A's
     name and type cells blank; the JSON keeps its name as the row's key."""

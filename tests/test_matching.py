@@ -35,6 +35,8 @@ def test_normalize_name(name: str, expected: str) -> None:
     ("NhwcMaxPool", "MaxPool"), ("QLinearAdd", "Add"), ("Gemm", "MatMul"), ("FusedGemm", "MatMul"),
     ("QGemm", "MatMul"), ("MatMulInteger", "MatMul"), ("DynamicQuantizeMatMul", "MatMul"),
     ("MatMulNBits", "MatMul"), ("QuantizeLinear", "QuantizeLinear"), ("Relu", "Relu"),
+    ("Conv1D", "MatMul"), ("Linear", "MatMul"),  # Hugging Face's GPT-2 Conv1D is a Linear
+    ("DynamicQuantizeLinear", "QuantizeLinear"),  # a quantization, not a "Linear"
 ])
 def test_op_family(op_type: str, family: str) -> None:
     assert op_family(op_type) == family

@@ -301,7 +301,7 @@ def test_bad_input_is_one_line(case: str, tmp_path: Path, tiny_model_path: Path)
         "missing": (tmp_path / "nope.json", tmp_path / "out" / "r.html"),
         "not_trace": (tmp_path / "notes.txt", tmp_path / "out" / "r.html"),
         "onnx": (tiny_model_path, tmp_path / "out" / "r.html"),
-        "no_dir": (good, tmp_path / "missing" / "r.html"),
+        "no_dir": (good, tmp_path / "notes.txt" / "r.html"),  # a file where the folder would be
         "suffix": (good, tmp_path / "out" / "r.txt"),
         "is_dir": (good, tmp_path / "out"),
     }[case]

@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, shape_inference
 
 from layerperf.errors import InputError
 from layerperf.models import zoo
-from layerperf.models.zoo import _cache
 from layerperf.models.zoo.vision import adaptive_pool_matrix
+from layerperf.util import atomic
 
 ALL_MODELS = ["bert-base", "gpt2-small", "lstm", "mobilenet_v2", "resnet18", "resnet50", "vgg16"]
 VISION = ["mobilenet_v2", "resnet18", "resnet50", "vgg16"]
@@ -272,7 +272,7 @@ def test_path_writes_atomically(cache: Path, monkeypatch: pytest.MonkeyPatch) ->
         raise OSError("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(_cache.os, "replace", failing_replace)
+        patch.setattr(atomic.os, "replace", failing_replace)  # where the zoo's file is put in place
         with pytest.raises(OSError, match="disk full"):
             zoo.path("lstm", seq_len=3)
     assert list(cache.iterdir()) == []  # neither a half-written model nor a leftover temp file

@@ -38,6 +38,9 @@ ALIASES = {
 }
 NUMERIC_COLUMNS = (SELF_US, "total_us", "share", "cum_share", "incl_us", "device_us", "device_incl_us", "calls",
                    "flops", "flops_per_s", "bytes", "bytes_per_s", "int_ops", "int_ops_per_s")
+# counts of work: whole numbers, written as integers (2313110528, not 2.31311e+09 or 2313110528.0); a mean
+# over calls that is not whole stays a float
+COUNT_COLUMNS = ("flops", "bytes", "int_ops")
 
 
 # -- filter ----------------------------------------------------------------------------------------
@@ -229,9 +232,11 @@ def top(table: Calls, n: int) -> Calls:
     return table if n <= 0 or n >= len(table) else table.take(np.arange(n))
 
 
-def _value(x: Any) -> Any:
+def _value(x: Any, count: bool = False) -> Any:
     if isinstance(x, float | np.floating):
-        return None if np.isnan(x) else float(x)
+        if np.isnan(x):
+            return None
+        return int(x) if count and float(x).is_integer() else float(x)
     if isinstance(x, np.integer):
         return int(x)
     return x
@@ -252,7 +257,7 @@ def rows(table: Calls) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": strings["name"][i], "op_type": strings["op_type"][i],
                                "provider": strings["provider"][i]}
         for key, name in published:
-            row[name] = _value(numbers[key][i])
+            row[name] = _value(numbers[key][i], key in COUNT_COLUMNS)
         row["calls"] = int(table.calls[i])
         row["in_shapes"] = strings["in_shapes"][i]
         row["out_shapes"] = strings["out_shapes"][i]
@@ -278,6 +283,9 @@ def analyze(table: Calls, *, by: str = "name", how: str = "sum", order_by: str |
 DIFF_BY = ("name", "type")
 DIFF_COLUMNS = ("key", "op_type", "calls_a", "calls_b", "time_a_us", "time_b_us", "delta_us", "delta_pct",
                 "speedup", "only_in", "key_b", "op_type_b", "match")
+# --order-by's short names of diff columns
+DIFF_ORDER_ALIASES = {"delta": "delta_us", "time_a": "time_a_us", "time_b": "time_b_us", "a": "time_a_us",
+                      "b": "time_b_us"}
 
 
 def per_pass(table: Calls, by: str, how: str) -> Calls:
@@ -391,8 +399,7 @@ def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float,
 
 def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[str, Any]]:
     """Diff rows by |delta| (default), or by another diff column, largest first."""
-    column = {"delta": "delta_us", "time_a": "time_a_us", "time_b": "time_b_us", "a": "time_a_us",
-              "b": "time_b_us"}.get(by, by)
+    column = DIFF_ORDER_ALIASES.get(by, by)
     if column not in DIFF_COLUMNS:
         raise InputError(f"unknown --order-by column {by!r}",
                          hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")

@@ -95,16 +95,21 @@ def normalize_name(name: str) -> str:
         name = stripped
 
 
-# PyTorch module classes (the torch backend's layer op types) and the ONNX op each computes
+# PyTorch module classes (the torch backend's layer op types) and the ONNX op each computes; Hugging
+# Face's GPT-2 Conv1D is a Linear (x @ W + b), so a MatMul both in pairing and in ``diff --by type``
 _TORCH_MODULES = {"Conv1d": "Conv", "Conv2d": "Conv", "Conv3d": "Conv", "Linear": "MatMul", "ReLU": "Relu",
                   "BatchNorm1d": "BatchNormalization", "BatchNorm2d": "BatchNormalization", "MaxPool2d": "MaxPool",
                   "AdaptiveAvgPool2d": "GlobalAveragePool", "LayerNorm": "LayerNormalization", "GELU": "Gelu",
-                  "Embedding": "Gather", "Softmax": "Softmax", "Flatten": "Flatten"}
-# more PyTorch modules (Hugging Face's GPT-2 Conv1D is a Linear) and the aten ops of level 2 rows
-# (``features.0/aten::conv2d``), for pairing across runtimes only (``--by type`` keeps their own names)
-_TORCH_MORE = {"Conv1D": "MatMul", "GELUActivation": "Gelu", "NewGELUActivation": "Gelu", "Tanh": "Tanh",
-               "Sigmoid": "Sigmoid", "AvgPool2d": "AveragePool", "AdaptiveAvgPool1d": "GlobalAveragePool",
-               "Hardswish": "HardSwish", "ConvTranspose2d": "ConvTranspose",
+                  "Embedding": "Gather", "Softmax": "Softmax", "Flatten": "Flatten", "Conv1D": "MatMul",
+                  "GELUActivation": "Gelu", "NewGELUActivation": "Gelu", "AvgPool2d": "AveragePool",
+                  "AdaptiveAvgPool1d": "GlobalAveragePool", "Hardswish": "HardSwish",
+                  "ConvTranspose2d": "ConvTranspose"}
+# ONNX ops whose name reads as a prefixed variant of another op but is not: DynamicQuantizeLinear quantizes
+# a tensor (QuantizeLinear with its scale computed at run time), it is no "Linear"
+_ONNX_OPS = {"DynamicQuantizeLinear": "QuantizeLinear"}
+# the aten ops of level 2 rows (``features.0/aten::conv2d``), for pairing across runtimes only (``--by
+# type`` keeps their own names)
+_TORCH_MORE = {"Tanh": "Tanh", "Sigmoid": "Sigmoid",
                "aten::conv1d": "Conv", "aten::conv2d": "Conv", "aten::conv3d": "Conv", "aten::linear": "MatMul",
                "aten::addmm": "MatMul", "aten::mm": "MatMul", "aten::matmul": "MatMul", "aten::bmm": "MatMul",
                "aten::batch_norm": "BatchNormalization", "aten::max_pool2d": "MaxPool", "aten::relu": "Relu",
@@ -117,8 +122,8 @@ _ORT_ALIASES = {"SkipLayerNormalization": "LayerNormalization", "BiasGelu": "Gel
 
 def op_family(op_type: str) -> str:
     """The op an op type computes, whatever its fused, layout or quantized variant (or PyTorch module)."""
-    if op_type in _TORCH_MODULES:
-        return _TORCH_MODULES[op_type]
+    if op_type in _TORCH_MODULES or op_type in _ONNX_OPS:
+        return _TORCH_MODULES.get(op_type) or _ONNX_OPS[op_type]
     match = _FAMILY.match(op_type)
     core = match.group(1) if match and match.group(1) else op_type
     return "MatMul" if core == "Gemm" else core

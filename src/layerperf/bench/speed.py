@@ -12,16 +12,15 @@ machine, and later runs set aside the samples taken slower than that speed allow
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from layerperf.data.machine import fingerprint
 from layerperf.util import atomic
+from layerperf.util.cache import cache_root
 
 
 def path() -> Path:
-    root = os.environ.get("LAYERPERF_CACHE") or os.path.join("~", ".cache", "layerperf")
-    return Path(root).expanduser() / "bench-speed.json"
+    return cache_root() / "bench-speed.json"
 
 
 def _key() -> str:

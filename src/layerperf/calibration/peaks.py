@@ -8,7 +8,6 @@ that was not measured is not in its mapping, never 0.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import orjson
 from layerperf.data.machine import fingerprint
 from layerperf.errors import InputError
 from layerperf.util.atomic import write_bytes
+from layerperf.util.cache import cache_subdir
 
 FORMAT = "layerperf-calibration"
 VERSION = 1
@@ -106,8 +106,8 @@ def machine_key(cpu_model: str | None = None, cores: int | None = None) -> str:
 
 
 def directory() -> Path:
-    root = os.environ.get("LAYERPERF_CACHE") or os.path.join("~", ".cache", "layerperf")
-    return Path(root).expanduser() / "calibration"
+    """Where calibrations live: ``calibration/`` in the cache directory."""
+    return cache_subdir("calibration")
 
 
 def path(key: str | None = None) -> Path:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
     fmt = output_format(args)
+    table_layout = layout(args, fmt)
     if args.name is not None:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
     if args.aggregate_by == "kernel" and (args.types or args.min_time is not None):
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         view = analyze_view(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by, top=top,
                             types=args.types, name=args.name, min_time_s=args.min_time)
     _timeline(table, args)
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     return 0
 
 

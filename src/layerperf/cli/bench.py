@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MIN_SAMPLES
+from layerperf.cli.common import add_output_args, at_least, layout, output_format
 
 if TYPE_CHECKING:
     from layerperf.bench import BenchResult
@@ -42,8 +42,8 @@ def register(sub: Any) -> None:
     op.add_argument("--attr", "-a", action="append", default=[], metavar="KEY=VALUE",
                     help="an attribute, e.g. pads=1,1,1,1 or auto_pad=SAME_UPPER (repeatable)")
     op.add_argument("--domain", default="", help="operator domain, e.g. com.microsoft (default: ONNX)")
-    op.add_argument("--opset", type=positive_int, help="opset of the domain (default: newest supported)")
-    op.add_argument("--outputs", type=positive_int, help="how many outputs to produce (default: the required ones)")
+    op.add_argument("--opset", type=at_least(1), help="opset of the domain (default: newest supported)")
+    op.add_argument("--outputs", type=at_least(1), help="how many outputs to produce (default: the required ones)")
     op.add_argument("--weights", default="auto", metavar="auto|inputs|initializers|NAME,...",
                     help="which inputs are initializers (default auto: layer parameters such as W, B)")
     op.add_argument("--sweep", action="append", default=[], metavar="NAME=DIMS1,DIMS2,...",
@@ -62,7 +62,7 @@ def register(sub: Any) -> None:
     run_g = p.add_argument_group("measurement")
     run_g.add_argument("--threads", default="1", metavar="N[,N...]",
                        help="intra-op threads (default 1; 0: runtime default); a list gives one row each")
-    run_g.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
+    run_g.add_argument("--samples", type=at_least(MIN_SAMPLES), default=DEFAULT_SAMPLES,
                        help=f"timed samples (default {DEFAULT_SAMPLES})")
     run_g.add_argument("--min-time", default="1ms", help="least duration of one sample (default 1ms)")
     run_g.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS",
@@ -179,13 +179,14 @@ def run(args: argparse.Namespace) -> int:
 
     _check_mode(args)
     fmt = output_format(args)
+    table_layout = layout(args, fmt)
     with progress_bar() as progress, _beside_corunner(args) as corun:
         results = _measure(args, progress)
     if corun:
         results = [_with_corun(r, corun) for r in results]
     many = len(results) > 1 or bool(args.sweep) or "," in str(args.threads)
     swept = [parse_name(s) for s in args.sweep] if not args.node else []
-    show(bench_view(results, swept=swept, many=many), fmt, args.output)
+    show(bench_view(results, swept=swept, many=many), fmt, args.output, table_layout)
     return 0
 
 

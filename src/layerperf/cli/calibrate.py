@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from layerperf.cli.common import add_table_args, at_least, layout
+
 FORMATS = ("table", "json")
 
 
@@ -20,10 +22,11 @@ def register(sub: Any) -> None:
                    "up to the core count, and the core count)")
     p.add_argument("--quick", action="store_true", help="small sizes and short repeats: a smoke test in a second, "
                    "not peaks (stored marked as quick; never replaces a full calibration)")
-    p.add_argument("--stream-mib", type=int, metavar="MIB", help="size of each array of the bandwidth kernels "
+    p.add_argument("--stream-mib", type=at_least(1), metavar="MIB", help="size of each array of the bandwidth kernels "
                    "(default: twice the last-level cache, at least 64 MiB)")
     p.add_argument("--show", action="store_true", help="print the stored calibration of this machine, measure nothing")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    add_table_args(p, FORMATS)
     p.set_defaults(func=run)
 
 
@@ -33,17 +36,17 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.renderers.output import show
     from layerperf.renderers.views.calibration import calibration_view, none_view
 
+    table_layout = layout(args, args.format)
     if args.show:
         if args.threads or args.quick or args.stream_mib is not None:
             raise InputError("--show measures nothing: --threads, --quick and --stream-mib do not apply")
         file = calibration.path()
         peaks = calibration.load(file) if file.exists() else None
-        show(none_view(file) if peaks is None else calibration_view(peaks, file=file, verb="stored in"), args.format)
+        show(none_view(file) if peaks is None else calibration_view(peaks, file=file, verb="stored in"), args.format,
+             layout=table_layout)
         return 0
     from layerperf.calibration.measure import calibrate, parse_threads, settings_for
 
-    if args.stream_mib is not None and args.stream_mib < 1:
-        raise InputError(f"--stream-mib must be at least 1, got {args.stream_mib}")
     threads = parse_threads(args.threads) if args.threads else None
     settings = settings_for(threads=threads, quick=args.quick,
                             stream_bytes=args.stream_mib * 2**20 if args.stream_mib is not None else None)
@@ -51,10 +54,10 @@ def run(args: argparse.Namespace) -> int:
     file = calibration.path(calibration.machine_key(peaks.cpu_model, peaks.cores))
     if args.quick and _full(file):  # a smoke test never replaces real peaks
         verb = "not stored: a --quick run never replaces the full calibration in"
-        show(calibration_view(peaks, measured, file=file, verb=verb, stored=False), args.format)
+        show(calibration_view(peaks, measured, file=file, verb=verb, stored=False), args.format, layout=table_layout)
         return 0
     file = calibration.save(peaks)
-    show(calibration_view(peaks, measured, file=file), args.format)
+    show(calibration_view(peaks, measured, file=file), args.format, layout=table_layout)
     return 0
 
 

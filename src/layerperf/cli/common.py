@@ -9,14 +9,23 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of ``minimum`` or more, its message naming that bound (the same rule
+    the API checks, so ``--runs -1`` and ``--runs 0`` are refused alike)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = at_least(0)  # a count that may be 0 (--warmup, --threads 0 = the runtime's default, --top 0 = all)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -107,6 +116,35 @@ def add_output_args(p: argparse.ArgumentParser, formats: Sequence[str], help: st
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write the output to FILE (whole or not at all) instead of stdout; its suffix names the "
                         "format: .txt (table), .csv, .json, .md (markdown)")
+    add_table_args(p, formats)
+
+
+PROGRAM_FORMATS = ("csv", "json")  # every column, every digit: --columns and --wide do not apply
+
+
+def add_table_args(p: argparse.ArgumentParser, formats: Sequence[str]) -> None:
+    """``--columns`` and ``--wide``: which columns a table shows, and a terminal's tables whole."""
+    g = p.add_argument_group("table columns (a terminal's tables fit its width; piped output is whole)")
+    g.add_argument("--columns", metavar="COL,COL", type=lambda t: tuple(c.strip() for c in t.split(",") if c.strip()),
+                   default=(), help="show these columns (keys as in --format json, or headers) beside the name "
+                                    "and the ranked one")
+    g.add_argument("--wide", action="store_true", help="print every column whole, however wide the terminal "
+                   "(as when the output is piped)")
+    more = [f for f in formats if f in PROGRAM_FORMATS]
+    p.set_defaults(table_more=f"--format {' or '.join(more)}" if more else "")
+
+
+def layout(args: argparse.Namespace, fmt: str) -> Any:
+    """The :class:`~layerperf.renderers.fit.Layout` that ``--columns`` and ``--wide`` give; with a format
+    for programs (csv, json: every column already), an InputError."""
+    from layerperf.errors import InputError
+    from layerperf.renderers.fit import Layout
+
+    given = [flag for flag, on in (("--columns", args.columns), ("--wide", args.wide)) if on]
+    if given and fmt in PROGRAM_FORMATS:
+        raise InputError(f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the table; "
+                         f"--format {fmt} carries every column already")
+    return Layout(wide=args.wide, columns=args.columns, more=args.table_more or "--format json")
 
 
 def output_format(args: argparse.Namespace) -> str:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from layerperf.cli.analyze import FORMATS, add_trace_help
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int
 
 
 def register(sub: Any) -> None:
@@ -42,10 +42,11 @@ def run(args: argparse.Namespace) -> int:
     if is_html(args.output):
         return _page(args)
     fmt = output_format(args)
+    table_layout = layout(args, fmt)
     analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
     a, b = read_table(args.a), read_table(args.b)
     view = diff_view(a, b, by=args.by, how=args.aggregate, match=args.match, order_by=args.order_by, top=args.top)
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     return 0
 
 

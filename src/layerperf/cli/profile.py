@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, output_format, positive_int
+from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, at_least, layout, output_format
 from layerperf.cli.memory import add_memory_args
 
 
@@ -16,10 +16,10 @@ def register(sub: Any) -> None:
                        "runtime (--backend; default ONNX Runtime).")
     add_model_args(p)
     add_backend_args(p)
-    p.add_argument("--warmup", type=positive_int, default=10, help="untimed runs first (default 10)")
-    p.add_argument("--runs", type=positive_int, default=100, help="measured runs (default 100)")
-    p.add_argument("--threads", type=positive_int, default=0, help="intra-op threads (0: runtime default)")
-    p.add_argument("--top", type=positive_int, default=None,
+    p.add_argument("--warmup", type=at_least(0), default=10, help="untimed runs first (default 10)")
+    p.add_argument("--runs", type=at_least(1), default=100, help="measured runs (default 100)")
+    p.add_argument("--threads", type=at_least(0), default=0, help="intra-op threads (0: runtime default)")
+    p.add_argument("--top", type=at_least(0), default=None,
                    help="layers to show, ranked by self %% (table: 20 when not given; json: all, in execution order)")
     p.add_argument("--out", metavar="DIR", help="write trace.json and layers.csv into DIR")
     p.add_argument("--report", action="store_true",
@@ -28,12 +28,13 @@ def register(sub: Any) -> None:
     add_output_args(p, ["table", "json"], help="terminal output format")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the whole-model latency measurement with the profiler off")
-    c = p.add_argument_group("perf counters (per node, via the stepwise executor)")
+    c = p.add_argument_group("perf counters (per layer: ONNX Runtime's stepwise executor; in situ at module "
+                             "boundaries on torch)")
     c.add_argument("--events", help="comma-separated perf events: perf names (cycles,instructions,...), "
                    "raw rNNNN, or libpfm4 strings (perf::PERF_COUNT_HW_CPU_CYCLES)")
     c.add_argument("--perf-config", metavar="FILE", help="JSON object mapping event string to label, as in "
                    "ONNX Runtime's per-layer perf fork")
-    c.add_argument("--passes", type=positive_int, default=5, help="stepwise passes per event group (default 5)")
+    c.add_argument("--passes", type=at_least(1), default=5, help="stepwise passes per event group (default 5)")
     c.add_argument("--multiplex", action="store_true", help="count all events in one pass group, scaled by "
                    "time_enabled/time_running (fraction counted shown)")
     m = p.add_argument_group("memory")
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = backend_flags(args)
     fmt = output_format(args)  # before minutes of profiling, not after
+    table_layout = layout(args, fmt)
     if args.out:
         check_dir(Path(args.out))
     report_path = _report_path(args)
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.views.memory import memory_view
 
         view = view.then(memory_view(memory_report(prof), fmt=fmt))
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     if args.output:  # the "wrote" lines went into the output file: say on stderr what was written where
         import sys
 

@@ -65,6 +65,7 @@ class Driver:
         self.counted: CounterResult | None = None
         self.memory: RuntimeMemory | None = None
         self._done = self._total = 0
+        self._label = progress_label(request)
 
     def run(self, one_pass: PassFn) -> Driver:
         """Run every pass the request needs through ``one_pass``; then :meth:`fill` the profile."""
@@ -92,7 +93,7 @@ class Driver:
             one_pass(collector)
             self._done += 1
             if self.request.progress:
-                self.request.progress("collecting (counters, memory)", self._done, self._total)
+                self.request.progress(self._label, self._done, self._total)
 
     def _sample_memory(self, one_pass: PassFn, rate: int) -> RuntimeMemory:
         if not rate:
@@ -133,6 +134,14 @@ class Driver:
         timing = Timing()
         self._passes(timing, one_pass, passes)
         return call_ns, timing.self_calls_ns(self.n_layers)
+
+
+def progress_label(request: Request) -> str:
+    """What the progress bar says the passes collect: only what the request asked for."""
+    what = [name for name, asked in (("counters", request.counters is not None),
+                                     ("memory", request.memory is not None and request.memory.sample_rate > 0))
+            if asked]
+    return f"collecting ({', '.join(what)})"
 
 
 def counter_overhead(cs: CounterSet, calibrate: PassFn = empty_pass) -> dict[str, float]:

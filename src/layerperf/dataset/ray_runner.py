@@ -11,10 +11,11 @@ A local instance is kept to itself. Ray 2.60's servers listen on every interface
 on the host's address) unless the node's address is loopback, and it takes that address from the
 network route (a ``_node_ip_address`` of 127.0.0.1 is turned back into the host's) unless clusters are
 turned off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the node is then 127.0.0.1, and so is every
-server's address), so a local instance is started with that, with token authentication off (``RAY_AUTH_MODE=disabled``: no ``~/.ray/auth_token``
-written), no usage reporting, no dashboard, and its session files in a temporary folder of its own
-(not ``/tmp/ray``) removed at the end. Before any task, the sockets the instance listens on are read
-from ``/proc`` and a non-loopback one stops the sweep (:func:`listening_addresses`).
+server's address). So a local instance is started with that, with token authentication off
+(``RAY_AUTH_MODE=disabled``: no ``~/.ray/auth_token`` written), no usage reporting, no dashboard, and
+its session files in a temporary folder of its own (not ``/tmp/ray``) removed at the end. Before any
+task, the sockets the instance listens on are read from ``/proc`` and a non-loopback one stops the
+sweep (:func:`listening_addresses`).
 
 Ray is an optional extra (``pip install 'layerperf[ray]'``), imported only here and only when used.
 """

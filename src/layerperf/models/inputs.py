@@ -43,13 +43,17 @@ def onnx_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
 
 
 def parse_shapes(items: Iterable[str]) -> dict[str, tuple[int, ...]]:
-    """Parse ``NAME=1x3x224x224`` items; a malformed one raises InputError."""
+    """Parse ``NAME=1x3x224x224`` items; a malformed one, or one with a dimension below 1, raises InputError."""
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items:
         m = _SHAPE_RE.match(item.strip())
         if not m:
             raise InputError(f"malformed --shape '{item}'", hint="expected NAME=DIMS such as input=1x3x224x224")
-        shapes[m.group(1)] = tuple(int(d) for d in m.group(2).split("x"))
+        dims = tuple(int(d) for d in m.group(2).split("x"))
+        if 0 in dims:  # (a negative one is malformed above)
+            raise InputError(f"--shape '{item}' has a zero dimension: there would be no data to run",
+                             hint="every dimension is 1 or more, such as input=1x3x224x224")
+        shapes[m.group(1)] = dims
     return shapes
 
 

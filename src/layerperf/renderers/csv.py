@@ -1,7 +1,7 @@
 """The CSV format: a view's main table for programs, raw figures under their keys, and layers.csv.
 
-Unknown figures are empty cells, never 0. Floats are written with the section's ``float_format``
-(6 significant digits unless it says every digit).
+Unknown figures are empty cells, never 0. Every figure is written whole: a float with every digit it
+has (as Python's repr: the shortest text that reads back as the same number), an integer as one.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
 
 from layerperf.data.profile import Profile
 from layerperf.renderers.view import Section, View
@@ -22,11 +24,11 @@ SUFFIX = ".csv"
 FILENAME = "layers.csv"
 
 
-def cell(value: Any, float_format: str | None = ".6g") -> Any:
+def cell(value: Any) -> Any:
     if value is None:
         return ""
-    if float_format is not None and isinstance(value, float):
-        return format(value, float_format)
+    if isinstance(value, np.floating | np.integer):  # a numpy scalar: as the Python number it holds
+        return value.item()
     return value
 
 
@@ -36,7 +38,7 @@ def section_text(section: Section, lineterminator: str = "\n") -> str:
     out = csv.writer(text, lineterminator=lineterminator)
     out.writerow(keys)
     for row in section.rows:
-        out.writerow([cell(row.get(k), section.float_format) for k in keys])
+        out.writerow([cell(row.get(k)) for k in keys])
     return text.getvalue()
 
 

@@ -8,6 +8,7 @@ contradicts, and writes files whole or not at all.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
@@ -15,7 +16,8 @@ from layerperf.data.profile import Profile
 from layerperf.errors import InputError
 from layerperf.renderers import csv, json, markdown, terminal
 from layerperf.renderers.files import check_dir, write_atomic
-from layerperf.renderers.view import View
+from layerperf.renderers.fit import PLAIN, Layout, check_names, select
+from layerperf.renderers.view import View, for_people
 from layerperf.renderers.views.profile import profile_view
 
 if TYPE_CHECKING:
@@ -66,12 +68,21 @@ def check_output(output: str | Path | None) -> None:
     check_dir(path.absolute().parent)
 
 
-def show(view: View, fmt: str, output: str | Path | None = None) -> None:
-    """Print ``view`` on stdout as ``fmt``, or write it to ``output`` (whole or not at all)."""
+def show(view: View, fmt: str, output: str | Path | None = None, layout: Layout = PLAIN) -> None:
+    """Print ``view`` on stdout as ``fmt``, or write it to ``output`` (whole or not at all). ``layout``:
+    the columns people see (``--columns``; a name no table has is an InputError) and whether a terminal's
+    tables print whole (``--wide``); csv and json carry every column."""
+    if layout.columns and for_people(fmt):
+        check_names(view.sections, layout.columns)
     if output is None and fmt == terminal.NAME:
-        terminal.print_view(view)  # rich picks colours and width for the terminal it prints on
+        terminal.print_view(view, layout=layout)  # fitted to the terminal it prints on; whole when piped
         return
-    text = RENDERERS[fmt].render(view)
+    if fmt == terminal.NAME:
+        text = terminal.render(view, layout=layout)
+    else:
+        if fmt == markdown.NAME:
+            view = replace(view, sections=tuple(select(s, layout.columns) for s in view.sections))
+        text = RENDERERS[fmt].render(view)
     if output is None:
         sys.stdout.write(text)
         return

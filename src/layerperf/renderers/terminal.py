@@ -1,40 +1,37 @@
 """The terminal format (rich): each section a table, its notes below, warnings and hints coloured.
 
-Printed on stdout, or rendered to text for a ``.txt`` file (no colour, tables as wide as they need
-up to :data:`WIDTH`). Knows views, nothing about runtimes or figures.
+On a terminal, tables are fitted to its width (:mod:`layerperf.renderers.fit`: what is left out is
+said below). Piped, redirected, written to a ``.txt`` file or asked ``--wide``, a table prints whole:
+every column, every character, however wide. Knows views, nothing about runtimes or figures.
 """
 
 from __future__ import annotations
 
 import io
-import sys
-from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from layerperf.renderers.view import Column, Note, Row, Section, View
+from layerperf.renderers.fit import PLAIN, Fitted, Layout, for_terminal
+from layerperf.renderers.view import Note, Section, View
 
 NAME = "table"
 SUFFIX = ".txt"
-WIDTH = 240  # piped, redirected or written to a file, output has no width to fit: keep tables wide
+UNBOUNDED = 1_000_000  # the width of output that no terminal cuts: a pipe, a file, --wide
 NOTE_STYLES = {"warning": "yellow", "hint": "yellow"}
 
 
-def console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else WIDTH)
-
-
-def table(rows: Sequence[Row], columns: Sequence[Column], title: str | None = None) -> Table:
-    # Cells and titles are Text, never markup: a node named ``blocks[0]/attn`` prints as it is.
+def table(fitted: Fitted, title: str | None = None) -> Table:
+    """A rich table of ``fitted``'s cells at its widths; cells and titles are Text, never markup (a node
+    named ``blocks[0]/attn`` prints as it is)."""
     t = Table(title=Text(title) if title is not None else None, title_justify="left", header_style="bold")
-    for col in columns:
+    widths = fitted.widths or (None,) * len(fitted.columns)
+    for col, width in zip(fitted.columns, widths, strict=True):
         t.add_column(Text(col.header, style="bold"), justify=col.justify,  # type: ignore[arg-type]
-                     no_wrap=col.justify == "right", overflow="fold")
-    for row in rows:
-        t.add_row(*(Text(col.cell(row)) for col in columns))
+                     width=width, no_wrap=not col.wrap, overflow="fold")
+    for row in fitted.cells:
+        t.add_row(*(Text(cell) for cell in row))
     return t
 
 
@@ -51,26 +48,44 @@ def listing_lines(section: Section) -> list[str]:
     return [" ".join([*(c.cell(row).ljust(c.width) for c in head), last.cell(row)]) for row in section.people_rows]
 
 
-def print_section(section: Section, con: Console) -> None:
+def print_section(section: Section, con: Console, width: int | None, layout: Layout = PLAIN,
+                  note_width: int | None = None) -> None:
+    """``section`` on ``con``, fitted to ``width`` characters (None: whole); notes wrapped at ``note_width``
+    (None: at ``width``)."""
+    notes = section.notes
     if section.listing:
         for line in listing_lines(section):
             con.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
     elif section.columns:
-        con.print(table(section.people_rows, section.columns, title=section.title))
-    for note in section.notes:
-        con.print(note_text(note), highlight=False)
+        fitted = for_terminal(section, width, layout)
+        con.print(table(fitted, title=section.title))
+        notes = fitted.notes
+    for note in notes:
+        con.print(note_text(note), highlight=False, width=note_width or width)
 
 
-def print_view(view: View, con: Console | None = None) -> None:
-    """Print ``view`` on ``con`` (a console on stdout when None)."""
-    con = con or console()
+def fit_width(con: Console, layout: Layout) -> int | None:
+    """The width tables are fitted to on ``con``: its terminal's, or None (whole) for a pipe or ``--wide``."""
+    return None if layout.wide or not con.is_terminal else con.width
+
+
+def print_view(view: View, con: Console | None = None, layout: Layout = PLAIN) -> None:
+    """Print ``view`` on ``con`` (stdout when None), its tables fitted to the terminal."""
+    con = con or Console()
+    width = fit_width(con, layout)
+    note_width = con.width if con.is_terminal else None  # --wide: notes still wrap at the terminal's width
+    if width is None:  # nothing cuts a line: the table as wide as its cells
+        con = Console(file=con.file, width=UNBOUNDED, force_terminal=con.is_terminal,
+                      color_system=con.color_system if con.is_terminal else None)  # type: ignore[arg-type]
     for section in view.sections:
-        print_section(section, con)
+        print_section(section, con, width, layout, note_width)
 
 
-def render(view: View) -> str:
-    """``view`` as the terminal shows it, without colour: what a ``.txt`` output file holds."""
+def render(view: View, width: int | None = None, layout: Layout = PLAIN) -> str:
+    """``view`` as the terminal shows it, without colour: fitted to ``width`` characters, or whole when
+    None (what a ``.txt`` output file holds)."""
     buf = io.StringIO()
-    print_view(view, Console(file=buf, width=WIDTH, color_system=None))
+    con = Console(file=buf, width=width or UNBOUNDED, color_system=None)
+    for section in view.sections:
+        print_section(section, con, width, layout)
     return buf.getvalue()
-

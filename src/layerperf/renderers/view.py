@@ -7,7 +7,9 @@ csv, json) know these types and nothing about where the figures came from.
 
 Rows hold figures as programs want them (raw numbers in the units their keys say, None where
 unknown); columns say how people see them. ``shown`` rows, where given, replace cells for people
-only (shapes marked with their padding, a blank where no node exists rather than ``?``).
+only (shapes marked with their padding, a blank where no node exists rather than ``?``). A column's
+``priority`` and ``min_width`` say how it gives way when a terminal is narrower than the table
+(:mod:`layerperf.renderers.fit` does the fitting, for every table).
 """
 
 from __future__ import annotations
@@ -19,15 +21,28 @@ from typing import Any
 Row = Mapping[str, Any]
 
 
+KEEP = 0  # priority of the columns a table is about (its name, its ranked figure): never left out
+LOW = 5  # priority of the details (shapes, provider): the first left out of a narrow terminal
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One column as people see it: the row key, its header, how a value prints, and its side."""
+    """One column as people see it: the row key, its header, how a value prints, and its side.
+
+    ``priority``: the order columns are left out in when a terminal is too narrow for them all, the
+    highest first (:data:`KEEP`: never). ``min_width``: a text column that may be narrowed down to this
+    many characters, its cells shortened in the middle (a name keeps its start and its end), or
+    wrapped on words when ``wrap`` (prose); 0: never narrowed (numbers print whole).
+    """
 
     key: str
     header: str
     fmt: Callable[[Any], str] = str
     justify: str = "right"
     width: int = 0  # least width in a plain listing (see Section.listing)
+    priority: int = 2
+    min_width: int = 0
+    wrap: bool = False
 
     def cell(self, row: Row) -> str:
         value = row.get(self.key)
@@ -53,8 +68,8 @@ def notes(lines: Sequence[str], kind: str = "") -> tuple[Note, ...]:
 class Section:
     """A table with its title and the notes below it.
 
-    ``keys`` are the CSV columns (empty: every key of the rows, first seen first); ``float_format``
-    how CSV writes a float (None: every digit); ``listing``: the terminal shows the rows as plain
+    ``keys`` are the CSV columns (empty: every key of the rows, first seen first), whose figures CSV
+    writes whole; ``listing``: the terminal shows the rows as plain
     lines, columns padded to their width, rather than a boxed table (a list for grep and awk).
     """
 
@@ -64,7 +79,6 @@ class Section:
     notes: Sequence[Note] = ()
     keys: Sequence[str] = ()
     shown: Sequence[Row] | None = None
-    float_format: str | None = ".6g"
     listing: bool = False
 
     @property

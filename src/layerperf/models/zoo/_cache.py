@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from layerperf.util import atomic
+from layerperf.util.cache import cache_subdir
 
 # Bump whenever a builder changes what it emits, so stale cached files are never reused.
 BUILDER_VERSION = 1
@@ -13,8 +13,7 @@ BUILDER_VERSION = 1
 
 def cache_dir() -> Path:
     """``$LAYERPERF_CACHE/zoo``, or ``~/.cache/layerperf/zoo`` when the variable is unset or empty."""
-    root = os.environ.get("LAYERPERF_CACHE") or os.path.join("~", ".cache", "layerperf")
-    return Path(root).expanduser() / "zoo"
+    return cache_subdir("zoo")
 
 
 def cache_file(name: str, batch: int, size_arg: str, size: int, seed: int) -> Path:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.calibration.peaks import Peaks
 from layerperf.errors import InputError
+from layerperf.renderers.files import check_dir
 from layerperf.renderers.html import build, source
 from layerperf.renderers.html.build import AUTO, write
 from layerperf.renderers.html.source import Source
@@ -45,20 +46,14 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
 
 def check_output(path: str | Path) -> Path:
     """Refuse, before any work, a report path that cannot be written: not .html, a directory, or in a
-    directory that does not exist or is not writable (nothing is created)."""
-    import os
-
-
+    directory that could not be created or written (nothing is created: writing the page creates the
+    missing directories, as ``profile --out`` does)."""
     target = Path(path)
     if target.suffix.lower() not in SUFFIXES:
         raise InputError(f"report {path} must be an .html file", hint="e.g. -o report.html")
     if target.is_dir():
         raise InputError(f"report {path} is a directory", hint="name a file, e.g. report.html")
-    parent = target.absolute().parent
-    if not parent.is_dir():
-        raise InputError(f"cannot write report {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write report {path}: directory {parent} is not writable")
+    check_dir(target.absolute().parent)
     return target
 
 

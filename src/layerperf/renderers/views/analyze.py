@@ -17,9 +17,16 @@ from layerperf.analysis import gpu_kernels as kernels
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
 from layerperf.errors import InputError
-from layerperf.renderers.view import Column, Section, View, for_people, notes
+from layerperf.renderers.view import KEEP, LOW, Column, Section, View, for_people, notes
 from layerperf.renderers.views import peak
-from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
+from layerperf.renderers.views.columns import (
+    LAYER_COLUMNS,
+    counter_columns,
+    name_column,
+    ranked_by,
+    text,
+    with_int_columns,
+)
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -30,19 +37,19 @@ DEFAULT_TOP = 20  # rows people see when --top is not given
 ANALYZE_COLUMNS: tuple[Column, ...] = (replace(LAYER_COLUMNS[0], key=analysis.PUBLISHED[analysis.SELF_US]),
                                        *LAYER_COLUMNS[1:])
 INCLUSIVE = Column("incl_us", "inclusive", units.duration_us)
-DEVICE = Column("device_us", "device self", units.duration_us)  # kernels the op launched itself
+DEVICE = Column("device_us", "device self", units.duration_us, priority=1)  # kernels the op launched itself
 DEVICE_INCL = Column("device_incl_us", "device incl", units.duration_us)  # ... or any op nested in it
-RATE_TIME = text("rate_time", "FLOPS over")  # "device" or "cpu" (self time)
+RATE_TIME = text("rate_time", "FLOPS over", priority=4)  # "device" or "cpu" (self time)
 KERNEL_COLUMNS: tuple[Column, ...] = (
-    Column("total_us", "device time", units.duration_us),
-    Column("share", "share", units.percent),
-    text("name", "kernel"),
-    text("kind", "kind"),
-    text("device", "device"),
+    Column("total_us", "device time", units.duration_us, priority=KEEP),
+    Column("share", "share", units.percent, priority=1),
+    name_column("name", "kernel"),
+    text("kind", "kind", priority=3),
+    text("device", "device", priority=4),
     Column("calls", "calls"),
     Column("mean_us", "mean", units.duration_us),
-    Column("launcher_share", "of launchers' device time", units.percent),
-    text("launched_by", "launched by (calls)"),
+    Column("launcher_share", "of launchers' device time", units.percent, priority=3),
+    text("launched_by", "launched by (calls)", priority=LOW, min_width=16),
 )
 EMPTY_KEYS = ("name", "op_type", "provider", "calls", "time_us")  # CSV header of no rows
 GROUPS = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
@@ -56,7 +63,7 @@ def default_top(top: int | None, fmt: str) -> int:
     return DEFAULT_TOP if for_people(fmt) else 0
 
 
-def _columns(table: Calls, result: Calls) -> list[Column]:
+def _columns(table: Calls, result: Calls, ranked: str) -> list[Column]:
     columns = list(ANALYZE_COLUMNS)
     if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
         columns = with_int_columns(columns)
@@ -66,7 +73,12 @@ def _columns(table: Calls, result: Calls) -> list[Column]:
     if result.has_device:
         columns[3:3] = [DEVICE, DEVICE_INCL]
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, RATE_TIME)
-    return columns + counter_columns(list(table.counters))
+    return ranked_by(columns + counter_columns(list(table.counters)), analysis.PUBLISHED.get(ranked, ranked))
+
+
+def _ranked(table: Calls, how: str, order_by: str | None) -> str:
+    """The key of the column the rows are ranked by."""
+    return analysis.resolve_column(table, order_by or ("calls" if how == "count" else analysis.SELF_US))[0]
 
 
 def _title(table: Calls, shown: int, total: int, *, by: str, how: str, order_by: str | None) -> str:
@@ -106,8 +118,8 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     result = analysis.top(ranked, top)
     ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
     rows = peak.with_pcts(analysis.rows(result), ref)
-    peak_notes += peak.above_peak(rows)
-    columns = _columns(table, result)
+    peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
+    columns = _columns(table, result, _ranked(table, how, order_by))
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
     section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
@@ -132,6 +144,7 @@ def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None 
              f"by {order_by or 'device time'}")
     lines = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
              "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
-    section = Section(columns=KERNEL_COLUMNS, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
+    columns = ranked_by(KERNEL_COLUMNS, kernels.ORDERS.get((order_by or "").lstrip("+-")))
+    section = Section(columns=columns, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
                       notes=notes(lines))
     return View(sections=(section,), doc=shown)

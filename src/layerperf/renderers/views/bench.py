@@ -8,29 +8,30 @@ from typing import Any
 
 from layerperf.bench.measure import SLOW_FACTOR
 from layerperf.bench.result import BenchResult
-from layerperf.renderers.view import Column, Note, Section, View, notes
+from layerperf.renderers.view import KEEP, Column, Note, Section, View, notes
 from layerperf.renderers.views.columns import LAYER_COLUMNS, counter_columns, text, with_int_columns
 from layerperf.util import units
 
 
-def _as(key: str, header: str) -> Column:
+def _as(key: str, header: str, priority: int) -> Column:
     """The profile table's column for ``key`` (same formatting), under bench's header."""
-    return dataclasses.replace(next(c for c in LAYER_COLUMNS if c.key == key), header=header)
+    return dataclasses.replace(next(c for c in LAYER_COLUMNS if c.key == key), header=header, priority=priority)
 
 
+# A narrow terminal keeps the median (what a row measured), then the spread, then the work and rates.
 FIGURE_COLUMNS: tuple[Column, ...] = (
-    _as("median_us", "median"),
-    Column("min_us", "min", units.duration_us),
-    Column("mean_us", "mean", units.duration_us),
-    Column("p90_us", "p90", units.duration_us),
-    Column("stddev_us", "stddev", units.duration_us),
-    Column("cv", "CV", units.percent),
-    Column("outliers", "outliers"),
-    _as("flops", "FLOPs"),
-    _as("flops_per_s", "FLOP/s"),
-    _as("bytes", "bytes"),
-    _as("bytes_per_s", "bytes/s"),
-    Column("peak_rss_delta_bytes", "peak mem", units.binary),
+    _as("median_us", "median", KEEP),
+    Column("min_us", "min", units.duration_us, priority=2),
+    Column("mean_us", "mean", units.duration_us, priority=3),
+    Column("p90_us", "p90", units.duration_us, priority=2),
+    Column("stddev_us", "stddev", units.duration_us, priority=3),
+    Column("cv", "CV", units.percent, priority=1),
+    Column("outliers", "outliers", priority=4),
+    _as("flops", "FLOPs", 3),
+    _as("flops_per_s", "FLOP/s", 2),
+    _as("bytes", "bytes", 4),
+    _as("bytes_per_s", "bytes/s", 3),
+    Column("peak_rss_delta_bytes", "peak mem", units.binary, priority=4),
 )
 
 
@@ -43,11 +44,11 @@ def _shown(r: BenchResult, swept: Sequence[str]) -> dict[str, Any]:
 
 
 def _columns(results: Sequence[BenchResult], swept: Sequence[str]) -> list[Column]:
-    cols: list[Column] = [text(f"in:{n}", n) for n in swept]
+    cols: list[Column] = [text(f"in:{n}", n, priority=KEEP) for n in swept]  # which row is which
     if not swept and len({r.in_shapes for r in results}) > 1:
-        cols.append(text("in_shapes", "in_shapes"))
+        cols.append(text("in_shapes", "in_shapes", priority=KEEP, min_width=24))
     if len(results) > 1:
-        cols.append(Column("threads", "threads"))
+        cols.append(Column("threads", "threads", priority=KEEP))
     cols += FIGURE_COLUMNS
     if any(r.cost.int_ops for r in results):  # integer work only where there is some
         cols = with_int_columns(cols)
@@ -119,6 +120,6 @@ def bench_view(results: Sequence[BenchResult], *, swept: Sequence[str] = (), man
     title = results[0].label if len({r.label for r in results}) == 1 else "bench"
     lines = notes(detail_lines(results[0])) if len(results) == 1 else ()
     section = Section(columns=_columns(results, swept), rows=rows, shown=[_shown(r, swept) for r in results],
-                      title=title, notes=(*lines, *_warnings(results)), float_format=None)
+                      title=title, notes=(*lines, *_warnings(results)))
     doc: Any = [r.to_json() for r in results] if many else results[0].to_json()
     return View(sections=(section,), doc=doc)

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.calibration.measure import KIND, Measured
 from layerperf.calibration.peaks import Peaks
-from layerperf.renderers.view import Column, Note, Section, View
+from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View
 from layerperf.renderers.views.columns import text
+from layerperf.renderers.views.peak import REPLACE_QUICK
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -29,17 +30,21 @@ def rate_text(value: float | None, kind: str | None) -> str:
     return units.si(value, KERNEL_UNITS.get(kind or "", ""))
 
 
-def _rate_column(key: str, header: str) -> Column:
-    return Column(key, header, str)  # formatted in the shown rows: the unit depends on the row's kind
+def _rate_column(key: str, header: str, priority: int = KEEP) -> Column:
+    # formatted in the shown rows: the unit depends on the row's kind
+    return Column(key, header, str, priority=priority)
 
 
-KERNEL_COLUMNS = (text("kernel", "kernel"), Column("threads", "threads"), _rate_column("rate", "rate (best)"),
-                  _rate_column("median_rate", "median"), Column("best_us", "per call", units.duration_us),
-                  Column("repeats", "repeats"), Column("set_aside", "set aside"), Column("loops", "calls each"),
-                  text("shapes", "input shapes"),
-                  text("ran", "ONNX Runtime ran"))
-STORED_COLUMNS = (text("kernel", "kernel"), Column("threads", "threads"), _rate_column("rate", "rate"))
-PEAK_COLUMNS = (Column("threads", "threads"), *(_rate_column(key, header) for key, _, header in PEAK_KINDS))
+KERNEL_COLUMNS = (text("kernel", "kernel", priority=KEEP), Column("threads", "threads", priority=KEEP),
+                  _rate_column("rate", "rate (best)"), _rate_column("median_rate", "median", 2),
+                  Column("best_us", "per call", units.duration_us), Column("repeats", "repeats", priority=4),
+                  Column("set_aside", "set aside", priority=3), Column("loops", "calls each", priority=4),
+                  text("shapes", "input shapes", priority=LOW, min_width=12),
+                  text("ran", "ONNX Runtime ran", priority=LOW, min_width=12))
+STORED_COLUMNS = (text("kernel", "kernel", priority=KEEP), Column("threads", "threads", priority=KEEP),
+                  _rate_column("rate", "rate"))
+PEAK_COLUMNS = (Column("threads", "threads", priority=KEEP),
+                *(_rate_column(key, header) for key, _, header in PEAK_KINDS))
 
 
 def _kind(kernel: str) -> str | None:
@@ -60,8 +65,9 @@ def _machine_notes(peaks: Peaks, file: Path | None, verb: str) -> list[Note]:
                   "kernel; repeats during which a thread waited for a CPU are set aside); FLOP/s and OP/s count a "
                   "multiply-add as 2; bandwidth = bytes read + written per s")]
     if peaks.quick:
-        lines.append(Note("a --quick run (small sizes, short repeats): a smoke test, not this machine's peaks",
-                          "warning"))
+        lines.append(Note("a --quick run (small sizes, short repeats): a smoke test, not this machine's peaks; "
+                          "% of peak uses it only while no full calibration exists, and names it as quick; "
+                          f"{REPLACE_QUICK}", "warning"))
     if file is not None:
         lines.append(Note(f"{verb} {file}"))
     return lines

@@ -3,38 +3,59 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from layerperf.renderers.view import Column
+from layerperf.renderers.view import KEEP, LOW, Column
 from layerperf.util import units
+
+NAME_MIN = 24  # a name shortened to fit a terminal keeps this many characters at least
+TYPE_MIN = 10
 
 
 def _ratio(unit: str) -> Callable[[Any], str]:
     return lambda v: units.si(v, unit)
 
 
-# The columns of MegEngine's profile_analyze, in its order, plus provider and calls.
+def text(key: str, header: str, *, priority: int = 2, min_width: int = 0, wrap: bool = False) -> Column:
+    """A column of text, left-aligned; ``min_width``: it may be shortened (or wrapped) down to that."""
+    return Column(key, header, str, "left", priority=priority, min_width=min_width, wrap=wrap)
+
+
+def name_column(key: str, header: str) -> Column:
+    """The column that says which row is which: always shown, shortened in the middle when it must."""
+    return text(key, header, priority=KEEP, min_width=NAME_MIN)
+
+
+def prose(key: str, header: str, priority: int = 2) -> Column:
+    """A column of sentences, wrapped on words in a narrow terminal."""
+    return text(key, header, priority=priority, min_width=20, wrap=True)
+
+
+# The columns of MegEngine's profile_analyze, in its order, plus provider and calls. The priorities say
+# what a narrow terminal keeps: the name and the ranked column (the profile's self %; see ranked_by), then
+# self time and type, the work and rates, and last the shapes and the provider.
 LAYER_COLUMNS: tuple[Column, ...] = (
-    Column("median_us", "self time", units.duration_us),
-    Column("share", "self %", units.percent),
+    Column("median_us", "self time", units.duration_us, priority=1),
+    Column("share", "self %", units.percent, priority=KEEP),
     Column("cum_share", "cumulative", units.percent),
-    Column("name", "name", str, "left"),
-    Column("op_type", "type", str, "left"),
-    Column("provider", "provider", lambda p: str(p).removesuffix("ExecutionProvider"), "left"),
-    Column("calls", "calls"),
+    name_column("name", "name"),
+    text("op_type", "type", priority=1, min_width=TYPE_MIN),
+    Column("provider", "provider", lambda p: str(p).removesuffix("ExecutionProvider"), "left", priority=LOW + 1),
+    Column("calls", "calls", priority=3),
     Column("flops", "computation", _ratio("FLOP")),
     Column("flops_per_s", "FLOPS", _ratio("FLOP/s")),
-    Column("bytes", "memory", units.binary),
-    Column("bytes_per_s", "bandwidth", lambda v: units.binary(v) + "/s" if v is not None else "?"),
-    Column("in_shapes", "in_shapes", str, "left"),
-    Column("out_shapes", "out_shapes", str, "left"),
+    Column("bytes", "memory", units.binary, priority=3),
+    Column("bytes_per_s", "bandwidth", lambda v: units.binary(v) + "/s" if v is not None else "?", priority=3),
+    text("in_shapes", "in_shapes", priority=LOW),
+    text("out_shapes", "out_shapes", priority=LOW),
 )
 
 
 # Integer work, shown only where there is some: most models do none, and the table is wide already.
 INT_COLUMNS: tuple[Column, ...] = (
-    Column("int_ops", "int ops", _ratio("OP")),
-    Column("int_ops_per_s", "OP/s", _ratio("OP/s")),
+    Column("int_ops", "int ops", _ratio("OP"), priority=3),
+    Column("int_ops_per_s", "OP/s", _ratio("OP/s"), priority=3),
 )
 
 
@@ -52,7 +73,7 @@ def with_int_columns(columns: Sequence[Column]) -> list[Column]:
 
 
 def counter_columns(labels: Sequence[str]) -> list[Column]:
-    return [Column(label, label, lambda v: units.si(v)) for label in labels]
+    return [Column(label, label, lambda v: units.si(v), priority=2) for label in labels]
 
 
 def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:
@@ -60,7 +81,10 @@ def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:
     return next(c.header for c in columns if c.key == key)
 
 
-def text(key: str, header: str) -> Column:
-    """A column of text, left-aligned."""
-    return Column(key, header, str, "left")
-
+def ranked_by(columns: Sequence[Column], key: str | None) -> list[Column]:
+    """``columns`` with the one under ``key`` kept in any terminal (the column the rows are ranked by),
+    the one kept before it (another ranking's) given way to; the name stays kept."""
+    if key is None or key not in {c.key for c in columns}:
+        return list(columns)
+    return [replace(c, priority=KEEP) if c.key == key else
+            replace(c, priority=1) if c.priority == KEEP and not c.min_width else c for c in columns]

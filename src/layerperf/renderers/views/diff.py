@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.data.calls import Calls
-from layerperf.renderers.view import Column, Section, View, notes
-from layerperf.renderers.views.columns import text
+from layerperf.renderers.view import KEEP, Column, Section, View, notes
+from layerperf.renderers.views.columns import TYPE_MIN, name_column, ranked_by, text
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -25,21 +25,21 @@ def speedup(v: Any) -> str:
 
 
 DIFF_COLUMNS: tuple[Column, ...] = (
-    text("key", "name"),
-    text("op_type", "type"),
-    Column("calls_a", "calls A"),
-    Column("calls_b", "calls B"),
-    Column("time_a_us", "time A", units.duration_us),
-    Column("time_b_us", "time B", units.duration_us),
-    Column("delta_us", "delta", signed_us),
+    name_column("key", "name"),
+    text("op_type", "type", priority=1, min_width=TYPE_MIN),
+    Column("calls_a", "calls A", priority=3),
+    Column("calls_b", "calls B", priority=3),
+    Column("time_a_us", "time A", units.duration_us, priority=1),
+    Column("time_b_us", "time B", units.duration_us, priority=1),
+    Column("delta_us", "delta", signed_us, priority=KEEP),  # the default ranking: see ranked_by
     Column("delta_pct", "delta %", lambda v: ("+" if v > 0 else "") + units.percent(v)),
-    Column("speedup", "speedup", speedup),
+    Column("speedup", "speedup", speedup, priority=1),
     text("only_in", "only in"),
 )
 # shown when some pair's names differ
-DIFF_NAME_B = text("key_b", "name in B")
-DIFF_MATCH = text("match", "matched by")
-DIFF_TYPE_B = text("op_type_b", "type in B")
+DIFF_NAME_B = text("key_b", "name in B", priority=2, min_width=16)
+DIFF_MATCH = text("match", "matched by", priority=3)
+DIFF_TYPE_B = text("op_type_b", "type in B", priority=3, min_width=TYPE_MIN)
 
 
 def time_label(by: str, how: str) -> str:
@@ -83,11 +83,13 @@ def _key_headers(by: str, match: str) -> tuple[str, str]:
     return what, f"{what} in B"
 
 
-def _columns(rows: list[dict[str, Any]], by: str, match: str) -> tuple[list[Column], list[dict[str, Any]]]:
+def _columns(rows: list[dict[str, Any]], by: str, match: str,
+             order_by: str) -> tuple[list[Column], list[dict[str, Any]]]:
     """The table's columns and its rows as people see them: a row found only in B shows its name and type
     in B's columns, none under A's (the JSON keeps ``key`` = its name, the row's identity)."""
     head_a, head_b = _key_headers(by, match)
-    columns = [replace(DIFF_COLUMNS[0], header=head_a), *DIFF_COLUMNS[1:]]
+    columns = ranked_by([replace(DIFF_COLUMNS[0], header=head_a), *DIFF_COLUMNS[1:]],
+                        analysis.DIFF_ORDER_ALIASES.get(order_by, order_by))
     if not any(r["only_in"] == "B" or r["key_b"] not in (None, r["key"]) or r["op_type_b"] not in (None, r["op_type"])
                for r in rows):
         return columns, rows
@@ -108,7 +110,7 @@ def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match:
     rows = analysis.order_diff(rows, order_by)
     if top:
         rows = rows[:top]
-    columns, shown = _columns(rows, by, match)
+    columns, shown = _columns(rows, by, match, order_by)
     title = f"A = {_source(a)}, B = {_source(b)}: {time_label(by, how)}"
     section = Section(columns=columns, rows=rows, shown=shown, keys=analysis.DIFF_COLUMNS, title=title,
                       notes=notes(_notes(totals, by, match)))

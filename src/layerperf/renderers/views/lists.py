@@ -7,13 +7,15 @@ from typing import Any
 
 from layerperf import backends
 from layerperf.backends.base import flag_name, option_fields
-from layerperf.renderers.view import Column, Note, Section, View
-from layerperf.renderers.views.columns import text
+from layerperf.renderers.view import KEEP, Column, Note, Section, View
+from layerperf.renderers.views.columns import name_column, prose, text
 
-BACKEND_COLUMNS = (text("name", "backend"), text("version", "version"), text("usable", "usable here"),
-                   text("reason", "why not"), text("options", "its flags"), text("summary", "what it measures"))
-EVENT_COLUMNS = (text("name", "event"), text("ok", "counts here"), text("reason", "why not"))
-PFM_COLUMNS = (text("pmu", "pmu"), text("name", "libpfm4 event"), text("description", "description"))
+BACKEND_COLUMNS = (text("name", "backend", priority=KEEP), text("version", "version"),
+                   text("usable", "usable here", priority=KEEP), prose("reason", "why not", 1),
+                   prose("options", "its flags", 3), prose("summary", "what it measures", 3))
+EVENT_COLUMNS = (name_column("name", "event"), text("ok", "counts here", priority=KEEP), prose("reason", "why not"))
+PFM_COLUMNS = (text("pmu", "pmu", priority=3), name_column("name", "libpfm4 event"),
+               prose("description", "description"))
 MODEL_COLUMNS = (Column("name", "model", str, "left", width=14), text("description", "description"))
 
 

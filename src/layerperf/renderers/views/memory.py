@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerperf.data.memory_report import Allocations, MemoryReport
-from layerperf.renderers.view import Column, Note, Section, View, for_people, notes
-from layerperf.renderers.views.columns import text
+from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View, for_people, notes
+from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
 from layerperf.renderers.views.profile import wrote_notes
 from layerperf.util import units
 
@@ -19,22 +19,22 @@ if TYPE_CHECKING:
 
 DEFAULT_TOP = 10  # tensors at the peak people see when --top is not given
 PEAK_COLUMNS = (
-    text("name", "tensor at the peak"),
-    Column("bytes", "bytes", units.binary),
-    Column("share", "of peak", units.percent),
-    text("producer", "produced by"),
-    text("last_consumer", "last used by"),
-    text("shares", "stored with"),
+    name_column("name", "tensor at the peak"),
+    Column("bytes", "bytes", units.binary, priority=KEEP),  # the ranking
+    Column("share", "of peak", units.percent, priority=1),
+    text("producer", "produced by", min_width=16),
+    text("last_consumer", "last used by", priority=3, min_width=16),
+    text("shares", "stored with", priority=LOW, min_width=16),
 )
 PEAK_KEYS = ("name", "bytes", "share", "kind", "producer", "last_consumer")  # CSV: no lists of names
 MODULE_COLUMNS = (
-    text("name", "module"),
-    text("op_type", "type"),
-    Column("calls", "calls"),
-    Column("self_allocated_bytes", "allocated (self)", units.binary),
+    name_column("name", "module"),
+    text("op_type", "type", priority=1, min_width=TYPE_MIN),
+    Column("calls", "calls", priority=3),
+    Column("self_allocated_bytes", "allocated (self)", units.binary, priority=KEEP),  # the ranking
     Column("self_freed_bytes", "freed (self)", units.binary),
-    Column("allocated_bytes", "allocated (incl.)", units.binary),
-    Column("freed_bytes", "freed (incl.)", units.binary),
+    Column("allocated_bytes", "allocated (incl.)", units.binary, priority=3),
+    Column("freed_bytes", "freed (incl.)", units.binary, priority=3),
     Column("peak_live_bytes", "peak live", units.binary),
     Column("peak_rise_bytes", "peak rise", units.binary),
 )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layerperf.calibration.peaks import Peaks, for_machine
-from layerperf.data.figures import rows_peak_pcts
+from layerperf.data.figures import integer_kernels, rows_peak_pcts
 from layerperf.errors import InputError
 from layerperf.renderers.view import Column, Note
 from layerperf.util import units
@@ -37,19 +37,48 @@ class Reference:
         p = self.peaks
         parts = []
         if self.flops_per_s is not None:
-            parts.append(f"float32 {_si(self.flops_per_s, 'FLOP/s')} at {_threads(self.flops_threads)}")
+            parts.append(f"float32 {_si(self.flops_per_s, 'FLOP/s')} at {threads_text(self.flops_threads)}")
         if self.int_ops_per_s is not None:
-            parts.append(f"int8 {_si(self.int_ops_per_s, 'OP/s')} at {_threads(self.int_threads)}")
-        run = (f"the run's {_threads(self.asked_threads)}" if self.asked_threads
+            parts.append(f"int8 {_si(self.int_ops_per_s, 'OP/s')} at {threads_text(self.int_threads)}")
+        run = (f"the run's {threads_text(self.asked_threads)}" if self.asked_threads
                else "the most threads measured (the run's thread count is unknown)")
-        text = (f"% of peak = FLOP/s (OP/s for integer kernels) over the peak calibrated on {p.cpu_model}, "
-                f"{p.cores} cores ({p.measured_at[:10]}) for {run}: " + ("; ".join(parts) or "none measured"))
-        if p.quick:
-            text += "; a --quick calibration (small sizes): not this machine's peaks"
+        text = (f"% of peak = FLOP/s (OP/s for integer kernels) over the peak {calibration_name(p)} measured on "
+                f"{p.cpu_model}, {p.cores} cores{_on(p)} for {run}: "
+                + ("; ".join(parts) or "none measured"))
         return Note(text)
 
+    def quick_warning(self) -> list[Note]:
+        """Where the peaks are a --quick calibration's: a warning that says so and how to replace them."""
+        if not self.peaks.quick:
+            return []
+        return [Note("% of peak is over a --quick calibration (small sizes, short repeats: a smoke test, not this "
+                     f"machine's peaks); {REPLACE_QUICK}", "warning")]
 
-def _threads(n: int | None) -> str:
+    def peak_of(self, row: Mapping[str, Any]) -> tuple[str, float | None, int | None, str]:
+        """The peak a row is compared to: its kind, rate and thread count, and the row's own rate key."""
+        if bool(integer_kernels(row.get("flops") or 0.0, row.get("int_ops") or 0.0)):
+            return "int8 OP/s", self.int_ops_per_s, self.int_threads, "int_ops_per_s"
+        return "float32 FLOP/s", self.flops_per_s, self.flops_threads, "flops_per_s"
+
+
+REPLACE_QUICK = "run `layerperf calibrate` (without --quick) on a quiet machine to replace it with this machine's peaks"
+
+
+def calibration_name(peaks: Peaks) -> str:
+    """How a calibration is named wherever its peaks are used: a quick one says so."""
+    return "the --quick calibration" if peaks.quick else "the calibration"
+
+
+def _on(peaks: Peaks, how: str = " ") -> str:
+    """The day a calibration was measured, as `` (2026-11-24)`` or `` of 2026-11-24``; nothing when unknown."""
+    day = peaks.measured_at[:10]
+    return "" if not day else f" ({day})" if how == " " else f"{how}{day}"
+
+
+def threads_text(n: int | None) -> str:
+    """``1 thread``, ``4 threads``; a count not known says so."""
+    if not n:
+        return "an unknown thread count"
     return f"{n} thread" if n == 1 else f"{n} threads"
 
 
@@ -76,7 +105,7 @@ def reference(machine: Mapping[str, Any] | None, threads: int | None,
     ref = Reference(peaks, peaks.at(peaks.flops_per_s, threads), peaks.at(peaks.int_ops_per_s, threads),
                     peaks.threads_at(peaks.flops_per_s, threads), peaks.threads_at(peaks.int_ops_per_s, threads),
                     threads or None)
-    return ref, [ref.note()]
+    return ref, [ref.note(), *ref.quick_warning()]
 
 
 def with_pcts(rows: Sequence[Mapping[str, Any]], ref: Reference | None) -> list[dict[str, Any]]:
@@ -99,13 +128,23 @@ def with_column(columns: Sequence[Column]) -> list[Column]:
     return cols
 
 
-def above_peak(rows: Sequence[Mapping[str, Any]]) -> list[Note]:
-    """A warning when some rows went past the calibrated peak: the calibration is below what this
-    machine does (a --quick or disturbed one, another clock), so its percentages read high."""
+def above_peak(rows: Sequence[Mapping[str, Any]], ref: Reference | None, run: str, what: str = "layers") -> list[Note]:
+    """A warning when some rows went past the calibrated peak, naming the fastest one, the peak it is
+    compared to (which kind, which calibration, at how many threads) and the run its rate comes from
+    (``run``, e.g. "the median of this profile's 100 runs at 2 threads"); then why such a figure
+    happens: a --quick calibration, or one below what this machine does."""
     over = [r for r in rows if (r.get(KEY) or 0) > 100]
-    if not over:
+    if not over or ref is None:
         return []
-    top = max(float(r[KEY]) for r in over)
-    return [Note(f"{len(over)} layers ran above the calibrated peak (up to {top:.0f}%): the calibration is below "
-                 "what this machine does (a --quick run, a disturbed one, or another clock); run layerperf "
-                 "calibrate again on a quiet machine", "warning")]
+    top = max(over, key=lambda r: float(r[KEY]))
+    kind, peak, threads, rate_key = ref.peak_of(top)
+    unit = kind.partition(" ")[2]
+    rate = _si(float(top[rate_key]), unit) if top.get(rate_key) is not None else "?"
+    head = (f"{len(over)} {what} ran above the calibrated peak: {top.get('name')} ran at {rate}, "
+            f"{float(top[KEY]):.0f}% of the {kind} peak {_si(peak or 0.0, unit)} that "
+            f"{calibration_name(ref.peaks)}{_on(ref.peaks, ' of ')} measured at {threads_text(threads)}; "
+            f"its rate is {run}")
+    why = (f"A --quick calibration's small sizes run below this machine's peaks: {REPLACE_QUICK}" if ref.peaks.quick
+           else "The calibration is below what this machine does here (it ran disturbed, or at another clock): "
+                "run layerperf calibrate again on a quiet machine")
+    return [Note(f"{head}. {why}", "warning")]

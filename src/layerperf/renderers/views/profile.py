@@ -91,7 +91,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     machine = prof.metadata.machine
     ref, peak_notes = peak.reference(machine.to_json() if machine else None, run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
-    peak_notes += peak.above_peak(table)
+    peak_notes += peak.above_peak(table, ref, f"the median per call of this profile's {summ['runs']} runs at "
+                                              f"{peak.threads_text(run_threads(prof, summ))}")
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
     # CSV keeps layers.csv's columns (a profile's file, the same on any machine): % of peak is in JSON and tables
@@ -154,14 +155,20 @@ def _inputs(summ: Mapping[str, Any]) -> list[str]:
                                    for i in inputs)]
 
 
-def _latency(summ: Mapping[str, Any]) -> str:
+def _plain_latency(summ: Mapping[str, Any]) -> str:
+    """The whole model's latency with the profiler off, or that it was not measured (never "median ?")."""
+    if summ.get("latency_median_us") is None:
+        return "latency: not measured (--no-latency)"
     interleaved = summ.get("latency_interleaved")
     how = "profiler off" + ("" if interleaved is None else ", runs interleaved with the profiled ones"
                             if interleaved else ", measured apart")
+    return (f"latency ({how}): median {units.duration_us(summ['latency_median_us'])}, "
+            f"p90 {units.duration_us(summ['latency_p90_us'])}")
+
+
+def _latency(summ: Mapping[str, Any]) -> str:
     overhead, cost = summ["profiler_overhead"], summ.get("profiler_event_cost_us")
-    text = (f"latency ({how}): median {units.duration_us(summ['latency_median_us'])}, "
-            f"p90 {units.duration_us(summ['latency_p90_us'])}; profiled run median "
-            f"{units.duration_us(summ['profiled_median_us'])}")
+    text = f"{_plain_latency(summ)}; profiled run median {units.duration_us(summ['profiled_median_us'])}"
     if overhead:
         text += f"; profiler overhead x{overhead:.3f}"
     cpu_cost = summ.get("profiler_event_cost_cpu_us")
@@ -185,9 +192,17 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     if not fid or prof.counters is None:
         return []
     corr = fid["rank_correlation"]
-    return [f"counters: stepwise executor, {_passes(prof.counters.passes)} per event group; "
+    return [f"counters: {counted_how(prof.metadata.backend)}, {_passes(prof.counters.passes)} per event group; "
             f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
             + (f"{corr:.3f}" if corr is not None else "n/a")]
+
+
+def counted_how(backend: str | None) -> str:
+    """How a backend reads its per-layer counters: ONNX Runtime's stepwise executor runs node by node apart
+    from the timed runs; the torch backend reads them in situ, at its module hooks, in counting passes."""
+    if backend == "onnxruntime":
+        return "stepwise executor"
+    return f"read in situ at {'module' if backend == 'torch' else 'layer'} boundaries"
 
 
 def _warnings(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
