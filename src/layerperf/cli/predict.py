@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from layerperf.cli.common import add_output_args, output_format, positive_int
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int
 
 if TYPE_CHECKING:
     from layerperf.calibration.peaks import Peaks
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.renderers.output import show
 
     fmt = output_format(args)
+    table_layout = layout(args, fmt)
     if args.evaluate == bool(args.model):
         raise InputError("give MODEL to predict, or --evaluate to evaluate the predictor on the store, not both"
                          if args.model else "nothing to predict: give MODEL, or --evaluate")
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         _warn_other(training.other_machines(path), path)
     peaks = calibration.load()
     view = _evaluate(args, data, peaks) if args.evaluate else _predict(args, data, peaks)
-    show(view, fmt, args.output)
+    show(view, fmt, args.output, table_layout)
     return 0
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from layerperf.dataset.predict.evaluate import Evaluation, Pair, Score
 from layerperf.dataset.predict.features import RunFactors
 from layerperf.dataset.predict.model import FEW_ROWS, LEARNED, ROOFLINE, UNKNOWN, Prediction
-from layerperf.renderers.view import Column, Note, Section, View
-from layerperf.renderers.views.columns import text
+from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View
+from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
 from layerperf.util import units
 
 HOW = {LEARNED: "learned", FEW_ROWS: "median rate (few rows)", ROOFLINE: "roofline (op type not in the store)",
@@ -22,9 +22,10 @@ def _us(value: float) -> str:
     return f"{value:,.1f}"
 
 
-LAYER_COLUMNS = (text("name", "layer"), text("op_type", "op type"), Column("predicted_us", "predicted µs", _us),
-                 text("how", "how predicted"))
-TOTAL_COLUMNS = (text("what", ""), Column("us", "µs", _us), Column("time", "", str))
+# A narrow terminal keeps the layer's name and its prediction, then its op type; how it was predicted last.
+LAYER_COLUMNS = (name_column("name", "layer"), text("op_type", "op type", priority=1, min_width=TYPE_MIN),
+                 Column("predicted_us", "predicted µs", _us, priority=KEEP), text("how", "how predicted", min_width=12))
+TOTAL_COLUMNS = (text("what", "", priority=KEEP), Column("us", "µs", _us, priority=KEEP), Column("time", "", str))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +96,17 @@ def _signed(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
-PAIR_COLUMNS = (text("configuration", "configuration"), Column("predicted_us", "predicted µs", _us),
-                Column("measured_us", "measured µs", _us), Column("error", "error", _signed),
+# A narrow terminal keeps which pair it is and its error, then the two latencies; the details go first.
+PAIR_COLUMNS = (name_column("configuration", "configuration"), Column("predicted_us", "predicted µs", _us, priority=1),
+                Column("measured_us", "measured µs", _us, priority=1), Column("error", "error", _signed, priority=KEEP),
                 Column("layers_error", "layers' error", _signed),
-                text("layers", "layers from"), Column("runs_slowed", "slowed runs"),
-                Column("runs_disturbed", "disturbed runs"), text("unseen", "unseen op types"))
-MODEL_COLUMNS = (text("model", "model"), Column("pairs", "pairs"), Column("within_10pct", "within ±10%", units.percent),
-                 Column("rmspe", "RMSPE", units.percent), Column("mean_abs_error", "mean |error|", units.percent))
+                text("layers", "layers from", priority=LOW), Column("runs_slowed", "slowed runs", priority=3),
+                Column("runs_disturbed", "disturbed runs", priority=3),
+                text("unseen", "unseen op types", priority=LOW, min_width=12))
+MODEL_COLUMNS = (name_column("model", "model"), Column("pairs", "pairs"),
+                 Column("within_10pct", "within ±10%", units.percent, priority=KEEP),
+                 Column("rmspe", "RMSPE", units.percent, priority=KEEP),
+                 Column("mean_abs_error", "mean |error|", units.percent))
 
 
 def evaluation_view(ev: Evaluation, store: str | Sequence[str]) -> View:
