@@ -12,7 +12,7 @@ import pytest
 
 from layerperf.cli import main
 
-from conftest import from_another_machine, tiny_cnn
+from conftest import altered_copy, from_another_machine, tiny_cnn
 
 FAST = ["--runs", "2", "--warmup", "1"]
 
@@ -69,11 +69,7 @@ def _foreign(path: Path) -> None:
 
 
 def _newer(path: Path, source: Path) -> None:
-    path.write_bytes(source.read_bytes())
-    db = sqlite3.connect(path)
-    db.execute("UPDATE schema_version SET version = 99")
-    db.commit()
-    db.close()
+    altered_copy(source, path, "UPDATE schema_version SET version = 99")
 
 
 @pytest.mark.parametrize(("make", "words"), [

@@ -41,7 +41,7 @@ LEARNED = "learned"  # the op type's regressor
 FEW_ROWS = "median rate"  # an op type with too few rows for a regressor: the median rate of its rows
 ROOFLINE = "roofline"  # an op type the store never saw, with a calibration
 UNKNOWN = "unknown"  # never seen and no calibration: no figure
-INSTALL_HINT = "pip install 'layerperf[predict]'  (scikit-learn)"
+INSTALL_HINT = "pip install 'layerperf[predict]'"
 
 
 def sklearn_regressor() -> Any:
