@@ -22,9 +22,11 @@ def _us(value: float) -> str:
     return f"{value:,.1f}"
 
 
-# A narrow terminal keeps the layer's name and its prediction, then its op type; how it was predicted last.
+# A narrow terminal keeps the layer's name and its prediction, then its op type (shortened); how it was
+# predicted wraps on words rather than losing them (the roofline's flag is there).
 LAYER_COLUMNS = (name_column("name", "layer"), text("op_type", "op type", priority=1, min_width=TYPE_MIN),
-                 Column("predicted_us", "predicted µs", _us, priority=KEEP), text("how", "how predicted", min_width=12))
+                 Column("predicted_us", "predicted µs", _us, priority=KEEP),
+                 text("how", "how predicted", min_width=12, wrap=True))
 TOTAL_COLUMNS = (text("what", "", priority=KEEP), Column("us", "µs", _us, priority=KEEP), Column("time", "", str))
 
 
