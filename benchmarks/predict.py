@@ -24,7 +24,10 @@ from layerperf.dataset.predict import training
 from layerperf.dataset.predict.evaluate import Evaluation, Score, leave_one_model_out, store_layers
 from layerperf.dataset.predict.graph import GraphLayers
 
-REPEAT_SQL = """SELECT config_key, model, latency_median_us FROM configs
+# a configuration's factors, without how many runs and warm-ups measured it: stores of one sweep taken
+# with other --runs or --warmup still compare
+REPEAT_SQL = """SELECT model, backend, batch, threads, opt_level, inter_op, cpus, corun, corun_cores, events,
+                       latency_median_us FROM configs
                 WHERE status = 'ok' AND latency_median_us IS NOT NULL"""
 
 
@@ -50,21 +53,21 @@ def _print(ev: Evaluation) -> None:
     print(_score("layers' sums alone", ev.layers))
 
 
-def _latencies(path: str) -> dict[str, tuple[str, float]]:
+def _latencies(path: str) -> dict[tuple[object, ...], float]:
     db = sqlite3.connect(path)
     try:
-        return {key: (model, lat) for key, model, lat in db.execute(REPEAT_SQL)}
+        return {tuple(row[:-1]): float(row[-1]) for row in db.execute(REPEAT_SQL)}
     finally:
         db.close()
 
 
 def _repeatability(stores: list[str], again: str) -> None:
     """How often a configuration measured again lands within ±10% of its first measurement."""
-    first: dict[str, tuple[str, float]] = {}
+    first: dict[tuple[object, ...], float] = {}
     for path in stores:
         first.update(_latencies(path))
     second = _latencies(again)
-    errors = [second[k][1] / first[k][1] - 1 for k in first.keys() & second.keys()]
+    errors = [second[k] / first[k] - 1 for k in first.keys() & second.keys()]
     if not errors:
         print(f"--again {again}: no configuration in common with the stores")
         return
