@@ -17,12 +17,15 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from browser import Browser, require_binaries
 
 # conftest is imported before any test module, so before anything imports layerperf
 KEPT_CACHE = os.environ.get("LAYERPERF_TEST_CACHE")
@@ -87,3 +90,19 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     """Run the real command line in a subprocess, as a user would."""
     return subprocess.run([sys.executable, "-m", "layerperf", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a whole test module (a start costs ~1 s); each test loads its page afresh."""
+    with Browser(*require_binaries()) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    """Where screenshots go: $LAYERPERF_ARTIFACTS, else out/test-artifacts in the checkout (gitignored)."""
+    path = Path(os.environ.get("LAYERPERF_ARTIFACTS") or Path(__file__).resolve().parent.parent / "out"
+                / "test-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -452,3 +452,42 @@ def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -
     left_a, left_b = set(p.left_a), set(p.left_b)
     return Pairing(pairs, tuple(p.left_a), tuple(p.left_b), tuple(sorted(set(p.inside_a) & left_a)),
                    tuple(sorted(set(p.inside_b) & left_b)))
+
+
+# ops a runtime fuses into the convolution or matrix product before them (a BatchNorm folded into the
+# weights, an activation or a residual Add done in the kernel's epilogue)
+FUSIBLE = frozenset({"BatchNormalization", "Relu", "Add", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "LeakyRelu"})
+_ANCHORS = frozenset({"Conv", "MatMul"})
+
+
+def _parent(name: str) -> str | None:
+    where = module_path(name)
+    return where[0].rpartition(".")[0] if where else None
+
+
+def covers(a: Sequence[Node], b: Sequence[Node], pairing: Pairing) -> tuple[dict[int, int], dict[int, int]]:
+    """The unpaired nodes of each side that the other side fused into a paired node: a node of a
+    :data:`FUSIBLE` family is covered by the partner of the nearest Conv or MatMul before it (execution
+    order) in its own module, when the other side has no unpaired node of its family in that module (it
+    was not renamed: it is gone). (B index -> A index covering it, A index -> B index)."""
+    partner_a = {i: j for i, j, _ in pairing.pairs}
+    partner_b = {j: i for i, j, _ in pairing.pairs}
+    out: list[dict[int, int]] = []
+    for nodes, left, partner, other, other_left in ((b, pairing.only_b, partner_b, a, pairing.only_a),
+                                                    (a, pairing.only_a, partner_a, b, pairing.only_b)):
+        families = {(_parent(other[k].name), _family(other[k].op_type)) for k in other_left}
+        covered: dict[int, int] = {}
+        for x in left:
+            family, parent = _family(nodes[x].op_type), _parent(nodes[x].name)
+            if family not in FUSIBLE or parent is None or (parent, family) in families:
+                continue
+            anchor = next((k for k in range(x - 1, -1, -1) if k in partner and _parent(nodes[k].name) == parent
+                           and _family(nodes[k].op_type) in _ANCHORS), None)
+            if anchor is not None:
+                covered[x] = partner[anchor]
+        out.append(covered)
+    return out[0], out[1]
+
+
+def _family(op_type: str) -> str:
+    return _torch_family(op_type) or _onnx_family(op_type)

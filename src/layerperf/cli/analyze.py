@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_output_args, layout, output_format, positive_int
+from layerperf.analysis.gpu import VIEWS
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int, warn_dropped
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -52,6 +54,9 @@ def register(sub: Any) -> None:
                    help="only ops of this type (repeatable)")
     p.add_argument("--name", metavar="REGEX", help="only ops whose name matches this regular expression")
     add_output_args(p, FORMATS)
+    p.add_argument("--view", choices=VIEWS, metavar="VIEW",
+                   help="a GPU timeline view of a PyTorch trace instead of the op table: " + ", ".join(VIEWS)
+                        + " (README: Analyzing traces)")
     p.add_argument("--timeline", metavar="FILE.json",
                    help="also write the calls (those --type and --name keep) as a timeline: Chrome trace JSON "
                         "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
@@ -60,7 +65,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
-    from layerperf.readers.detect import read_table
+    from layerperf.readers.detect import read_folded, read_table
     from layerperf.renderers.output import show
     from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
@@ -74,10 +79,18 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    table = read_table(args.trace)
+    # every call is needed for a timeline and a trace's kernels; figures alone fold as the trace is read
+    whole = args.timeline is not None or args.aggregate_by == "kernel" or args.view is not None
+    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median")
     top = default_top(args.top, fmt)
-    if args.aggregate_by == "kernel":
-        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top)
+    if args.view is not None:
+        from layerperf.renderers.views.gpu import gpu_view
+
+        assert isinstance(table, Calls)
+        view = gpu_view(table, args.view, top=args.top or 0)
+    elif args.aggregate_by == "kernel":
+        assert isinstance(table, Calls)
+        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:
             analysis.resolve_column(table, args.order_by)
@@ -85,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
                             types=args.types, name=args.name, min_time_s=args.min_time)
     _timeline(table, args)
     show(view, fmt, args.output, table_layout)
+    warn_dropped([table], fmt)
     return 0
 
 

@@ -155,3 +155,16 @@ def output_format(args: argparse.Namespace) -> str:
 
     check_output(args.output)
     return format_for(args.output, args.format)
+
+
+def warn_dropped(tables: Sequence[Any], fmt: str) -> None:
+    """For a format programs read (csv, json), the events each table's reader left out, one line each
+    on stderr: people see them below the table, a pipe must not have them mixed into its data."""
+    from layerperf.readers.dropped import warnings
+    from layerperf.renderers.view import for_people
+
+    if for_people(fmt):
+        return
+    for table in tables:
+        for line in warnings(table.meta):
+            print(f"layerperf: warning: {table.meta.get('source')}: {line}", file=sys.stderr)

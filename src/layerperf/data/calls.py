@@ -70,12 +70,46 @@ _NO_INTS.flags.writeable = False
 @dataclass(frozen=True, slots=True)
 class KernelTable:
     """One row per device activity. ``launcher`` is the name of the op it is device time of ("" when
-    linked to none)."""
+    linked to none). Where the reader knows them (PyTorch traces): ``ts_ns`` the start on the table's
+    clock, ``stream`` the device stream, ``correlation`` the id that ties it to the runtime call that
+    launched it, ``launch_ts_ns``/``launch_dur_ns`` that call's start and duration, ``bytes`` what a
+    copy or set moved, ``owner`` the row of the op call it is device time of (-1: none); NaN and -1
+    unknown, left out: unknown for every row. The GPU timeline views (:mod:`layerperf.analysis.gpu`)
+    read them."""
 
     name: Labels
     kind: Labels
     device: Labels
     launcher: Labels
+    dur_ns: np.ndarray  # float64
+    ts_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    stream: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    correlation: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    launch_ts_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    launch_dur_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    bytes: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    owner: np.ndarray = field(default_factory=lambda: _NO_INTS)
+
+    def __post_init__(self) -> None:
+        n = len(self)
+        for column in ("ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "owner"):
+            values = getattr(self, column)
+            if values is _NO_FLOATS or values is _NO_INTS:
+                object.__setattr__(self, column, np.full(n, np.nan if values is _NO_FLOATS else -1,
+                                                         dtype=values.dtype))
+
+    def __len__(self) -> int:
+        return int(self.dur_ns.size)
+
+
+@dataclass(frozen=True, slots=True)
+class Annotations:
+    """The user annotations of a trace (``record_function`` ranges, ``ProfilerStep#N``): one row each,
+    ``gpu`` for their device-side copies (``gpu_user_annotation``), start on the table's clock."""
+
+    name: Labels
+    gpu: np.ndarray  # bool
+    ts_ns: np.ndarray  # float64
     dur_ns: np.ndarray  # float64
 
     def __len__(self) -> int:

@@ -37,7 +37,7 @@ def prose(key: str, header: str, priority: int = 2) -> Column:
 # self time and type, the work and rates, and last the shapes and the provider.
 LAYER_COLUMNS: tuple[Column, ...] = (
     Column("median_us", "self time", units.duration_us, priority=1),
-    Column("share", "self %", units.percent, priority=KEEP),
+    Column("share", "self %", lambda v: v if isinstance(v, str) else units.percent(v), priority=KEEP),  # str: marked
     Column("cum_share", "cumulative", units.percent),
     name_column("name", "name"),
     text("op_type", "type", priority=1, min_width=TYPE_MIN),
@@ -59,9 +59,21 @@ INT_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def layer_columns(int_ops: bool) -> list[Column]:
-    """The layer table's columns, with the integer-work ones after FLOPS when ``int_ops``."""
-    return with_int_columns(LAYER_COLUMNS) if int_ops else list(LAYER_COLUMNS)
+FLOAT_KEYS = ("flops", "flops_per_s")
+
+
+def layer_columns(int_ops: bool, mostly_int: bool = False) -> list[Column]:
+    """The layer table's columns, with the integer-work ones after FLOPS when ``int_ops``; when
+    ``mostly_int`` (integer work outweighs float work: a quantized model) int ops and OP/s are kept
+    before computation and FLOPS in a narrow terminal."""
+    if not int_ops:
+        return list(LAYER_COLUMNS)
+    cols = with_int_columns(LAYER_COLUMNS)
+    if mostly_int:
+        swap = {c.key: c.priority for c in cols if c.key in FLOAT_KEYS}
+        cols = [replace(c, priority=swap["flops"]) if c in INT_COLUMNS else
+                replace(c, priority=INT_COLUMNS[0].priority) if c.key in swap else c for c in cols]
+    return cols
 
 
 def with_int_columns(columns: Sequence[Column]) -> list[Column]:
@@ -72,8 +84,26 @@ def with_int_columns(columns: Sequence[Column]) -> list[Column]:
     return cols
 
 
+# perf's software clocks count nanoseconds: shown as a time, with its unit
+NS_COUNTERS = frozenset(("task-clock", "cpu-clock"))
+DERIVED = ("_per_flop",)  # metrics computed from a counter (not asked for by name)
+
+
+def _counter_format(label: str) -> Callable[[Any], str]:
+    base = label.removesuffix("_per_call")
+    per_flop = base.endswith("_per_flop")
+    if base.removesuffix("_per_flop").split(":")[0] not in NS_COUNTERS:
+        return lambda v: units.si(v)
+    if per_flop:
+        return lambda v: units.si(v, "ns/FLOP")
+    return lambda v: units.duration_us(v / 1000.0) if v is not None else "?"
+
+
 def counter_columns(labels: Sequence[str]) -> list[Column]:
-    return [Column(label, label, lambda v: units.si(v), priority=2) for label in labels]
+    """Columns of the counters asked for (``--events``), kept before most others in a narrow terminal
+    (the user named them), and their derived metrics; a clock counted in ns prints as a time."""
+    return [Column(label, label, _counter_format(label), priority=3 if label.endswith(DERIVED) else 1)
+            for label in labels]
 
 
 def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:
