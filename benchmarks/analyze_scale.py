@@ -89,9 +89,9 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
     return wall, max(usage.ru_maxrss, tree_peak) / 1024, code
 
 
-def analyze_argv(src: Path, trace: Path) -> list[str]:
+def analyze_argv(src: Path, trace: Path, extra: list[str]) -> list[str]:
     code = f"import sys; sys.path.insert(0, {str(src)!r}); from layerperf.cli import entry; sys.exit(entry())"
-    return [sys.executable, "-c", code, "analyze", str(trace), "--format", "csv"]
+    return [sys.executable, "-c", code, "analyze", str(trace), "--format", "csv", *extra]
 
 
 def load() -> str:
@@ -127,7 +127,7 @@ def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]
     before_load = load()
     for _ in range(args.repeat):  # alternately, so that the host's slow spells hit both alike
         for label, src in trees:
-            runs[label].append(measure(analyze_argv(src, path)))
+            runs[label].append(measure(analyze_argv(src, path, args.analyze_args.split())))
     lines = []
     for label, rs in runs.items():
         wall, rss, code = _median(rs)
@@ -158,6 +158,8 @@ def main() -> None:
     parser.add_argument("--compress", default="plain,gzip", help="plain, gzip (default both)")
     parser.add_argument("--repeat", type=int, default=1, help="layerperf runs per trace; the median is reported")
     parser.add_argument("--before", type=Path, help="another checkout's src folder, run alternately")
+    parser.add_argument("--analyze-args", default="",
+                        help="more arguments for layerperf analyze, e.g. '--aggregate-by kernel'")
     parser.add_argument("--peer-max", type=int, default=1_000_000, help="largest trace the peers run on")
     parser.add_argument("--dir", default=None, help="where traces are written (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the generated traces")
@@ -165,8 +167,10 @@ def main() -> None:
     tmp = None
     if args.dir is None:
         tmp = args.dir = tempfile.mkdtemp(prefix="layerperf-scale-")
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
     print(f"{os.cpu_count()} CPUs; load average (1/5/15 min) before/after each measurement; "
-          f"free disk {shutil.disk_usage(args.dir).free / 2**30:.0f} GiB in {args.dir}")
+          f"free disk {shutil.disk_usage(args.dir).free / 2**30:.0f} GiB in {args.dir}; "
+          f"layerperf analyze TRACE --format csv {args.analyze_args}".rstrip())
     print("| format | events | file | MiB | tool | wall s | peak RSS MiB | exit | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     try:

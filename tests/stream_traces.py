@@ -7,6 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+
+from layerperf.readers import spill, streaming
+
+
+def shrink(monkeypatch: pytest.MonkeyPatch, *, segment: int, run: int, merge: int, block: int) -> None:
+    """The streaming reader's buffers made small (records per segment, sorted run, merge, least merge
+    block), so that small traces cross many of their boundaries."""
+    monkeypatch.setattr(streaming, "SEGMENT_RECORDS", segment)
+    monkeypatch.setattr(spill, "RUN_RECORDS", run)
+    monkeypatch.setattr(spill, "MERGE_RECORDS", merge)
+    monkeypatch.setattr(spill, "MIN_BLOCK", block)
 
 
 def tef_nested(path: Path, n_top: int = 150, seed: int = 0, shuffle: bool = True) -> Path:

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 from layerperf.analysis import aggregate as analysis
+from layerperf.analysis import gpu_kernels as kernels
 from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
-from layerperf.readers import detect, parallel, spill, streaming
-from stream_traces import ort_loop, tef_nested
+from layerperf.readers import detect, parallel
+from stream_traces import ort_loop, shrink, tef_nested
 
 FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
 
@@ -51,10 +52,7 @@ def _check(path: Path) -> Folded:
 @pytest.fixture()
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """Segments, runs and merge blocks of a few records: every boundary falls inside nesting."""
-    monkeypatch.setattr(streaming, "SEGMENT_RECORDS", 40)
-    monkeypatch.setattr(spill, "RUN_RECORDS", 97)
-    monkeypatch.setattr(spill, "MIN_BLOCK", 13)
-    monkeypatch.setattr(spill, "MERGE_RECORDS", 50)
+    shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
 
 
 @pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
@@ -77,8 +75,30 @@ def test_kineto_streaming_equals_whole_file(tiny: None, path: Path) -> None:
     assert folded.meta["device_unlinked"] == detect.read_table(path).meta["device_unlinked"]
 
 
+def _same_kernels(path: Path) -> None:
+    """The device activities folded with the ops: every column ``--aggregate-by kernel`` reads, and its
+    rows, as the whole-file reading gives them."""
+    whole, folded = kernels.of(detect.read_table(path)), kernels.of(detect.read_folded(path, kernels=True))
+    assert whole is not None and folded is not None
+    for column in ("name", "kind", "device", "launcher"):
+        assert getattr(whole, column).tolist() == getattr(folded, column).tolist(), column
+    for column in ("dur_ns", "ts_ns", "stream", "correlation"):
+        assert np.array_equal(getattr(whole, column), getattr(folded, column)), column
+    for how in kernels.BY_AGGREGATE:
+        assert kernels.order(kernels.aggregate(whole), None, how) == kernels.order(kernels.aggregate(folded), None, how)
+
+
+@pytest.mark.parametrize("path", [DATA / "torch_cuda" / "trace.json.gz",
+                                  DATA / "torch_resnet18_cuda" / "trace.json.gz"],
+                         ids=["v100", "h100"])
+def test_kineto_kernels_streamed(tiny: None, path: Path) -> None:
+    _same_kernels(path)
+    assert "kernels" not in detect.read_folded(path).meta  # kept only when asked for
+
+
 def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:
-    """A kernel with no launching call, and one whose call lies in no op: rows of their own, as read whole."""
+    """A kernel with no launching call, and one whose call lies in no op: rows of their own, as read whole;
+    two kernels of a call with no External id inside an op: that op's device time (and their launcher)."""
     doc = json.loads(gzip.decompress((DATA / "torch_cuda" / "trace.json.gz").read_bytes()))
     doc["traceEvents"] += [
         {"ph": "X", "cat": "Kernel", "name": "orphan", "pid": 0, "tid": "stream 7", "ts": 1621401187225275,
@@ -86,10 +106,18 @@ def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:
         {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 24572, "tid": "24572",
          "ts": 1621401100000000, "dur": 5, "args": {"correlation": 888888}},
         {"ph": "X", "cat": "Kernel", "name": "outside", "pid": 0, "tid": "stream 7", "ts": 1621401100000010,
-         "dur": 4, "args": {"correlation": 888888}}]
+         "dur": 4, "args": {"correlation": 888888}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 24572, "tid": "24572",
+         "ts": 1621401187223272, "dur": 3, "args": {"correlation": 777777}},
+        *({"ph": "X", "cat": "Kernel", "name": f"inside{k}", "pid": 0, "tid": "stream 7",
+           "ts": 1621401187225300 + 10 * k, "dur": 2, "args": {"correlation": 777777}} for k in range(2))]
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     assert _check(path).meta["device_unlinked"] == 2
+    _same_kernels(path)
+    table = kernels.of(detect.read_table(path))
+    assert table is not None
+    assert {table.launcher[k] for k in range(len(table)) if table.name[k].startswith("inside")} == {"aten::zeros"}
 
 
 def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,11 +131,13 @@ def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_analyze_cli_streams_the_same_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from layerperf.cli import main
 
-    path = ort_loop(tmp_path / "t.json")
-    for how in ("sum", "median"):
-        assert main(["analyze", str(path), "--format", "csv", "--aggregate", how]) == 0
+    cases = [(ort_loop(tmp_path / "t.json"), ["--aggregate", how]) for how in ("sum", "median")]
+    cases += [(DATA / "torch_cuda" / "trace.json.gz", ["--aggregate-by", "kernel", "--aggregate", how])
+              for how in ("sum", "median", "max")]
+    for path, args in cases:
+        assert main(["analyze", str(path), "--format", "csv", *args]) == 0
         streamed = capsys.readouterr().out
-        assert main(["analyze", str(path), "--format", "csv", "--aggregate", how, "--timeline",
+        assert main(["analyze", str(path), "--format", "csv", *args, "--timeline",
                      str(tmp_path / "tl.json")]) == 0  # a timeline needs every call: read whole
         assert capsys.readouterr().out == streamed
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from layerperf.data import figures
 from layerperf.data.calls import Calls, KernelTable
+from layerperf.data.fold import Folded
 from layerperf.errors import InputError
 
 KERNEL_COLUMNS = ("name", "kind", "device", "calls", "total_us", "mean_us", "share", "launched_by", "launcher_share",
@@ -30,8 +31,8 @@ BY_AGGREGATE = {"sum": "total_us", "mean": "mean_us", "median": "median_us", "ma
                 "count": "calls"}
 
 
-def of(table: Calls) -> KernelTable | None:
-    """The kernel table a reader kept with ``table``, if any."""
+def of(table: Calls | Folded) -> KernelTable | None:
+    """The kernel table a reader kept with ``table`` (whole or folded), if any."""
     kernels = table.meta.get("kernels")
     return kernels if isinstance(kernels, KernelTable) else None
 

@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
                    help="group calls by node name, op type, provider, or op type and shapes (default name); "
                         "kernel: the GPU kernels of a PyTorch trace by name, with the ops that launched them")
     p.add_argument("--aggregate", choices=AGGREGATES, default="sum",
-                   help="how a group's calls combine (default sum; count orders by calls)")
+                   help="how a group's calls combine (default sum; count orders by calls); with --aggregate-by "
+                        "kernel, the per-kernel figure rows are ranked by")
     p.add_argument("--order-by", metavar="COLUMN",
                    help="column to rank by, largest first (default self time; e.g. cumulative, flops, "
                         "flops_per_s, bytes, bandwidth, calls, device, a counter; +COLUMN for ascending)")
@@ -56,7 +57,7 @@ def register(sub: Any) -> None:
     add_output_args(p, FORMATS)
     p.add_argument("--view", choices=VIEWS, metavar="VIEW",
                    help="a GPU timeline view of a PyTorch trace instead of the op table: " + ", ".join(VIEWS)
-                        + " (README: Analyzing traces)")
+                        + " (README: GPU timeline views)")
     p.add_argument("--timeline", metavar="FILE.json",
                    help="also write the calls (those --type and --name keep) as a timeline: Chrome trace JSON "
                         "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
@@ -79,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    # every call is needed for a timeline and a trace's kernels; figures alone fold as the trace is read
-    whole = args.timeline is not None or args.aggregate_by == "kernel" or args.view is not None
-    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median")
+    # every call is needed for a timeline and the GPU views; figures alone fold as the trace is read
+    whole = args.timeline is not None or args.view is not None
+    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median",
+                                                             kernels=args.aggregate_by == "kernel")
     top = default_top(args.top, fmt)
     if args.view is not None:
         from layerperf.renderers.views.gpu import gpu_view
@@ -89,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
         assert isinstance(table, Calls)
         view = gpu_view(table, args.view, top=args.top or 0)
     elif args.aggregate_by == "kernel":
-        assert isinstance(table, Calls)
         view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:

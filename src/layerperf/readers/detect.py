@@ -73,11 +73,13 @@ def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> Calls:
     return table
 
 
-def read_folded(path: str | Path, *, quantiles: bool = False, block: int = BLOCK_BYTES) -> Folded | Calls:
-    """The trace at ``path`` for analysis: an ONNX Runtime profile or a Trace Event Format file folded
-    into per-op accumulators in bounded memory (:mod:`layerperf.readers.streaming`; ``quantiles``: keep
-    what medians need), any other trace as its table (:func:`read_table`). InputError when unreadable."""
-    return _without_gc(lambda: _read_table(Path(path), block, quantiles))
+def read_folded(path: str | Path, *, quantiles: bool = False, kernels: bool = False,
+                block: int = BLOCK_BYTES) -> Folded | Calls:
+    """The trace at ``path`` for analysis: an ONNX Runtime profile, a PyTorch trace or a Trace Event
+    Format file folded into per-op accumulators in bounded memory (:mod:`layerperf.readers.streaming`;
+    ``quantiles``: keep what medians need; ``kernels``: a PyTorch trace's device activities too, as
+    ``meta["kernels"]``), any other trace as its table (:func:`read_table`). InputError when unreadable."""
+    return _without_gc(lambda: _read_table(Path(path), block, quantiles, kernels))
 
 
 def _without_gc(work: Any) -> Any:
@@ -104,7 +106,7 @@ def _is_onnx_model(path: Path) -> bool:
         return False  # reading it properly says what is wrong
 
 
-def _read_table(path: Path, block: int, quantiles: bool | None) -> Calls | Folded:
+def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = False) -> Calls | Folded:
     """The trace's table; folded instead (``quantiles`` not None) where its format streams."""
     trace = resolve(path)
     if trace.is_file() and _is_onnx_model(trace):
@@ -124,7 +126,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None) -> Calls | Folde
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
     elif fmt == "kineto" and quantiles is not None:
-        return kineto_stream.fold(stream, meta, quantiles=quantiles)
+        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
     elif quantiles is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
+from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers import kineto, streaming
@@ -48,11 +48,14 @@ class _Links:
     around_ns: np.ndarray
     lone: np.ndarray  # device activities linked to nothing known yet (bool)
     around_of: np.ndarray  # per activity: the correlation it waits on (-1: none)
+    launcher: np.ndarray  # per activity: the identity of the op it is device time of (-1: none, or not yet)
+    waiting: np.ndarray  # the activities that wait on a call's correlation, by that correlation
 
 
 def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
-           op_ext: list[np.ndarray], runtime: list[np.ndarray]) -> int:
-    """Move the CPU events gathered so far into the spill; keep what linking needs."""
+           op_ext: list[np.ndarray], runtime: list[np.ndarray], idents: bool) -> int:
+    """Move the CPU events gathered so far into the spill; keep what linking needs (``idents``: each
+    op's identity beside its External id, for the activities' launching ops)."""
     n = len(cpu.ts_us)
     if not n:
         return seq
@@ -68,7 +71,9 @@ def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], s
     rec["flops"], rec["bytes"], rec["external"], rec["correlation"] = cpu.flops, cpu.bytes, cpu.external, \
         cpu.correlation
     spill.add(rec)
-    op_ext.append(rec["external"][rec["is_op"] & (rec["external"] != _NONE)])
+    ops = rec["is_op"] & (rec["external"] != _NONE)
+    op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]) if idents
+                  else rec["external"][ops][np.newaxis])
     calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
     runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
     for column in vars(cpu).values():
@@ -102,8 +107,10 @@ class _DeviceColumns:
         return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) -> Folded:
-    """The Kineto trace ``stream`` reads, folded (see the module's docstring)."""
+def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False) -> Folded:
+    """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
+    activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
+    correlation each: what ``--aggregate-by kernel`` groups)."""
     builder, threads = TableBuilder(), Interner()
     cpu, dev = kineto._Cpu(), kineto._Device()
     steps: list[tuple[float, float]] = []
@@ -121,18 +128,18 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
             kineto._collect(chunk, threads, builder, cpu, dev, steps, dropped, notes)
             if len(cpu.ts_us) >= streaming.DRAIN_ROWS:
                 min_ts = min(min_ts, min(cpu.ts_us))
-                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
+                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
             if len(dev.ts_us) >= streaming.DRAIN_ROWS:
                 device.take(dev)
         if cpu.ts_us:
             min_ts = min(min_ts, min(cpu.ts_us))
-        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
+        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
         device.take(dev)
         dev_ts = device.column("ts_us")
         origin = float(min(min_ts, dev_ts.min() if dev_ts.size else np.inf))
         origin = 0.0 if not np.isfinite(origin) else origin
         dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
-        links = _links(device, dev_dur, np.concatenate(op_ext) if op_ext else np.zeros(0, dtype=np.int64),
+        links = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else np.zeros((1, 0), dtype=np.int64),
                        np.concatenate(runtime, axis=1) if runtime else np.zeros((2, 0), dtype=np.int64))
         folded = Folded(quantiles=quantiles)
         folded.declare(builder.idents())
@@ -152,6 +159,9 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
                             "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
     if dropped:
         info["dropped"] = dropped.doc()
+    if kernels and has_device:
+        info["kernels"] = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
+                                        to_ns(dev_ts - origin).astype(np.float64))
     if devices := from_skeleton(stream.skeleton):
         info["devices"] = devices
     folded.meta = {**info, **meta}
@@ -159,11 +169,17 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False) 
 
 
 def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
-    """Resolve each device activity to an op's External id, or to the op around a runtime call."""
-    ops = np.unique(op_ext)
+    """Resolve each device activity to an op's External id, or to the op around a runtime call
+    (``op_ext``: the ops' External ids, in file order, over their identities when kept)."""
+    if op_ext.shape[0] > 1:
+        ops, first = np.unique(op_ext[0], return_index=True)
+        op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
+    else:
+        ops = np.unique(op_ext[0])
+        op_ident = np.full(ops.size, _NONE, dtype=np.int64)
     ext = dev.column("external").astype(np.int64)
     corr = dev.column("correlation").astype(np.int64)
-    direct = np.isin(ext, ops) & (ext != _NONE)
+    direct = _member(ext, ops) & (ext != _NONE)
     call_corr, call_ext = runtime
     order = np.argsort(call_corr, kind="stable")
     call_corr, call_ext = call_corr[order], call_ext[order]
@@ -171,7 +187,7 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
     has_call = (call_corr.size > 0) & (corr != _NONE) & (call_corr[at] == corr) if call_corr.size else \
         np.zeros(corr.size, dtype=bool)
     via = np.where(has_call, call_ext[at] if call_ext.size else _NONE, _NONE)
-    via_op = ~direct & has_call & np.isin(via, ops) & (via != _NONE)
+    via_op = ~direct & has_call & _member(via, ops) & (via != _NONE)
     around = ~direct & has_call & ~via_op
     target = np.where(direct, ext, np.where(via_op, via, _NONE))
     owned = target != _NONE
@@ -179,7 +195,20 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
     ext_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[owned], minlength=ext_keys.size)
     around_keys, inverse = np.unique(corr[around], return_inverse=True)
     around_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[around], minlength=around_keys.size)
-    return _Links(ext_keys, ext_ns, around_keys, around_ns, ~owned & ~around, np.where(around, corr, _NONE))
+    launcher = np.full(corr.size, _NONE, dtype=np.int64)
+    launcher[owned] = op_ident[np.searchsorted(ops, target[owned])]
+    waiting = np.flatnonzero(around)
+    waiting = waiting[np.argsort(corr[waiting], kind="stable")]
+    return _Links(ext_keys, ext_ns, around_keys, around_ns, ~owned & ~around, np.where(around, corr, _NONE),
+                  launcher, waiting)
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which ``values`` are in ``sorted_set`` (sorted, unique): a binary search each, no big temporaries."""
+    if not sorted_set.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.clip(np.searchsorted(sorted_set, values), 0, sorted_set.size - 1)
+    return sorted_set[at] == values
 
 
 def _segments(spill: Spill, origin: float) -> Any:
@@ -222,6 +251,7 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
         op = kineto._enclosing_op(parent, is_op, calls)
         has_op = op >= 0
         np.add.at(device, op[has_op], links.around_ns[at[calls[has_op]]])
+        _launched_in(links, corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
         links.lone[np.isin(links.around_of, corr[calls[~has_op]]) & (links.around_of != _NONE)] = True
     incl = _inclusive(parent, device)
     idents = seg["ident"].astype(np.int64)
@@ -233,6 +263,43 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
              device_us=device[rows] / 1e3 if has_device else None, flops=flops[rows], bytes_=moved[rows],
              device_incl_us=incl[rows] / 1e3 if has_device else None, ts_us=start[rows] / 1e3, pid=pid, tid=tid)
     return with_outer(b.build({"inclusive_flops": True}), kineto._row_parents(parent, rows))
+
+
+def _launched_in(links: _Links, corr: np.ndarray, ident: np.ndarray) -> None:
+    """The activities waiting on these runtime calls' correlation ids are device time of ``ident``, the
+    op around each call."""
+    waiting_corr = links.around_of[links.waiting]
+    lo, hi = np.searchsorted(waiting_corr, corr, "left"), np.searchsorted(waiting_corr, corr, "right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    links.launcher[links.waiting[np.repeat(lo, counts) + offsets]] = np.repeat(ident, counts)
+
+
+def _kernel_table(idents: list[Any], dev: _DeviceColumns, launcher: np.ndarray, dur_ns: np.ndarray,
+                  ts_ns: np.ndarray) -> KernelTable:
+    """The device activities as :func:`layerperf.readers.kineto.read` tables them, less what the views
+    alone read (the launching call's times, bytes moved, the owning row: unknown here)."""
+    ident = dev.column("ident").astype(np.int64)
+    names = [i[0] for i in idents]
+    return KernelTable(_labels(ident, names), _labels(ident, [i[1] for i in idents]),
+                       _labels(ident, [i[2] for i in idents]), _labels(launcher, names), dur_ns, ts_ns=ts_ns,
+                       stream=dev.column("tid").astype(np.int64),
+                       correlation=dev.column("correlation").astype(np.int64))
+
+
+def _labels(codes: np.ndarray, text: list[str]) -> Labels:
+    """A column of identity codes (-1: none, "") as the strings they stand for, numbered in the order
+    each string first comes (as :meth:`Labels.of` numbers them)."""
+    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    table: dict[str, int] = {}
+    code = np.empty(distinct.size, dtype=np.int32)
+    for k in np.argsort(first, kind="stable").tolist():
+        value = int(distinct[k])
+        code[k] = table.setdefault(text[value] if value >= 0 else "", len(table))
+    return Labels(code[inverse.reshape(-1)], tuple(table))
 
 
 def _inclusive(parent: np.ndarray, own: np.ndarray) -> np.ndarray:

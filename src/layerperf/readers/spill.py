@@ -103,10 +103,11 @@ class Spill:
         self.runs.extend(other_runs)
         self.records += sum(n for _, n in other_runs)
 
-    def sorted_blocks(self, budget: int = MERGE_RECORDS) -> Iterator[np.ndarray]:
+    def sorted_blocks(self, budget: int | None = None) -> Iterator[np.ndarray]:
         """Every record, in sort order, a block at a time (``budget`` records held at most, shared
-        between the runs)."""
+        between the runs; :data:`MERGE_RECORDS` when None)."""
         self.flush()
+        budget = MERGE_RECORDS if budget is None else budget
         runs = [(path, n) for path, n in self.runs if n]
         block = max(MIN_BLOCK, budget // max(len(runs), 1))
         readers = [_RunReader(path, n, block, self.dtype) for path, n in runs]

@@ -155,7 +155,7 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     return View(sections=(section,), doc=rows)
 
 
-def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0,
+def kernels_view(table: Calls | Folded, *, name: str | None = None, order_by: str | None = None, top: int = 0,
                  how: str = "sum") -> View:
     """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (when None,
     by the per-kernel figure ``how`` names: total, mean, median, max or min time, or calls); the first
@@ -174,7 +174,8 @@ def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None 
              f"by {ranked}")
     lines = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
              "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
-    columns = ranked_by(KERNEL_COLUMNS, kernels.ORDERS.get((order_by or "").lstrip("+-")))
+    ranked_key = kernels.ORDERS.get(order_by.lstrip("+-")) if order_by else kernels.BY_AGGREGATE[how]
+    columns = ranked_by(KERNEL_COLUMNS, ranked_key)
     section = Section(columns=columns, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
                       notes=(*notes(lines), *notes(warnings(meta), "warning")))
     return View(sections=(section,), doc=shown)
