@@ -12,7 +12,7 @@ import pytest
 
 from layerperf.cli import main
 
-from conftest import tiny_cnn
+from conftest import altered_copy, from_another_machine, tiny_cnn
 
 FAST = ["--runs", "2", "--warmup", "1"]
 
@@ -69,11 +69,7 @@ def _foreign(path: Path) -> None:
 
 
 def _newer(path: Path, source: Path) -> None:
-    path.write_bytes(source.read_bytes())
-    db = sqlite3.connect(path)
-    db.execute("UPDATE schema_version SET version = 99")
-    db.commit()
-    db.close()
+    altered_copy(source, path, "UPDATE schema_version SET version = 99")
 
 
 @pytest.mark.parametrize(("make", "words"), [
@@ -107,12 +103,7 @@ def test_export_of_a_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_a_store_of_another_machine_is_told_with_both_fingerprints(model: Path, collected: Path, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    store = tmp_path / "other.db"
-    store.write_bytes(collected.read_bytes())
-    db = sqlite3.connect(store)
-    db.execute("UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
-    db.commit()
-    db.close()
+    store = from_another_machine(collected, tmp_path / "other.db")
     assert main(["collect", "--models", str(model), "--threads", "1", "--store", str(store), *FAST]) == 0
     err = capsys.readouterr().err
     assert "another machine" in err and "Some Other CPU 9000, 96 cores" in err and "here:" in err
