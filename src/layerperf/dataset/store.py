@@ -100,6 +100,13 @@ class Store:
         missing = sorted(set(TABLES) - tables)
         if missing:
             raise InputError(f"{self.path}: a layerperf store without its {', '.join(missing)} table(s)")
+        for table, columns in TABLES.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            lacking = [name for name, _ in columns if name not in have]
+            if lacking:  # a store of schema 1 made before the schema was settled (a development build)
+                raise InputError(f"{self.path}: its {table} table has no column {', '.join(lacking)} "
+                                 f"(written by an earlier build of layerperf)",
+                                 hint="collect into a new store")
 
     def close(self) -> None:
         self.db.close()
