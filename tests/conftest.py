@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,21 @@ def tiny_cnn(batch: int | str = 1) -> onnx.ModelProto:
     ]
     graph = helper.make_graph(nodes, "tiny_cnn", [x], [y], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def altered_copy(store: Path, path: Path, sql: str) -> Path:
+    """A copy of the store ``store`` at ``path``, ``sql`` run on it."""
+    path.write_bytes(store.read_bytes())
+    db = sqlite3.connect(path)
+    db.execute(sql)
+    db.commit()
+    db.close()
+    return path
+
+
+def from_another_machine(store: Path, path: Path) -> Path:
+    """A copy of the store ``store`` at ``path`` whose measurements say they ran on other hardware."""
+    return altered_copy(store, path, "UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from layerperf.errors import LayerperfError
 
 # name -> module; modules import their heavy dependencies inside run(), so --help stays fast.
 COMMANDS = ("profile", "compare", "models", "backends", "events", "analyze", "diff", "memory", "bench", "report",
-            "calibrate", "collect")
+            "calibrate", "collect", "predict")
 
 SUCCESS, ERROR, INTERRUPTED = 0, 2, 130
 

@@ -86,6 +86,7 @@ class Store:
         version = self._check_schema(tables)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
+        self._check_columns(version)  # before the migrations: a refused store is left untouched
         self._migrate(version)
 
     def _make(self) -> None:
@@ -119,6 +120,18 @@ class Store:
         if missing:
             raise InputError(f"{self.path}: a layerperf store without its {', '.join(missing)} table(s)")
         return version
+
+    def _check_columns(self, version: int) -> None:
+        """InputError when a table lacks a column its schema ``version`` has (those the migrations add
+        excepted)."""
+        added = _added_pairs(version)
+        for table, columns in TABLES.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            lacking = [name for name, _ in columns if name not in have and (table, name) not in added]
+            if lacking:  # a store of schema 1 made before the schema was settled (a development build)
+                raise InputError(f"{self.path}: its {table} table has no column {', '.join(lacking)} "
+                                 f"(written by an earlier build of layerperf)",
+                                 hint="collect into a new store")
 
     def close(self) -> None:
         self.db.close()
@@ -184,6 +197,11 @@ class Store:
         cur = self.db.execute(f"{verb} INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
                               [row[n] for n in names])
         return int(cur.lastrowid or 0)
+
+
+def _added_pairs(version: int) -> set[tuple[str, str]]:
+    """(table, column) of every column the migrations after ``version`` add."""
+    return {(st.split()[2], st.split()[5]) for v, sts in MIGRATIONS.items() if v > version for st in sts}
 
 
 def _config_row(r: ConfigResult) -> dict[str, Any]:
