@@ -332,9 +332,9 @@ def diff(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "
     if by != "name" and match == "normalized":
         return _diff_families(ta, tb)
     if by == "name":
-        pairing = matching.pair_nodes(_match_nodes(ta), _match_nodes(tb), match)
+        pairing = matching.pair_nodes(match_nodes(ta), match_nodes(tb), match)
     else:  # op types are compared as they are
-        pairing = matching.pair_nodes(_match_nodes(ta, "op_type"), _match_nodes(tb, "op_type"), "exact")
+        pairing = matching.pair_nodes(match_nodes(ta, "op_type"), match_nodes(tb, "op_type"), "exact")
     key_col = "name" if by == "name" else "op_type"
     ka, kb = ta.labels(key_col).tolist(), tb.labels(key_col).tolist()
     types_a, types_b = ta.op_type.tolist(), tb.op_type.tolist()
@@ -362,7 +362,7 @@ def diff(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "
 def node_pairing(a: Calls | Folded, b: Calls | Folded, *, how: str = "mean", match: str = "normalized"
                  ) -> tuple[list[Node], list[Node], matching.Pairing]:
     """The per-node rows of A and B as :func:`diff` pairs them (``by="name"``): their nodes and the pairing."""
-    na, nb = _match_nodes(per_pass(a, "name", how)), _match_nodes(per_pass(b, "name", how))
+    na, nb = match_nodes(per_pass(a, "name", how)), match_nodes(per_pass(b, "name", how))
     return na, nb, matching.pair_nodes(na, nb, match)
 
 
@@ -399,14 +399,15 @@ def _diff_families(ta: Calls, tb: Calls) -> tuple[list[dict[str, Any]], dict[str
     return out, totals
 
 
-def _match_nodes(table: Calls, key_col: str = "name") -> list[Any]:
+def match_nodes(table: Calls, key_col: str = "name") -> list[Node]:
     """The rows of a per-node table as :class:`~layerperf.analysis.matching.Node` (output tensors when known)."""
 
     outputs = table.meta.get("outputs") or {}
+    covers = table.meta.get("covers") or {} if key_col == "name" else {}
     keys, types = table.labels(key_col).tolist(), table.op_type.tolist()
     ins, outs = table.in_shapes.tolist(), table.out_shapes.tolist()
     flops = [None if f != f else f for f in table.flops.tolist()]  # NaN: unknown
-    return [Node(k, t, tuple(outputs.get(k, ())), i, o, f)
+    return [Node(k, t, tuple(outputs.get(k, ())), i, o, f, tuple(covers.get(k, ())))
             for k, t, i, o, f in zip(keys, types, ins, outs, flops, strict=True)]
 
 

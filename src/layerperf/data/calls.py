@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.data.extension import TvmKernel
+
 if TYPE_CHECKING:  # for annotations only: reading a trace needs none of the Profile's modules
     from layerperf.data.raw import RawProfile
 
@@ -408,14 +410,26 @@ def from_profile(profile: RawProfile, meta: dict[str, Any] | None = None) -> Cal
              tid=np.fromiter((s.tid for s in spans), dtype=np.int64, count=len(spans)))
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.analysis.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
+    # the ONNX nodes a compiled kernel computes (TVM's), anchor first: a fused kernel pairs with them
+    covers = {layer.name: nodes for layer in profile.layers if (nodes := covered_nodes(layer.extension))}
     # the machine and thread count the run was taken on: which calibrated peaks its rates compare to
     measured = profile.measurement.intra_op_threads if profile.measurement is not None else None
     threads = measured or profile.metadata.threads
     machine = profile.metadata.machine
     table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                     **({"covers": covers} if covers else {}),
                      "inclusive_flops": profile.cost_nesting.rated_over_whole_call, "ts_origin_us": 0.0,
                      "machine": None if machine is None else machine.to_json(), "threads": threads, **(meta or {})})
     return with_outer(table, profile.span_parents)  # rows are the spans, in order
+
+
+def covered_nodes(ext: object) -> tuple[str, ...]:
+    """The ONNX nodes a layer's runtime says it computes, the one it is named after first (TVM's
+    :class:`~layerperf.data.extension.TvmKernel`); () for a layer that says none."""
+    if not isinstance(ext, TvmKernel) or not ext.nodes:
+        return ()
+    anchor = ext.anchor
+    return (anchor, *(n for n in ext.nodes if n != anchor)) if anchor in ext.nodes else ext.nodes
 
 
 def empty(meta: dict[str, Any] | None = None) -> Calls:
