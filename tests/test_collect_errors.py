@@ -73,12 +73,12 @@ def _newer(path: Path, source: Path) -> None:
 
 
 def _earlier_build(path: Path, source: Path) -> None:
-    altered_copy(source, path, "ALTER TABLE configs RENAME COLUMN runs_disturbed TO then_unnamed")
+    altered_copy(source, path, "ALTER TABLE configs RENAME COLUMN worker TO then_unnamed")
 
 
 @pytest.mark.parametrize(("make", "words"), [
     (lambda p, s: p.write_bytes(b"not a database, just bytes " * 100), "is not a layerperf store"),
-    (_earlier_build, "its configs table has no column runs_disturbed (written by an earlier build"),
+    (_earlier_build, "its configs table has no column worker (written by an earlier build"),
     (lambda p, s: _foreign(p), "an SQLite database but not a layerperf store"),
     (_newer, "was written by a newer layerperf (store schema 99"),
     (lambda p, s: p.mkdir(), "is a directory, not a store"),

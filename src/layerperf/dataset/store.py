@@ -122,16 +122,24 @@ class Store:
         return version
 
     def _check_columns(self, version: int) -> None:
-        """InputError when a table lacks a column its schema ``version`` has (those the migrations add
-        excepted)."""
+        """Columns a table of schema ``version`` lacks (a store made by a development build before the
+        schema settled; those the migrations add excepted): a nullable one is added, NULL (unknown) in every
+        row; InputError, the store untouched, when one that must hold a value is missing."""
         added = _added_pairs(version)
+        addable: list[str] = []
         for table, columns in TABLES.items():
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
-            lacking = [name for name, _ in columns if name not in have and (table, name) not in added]
-            if lacking:  # a store of schema 1 made before the schema was settled (a development build)
-                raise InputError(f"{self.path}: its {table} table has no column {', '.join(lacking)} "
+            lacking = [(name, kind) for name, kind in columns if name not in have and (table, name) not in added]
+            required = [name for name, kind in lacking if "NOT NULL" in kind or "PRIMARY KEY" in kind]
+            if required:
+                raise InputError(f"{self.path}: its {table} table has no column {', '.join(required)} "
                                  f"(written by an earlier build of layerperf)",
                                  hint="collect into a new store")
+            addable += [f"ALTER TABLE {table} ADD COLUMN {name} {kind}" for name, kind in lacking]
+        if addable:
+            with self.transaction():
+                for statement in addable:
+                    self.db.execute(statement)
 
     def close(self) -> None:
         self.db.close()
