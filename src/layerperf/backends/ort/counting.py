@@ -31,6 +31,7 @@ import onnxruntime as ort
 import onnxruntime.capi._pybind_state as ort_state
 
 from layerperf.backends.ort.measure import OPT_LEVELS
+from layerperf.backends.ort.reference import InSituRuns
 from layerperf.backends.ort.session import Session
 from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 from layerperf.collectors import Collectors, CounterRequest, PassFn
@@ -119,6 +120,8 @@ def _calibration_pass(opts: dict[str, Any]) -> PassFn:
     """One stepwise pass over an empty Identity node: what a stepwise call costs when the node does nothing."""
     executor = StepwiseExecutor(calibration_model(), ["empty"], provider=opts["provider"], global_threads=True)
     feed = {"x": np.zeros(1, np.float32)}
+    for _ in range(3):  # sessions built, calls bound (as the model's are before they are counted)
+        executor.run_pass(feed)
     return lambda collector: executor.run_pass(feed, collector=collector)
 
 
@@ -138,16 +141,20 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         os.chdir(workdir)  # where the node sessions' weights now are
         executor = StepwiseExecutor(optimized, job["order"], provider=opts["provider"], global_threads=True,
                                     data_dir=workdir, original=read_skeleton(Path(job["model"])))
-        # The first pass builds every node's session, each reading its weights; the second warms the caches.
+        # The first pass builds every node's session, each reading its weights; the second warms the caches
+        # and shows the tensors' shapes repeat.
         for _ in range(2):
             executor.run_pass(feed)
+        executor.run_pass(feed)  # the calls bound now (:mod:`.bound`)
         os.chdir(data_dir)  # out of the folder about to go
+    # built after the stepwise sessions: its threads are counted too, but it runs outside the counted passes
+    insitu = InSituRuns(job["model"], opts, data_dir, feed)
     request = CounterRequest(tuple(req["events"]), tuple(req["labels"]), int(req["passes"]), bool(req["multiplex"]))
     driver = Collectors(counters=request).driver(len(executor.steps), threads="all",
-                                                 calibrate=_calibration_pass(opts))
+                                                 calibrate=_calibration_pass(opts), reference=insitu.run)
     driver.run(lambda collector: executor.run_pass(feed, collector=collector))
     assert driver.counted is not None
-    return driver.counted.to_json()
+    return {**driver.counted.to_json(), "insitu_ns": insitu.node_ns(job["order"])}
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from layerperf.data import fidelity
 from layerperf.renderers.view import KEEP, LOW, Column
 from layerperf.util import units
 
@@ -72,8 +73,25 @@ def with_int_columns(columns: Sequence[Column]) -> list[Column]:
     return cols
 
 
+def _time_ratio(v: float) -> str:
+    return f"{v:.2f}" + (" !" if fidelity.off(v) else "")  # "!": off by more than fidelity.OFF_SHARE
+
+
 def counter_columns(labels: Sequence[str]) -> list[Column]:
-    return [Column(label, label, lambda v: units.si(v), priority=2) for label in labels]
+    """The counter keys' columns: counts and metrics; each count's CV over the passes as a percentage;
+    the stepwise/in-situ time ratio, flagged ``!`` when off by more than 20% (the flag's own key is
+    for programs: the cell says it)."""
+    out = []
+    for label in labels:
+        if label == "stepwise_off":
+            continue
+        if label == "stepwise_ratio":
+            out.append(Column(label, "stepwise/in-situ", _time_ratio, priority=2))
+        elif label.endswith("_cv"):
+            out.append(Column(label, "cv", lambda v: f"{100 * v:.0f}%", priority=3))
+        else:
+            out.append(Column(label, label, lambda v: units.si(v), priority=2))
+    return out
 
 
 def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:
