@@ -9,8 +9,8 @@ the buffers are planned once, after a first pass has shown every output's shape 
 whose last reader has run gives its buffer back, and the next output that fits takes the buffer
 given back last (the warmest). Then a call is one ``run_with_iobinding`` with nothing to convert.
 
-Only when every runtime tensor is a plain numpy-typed tensor of a fixed shape: :func:`plan` says None
-otherwise, and the executor keeps its plain calls.
+Only when every runtime tensor is a plain numpy-typed tensor of a shape that repeats from pass to pass;
+otherwise the executor keeps its plain calls.
 """
 
 from __future__ import annotations
@@ -52,40 +52,60 @@ def seen(value: Any) -> TensorShape | None:
     return TensorShape(tuple(int(d) for d in value.shape()), dtype)
 
 
+# Ops whose output ONNX Runtime hands over in the input's own memory in the real run (a view, no copy);
+# their kernels copy only when the output lies elsewhere, so here it is planned in the input's buffer.
+ALIAS_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
-    """What :func:`plan` needs of a stepwise step: the tensors it reads and writes."""
+    """What :func:`buffer_plan` needs of a stepwise step: the tensors it reads and writes, and the input
+    whose memory its one output may share (a view op's data, :data:`ALIAS_OPS`)."""
 
     inputs: Sequence[str]
     outputs: Sequence[str]
+    alias_of: str | None = None
 
 
 def buffer_plan(steps: Sequence[Step], sizes: Mapping[str, int], last_use: Mapping[str, int],
                 keep: set[str]) -> tuple[dict[str, int], list[int]]:
     """Each output's buffer (an index) and each buffer's size in bytes.
 
-    A tensor's buffer is free once its last reader (``last_use``) has run, unless ``keep`` holds it (a
-    graph output); an output takes the buffer freed last among those large enough, else a new one.
+    A buffer is free once the last reader (``last_use``) of every tensor in it has run, unless ``keep``
+    holds one (a graph output); an output takes the buffer freed last among those large enough, else a
+    new one; an aliasing step's output shares its input's buffer.
     """
     of: dict[str, int] = {}
     capacity: list[int] = []
+    live: list[int] = []  # per buffer, the tensors in it still to be read
     free: list[int] = []  # most recently freed last
+
+    def release(name: str) -> None:
+        b = of[name]
+        live[b] -= 1
+        if live[b] == 0:
+            free.append(b)
+
     for i, step in enumerate(steps):
         for name in step.outputs:
-            need = sizes[name]
-            fits = [b for b in free if capacity[b] >= need]
-            if fits:
-                of[name] = fits[-1]
-                free.remove(fits[-1])
+            source = step.alias_of
+            if source is not None and source in of and sizes[source] == sizes[name]:
+                of[name] = of[source]
             else:
-                of[name] = len(capacity)
-                capacity.append(need)
+                fits = [b for b in free if capacity[b] >= sizes[name]]
+                of[name] = fits[-1] if fits else len(capacity)
+                if fits:
+                    free.remove(fits[-1])
+                else:
+                    capacity.append(sizes[name])
+                    live.append(0)
+            live[of[name]] += 1
         for name in dict.fromkeys(step.inputs):
             if last_use.get(name) == i and name in of and name not in keep:
-                free.append(of[name])
-        for name in step.outputs:  # written, never read: free at once
+                release(name)
+        for name in step.outputs:  # written, never read: gone at once
             if name not in last_use and name not in keep:
-                free.append(of[name])
+                release(name)
     return of, capacity
 
 

@@ -69,6 +69,13 @@ def _fast_call(sess: Session, outputs: list[str]) -> Callable[[dict[str, Any]], 
                          for v in public(outputs, {k: ort.OrtValue(v) for k, v in args.items()})]
 
 
+def _planned(step: _Step) -> bound.Step:
+    """A step as the buffer plan sees it: an ONNX view op's one output may share its input's memory."""
+    view = step.node.op_type in bound.ALIAS_OPS and step.node.domain in ("", "ai.onnx") and len(step.outputs) == 1
+    source = step.node.input[0] if view and step.node.input and step.node.input[0] in step.inputs else None
+    return bound.Step(step.inputs, step.outputs, source)
+
+
 def _one_node_model(node: onnx.NodeProto, inputs: list[str], types: Mapping[str, int],
                     inits: dict[str, onnx.TensorProto], model: onnx.ModelProto) -> onnx.ModelProto:
     graph = helper.make_graph(
@@ -152,8 +159,7 @@ class StepwiseExecutor:
             return None
         sessions = [s.session for s in self.steps if s.session is not None]
         outputs = {o.name for o in self.model.graph.output}
-        self.bound = bound.BoundPass(sessions, [bound.Step(s.inputs, s.outputs) for s in self.steps],
-                                     tensors, self._last_use, outputs)
+        self.bound = bound.BoundPass(sessions, [_planned(s) for s in self.steps], tensors, self._last_use, outputs)
         return self.bound
 
     def _saw(self, names: list[str], results: Any) -> None:
