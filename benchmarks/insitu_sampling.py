@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +23,6 @@ import numpy as np
 import onnxruntime as ort
 import onnxruntime.capi._pybind_state as ort_state
 
-import layerperf
 from layerperf.analysis.summary import spearman
 from layerperf.backends.base import RunPlan
 from layerperf.backends.ort.measure import prepare_feed
@@ -83,11 +83,25 @@ def sampled_route(model: str, threads: int, runs: int, period_ns: int) -> dict[s
             "insitu_ns": insitu.tolist(), "walls": walls}
 
 
+STEPWISE = """
+import json, sys
+import numpy as np
+import layerperf
+prof = layerperf.profile(sys.argv[1], warmup=3, runs=int(sys.argv[3]), events=["task-clock"], passes=5,
+                         threads=int(sys.argv[2]), latency=False)
+print(json.dumps([[layer.name for layer in prof.layers],
+                  [float(np.median(layer.counters["task-clock"])) for layer in prof.layers],
+                  list(prof.counters.stepwise_median_ns)]))
+"""
+
+
 def stepwise_route(model: str, threads: int, runs: int) -> tuple[list[str], list[float], list[float]]:
-    prof = layerperf.profile(model, warmup=3, runs=runs, events=["task-clock"], passes=5, threads=threads,
-                             latency=False)
-    counts = [float(np.median(layer.counters["task-clock"])) for layer in prof.layers]
-    return [layer.name for layer in prof.layers], counts, list(prof.counters.stepwise_median_ns)  # type: ignore[union-attr]
+    """Per layer: name, median task-clock and time of the stepwise executor (``layerperf.profile``, in a
+    process of its own: this one's global thread pool is set)."""
+    out = subprocess.run([sys.executable, "-c", STEPWISE, model, str(threads), str(runs)], capture_output=True,
+                         text=True, check=True)
+    names, counts, times = json.loads(out.stdout.splitlines()[-1])
+    return names, counts, times
 
 
 def main() -> int:
