@@ -66,3 +66,109 @@ def test_task_clock_over_nodes_adds_up_to_the_pass(threads: int) -> None:
         assert total >= (1 - TOLERANCE) * p["whole"], p
     if threads == 2:
         assert passes[0]["threads"] >= 2  # the pool's worker was counted too
+
+
+# -- the parts, without a model ------------------------------------------------------------------------
+def test_buffer_plan_reuses_the_buffer_freed_last_and_keeps_views_in_their_input() -> None:
+    from layerperf.backends.ort.bound import Step, buffer_plan
+
+    steps = [Step(["x"], ["a"]), Step(["a"], ["b"]), Step(["b"], ["c"], alias_of="b"), Step(["c"], ["d"]),
+             Step(["d"], ["y"])]
+    sizes = {"a": 100, "b": 100, "c": 100, "d": 50, "y": 10}
+    last_use = {"x": 0, "a": 1, "b": 2, "c": 3, "d": 4}
+    of, capacity = buffer_plan(steps, sizes, last_use, keep={"y"})
+    assert of["c"] == of["b"]  # the view shares its input's memory
+    assert of["b"] != of["a"]  # written while a is still read
+    assert of["d"] == of["a"]  # a's buffer is free (a read by step 1) and large enough
+    assert of["y"] == of["b"]  # b and c both dead after step 3: their shared buffer, freed last
+    assert len(capacity) == 2
+
+
+def test_bound_calls_give_the_plain_calls_outputs() -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from layerperf.backends.ort.stepwise import StepwiseExecutor
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])
+    shape = onnx.numpy_helper.from_array(np.array([6, 4], np.int64), "shape")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["v"], name="view"),
+             helper.make_node("Neg", ["v"], ["y"], name="neg")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [shape]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    ex = StepwiseExecutor(model, ["relu", "view", "neg"], threads=1)
+    feed = {"x": np.arange(24, dtype=np.float32).reshape(4, 6) - 12}
+    want = -np.maximum(feed["x"], 0).reshape(6, 4)
+    for _ in range(4):
+        got = ex.run_pass(feed)[0]["y"].numpy()
+        np.testing.assert_array_equal(got, want)
+    assert ex.bound is not None
+    feed2 = {"x": -feed["x"]}  # new inputs reach the bound calls
+    np.testing.assert_array_equal(ex.run_pass(feed2)[0]["y"].numpy(), -np.maximum(feed2["x"], 0).reshape(6, 4))
+
+
+def test_ratios_flags_and_cv() -> None:
+    from layerperf.data import fidelity
+
+    assert fidelity.layer_ratios([110.0, 50.0, float("nan")], [100.0, 100.0, 5.0]) == [1.1, 0.5, None]
+    assert [fidelity.off(r) for r in (1.1, 0.5, 1.25, None)] == [False, True, True, None]
+    assert fidelity.count_cv([10.0, 10.0, 10.0]) == 0.0
+    assert fidelity.count_cv([5.0]) is None and fidelity.count_cv([0.0, 0.0]) is None
+    assert fidelity.count_cv([9.0, 11.0]) == pytest.approx(2 ** 0.5 / 10)
+
+
+def test_disturbed_pairs_are_set_aside_unless_too_few_remain() -> None:
+    from layerperf.collectors.disturbance import Mark, kept, pairs_disturbed
+
+    fast, slow = 1000.0, 2000.0
+    marks = [Mark(0, 0, fast), Mark(100, 0, fast), Mark(200, 0, fast),  # pair 0 clean
+             Mark(300, 50, fast), Mark(400, 50, fast),  # pair 1: waited half its run
+             Mark(500, 50, slow), Mark(600, 50, fast), Mark(700, 50, fast), Mark(800, 50, fast)]
+    assert pairs_disturbed(marks) == [False, True, True, False]
+    assert kept([False, True, True, False, False]) == [True, False, False, True, True]
+    assert kept([True, True, False]) == [True, True, True]  # 1 clean pair: not enough, all are used
+
+
+def test_sampled_deltas_spread_over_intervals_by_overlap() -> None:
+    from layerperf.counters.sampling import Samples, attribute
+
+    s = Samples(1, times_ns=[0, 100, 300], counts=[(0,), (100,), (300,)])
+    got, outside = attribute(s, [(0, 0, 50), (1, 50, 200)], 2, 1)
+    assert got[0][0] == pytest.approx(50) and got[1][0] == pytest.approx(150)
+    assert outside[0] == pytest.approx(100)  # 200..300 lies in no interval
+
+
+def test_profile_reports_fidelity_per_layer_and_in_summary(tmp_path: Path) -> None:
+    import math
+
+    import onnx
+
+    import layerperf
+    from layerperf.analysis.summary import summary
+    from layerperf.data import fidelity
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_counters_profile import matmul_chain
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(matmul_chain(), path)
+    prof = layerperf.profile(path, warmup=1, runs=2, threads=1, opt_level="disable", events=["task-clock"],
+                             passes=2, latency=False)
+    info = prof.counters
+    assert info is not None and len(info.insitu_median_ns) == 3 and all(x > 0 for x in info.insitu_median_ns)
+    assert info.timing_passes == 10 and info.passes_disturbed is not None
+    rows = prof.table()
+    for row in rows:
+        assert row["stepwise_ratio"] is not None and row["stepwise_off"] == fidelity.off(row["stepwise_ratio"])
+        assert "task-clock_cv" in row  # beside the median count
+    fid = summary(prof)["fidelity"]
+    assert fid["reference"] == fidelity.INTERLEAVED
+    assert {"time_ratio", "rank_correlation", "stepwise_sum_us", "insitu_sum_us"} <= set(fid)
+    assert fid["flagged_layers"] == [r["name"] for r in rows if r["stepwise_off"]]
+    assert math.isclose(fid["insitu_sum_us"], sum(info.insitu_median_ns) / 1e3)
+    layerperf.save(prof, tmp_path / "out")
+    loaded = layerperf.load(tmp_path / "out")
+    assert loaded.counters is not None and loaded.counters.insitu_median_ns == info.insitu_median_ns

@@ -158,8 +158,12 @@ class BoundPass:
         self._runs[i]()
 
     def output(self, name: str) -> ort.OrtValue:
-        """A graph output, copied out of its buffer (the next pass writes the buffer again)."""
-        return ort.OrtValue.ortvalue_from_numpy(self.arrays[name].copy())
+        """A graph output, copied out of its buffer (the next pass writes the buffer again) into memory
+        of ONNX Runtime's own, as a plain call's output is: an array read from it stays valid."""
+        arr = self.arrays[name]
+        value = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), arr.dtype)
+        value.update_inplace(arr)
+        return value
 
 
 def _run(sess: Session, binding: Any) -> Callable[[], None]:
