@@ -26,15 +26,6 @@ from layerperf.counters.event import EventSpec
 from layerperf.counters.perms import current_privilege
 from layerperf.errors import CounterError
 
-PERF_SAMPLE_TID = 1 << 1
-PERF_SAMPLE_TIME = 1 << 2
-PERF_SAMPLE_READ = 1 << 4
-PERF_RECORD_LOST = 2
-PERF_RECORD_SAMPLE = 9
-CLOCK_REALTIME = 0
-
-_DATA_HEAD = 1024  # offsets in struct perf_event_mmap_page
-_DATA_TAIL = 1032
 RING_PAGES = 256  # per thread: ~1 MiB, some 20,000 samples between two drains
 
 
@@ -56,13 +47,13 @@ class _Ring:
 
     def take(self) -> bytes:
         """Every byte written since the last take; the kernel may write there again."""
-        head = struct.unpack_from("<Q", self.map, _DATA_HEAD)[0]
-        tail = struct.unpack_from("<Q", self.map, _DATA_TAIL)[0]
+        head = struct.unpack_from("<Q", self.map, abi.MMAP_DATA_HEAD)[0]
+        tail = struct.unpack_from("<Q", self.map, abi.MMAP_DATA_TAIL)[0]
         if head == tail:
             return b""
         start, end = self.page + tail % self.size, self.page + head % self.size
         data = self.map[start:end] if end > start else self.map[start:self.page + self.size] + self.map[self.page:end]
-        struct.pack_into("<Q", self.map, _DATA_TAIL, head)
+        struct.pack_into("<Q", self.map, abi.MMAP_DATA_TAIL, head)
         return data
 
     def close(self) -> None:
@@ -93,10 +84,10 @@ class SampledGroup:
     def _open(self, spec: EventSpec, tid: int, leader: int, period_ns: int) -> int:
         attr = make_attr(spec, exclusion_for(spec, None, self._priv), leader=leader == -1)
         attr.use_clockid = 1  # every member: the kernel groups only events on one clock
-        attr.clockid = CLOCK_REALTIME
+        attr.clockid = abi.CLOCK_REALTIME
         if period_ns:
             attr.sample_period = period_ns
-            attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ
+            attr.sample_type = abi.PERF_SAMPLE_TID | abi.PERF_SAMPLE_TIME | abi.PERF_SAMPLE_READ
             attr.read_format = abi.PERF_FORMAT_GROUP
             attr.wakeup_events = 1 << 30  # nobody waits on the fd: it is drained between runs
         fd = abi.perf_event_open(attr, tid, -1, leader)
@@ -140,11 +131,11 @@ class SampledGroup:
                 kind, _misc, size = struct.unpack_from("<IHH", data, at)
                 if size == 0:
                     break
-                if kind == PERF_RECORD_SAMPLE and size >= 8 + body.size:
+                if kind == abi.PERF_RECORD_SAMPLE and size >= 8 + body.size:
                     fields = body.unpack_from(data, at + 8)
                     out.times_ns.append(fields[2])
                     out.counts.append(tuple(fields[4:4 + n]))
-                elif kind == PERF_RECORD_LOST:
+                elif kind == abi.PERF_RECORD_LOST:
                     out.lost += struct.unpack_from("<QQ", data, at + 8)[1]
                 at += size
 

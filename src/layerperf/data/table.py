@@ -150,14 +150,12 @@ def _counter_medians(profile: RawProfile, labels: list[str]) -> dict[str, np.nda
 
 def _counter_cells(profile: RawProfile, i: int, labels: list[str], medians: dict[str, list[float | None]],
                    per_flop_: dict[str, list[float | None]]) -> dict[str, Any]:
-    """Median count per label and its CV over the passes, fraction counted (multiplexed runs), derived
-    metrics, counts per FLOP."""
+    """Median count per label, fraction counted (multiplexed runs), derived metrics, counts per FLOP."""
     info = profile.counters
     fractions = (info.fraction_counted if info is not None else None) or {}
     cells: dict[str, Any] = {}
     for label in labels:
         cells[label] = medians[label][i]
-        cells[f"{label}_cv"] = fidelity.count_cv(profile.layers[i].counters.get(label) or [])  # spread over passes
         if label in fractions:
             cells[f"{label}_counted"] = fractions[label][i]
         if per_flop_[label][i] is not None:  # the column is absent where the layer has no FLOP count
@@ -185,6 +183,8 @@ def rows(profile: RawProfile) -> list[dict[str, Any]]:
         row = _row(layer, st, {k: v[i] for k, v in rated.items()})
         if labels:
             row.update(_counter_cells(profile, i, labels, counts, per_flop_))
+        # added after the counter columns, last in layers.csv so that a reader by position keeps working
+        row.update({f"{label}_cv": fidelity.count_cv(layer.counters.get(label) or []) for label in labels})
         if ratios:
             row.update(stepwise_ratio=ratios[i], stepwise_off=fidelity.off(ratios[i]))
         out.append(row)

@@ -83,14 +83,12 @@ def counter_columns(labels: Sequence[str]) -> list[Column]:
     for programs: the cell says it)."""
     out = []
     for label in labels:
-        if label == "stepwise_off":
-            continue
         if label == "stepwise_ratio":
             out.append(Column(label, "stepwise/in-situ", _time_ratio, priority=2))
-        elif label.endswith("_cv"):
-            out.append(Column(label, "cv", lambda v: f"{100 * v:.0f}%", priority=3))
-        else:
+        elif label != "stepwise_off" and not (label.endswith("_cv") and label[:-3] in labels):
             out.append(Column(label, label, lambda v: units.si(v), priority=2))
+            if f"{label}_cv" in labels:  # the spread beside its median
+                out.append(Column(f"{label}_cv", "cv", lambda v: f"{100 * v:.0f}%", priority=3))
     return out
 
 
