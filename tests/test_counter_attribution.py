@@ -2,11 +2,15 @@
 PMU needed) summed over a stepwise pass's nodes against the same counter group read around the whole
 pass, at 1 and 2 intra-op threads, in three repetitions each.
 
-The relation is the one the code guarantees: the nodes' intervals are disjoint parts of the pass's,
-and every thread's task-clock only grows, so the nodes' sum never exceeds the pass; what the pass has
-beyond it is the CPU time between the node boundaries (the executor's own few µs a node and the
-counter reads). So the sum is at most the pass and at least (1 - TOLERANCE) of it with nodes that take
-milliseconds. CPU time, not wall time: a busy host delays the pass but adds nothing to either side.
+What the code guarantees is checked exactly: each node's count (through the collector, as the profile
+reads it) is the delta of the group's raw reads at its boundaries, summed over the process's threads;
+the nodes, the stretches between them and the pass's two ends add up to the pass's own count, to the
+ns; the nodes never exceed the pass. How much lies between the nodes is a measurement, bounded where it
+can be: at 1 thread it is the executor's own few µs a node and the reads, at most TOLERANCE of the
+pass (4-7% seen). At 2 threads the pool's worker also spins for a while after a node returns before it
+sleeps, CPU time that lands between nodes (up to 29% of a pass seen on a host at load 7, 2-8% when it
+was not preempted): no bound there that a busy host could not break, so the exact relations only.
+CPU time, not wall time: a busy host delays the pass but adds nothing to either side at 1 thread.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-TOLERANCE = 0.15  # of the pass's task-clock: what the code between node boundaries may take at most (4-7% seen)
+TOLERANCE = 0.15  # at 1 thread: of the pass's task-clock, what the code between node boundaries may take
 REPETITIONS = 3
 
 SCRIPT = """
@@ -32,6 +36,17 @@ from test_counters_profile import matmul_chain, X_SHAPE
 from layerperf.backends.ort.stepwise import StepwiseExecutor
 from layerperf.collectors.perf import PerfCounters
 from layerperf.counters import CounterSet
+
+
+class Recorded:  # the group as the collector sees it, every raw read kept
+    def __init__(self, cs):
+        self.cs, self.names, self.raw = cs, cs.names, []
+
+    def read_raw(self):
+        self.raw.append(self.cs.read_raw())
+        return self.raw[-1]
+
+
 ex = StepwiseExecutor(matmul_chain(), ["mm1", "relu", "mm2"], global_threads=True)
 feed = {"x": np.ones(X_SHAPE, np.float32)}
 for _ in range(3):  # sessions built, calls bound
@@ -40,14 +55,17 @@ out = []
 with CounterSet(["task-clock"], threads="all") as cs:
     cs.enable()
     for _ in range(int(sys.argv[3])):
-        collector = PerfCounters(cs)
+        group = Recorded(cs)
+        collector = PerfCounters(group)
         gc.disable()  # a collection between two nodes would be CPU time of neither
-        start = cs.read()
+        start = cs.read_raw()
         ex.run_pass(feed, collector=collector)
-        whole = (cs.read() - start)["task-clock"]
+        end = cs.read_raw()
         gc.enable()
         nodes = [per_pass[0] for per_pass in collector.tally(3).counts["task-clock"]]
-        out.append({"whole": whole, "nodes": nodes, "threads": len(cs.threads)})
+        reads = [r[2] for r in group.raw]  # (enabled, running, task-clock), summed over the threads
+        out.append({"whole": end[2] - start[2], "nodes": nodes, "reads": reads, "edges": [start[2], end[2]],
+                    "threads": len(cs.threads)})
 print(json.dumps(out))
 """
 
@@ -60,10 +78,14 @@ def test_task_clock_over_nodes_adds_up_to_the_pass(threads: int) -> None:
     passes = json.loads(proc.stdout.splitlines()[-1])
     assert len(passes) == REPETITIONS
     for p in passes:
-        total = sum(p["nodes"])
-        assert all(n > 0 for n in p["nodes"]), p
-        assert total <= p["whole"], p  # disjoint parts of the pass
-        assert total >= (1 - TOLERANCE) * p["whole"], p
+        reads, (first, last) = p["reads"], p["edges"]
+        assert len(reads) == 2 * len(p["nodes"])  # a read at each boundary, no more
+        assert p["nodes"] == [reads[2 * i + 1] - reads[2 * i] for i in range(len(p["nodes"]))], p
+        between = sum(reads[2 * i + 2] - reads[2 * i + 1] for i in range(len(p["nodes"]) - 1))
+        assert (reads[0] - first) + sum(p["nodes"]) + between + (last - reads[-1]) == p["whole"], p
+        assert all(n > 0 for n in p["nodes"]) and sum(p["nodes"]) <= p["whole"], p
+        if threads == 1:
+            assert sum(p["nodes"]) >= (1 - TOLERANCE) * p["whole"], p
     if threads == 2:
         assert passes[0]["threads"] >= 2  # the pool's worker was counted too
 
@@ -169,6 +191,12 @@ def test_profile_reports_fidelity_per_layer_and_in_summary(tmp_path: Path) -> No
     assert {"time_ratio", "rank_correlation", "stepwise_sum_us", "insitu_sum_us"} <= set(fid)
     assert fid["flagged_layers"] == [r["name"] for r in rows if r["stepwise_off"]]
     assert math.isclose(fid["insitu_sum_us"], sum(info.insitu_median_ns) / 1e3)
+    # task-clock sampled in situ: every layer has a count, and the stepwise counts are held to them
+    assert info.insitu_counts is not None and info.sampled_runs == 20 and info.sample_period_ns == 500_000
+    assert all(row["task-clock_insitu"] is not None and row["task-clock_insitu"] >= 0 for row in rows)
+    agreement = fid["insitu_counts"]["by_label"]["task-clock"]
+    assert agreement["stepwise_over_insitu"] > 0 and agreement["rank_correlation"] is not None
     layerperf.save(prof, tmp_path / "out")
     loaded = layerperf.load(tmp_path / "out")
     assert loaded.counters is not None and loaded.counters.insitu_median_ns == info.insitu_median_ns
+    assert loaded.counters.insitu_counts == info.insitu_counts

@@ -69,7 +69,22 @@ def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dic
             "profile_rank_correlation": _agreement(stepwise, profiled)[1],
             "flagged_layers": flagged, "off_share": data_fidelity.OFF_SHARE,
             "timing_passes": info.timing_passes, "passes_disturbed": info.passes_disturbed,
-            "disturbed_used": info.disturbed_used}
+            "disturbed_used": info.disturbed_used, "insitu_counts": _counts_agreement(profile)}
+
+
+def _counts_agreement(profile: Profile) -> dict[str, Any] | None:
+    """Per label, the stepwise counts summed over the layers against the counts sampled in situ, and their
+    rank correlation; None where no counts were sampled in situ."""
+    info = profile.counters
+    if info is None or not info.insitu_counts:
+        return None
+    out: dict[str, Any] = {}
+    for label, sampled in info.insitu_counts.items():
+        per_layer = (layer.counters.get(label) or [] for layer in profile.layers)
+        stepwise = [float(np.nanmedian(v)) if v and not np.all(np.isnan(v)) else math.nan for v in per_layer]
+        ratio, corr = _agreement(stepwise, sampled)
+        out[label] = {"stepwise_over_insitu": ratio, "rank_correlation": corr}
+    return {"by_label": out, "sample_period_ns": info.sample_period_ns, "runs": info.sampled_runs}
 
 
 def _rounded(x: float | None) -> int | None:

@@ -38,6 +38,8 @@ class CounterResult:
     inclusive: dict[str, list[list[float]]] | None = None  # by label, [layer][pass], children's included
     disturbed: list[bool] | None = None  # per timed pass: it or the in-situ run before it waited or ran slowed
     insitu_ns: list[list[float]] | None = None  # [layer][run], the in-situ runs alternating with the timed passes
+    insitu_counts: dict[str, list[list[float]]] | None = None  # by label, [layer][run]: sampled in situ
+    sample_period_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,7 +49,8 @@ class CounterResult:
         try:
             return cls(counts=d["counts"], fraction=d["fraction"], calibration=d["calibration"],
                        call_overhead_ns=float(d["call_overhead_ns"]), node_ns=d["node_ns"], schedule=d["schedule"],
-                       inclusive=d.get("inclusive"), disturbed=d.get("disturbed"), insitu_ns=d.get("insitu_ns"))
+                       inclusive=d.get("inclusive"), disturbed=d.get("disturbed"), insitu_ns=d.get("insitu_ns"),
+                       insitu_counts=d.get("insitu_counts"), sample_period_ns=d.get("sample_period_ns"))
         except (KeyError, TypeError, ValueError) as exc:
             raise LayerperfError(f"the counting result is incomplete ({type(exc).__name__}: {exc})") from None
 
@@ -71,7 +74,10 @@ class CounterResult:
             insitu_median_ns=[_median(_chosen(t, use)) for t in self.insitu_ns] if self.insitu_ns else [],
             timing_passes=len(self.disturbed) if self.disturbed is not None else None,
             passes_disturbed=sum(self.disturbed) if self.disturbed is not None else None,
-            disturbed_used=use is not None and all(use) and any(self.disturbed or []))
+            disturbed_used=use is not None and all(use) and any(self.disturbed or []),
+            insitu_counts=_medians(self.insitu_counts) if self.insitu_counts else None,
+            sample_period_ns=self.sample_period_ns,
+            sampled_runs=len(next(iter(self.insitu_counts.values()))[0]) if self.insitu_counts else None)
 
 
 def _same(a: dict[str, list[list[float]]], b: dict[str, list[list[float]]]) -> bool:

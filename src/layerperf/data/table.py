@@ -178,6 +178,7 @@ def rows(profile: RawProfile) -> list[dict[str, Any]]:
     per_flop_ = {label: listed(per_flops(m, flops)) for label, m in medians.items()}
     counts = {label: listed(m) for label, m in medians.items()}
     ratios = stepwise_ratios(profile, stats)
+    insitu_counts = (profile.counters.insitu_counts if profile.counters is not None else None) or {}
     out = []
     for i, (layer, st) in enumerate(zip(profile.layers, stats, strict=True)):
         row = _row(layer, st, {k: v[i] for k, v in rated.items()})
@@ -185,6 +186,7 @@ def rows(profile: RawProfile) -> list[dict[str, Any]]:
             row.update(_counter_cells(profile, i, labels, counts, per_flop_))
         # added after the counter columns, last in layers.csv so that a reader by position keeps working
         row.update({f"{label}_cv": fidelity.count_cv(layer.counters.get(label) or []) for label in labels})
+        row.update({f"{label}_insitu": known(values[i]) for label, values in insitu_counts.items()})
         if ratios:
             row.update(stepwise_ratio=ratios[i], stepwise_off=fidelity.off(ratios[i]))
         out.append(row)

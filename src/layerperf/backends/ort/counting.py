@@ -31,11 +31,13 @@ import onnxruntime as ort
 import onnxruntime.capi._pybind_state as ort_state
 
 from layerperf.backends.ort.measure import OPT_LEVELS
-from layerperf.backends.ort.reference import InSituRuns
+from layerperf.backends.ort.reference import SAMPLE_PERIOD_NS, InSituRuns
 from layerperf.backends.ort.session import Session
 from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 from layerperf.collectors import Collectors, CounterRequest, PassFn
 from layerperf.collectors.perf_counts import CounterResult
+from layerperf.counters import EventSpec, resolve
+from layerperf.counters.abi import PERF_TYPE_SOFTWARE
 from layerperf.data.profile import CounterInfo
 from layerperf.data.tensor import lacks_numpy, numpy_dtype
 from layerperf.errors import BackendError, CounterError, LayerperfError
@@ -154,7 +156,34 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
                                                  calibrate=_calibration_pass(opts), reference=insitu.run)
     driver.run(lambda collector: executor.run_pass(feed, collector=collector))
     assert driver.counted is not None
-    return {**driver.counted.to_json(), "insitu_ns": insitu.node_ns(job["order"])}
+    sampled = _sampled_specs(request)
+    if sampled is not None:
+        insitu.sample(sampled[1])
+    times, counts = insitu.finish(job["order"], len(sampled[1]) if sampled else 0)
+    out = {**driver.counted.to_json(), "insitu_ns": times}
+    if sampled is not None:
+        labels, _ = sampled
+        out.update(sample_period_ns=SAMPLE_PERIOD_NS, insitu_counts={
+            label: [[float(run[layer][e]) for run in counts] for layer in range(len(job["order"]))]
+            for e, label in enumerate(labels) if label is not None})
+    return out
+
+
+def _sampled_specs(request: CounterRequest) -> tuple[list[str | None], list[EventSpec]] | None:
+    """The group sampled in situ, task-clock first (its count is the period), with each member's label
+    (None for a task-clock not asked for); None unless every event asked for is a software event."""
+    specs = [resolve(e) for e in request.events]
+    if not specs or any(s.type != PERF_TYPE_SOFTWARE for s in specs):
+        return None
+    clock = resolve("task-clock")
+    labels: list[str | None] = [next((lab for s, lab in zip(specs, request.labels, strict=True)
+                                      if s.key == clock.key), None)]
+    group = [clock]
+    for spec, label in zip(specs, request.labels, strict=True):
+        if spec.key != clock.key:
+            group.append(spec)
+            labels.append(label)
+    return labels, group
 
 
 def main(argv: list[str]) -> int:

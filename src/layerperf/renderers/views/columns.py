@@ -77,6 +77,11 @@ def _time_ratio(v: float) -> str:
     return f"{v:.2f}" + (" !" if fidelity.off(v) else "")  # "!": off by more than fidelity.OFF_SHARE
 
 
+def _beside(key: str, labels: Sequence[str]) -> bool:
+    """Whether a key is shown beside its count's column rather than on its own (CV, in situ)."""
+    return any(key.endswith(suffix) and key[:-len(suffix)] in labels for suffix in ("_cv", "_insitu"))
+
+
 def counter_columns(labels: Sequence[str]) -> list[Column]:
     """The counter keys' columns: counts and metrics; each count's CV over the passes as a percentage;
     the stepwise/in-situ time ratio, flagged ``!`` when off by more than 20% (the flag's own key is
@@ -85,10 +90,12 @@ def counter_columns(labels: Sequence[str]) -> list[Column]:
     for label in labels:
         if label == "stepwise_ratio":
             out.append(Column(label, "stepwise/in-situ", _time_ratio, priority=2))
-        elif label != "stepwise_off" and not (label.endswith("_cv") and label[:-3] in labels):
+        elif label != "stepwise_off" and not _beside(label, labels):
             out.append(Column(label, label, lambda v: units.si(v), priority=2))
             if f"{label}_cv" in labels:  # the spread beside its median
                 out.append(Column(f"{label}_cv", "cv", lambda v: f"{100 * v:.0f}%", priority=3))
+            if f"{label}_insitu" in labels:  # the same count, sampled in the real run
+                out.append(Column(f"{label}_insitu", "in situ", lambda v: units.si(v), priority=3))
     return out
 
 

@@ -203,8 +203,20 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
         lines.append(f"{len(flagged)} of {summ['layers']} layers ran more than {fidelity.OFF_SHARE:.0%} slower or "
                      "faster node by node than in situ (stepwise/in-situ marked !): their counts describe the "
                      "layer run apart, not necessarily as it runs in the real run")
-    lines += _disturbed(fid)
+    lines += _disturbed(fid) + _sampled(fid)
     return lines
+
+
+def _sampled(fid: Mapping[str, Any]) -> list[str]:
+    """How the stepwise counts compare with the same counts sampled in the real run."""
+    got = fid.get("insitu_counts")
+    if not got:
+        return []
+    parts = [f"{label} x{v['stepwise_over_insitu']:.3f}, rank correlation "
+             + (f"{v['rank_correlation']:.3f}" if v["rank_correlation"] is not None else "n/a")
+             for label, v in got["by_label"].items() if v["stepwise_over_insitu"] is not None]
+    return [f"counts sampled in situ (every {got['sample_period_ns'] / 1e3:g} µs of CPU time, {got['runs']} runs; "
+            "the 'in situ' columns): stepwise over in situ " + "; ".join(parts)] if parts else []
 
 
 def _disturbed(fid: Mapping[str, Any]) -> list[str]:
