@@ -11,7 +11,8 @@ until the pass is over).
 Each model's line gives the host's 1-minute load (``uptime``) when it ended; the fidelity is against
 the in-situ runs that alternated with the timed stepwise passes (``layerperf profile``'s own), the
 profile's separately measured in-situ medians beside it ("vs profile runs"); "off" counts the layers
-more than 20% off; "busy" the timed pass pairs that waited for a CPU or ran slowed.
+more than 20% off; "busy" the timed pass pairs that waited for a CPU or ran slowed; the last column the
+stepwise task-clock summed over the layers over the same count sampled in situ, and their rank correlation.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def _read_costs(events: list[str]) -> None:
 def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
     print(f"\nstepwise vs in-situ ({args.runs} in-situ runs, {args.passes} stepwise passes per group)")
     print(f"{'model':12s} {'thr':>3s} {'in-situ sum ms':>15s} {'stepwise sum ms':>16s} {'time ratio':>11s} "
-          f"{'rank corr':>10s} {'off':>7s} {'busy':>6s} {'vs profile runs':>16s} {'call µs':>8s} {'load':>5s}")
+          f"{'rank corr':>10s} {'off':>7s} {'busy':>6s} {'vs profile runs':>16s} {'call µs':>8s} {'load':>5s}"
+          f"  task-clock stepwise/sampled in situ (rank)")
     for threads in (int(t) for t in args.threads.split(",")):
         for model in args.models.split(","):
             prof = layerperf.profile(model, warmup=5, runs=args.runs, events=events, passes=args.passes,
@@ -114,7 +116,13 @@ def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
                   f"{_num(fid['time_ratio'])} {_num(fid['rank_correlation'], 10)} "
                   f"{len(fid['flagged_layers']):3d}/{len(prof.layers):<3d} {busy:>6s} "
                   f"{_num(fid['profile_time_ratio'], 7)}/{_num(fid['profile_rank_correlation'], 5).strip():5s} "
-                  f"{call_us:11.1f} {os.getloadavg()[0]:5.2f}", flush=True)
+                  f"{call_us:11.1f} {os.getloadavg()[0]:5.2f}  {_sampled(fid)}", flush=True)
+
+
+def _sampled(fid: dict[str, object]) -> str:
+    got = fid.get("insitu_counts")
+    tc = got["by_label"].get("task-clock") if isinstance(got, dict) else None
+    return f"{_num(tc['stepwise_over_insitu'], 5)} ({_num(tc['rank_correlation'], 5).strip()})" if tc else "-"
 
 
 def _num(x: float | None, width: int = 11) -> str:
