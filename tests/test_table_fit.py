@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,14 +47,21 @@ def rows_of(text: str) -> tuple[list[str], list[list[str]]]:
 
 
 def legible(shown: str, whole: str) -> bool:
-    """``shown`` is ``whole``, or ``whole`` shortened in the middle keeping a useful start (8 characters
-    at least) and end (its last part whole, or 8 characters)."""
+    """``shown`` is ``whole``, or ``whole`` with runs elided (``…``): what is left are pieces of ``whole``
+    in order (its start and end where no ellipsis stands there), 8 characters at least."""
     if shown == whole:
         return True
-    head, mark, tail = shown.partition("…")
-    last = re.split(r"[./:]", whole)[-1]
-    return (bool(mark) and len(head) >= 8 and whole.startswith(head) and whole.endswith(tail)
-            and (len(tail) >= 8 or tail.endswith(last) and len(tail) >= len(last) > 0))
+    pieces = shown.split("…")
+    if len(pieces) < 2 or len("".join(pieces)) < 8 or not whole.startswith(pieces[0]) \
+            or not whole.endswith(pieces[-1]):
+        return False
+    at = len(pieces[0])
+    for piece in pieces[1:-1]:
+        found = whole.find(piece, at)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return len(whole) - len(pieces[-1]) >= at
 
 
 def check_fits(view: View, width: int, name_key: str, ranked_key: str) -> str:

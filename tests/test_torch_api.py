@@ -36,16 +36,17 @@ def test_with_block(net: Net) -> None:
         for _ in range(4):
             net(x)
     p = prof.profile
-    assert [layer.name for layer in p.layers] == ["body", "body.0", "body.1", "head"]
-    assert [layer.parent for layer in p.layers] == [None, "body", "body", None]
+    # the model's own code first (its root module's row), its modules under it
+    assert [layer.name for layer in p.layers] == ["Net", "body", "body.0", "body.1", "head"]
+    assert [layer.parent for layer in p.layers] == [None, "Net", "body", "body", "Net"]
     assert len(p.runs) == 3  # 4 calls less 1 warm-up
     assert all(row["calls"] == 3 for row in p.table())
-    lin = p.layers[1]
+    lin = p.layers[2]
     # the matmul and the bias add (1 an output element, as the cost model's Gemm)
     assert lin.flops == 2 * 4 * 32 * 64 + 4 * 64 and lin.inputs[0].shape == (4, 32) and lin.outputs[0].shape == (4, 64)
-    assert p.layers[2].flops == 4 * 64  # relu: 1 an element, as the cost model's Relu
-    body = 0
-    assert np.all(p.durations_ns(body) == p.inclusive_ns(body) - p.inclusive_ns(1) - p.inclusive_ns(2))
+    assert p.layers[3].flops == 4 * 64  # relu: 1 an element, as the cost model's Relu
+    body = 1
+    assert np.all(p.durations_ns(body) == p.inclusive_ns(body) - p.inclusive_ns(2) - p.inclusive_ns(3))
 
 
 def test_start_stop_and_save(net: Net, tmp_path: Path) -> None:
@@ -153,16 +154,16 @@ def test_counters_per_module_on_the_runs_that_happen(net: Net) -> None:
     for layer in p.layers:
         assert len(layer.counters["task-clock"]) == 3
         assert all(v >= 0 for v in layer.counters["page-faults"])
-    body, lin, relu = p.layers[0], p.layers[1], p.layers[2]
+    body, lin, relu = p.layers[1], p.layers[2], p.layers[3]  # under the model's own row (0)
     # self counts, as the times: the Sequential's own is what its two children's leave of its whole
     assert p.counters.inclusive is not None
     inclusive = p.counters.inclusive["task-clock"]
     clock = [np.asarray(layer.counters["task-clock"]) for layer in (body, lin, relu)]
-    assert inclusive[0] >= np.median(clock[1]) > 0
+    assert inclusive[1] >= np.median(clock[1]) > 0
     # per pass the whole is the three self counts and what the children's two boundaries counted,
     # which each child's count had taken off as an empty boundary's (the calibration)
     boundaries = 2 * p.counters.calibration["task-clock"]
-    assert inclusive[0] == pytest.approx(float(np.median(clock[0] + clock[1] + clock[2])) + boundaries, rel=0.02)
+    assert inclusive[1] == pytest.approx(float(np.median(clock[0] + clock[1] + clock[2])) + boundaries, rel=0.02)
 
 
 def test_memory_profile_and_its_pictures(net: Net, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ user factories and their bad input, and ONNX Runtime vs PyTorch in one diff."""
 
 from __future__ import annotations
 
+import gc
 import math
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def test_modules_are_layers_with_their_paths_and_parents(resnet18: layerperf.Pro
     idx = _by_name(resnet18)
     conv = resnet18.layers[idx["layer1.0.conv1"]]
     assert conv.op_type == "Conv2d" and conv.parent == "layer1.0"
-    assert resnet18.layers[idx["layer1.0"]].parent == "layer1" and resnet18.layers[idx["layer1"]].parent is None
+    assert resnet18.layers[idx["layer1.0"]].parent == "layer1" and resnet18.layers[idx["layer1"]].parent == "ResNet"
+    assert resnet18.layers[0].name == "ResNet" and resnet18.layers[0].parent is None  # the model's own row
     assert idx["layer1"] < idx["layer1.0"] < idx["layer1.0.conv1"] < idx["layer1.0.conv2"]  # first-call order
     assert resnet18.metadata.backend == "torch" and resnet18.metadata.options.get("level") == 1
 
@@ -169,14 +171,14 @@ def test_factory_with_inputs(factories: Path, tmp_path: Path) -> None:
     assert main(["profile", f"{factories}:with_inputs", "--backend", "torch", "--runs", "2", "--warmup", "0",
                  "--out", str(out)]) == 0
     prof = layerperf.load(out)
-    assert [layer.name for layer in prof.layers] == ["fc1", "act", "fc2"]
-    assert prof.layers[0].flops == 2 * 2 * 16 * 32 + 2 * 32 or prof.layers[0].flops == 2 * 2 * 16 * 32
-    assert prof.layers[0].inputs[0].shape == (2, 16) and prof.layers[2].outputs[0].shape == (2, 4)
+    assert [layer.name for layer in prof.layers] == ["Net", "fc1", "act", "fc2"]  # the model's own row first
+    assert prof.layers[1].flops == 2 * 2 * 16 * 32 + 2 * 32 or prof.layers[1].flops == 2 * 2 * 16 * 32
+    assert prof.layers[1].inputs[0].shape == (2, 16) and prof.layers[3].outputs[0].shape == (2, 4)
 
 
 def test_factory_module_only_takes_shapes(factories: Path) -> None:
     prof = layerperf.profile(f"{factories}:module_only", backend="torch", shapes=["x=3x16"], runs=1, warmup=0)
-    assert prof.layers[0].inputs[0].shape == (3, 16)
+    assert prof.layers[1].inputs[0].shape == (3, 16)
 
 
 def test_training_mode_warns(factories: Path) -> None:
@@ -350,11 +352,19 @@ class _Top(torch.nn.Module):
 
 def test_counters_of_nested_modules_are_self_counts() -> None:
     torch.manual_seed(0)
-    prof = layerperf.profile((_Top().eval(), torch.randn(256, 256)), backend="torch", threads=1, warmup=1,
-                             runs=5, events=["task-clock"], passes=5)
+    # Python's cyclic GC off while profiling: in the whole suite's process a collection of its many objects
+    # costs milliseconds of CPU and, allocation-driven, falls at the same point of every pass (once the
+    # parent's self count read 9.6 ms against its children's 0.8 ms); what is tested is the attribution
+    gc.collect()
+    gc.disable()
+    try:
+        prof = layerperf.profile((_Top().eval(), torch.randn(256, 256)), backend="torch", threads=1, warmup=1,
+                                 runs=5, events=["task-clock"], passes=5)
+    finally:
+        gc.enable()
     idx = _by_name(prof)
     p, a, b, head = (idx[n] for n in ("p", "p.a", "p.b", "head"))
-    assert prof.layers[a].parent == "p" and prof.layers[head].parent is None
+    assert prof.layers[a].parent == "p" and prof.layers[head].parent == "_Top"
     clock = {i: float(np.median(layer.counters["task-clock"])) for i, layer in enumerate(prof.layers)}
     assert prof.counters is not None and prof.counters.inclusive is not None
     inclusive = prof.counters.inclusive["task-clock"]
@@ -362,7 +372,10 @@ def test_counters_of_nested_modules_are_self_counts() -> None:
     # (on one thread its CPU time cannot much exceed its wall time; a busy host only makes the wall time longer)
     self_us = {row["name"]: row["median_us"] for row in prof.table()}
     assert clock[p] / 1e3 < 1.5 * self_us["p"]
-    assert 1.3 * clock[a] < clock[p] < 3 * (clock[a] + clock[b])
+    # the ratio from each layer's least disturbed pass: a busy host can stretch one layer's CPU time in a
+    # pass (a preempted matmul thrashes its cache), which a median of five passes does not always outvote
+    least = {i: float(np.min(prof.layers[i].counters["task-clock"])) for i in (p, a, b)}
+    assert 1.3 * least[a] < least[p] < 3 * (least[a] + least[b])
     # per pass, the parent's inclusive count is its self count plus its children's
     per_pass = [np.asarray(prof.layers[i].counters["task-clock"]) for i in (p, a, b)]
     whole = per_pass[0] + per_pass[1] + per_pass[2]

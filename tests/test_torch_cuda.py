@@ -194,7 +194,7 @@ def test_the_driver_takes_its_times_and_memory_from_the_device_path(monkeypatch:
     # once before the runs, after each of the 2 plain (latency) calls, at the end of each of the 2 timed
     # passes (to read its events), and at the end of the untimed pass that reads the allocator's counters
     assert dev.syncs == 1 + 2 + 2 + 1
-    assert len(prof.runs) == 2 and all(len(r.spans) == 3 for r in prof.runs)
+    assert len(prof.runs) == 2 and all(len(r.spans) == 4 for r in prof.runs)  # the model's own row, its 3 modules
     block, linear = (prof.layers.index(next(la for la in prof.layers if la.name == n)) for n in ("block", "block.0"))
     spans = {s.layer: s for s in prof.runs[1].spans}
     assert spans[block].start_ns <= spans[linear].start_ns and spans[linear].dur_ns < spans[block].dur_ns

@@ -32,9 +32,10 @@ class TwoConv(nn.Module):
         return self.fc(self.features(x).mean((2, 3)))
 
 
-FORWARD = ["features", "features.0", "features.1", "features.2", "features.3", "fc", "CrossEntropyLoss"]
-BACKWARD = ["CrossEntropyLoss (backward)", "fc (backward)", "features (backward)", "features.3 (backward)",
-            "features.2 (backward)", "features.1 (backward)", "features.0 (backward)"]
+# the model's own code (its root module, TwoConv: the mean) is a row, its modules under it, forward and backward
+FORWARD = ["TwoConv", "features", "features.0", "features.1", "features.2", "features.3", "fc", "CrossEntropyLoss"]
+BACKWARD = ["CrossEntropyLoss (backward)", "TwoConv (backward)", "fc (backward)", "features (backward)",
+            "features.3 (backward)", "features.2 (backward)", "features.1 (backward)", "features.0 (backward)"]
 
 
 def _setup(seed: int = 0) -> tuple[TwoConv, nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
@@ -71,7 +72,8 @@ def test_train_step_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert all(row["calls"] == 3 for row in p.table())
     parents = {layer.name: layer.parent for layer in p.layers}
     assert parents["features.0"] == "features" and parents["CrossEntropyLoss"] is None
-    assert parents["features.0 (backward)"] == "features (backward)" and parents["fc (backward)"] is None
+    assert parents["features.0 (backward)"] == "features (backward)"
+    assert parents["fc (backward)"] == "TwoConv (backward)"
     assert parents["optimizer.step (SGD)"] is None
     step_row = p.layers[-1]
     assert (step_row.op_type, step_row.domain) == ("SGD", "torch.optim")

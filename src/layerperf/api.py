@@ -15,6 +15,7 @@ from layerperf.collectors import Collectors
 from layerperf.collectors.rss import DEFAULT_SAMPLE_RATE
 from layerperf.data.profile import Profile
 from layerperf.errors import InputError
+from layerperf.models import zoo
 from layerperf.readers.layerperf import load_profile
 from layerperf.renderers import files
 
@@ -63,6 +64,9 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
     collectors = Collectors.make(events=events, perf_config=perf_config, passes=passes, multiplex=multiplex,
                                  memory=memory, sample_rate=sample_rate, progress=progress)
     prof = chosen.profile(model, plan, opts, collectors)
+    ignored = zoo.ignored_size(model, image_size, seq_len) if isinstance(model, str) else None
+    if ignored:
+        prof.warnings.append(ignored)
     cores = os.cpu_count()
     if cores and threads > cores:  # the runtime takes it; the threads then share the cores
         prof.warnings.append(f"{threads} intra-op threads asked for on {cores} cores: they share the cores, so "

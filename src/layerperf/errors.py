@@ -33,8 +33,11 @@ class MissingDependency(LayerperfError):
         super().__init__(f"{what} is not installed", f"install it with: {install}")
 
 
-class CounterError(LayerperfError):
-    """A perf counter cannot be opened or read as asked."""
+class CounterError(InputError):
+    """A perf counter cannot be opened or read as asked: an event this machine does not count, a group
+    too big for its PMU, no permission. An InputError (a request to change), as every option checked
+    before anything runs: ``Profiler(events=["cycles"])``, ``layerperf.profile(..., events=...)`` and
+    ``--events`` fail alike, one line (exit 2)."""
 
 
 class BackendError(InputError):

@@ -146,6 +146,9 @@ def work_texts(summ: Mapping[str, Any]) -> dict[str, str]:
 
 
 def work_line(summ: Mapping[str, Any]) -> str:
-    """``X FLOP + Y int ops, Z moved`` from :func:`work_texts`."""
+    """``X FLOP + Y int ops, Z moved`` from :func:`work_texts`; ``X FLOP, Z moved`` when every layer's int
+    ops are known and none does integer work (a float model)."""
     t = work_texts(summ)
-    return f"{t['flops']} + {t['int_ops']} int ops, {t['bytes']} moved"
+    left_out = (summ.get("unknown_in_totals") or {}).get("int_ops", 0)
+    ints = "" if summ.get("int_ops") == 0 and not left_out else f" + {t['int_ops']} int ops"
+    return f"{t['flops']}{ints}, {t['bytes']} moved"

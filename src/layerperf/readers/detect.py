@@ -117,7 +117,7 @@ def _read_table(path: Path, block: int) -> Calls:
             if in_parts is None:  # read it the ordinary way (which also reports any error rightly)
                 stream = open_events(trace, block=block)
         table = in_parts if in_parts is not None else reader.read(stream, meta)
-    if len(table) == 0:
+    if len(table) == 0 and not table.meta.get("empty"):
         raise InputError(f"{trace} has no timed events ({table.meta.get('format')} trace with "
                          f"{table.meta.get('events', 0)} events, none of them a timed op)")
     table.meta["total_ns"] = float(table.total_ns.sum())
@@ -140,8 +140,12 @@ def _layerperf(trace: Path, stream: EventStream, meta: dict[str, Any], block: in
         del doc
         return tef.read(open_events(trace, block=block), meta)
     try:
-        table = profile_from_doc(doc, str(trace)).calls()
+        prof = profile_from_doc(doc, str(trace))
+        table = prof.calls()
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{trace} is a damaged layerperf trace ({type(exc).__name__}: {exc})") from None
     table.meta.update(meta)
+    if not prof.runs:  # a valid profile of no timed run (every run was warm-up): read as such, labelled
+        table.meta["empty"] = next((w for w in prof.warnings if w.startswith("no timed run")),
+                                   "no timed run: the profile is empty")
     return table

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -64,11 +64,16 @@ def check_dir(out_dir: Path) -> Path:
 def atomic_files(out_dir: Path, names: list[str]) -> Iterator[list[IO[bytes]]]:
     """Open temporaries for ``names`` in ``out_dir``; rename them all into place only on success."""
     ensure_dir(out_dir)
+    what = out_dir / names[0] if len(names) == 1 else out_dir  # what the OS error is about
     try:
-        with atomic.files(out_dir, names) as temps:
+        with ExitStack() as stack:
+            try:
+                temps = stack.enter_context(atomic.files(out_dir, names))
+            except OSError as exc:  # the file itself could not be made (/proc, a read-only mount)
+                raise InputError(f"cannot create {what}: {exc.strerror or exc}") from exc
             yield temps
     except OSError as exc:
-        raise InputError(f"cannot write to {out_dir}: {exc.strerror or exc}") from exc
+        raise InputError(f"cannot write {what}: {exc.strerror or exc}") from exc
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from rich.cells import cell_len
 
 from layerperf.errors import InputError
+from layerperf.renderers.distinct import distinct, reads_as_another
 from layerperf.renderers.view import KEEP, Column, Note, Section
 
 GAP = 3  # what a boxed table adds per column: a space each side of the cell and the border before it
@@ -176,7 +177,8 @@ def fit(section: Section, width: int, layout: Layout = PLAIN, chosen: bool = Fal
     the columns were picked (``--columns``): none is left out, and when they cannot fit they print whole."""
     columns = list(section.columns)
     cells = cells_of(section, columns)
-    wholes = [natural(c, [row[i] for row in cells]) for i, c in enumerate(columns)]
+    filled = _stood_in(cells, _pairs(columns))  # the widths a blank cell may take
+    wholes = [natural(c, [row[i] for row in filled]) for i, c in enumerate(columns)]
     forced = set(range(len(columns))) if chosen else set()
     kept, widths = _choose(columns, wholes, width, section, forced)
     _grow(columns, wholes, kept, widths, width)
@@ -184,11 +186,37 @@ def fit(section: Section, width: int, layout: Layout = PLAIN, chosen: bool = Fal
     if chosen and sum(widths[i] for i in kept) + GAP * len(kept) + EDGE > width:
         return whole(section)  # asked for more than fits: every character, the terminal wraps the lines
     shown = [columns[i] for i in kept]
-    out = tuple(tuple(_cell(columns[i], row[i], widths[i]) for i in kept) for row in cells)
-    short = sum(1 for i in kept if not columns[i].wrap for row in cells if cell_len(row[i]) > widths[i])
+    filled = _stood_in(cells, _stand_ins(columns, set(kept)))
+    shortened = {i: _cells(columns[i], [row[i] for row in filled], widths[i]) for i in kept}
+    out = tuple(tuple(shortened[i][r] for i in kept) for r in range(len(filled)))
+    short = sum(1 for i in kept if not columns[i].wrap for row in filled if cell_len(row[i]) > widths[i])
     left_out = [c for i, c in enumerate(columns) if i not in kept]
-    extra = _fit_note(left_out, short, width, layout)
+    extra = _fit_note(left_out, short, width, layout, _standing_in(columns, cells, set(kept)))
     return Fitted(tuple(shown), tuple(widths[i] for i in kept), out, (*section.notes, *extra))
+
+
+def _pairs(columns: Sequence[Column]) -> dict[int, int]:
+    """Each column with a stand-in (``Column.stand_in``) in the table: its index -> the stand-in's."""
+    at = {c.key: i for i, c in enumerate(columns)}
+    return {i: at[c.stand_in] for i, c in enumerate(columns) if c.stand_in in at}
+
+
+def _stand_ins(columns: Sequence[Column], kept: set[int]) -> dict[int, int]:
+    """The pairs of :func:`_pairs` whose column is shown and whose stand-in is left out."""
+    return {i: j for i, j in _pairs(columns).items() if i in kept and j not in kept}
+
+
+def _stood_in(cells: list[list[str]], pairs: dict[int, int]) -> list[list[str]]:
+    """``cells`` with the blank cells of each column of ``pairs`` taken from its stand-in."""
+    if not pairs:
+        return cells
+    return [[row[pairs[i]] if i in pairs and not cell else cell for i, cell in enumerate(row)] for row in cells]
+
+
+def _standing_in(columns: Sequence[Column], cells: list[list[str]], kept: set[int]) -> list[tuple[Column, Column]]:
+    """(shown column, its left-out stand-in) for each pair where some blank cell was filled."""
+    return [(columns[i], columns[j]) for i, j in _stand_ins(columns, kept).items()
+            if any(not row[i] and row[j] for row in cells)]
 
 
 def _choose(columns: list[Column], wholes: list[int], width: int, section: Section,
@@ -230,20 +258,38 @@ def _shrink(columns: list[Column], kept: list[int], widths: list[int], width: in
             over -= cut
 
 
-def _cell(column: Column, text: str, width: int) -> str:
-    return text if column.wrap else shorten(text, width)
+def _cells(column: Column, texts: list[str], width: int) -> list[str]:
+    """A column's cells in ``width``: whole (wrapped prose, numbers), else shortened so that the rows
+    still tell apart (:func:`layerperf.renderers.distinct.distinct`), else in the middle."""
+    if column.wrap or all(cell_len(t) <= width for t in texts):
+        return texts
+    apart = distinct(texts, width)
+    return [_longest_apart(t, a, width, texts) for a, t in zip(apart, texts, strict=True)]
+
+
+def _longest_apart(text: str, apart: str | None, width: int, texts: Sequence[str]) -> str:
+    """The longer of ``text`` shortened by whole units (``apart``) and in the middle by characters, when
+    that one too reads as no other row (``layer4.0.down…mple.1_nchwc`` beside ``layer4.0…1_nchwc``)."""
+    cut = shorten(text, width)
+    if apart is None:
+        return cut
+    if len(cut) > len(apart) and not reads_as_another(cut, text, texts):
+        return cut
+    return apart
 
 
 def _label(column: Column) -> str:
     return column.header if column.header == column.key else f"{column.header} ({column.key})"
 
 
-def _fit_note(left_out: Sequence[Column], short: int, width: int, layout: Layout) -> tuple[Note, ...]:
+def _fit_note(left_out: Sequence[Column], short: int, width: int, layout: Layout,
+              stood_in: Sequence[tuple[Column, Column]] = ()) -> tuple[Note, ...]:
     if not left_out and not short:
         return ()
     parts = []
     if left_out:
         parts.append(f"left out to fit {width} columns: {', '.join(_label(c) for c in left_out)}")
+    parts += [f"where a row has no {shown.header}, its {alt.header} stands in" for shown, alt in stood_in]
     if short:
         parts.append(f"{short} name{'s' if short > 1 else ''} shortened in the middle (…)")
     how = f"--wide shows every column whole, --columns KEY,... picks columns, {layout.more} carries them all"

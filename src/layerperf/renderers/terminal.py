@@ -58,7 +58,10 @@ def print_section(section: Section, con: Console, width: int | None, layout: Lay
             con.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
     elif section.columns:
         fitted = for_terminal(section, width, layout)
-        con.print(table(fitted, title=section.title))
+        if section.title is not None:  # a line of its own: wrapped at the terminal's width, not the table's,
+            # and never padded to the table's width (rich pads a table's title)
+            con.print(Text(section.title), highlight=False, width=note_width or width)
+        con.print(table(fitted))
         notes = fitted.notes
     for note in notes:
         con.print(note_text(note), highlight=False, width=note_width or width)

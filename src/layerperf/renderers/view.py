@@ -32,7 +32,9 @@ class Column:
     ``priority``: the order columns are left out in when a terminal is too narrow for them all, the
     highest first (:data:`KEEP`: never). ``min_width``: a text column that may be narrowed down to this
     many characters, its cells shortened in the middle (a name keeps its start and its end), or
-    wrapped on words when ``wrap`` (prose); 0: never narrowed (numbers print whole).
+    wrapped on words when ``wrap`` (prose); 0: never narrowed (numbers print whole). ``stand_in``: the
+    key of the column whose cell a blank cell of this one shows when a terminal leaves that column out
+    (a diff row found only in B has no name in A: its name in B stands in).
     """
 
     key: str
@@ -43,6 +45,7 @@ class Column:
     priority: int = 2
     min_width: int = 0
     wrap: bool = False
+    stand_in: str = ""
 
     def cell(self, row: Row) -> str:
         value = row.get(self.key)

@@ -22,21 +22,22 @@ their FLOPs stay unknown.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
+from layerperf.backends.torch.compiled import eager
 from layerperf.backends.torch.options import DEVICES, INSTALL_HINT, LEVELS, import_torch
 from layerperf.collectors import Collectors
 from layerperf.data.profile import Profile
-from layerperf.errors import InputError, LayerperfError
+from layerperf.errors import BackendError, InputError, LayerperfError
 from layerperf.renderers.files import atomic_files, check_dir, ensure_dir, writers
-from layerperf.torch.session import InCodeSession, Settings
+from layerperf.torch.session import InCodeSession, Settings, failure
 
 __all__ = ["INSTALL_HINT", "Profiler", "profile"]
 
@@ -74,6 +75,8 @@ class Profiler:
         self._session: InCodeSession | None = None
         self._stack: ExitStack | None = None
         self._profile: Profile | None = None
+        self._failed: str | None = None  # the with block raised: why the profile was not made
+        self._raised: tuple[BaseException, str] | None = None  # the decorated function's last exception, said
         self._busy = threading.Lock()  # the decorator's: one profiled call at a time
 
     @property
@@ -93,6 +96,7 @@ class Profiler:
         stack = ExitStack()
         stack.callback(session.close)
         try:
+            stack.enter_context(eager())  # compiled code runs its original modules (backends/torch/compiled)
             if self.settings.level == 2:
                 stack.enter_context(session.level2_profiler())
             stack.enter_context(session.recording.hooks())
@@ -103,9 +107,15 @@ class Profiler:
         return self
 
     def stop(self) -> Profile:
-        """End the profile: hooks off, shapes and FLOPs taken, saved to ``path`` when given."""
+        """End the profile: hooks off, shapes and FLOPs taken, saved to ``path`` when given. A profile with
+        no timed run (every run was warm-up) is an empty one, with a warning saying so."""
+        return self._end()
+
+    def _end(self) -> Profile:
         if self._profile is not None:
             return self._profile
+        if self._failed is not None:
+            raise BackendError(self._failed)
         session = self._session
         if session is None:
             raise InputError("this Profiler was never started", hint="use it in a with block, call start(), or "
@@ -118,6 +128,9 @@ class Profiler:
             self._profile = session.build()
         finally:
             session.close()
+        if not self._profile.runs:
+            # stacklevel: the user's line (stop(), or the with statement through __exit__)
+            warnings.warn(f"layerperf.torch: {self._profile.warnings[0]}", UserWarning, stacklevel=3)
         if self.settings.path is not None:
             _save(self._profile, self.settings.path, self.settings.formats)
         return self._profile
@@ -125,23 +138,28 @@ class Profiler:
     def __enter__(self) -> Profiler:
         return self.start()
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is None:
-            self.stop()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self._end()
             return
-        with contextlib.suppress(InputError):  # the block raised: its exception is the one to see
-            self.stop()
+        if self._profile is not None:  # stop() was called inside the block: that profile stands
+            return
+        self._abandon(exc)  # the block raised: its exception goes on unchanged, and nothing is saved
 
     @property
     def profile(self) -> Profile:
         """The profile, once stopped."""
+        if self._failed is not None:
+            raise BackendError(self._failed)
         if self._profile is None:
             raise InputError("the profile is not ended yet: call stop() or leave the with block first")
         return self._profile
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``fn(*args, **kwargs)`` as one run (the decorator's). A call made while another is being
-        profiled (nested, or on another thread) is not a run of its own: nested, it is part of the outer."""
+        profiled (nested, or on another thread) is not a run of its own: nested, it is part of the outer.
+        A call that raises lets its exception go on unchanged; its run keeps what ran, the profile's
+        warnings name it, and should the process end on that exception the profile is not saved."""
         if self._profile is not None or self._stack is not None or not self._busy.acquire(blocking=False):
             return fn(*args, **kwargs)
         try:
@@ -150,28 +168,64 @@ class Profiler:
             session = self._session
             session.recording.tid = threading.get_ident()
             with ExitStack() as stack:
+                stack.enter_context(eager())
                 if self.settings.level == 2 and session.recording.calls >= self.settings.warmup:
                     stack.enter_context(session.level2_profiler())
                 stack.enter_context(session.recording.hooks())
                 session.recording.begin_call()
                 try:
                     return fn(*args, **kwargs)
+                except BaseException as exc:
+                    said = failure(session.recording, exc, getattr(fn, "__qualname__", "the decorated function"),
+                                   self.settings.warmup)
+                    self._raised = (exc, said)
+                    session.recording.failures.append(said)
+                    raise
                 finally:
                     session.recording.end_call()
         finally:
             self._busy.release()
+
+    def _abandon(self, exc: BaseException) -> None:
+        """The with block raised ``exc``: hooks off, nothing built nor saved; :meth:`stop` and
+        :attr:`profile` say which run failed, in one line."""
+        session = self._session
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        self._session = None
+        said = failure(session.recording if session is not None else None, exc, None, self.settings.warmup)
+        self._failed = f"{said}; the profile was not saved"
+        if session is not None:
+            session.abandon()
 
     def _refuse_ended(self) -> None:
         if self._profile is not None:
             raise InputError("this Profiler has ended: make a new one to profile again")
 
     def _stop_at_exit(self) -> None:
-        if self._session is None or self._profile is not None:
+        if self._profile is not None or self._session is None:
+            return
+        if self._raised is not None and _ending_on(self._raised[0]):  # a partial profile: not saved
+            print(f"layerperf.torch: {self._raised[1]}; the profile was not saved", file=sys.stderr)
             return
         try:
             self.stop()
         except LayerperfError as exc:  # the process is ending: one line, no traceback
             print(f"layerperf.torch: the profile was not saved: {exc}", file=sys.stderr)
+
+
+def _ending_on(exc: BaseException) -> bool:
+    """Whether the process is ending on ``exc`` (uncaught, or the cause of what is): the interpreter keeps
+    an uncaught exception in ``sys.last_value`` before the exit handlers run."""
+    last: BaseException | None = getattr(sys, "last_value", None)
+    seen: set[int] = set()
+    while last is not None and id(last) not in seen:
+        if last is exc:
+            return True
+        seen.add(id(last))
+        last = last.__cause__ or last.__context__
+    return False
 
 
 def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequence[str] | None,

@@ -23,7 +23,9 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from layerperf.backends.torch.hooks import forward_hooks
+from layerperf.backends.torch.compiled import compiled_note, compiled_parts, named_modules, original
+from layerperf.backends.torch.hooks import OWN_CALLS, forward_hooks
+from layerperf.backends.torch.record import root_name
 from layerperf.torch.backward_hooks import BackwardCalls
 from layerperf.torch.training_cost import tensor_specs
 
@@ -95,8 +97,9 @@ class Recording:
     decorated function, not calls of the model."""
 
     def __init__(self, warmup: int, boundary: Collector, clock: RunClock, *, runs_by_call: bool,
-                 capture: AllocationRun | None = None) -> None:
+                 capture: AllocationRun | None = None, root_row: bool = False) -> None:
         self.warmup = warmup
+        self.root_row = root_row  # the model's own code is a row (level 1; at level 2 its ops are)
         self.boundary = boundary
         self.clock = clock
         self.runs_by_call = runs_by_call
@@ -113,6 +116,8 @@ class Recording:
         self.runs = 0
         self.extents: list[tuple[int, int]] = []  # (start, end) ns of each recorded run
         self.crossed: set[str] = set()
+        self.compiled: list[str] = []  # the torch.compile'd modules met, profiled through their originals
+        self.failures: list[str] = []  # the decorated function's calls that raised, said in one line each
         self.tid = threading.get_ident()
         self._paths: dict[int, str] = {}
         self._index: dict[tuple[str, int], int] = {}
@@ -145,6 +150,13 @@ class Recording:
         """The profile ends: a run still open (a ``with`` block's last) ends at its last boundary."""
         if self._in_run:
             self._end_run(held=True)
+
+    def abandon(self) -> None:
+        """The profiled code raised: the run being recorded for memory closes its profiler session."""
+        if self._capturing and self.capture is not None:
+            self.capture.end()
+            self._capturing = False
+        self._in_run = False
 
     def _begin_run(self) -> None:
         self._in_run = True
@@ -191,8 +203,14 @@ class Recording:
             for h in handles:
                 h.remove()
 
+    def _mine(self) -> bool:
+        """A call on this profile's thread, and not one layerperf makes itself (another profile's re-run
+        for its FLOPs, see :func:`~layerperf.backends.torch.hooks.own_calls`)."""
+        tid = threading.get_ident()
+        return tid == self.tid and tid not in OWN_CALLS
+
     def _pre(self, mod: Any, args: Any) -> None:
-        if threading.get_ident() != self.tid:
+        if not self._mine():
             return
         if self._depth == 0:
             self._top(mod, args)
@@ -203,7 +221,7 @@ class Recording:
             self._start(self._row(FORWARD, mod))
 
     def _post(self, mod: Any, args: Any, out: Any) -> None:
-        if threading.get_ident() != self.tid:
+        if not self._mine():
             return
         self._depth -= 1
         if self._in_run:
@@ -223,16 +241,22 @@ class Recording:
         or another top-level module such as a loss, named by its class."""
         if self.root is None:
             self.root = mod
-            self._paths.update({id(m): p for p, m in mod.named_modules() if p})
-        elif mod is not self.root and id(mod) not in self._paths:
-            prefix = type(mod).__name__
-            self._paths[id(mod)] = prefix
-            for p, m in mod.named_modules():
-                if p:
-                    self._paths.setdefault(id(m), f"{prefix}.{p}")
+            model = original(mod)  # a compiled model's rows are its original module's (see backends/torch/compiled)
+            self._paths.update({id(m): p for p, m in named_modules(model)})
+            if self.root_row:
+                self._paths[id(model)] = root_name(model, set(self._paths.values()))
+            self.compiled += compiled_parts(mod)
+        elif mod is not self.root and id(original(mod)) not in self._paths:
+            model = original(mod)
+            prefix = type(model).__name__
+            self._paths[id(model)] = prefix
+            for p, m in named_modules(model):
+                self._paths.setdefault(id(m), f"{prefix}.{p}")
+            self.compiled += [f"{prefix}.{c}" if c != prefix else c for c in compiled_parts(mod)]
         if mod is not self.root:
-            if self._in_run and id(mod) not in self.outside_first:  # a loss: its first call's shapes, for its work
-                self.outside_first[id(mod)] = (mod, tensor_specs((tuple(args), call_kwargs(mod) or {})))
+            key = id(original(mod))
+            if self._in_run and key not in self.outside_first:  # a loss: its first call's shapes, for its work
+                self.outside_first[key] = (original(mod), tensor_specs((tuple(args), call_kwargs(mod) or {})))
             return
         if not self.runs_by_call:
             if self._in_run:
@@ -249,11 +273,11 @@ class Recording:
         return self._paths[id(mod)]
 
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if self._in_run and threading.get_ident() == self.tid:
+        if self._in_run and self._mine():
             self._start(self._row(STEP, opt))
 
     def _step_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if self._in_run and threading.get_ident() == self.tid:
+        if self._in_run and self._mine():
             i = self._index.get((STEP, id(opt)))
             if i is not None:
                 self._stop(i)
@@ -312,7 +336,7 @@ class Recording:
         self._on_stop(i)
 
     def warnings(self) -> list[str]:
-        out = []
+        out = compiled_note(self.compiled)
         if self.crossed:
             names = sorted(self.crossed)
             out.append(f"{len(names)} row(s) cut short where autograd interleaved them with another module's "

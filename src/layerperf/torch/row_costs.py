@@ -22,7 +22,7 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
     model's own mode, for the backward rows' work too (:mod:`.training_cost`). With the warnings, the
     model's graph summary (inputs, outputs, parameters)."""
     if root is None or first is None:
-        return ["no call of a module was profiled"], None
+        return [], None  # no timed run: the profile says so (session.build)
     model = TorchModel(root, first[0], first[1])
     params = {name: p.numel() * p.element_size() for name, p in root.named_parameters()}
     bare = GraphSummary(tuple(n for n, _ in input_names(model)), (), params)
@@ -37,7 +37,7 @@ def forward_costs(root: Any, first: tuple[tuple[Any, ...], dict[str, Any]] | Non
         if grad or root.training:
             rec, back = grad_pass(model)
         else:
-            rec = record(model, call)
+            rec = record(model, call, root=True)
     except Exception as exc:  # the user's forward; the timings stand without the costs
         return [f"shapes and FLOPs unknown: re-running the model failed ({type(exc).__name__}: {exc})"], bare
     _put(layers, {s.path: s for s in rec.seen if s.path in names}, "torch.nn")

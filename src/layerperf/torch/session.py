@@ -23,7 +23,10 @@ from layerperf.analysis.memory.report import analyze_memory, with_allocations
 from layerperf.backends.base import RunPlan
 from layerperf.backends.common import profile_metadata
 from layerperf.backends.torch.build import build_profile
+from layerperf.backends.torch.compiled import original
 from layerperf.backends.torch.cuda import CudaEvents, device_name, fill_memory
+from layerperf.backends.torch.hooks import own_calls
+from layerperf.backends.torch.models import one_line
 from layerperf.backends.torch.op_rows import Recorded, assemble
 from layerperf.backends.torch.quiet_profiler import QuietProfiler, activities, events_with_links
 from layerperf.backends.torch.ranges import RETURN_MARK, RUN_MARK, Ranges, cpu_marks, mark_layer
@@ -124,7 +127,8 @@ class InCodeSession:
             if settings.device == "cuda":
                 self.allocator_counts = CudaEvents(allocator=True)
             capture = AllocationRun(device_name(settings.device), alongside=self.allocator_counts)
-        self.recording = Recording(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, capture=capture)
+        self.recording = Recording(settings.warmup, boundary, self.clock, runs_by_call=runs_by_call, capture=capture,
+                                   root_row=settings.level == 1)
 
     def _open_counters(self) -> list[Collector]:
         request = self.settings.collectors.counters
@@ -149,6 +153,12 @@ class InCodeSession:
             return []
         self.rss = ResidentMemory(request.sample_rate)
         return [self.rss]
+
+    def abandon(self) -> None:
+        """The profiled code raised: a run being recorded for memory ends its profiler session; nothing
+        is built."""
+        self.recording.abandon()
+        self.close()
 
     def close(self) -> None:
         for cs in self.sets:
@@ -186,13 +196,17 @@ class InCodeSession:
                         parent=state.rows[r.parent].name if r.parent is not None else None)
                   for r in state.rows]
         grad = any(r.kind == BACKWARD for r in state.rows)
-        warnings, graph = forward_costs(state.root, state.first, layers, names, grad=grad)
-        warnings += outside_costs(state, layers, names)
+        with own_calls():  # no other in-code profile records these passes as a run of its own
+            warnings, graph = forward_costs(original(state.root), state.first, layers, names, grad=grad)
+            warnings += outside_costs(state, layers, names)
         if state.kwargs_unread:
             warnings.append("the model's keyword arguments could not be read in its hooks: the untimed re-run for "
                             "shapes and FLOPs passed its positional arguments only")
         warnings += state.warnings()
-        desc = {"name": type(state.root).__name__ if state.root is not None else "?"}
+        warnings += [f"{said}: its run holds what ran before" for said in state.failures]
+        if not state.runs:
+            warnings.insert(0, _no_runs(state.calls, self.settings.warmup))
+        desc = {"name": type(original(state.root)).__name__ if state.root is not None else "?"}
         meta = profile_metadata(desc, RunPlan(warmup=self.settings.warmup, runs=max(state.runs, 1)), "torch",
                                 torch.__version__, self.settings.device, self.settings.options(), plan_fields=())
         if self.settings.level == 2:
@@ -208,7 +222,7 @@ class InCodeSession:
         prof = build_profile(meta, layers, runs, level=1, warnings=warnings, graph=graph)
         if self.perf and state.runs:
             self._fill_counters(prof)
-        if self.settings.collectors.memory is not None:
+        if self.settings.collectors.memory is not None and state.runs:  # an empty profile has no memory to show
             self._fill_memory(prof)
         return prof
 
@@ -276,6 +290,29 @@ class InCodeSession:
                 inside += [e for e in device if getattr(e, "linked_correlation_id", 0) in launched]
                 out.append(Recorded(t0, t1 - t0, None, inside, k == 0, mark))
         return out
+
+
+def _no_runs(calls: int, warmup: int) -> str:
+    """The warning of a profile with no timed run: an empty profile, and why."""
+    if not calls:
+        return "no timed run: no call of a module was profiled; the profile is empty"
+    return (f"no timed run: all {calls} run(s) were warm-up (warmup={warmup}); the profile is empty (profile more "
+            "runs than warmup)")
+
+
+def failure(recording: Recording | None, exc: BaseException, fn: str | None, warmup: int) -> str:
+    """Why a profile was not made, in one line: the model, the run its code raised in (``fn``: the decorated
+    function, whose calls are the runs; else a with block's, the model's calls) and the exception."""
+    root = recording.root if recording is not None else None
+    model = type(original(root)).__name__ if root is not None else None
+    calls = recording.calls if recording is not None else 0
+    warm = " (warm-up)" if 0 < calls <= warmup else ""
+    raised = f"{type(exc).__name__}: {one_line(exc)}"
+    if fn is not None:
+        return f"{fn}: call {calls}{warm}{f' (model {model})' if model else ''} raised {raised}"
+    if not calls:
+        return f"{model or 'the profiled code'}: raised before the first run: {raised}"
+    return f"{model}: run {calls}{warm} raised {raised}"
 
 
 def _param_bytes(mod: Any) -> int:

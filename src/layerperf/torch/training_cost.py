@@ -21,8 +21,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from layerperf.backends.torch.compiled import named_modules
 from layerperf.backends.torch.hooks import forward_hooks
-from layerperf.backends.torch.record import Recorder, Seen, add_op, counting_mode, record, tensor_info, tensors
+from layerperf.backends.torch.record import (
+    Recorder,
+    Seen,
+    add_op,
+    counting_mode,
+    record,
+    root_name,
+    tensor_info,
+    tensors,
+)
 from layerperf.torch.backward_hooks import BackwardCalls
 
 
@@ -31,7 +41,8 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
     import torch
 
     root = model.module
-    paths = {id(m): p for p, m in root.named_modules() if p}
+    paths = {id(m): p for p, m in named_modules(root)}
+    paths[id(root)] = root_name(root, set(paths.values()))
     back: dict[str, Seen] = {}
     running: list[Seen] = []
 
@@ -59,7 +70,7 @@ def grad_pass(model: Any) -> tuple[Recorder, dict[str, Seen]]:
             add_op(running[-1], func, args, kwargs, out)
 
     with untouched(root), _node_hooks(calls, paths), torch.enable_grad():
-        rec = record(model, forward)
+        rec = record(model, forward, root=True)
         heads = [t for t in tensors(outs[0]) if t.requires_grad]
         # the leaves the backward reaches: the parameters, and inputs that require a gradient themselves
         params = [p for p in root.parameters() if p.requires_grad]

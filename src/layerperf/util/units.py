@@ -38,3 +38,8 @@ def duration_us(us: float | None, unknown: str = "?") -> str:
 
 def percent(x: float | None) -> str:
     return "?" if x is None or math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``1 run``, ``3 runs``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -11,11 +11,20 @@ else from the model: an unnamed node is found there by its op type and output te
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import onnx
 
 _ONNX_DOMAINS = ("", "ai.onnx")
+_TOKEN = re.compile(r"(_token_\d+)?")
+
+
+def is_generated(name: str, op_type: str) -> bool:
+    """Whether ``name`` is one ONNX Runtime made up for a node an optimization inserted
+    (``ReorderOutput``, ``ReorderOutput_token_16``). Which of those nodes gets which suffix differs
+    from session to session, so such a name does not say which node it is."""
+    return name.startswith(op_type) and _TOKEN.fullmatch(name, len(op_type)) is not None
 
 
 def _identity(node: onnx.NodeProto) -> tuple[str, str, tuple[str, ...]]:
@@ -44,9 +53,24 @@ def observed_names(graph: onnx.GraphProto, observed: Observed) -> list[str] | No
     if len(observed) != len(graph.node):
         return None
     for (name, op_type), node in zip(observed, graph.node, strict=True):
-        if (node.name and node.name != name) or (op_type is not None and op_type != node.op_type):
+        renamed = node.name and node.name != name and not (
+            is_generated(node.name, node.op_type) and is_generated(name, node.op_type))
+        if renamed or (op_type is not None and op_type != node.op_type):
             return None
     return [name for name, _ in observed]
+
+
+def _generated_in_order(graph: onnx.GraphProto, names: list[str], observed: Observed) -> list[str]:
+    """``names`` with each made-up name (:func:`is_generated`) replaced by the profiler's name of the
+    node of that op type at the same place in execution order, where both count as many of them."""
+    out = list(names)
+    for op_type in {n.op_type for n in graph.node if is_generated(n.name, n.op_type)}:
+        at = [i for i, n in enumerate(graph.node) if n.op_type == op_type and is_generated(n.name, op_type)]
+        seen = [name for name, op in observed if op in (None, op_type) and is_generated(name, op_type)]
+        if len(at) == len(seen):
+            for i, name in zip(at, seen, strict=True):
+                out[i] = name
+    return out
 
 
 def profiler_names(graph: onnx.GraphProto, model_graph: onnx.GraphProto | None = None,
@@ -69,7 +93,7 @@ def profiler_names(graph: onnx.GraphProto, model_graph: onnx.GraphProto | None =
             continue
         index = indices.get(_identity(node))
         names.append(f"{node.op_type}_{index}" if index is not None else "")
-    return names
+    return _generated_in_order(graph, names, observed) if observed is not None else names
 
 
 def nodes_by_name(graph: onnx.GraphProto, model_graph: onnx.GraphProto | None = None,

@@ -23,6 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from layerperf.backends.base import Availability, RunPlan
+from layerperf.backends.torch.compiled import eager, hooks_warning_off
+from layerperf.backends.torch.hooks import own_calls
 from layerperf.backends.torch.options import INSTALL_HINT, TorchOptions, import_torch
 
 if TYPE_CHECKING:
@@ -50,7 +52,10 @@ class TorchBackend:
         # the cost model and numpy (importing it took 0.25 s more than this package alone, 0.03 s)
         from layerperf.backends.torch import driver  # lazy: the start-up of --help (above)
 
-        return driver.profile(model, plan, options, collectors)
+        # an in-code profile running meanwhile (layerperf.torch) records none of these calls; compiled code
+        # runs eagerly, its original modules hooked (see compiled.py)
+        with own_calls(), eager(), hooks_warning_off():
+            return driver.profile(model, plan, options, collectors)
 
     def single_op(self) -> None:
         """None: one operator in isolation is not measured on PyTorch (yet); `layerperf bench` refuses it."""

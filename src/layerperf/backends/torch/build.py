@@ -29,10 +29,11 @@ def build_profile(metadata: Metadata, layers: list[Layer], runs: list[Run], *, l
 
 
 def graph_summary(model: TorchModel, rec: Recorder) -> GraphSummary:
-    """The model's inputs (its forward's parameter names), outputs (the last top-level module's) and
-    parameters' bytes."""
+    """The model's inputs (its forward's parameter names), outputs (the last top-level module's, under
+    the root's row where it is one) and parameters' bytes."""
     params = {name: p.numel() * p.element_size() for name, p in model.module.named_parameters()}
-    tops = [s for s in rec.seen if s.parent is None]
+    top = 0 if rec.root_row else None
+    tops = [s for s in rec.seen if s.parent == top]
     outputs = tuple(t.name for t in tops[-1].outputs) if tops else ()
     return GraphSummary(tuple(n for n, _ in input_names(model)), outputs, params)
 

@@ -17,7 +17,7 @@ from layerperf.backends.torch.memory import allocation_report
 from layerperf.backends.torch.models import TorchModel, load
 from layerperf.backends.torch.options import TorchOptions
 from layerperf.backends.torch.record import Recorder, Seen, input_names
-from layerperf.backends.torch.runner import Runner
+from layerperf.backends.torch.runner import PLAIN, WARMUP, Runner
 from layerperf.collectors.timer import Timing
 from layerperf.data.metadata import Metadata
 from layerperf.data.profile import Layer, Measurement, Profile
@@ -40,12 +40,14 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
     if cuda:  # see backends/torch/cuda.py
         loaded = on_gpu.to_device(loaded, "cuda")
     runner = Runner(loaded, synchronize=cuda)
-    rec = runner.record()
+    # the model's own code a row (level 1; at level 2 its ops are), but not an ONNX graph's interpreter
+    rec = runner.record(root=options.level == 1 and loaded.onnx is None)
     weights = frozenset(i.name for i in loaded.onnx.graph.initializer) if loaded.onnx is not None else frozenset()
     layers = layers_from(rec, weights, "cuda" if cuda else "cpu")
     index = runner.index(rec)
     for _ in range(plan.warmup):
-        runner.call()
+        runner.call(WARMUP)
+    runner.stage = PLAIN  # the plain runs the profiled ones alternate with
     if options.level == 2:
         if collectors.counters or collectors.memory:
             raise InputError("perf counters and the memory profile run at --level 1 (modules) only")
@@ -65,8 +67,9 @@ def profile(model: Any, plan: RunPlan, options: TorchOptions, collectors: Collec
                          profiled_cpu_ns=runner.cpu_ns, graph=graph_summary(loaded, rec),
                          measurement=measurement(loaded, plan, bool(plain.wall_ns)), warnings=warnings(loaded, rec))
     if collectors.counters or collectors.memory:
-        collectors.driver(len(layers)).run(lambda c: runner.hooked_pass(index, c)).fill(prof)
+        collectors.driver(len(layers)).run(lambda c: runner.hooked_pass(index, c, stage="counting pass")).fill(prof)
     if collectors.memory:  # what torch's allocator did, per module: one more pass under torch.profiler
+        runner.stage = "memory pass"
         prof.memory = allocation_report(runner.call, index, prof, on_gpu.device_name("cuda") if cuda else "cpu")
     return prof
 
@@ -114,7 +117,7 @@ def cuda_timed_runs(runner: Runner, index: dict[int, int], plan: RunPlan,
 def allocator_pass(runner: Runner, index: dict[int, int], api: on_gpu.CudaApi | None = None) -> on_gpu.CudaEvents:
     """One more pass, untimed, reading the caching allocator's counters at every module boundary."""
     events = on_gpu.CudaEvents(api, allocator=True)
-    runner.hooked_pass(index, events)
+    runner.hooked_pass(index, events, stage="allocator pass")
     return events
 
 

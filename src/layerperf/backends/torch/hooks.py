@@ -5,15 +5,40 @@ The hooks are global (``torch.nn.modules.module.register_module_forward_pre_hook
 however many modules, and a module not in the profiled model is looked up and passed over. They are
 installed for a profiled pass only: a module with no hook left takes torch's fast call path again,
 so the plain runs they alternate with carry no cost of them.
+
+Global hooks see every module call in the process, layerperf's own included: the untimed re-run an
+in-code profile makes for its shapes and FLOPs, a loss re-run, an optimizer step replayed, a backend's
+passes. Those run inside :func:`own_calls`, and an in-code profiler passes over what runs there
+(:data:`OWN_CALLS`), so a profiler nested in another, or overlapping it, records none of the other's
+passes as a run of its own.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 Boundary = Callable[[int], None]
+
+#: The threads (``threading.get_ident()``) now calling a model for layerperf itself (see :func:`own_calls`).
+OWN_CALLS: set[int] = set()
+
+
+@contextmanager
+def own_calls() -> Iterator[None]:
+    """While inside, the module calls and optimizer steps on this thread are layerperf's own (a pass for
+    shapes and FLOPs, a backend's runs): no in-code profiler records them."""
+    tid = threading.get_ident()
+    if tid in OWN_CALLS:  # already inside one
+        yield
+        return
+    OWN_CALLS.add(tid)
+    try:
+        yield
+    finally:
+        OWN_CALLS.discard(tid)
 
 
 @contextmanager

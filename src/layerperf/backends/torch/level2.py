@@ -77,7 +77,7 @@ class Level2Run:
             c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             ranges.begin_pass()
             try:
-                self.runner.call()
+                self.runner.call("level-2 run recording shapes" if shapes else "level-2 profiled run")
             finally:
                 ranges.end_pass()
             t1, c1 = time.perf_counter_ns(), time.thread_time_ns()

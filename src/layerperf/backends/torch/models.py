@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.backends.base import RunPlan
+from layerperf.backends.torch.compiled import compiled_note, compiled_parts, original
 from layerperf.backends.torch.from_onnx import onnx_module
 from layerperf.errors import BackendError, InputError
 
@@ -97,7 +98,7 @@ def _factory(spec: str, plan: RunPlan) -> TorchModel:
     try:
         made = factory()
     except Exception as exc:  # the user's code: any failure is theirs to read, in one line
-        raise InputError(f"{spec}: the factory raised {type(exc).__name__}: {_one_line(exc)}") from None
+        raise InputError(f"{spec}: the factory raised {type(exc).__name__}: {one_line(exc)}") from None
     desc = {"name": f"{path.stem}:{attr}", "path": str(path.resolve())}
     if isinstance(made, torch.nn.Module):
         return _given(made, None, desc, plan)
@@ -118,7 +119,7 @@ def _import_file(path: Path) -> Any:
         spec.loader.exec_module(mod)
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise InputError(f"{path}: importing it raised {type(exc).__name__}: {_one_line(exc)}") from None
+        raise InputError(f"{path}: importing it raised {type(exc).__name__}: {one_line(exc)}") from None
     return mod
 
 
@@ -156,19 +157,25 @@ def _from_shapes(plan: RunPlan) -> tuple[Any, ...]:
 
 
 def _checked(model: TorchModel) -> TorchModel:
+    parts = compiled_parts(model.module)
+    if parts:  # profiled through the module it compiles, eagerly (see compiled.py)
+        model.module = original(model.module)
+        model.warnings.extend(compiled_note(parts))
     if model.module.training:
         model.warnings.append(f"{model.description.get('name', 'the model')} is in training mode (dropout and "
                               "batch-norm statistics update): call .eval() to profile inference")
     return model
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:300] + ("…" if len(text) > 300 else "")
 
 
-def forward_failed(exc: BaseException, model: TorchModel) -> BackendError:
-    """The module's forward failing on its inputs, in torch's own words, one line."""
+def forward_failed(exc: BaseException, model: TorchModel, where: str | None = None) -> BackendError:
+    """The module's forward failing on its inputs, in torch's own words, one line; ``where``: which call
+    of the model (``call 3 of the model (warm-up run 2)``)."""
     shapes = ", ".join("x".join(map(str, a.shape)) for a in model.args if hasattr(a, "shape"))
     name = model.description.get("name", "the model")
-    return BackendError(f"{name}: forward failed on inputs [{shapes}]: {type(exc).__name__}: {_one_line(exc)}")
+    at = f" {where}:" if where else ""
+    return BackendError(f"{name}:{at} forward failed on inputs [{shapes}]: {type(exc).__name__}: {one_line(exc)}")

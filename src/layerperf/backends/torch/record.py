@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from layerperf.backends.torch.compiled import named_modules
 from layerperf.cost.aten import live as aten_live
 from layerperf.data.tensor import TensorInfo
 
@@ -78,6 +79,7 @@ class Recorder:
         self.names: dict[int, tuple[str, Any]] = dict(input_names)  # tensor id -> (name, tensor kept alive)
         self.root_ops: list[str] = []
         self.root_unknown: set[str] = set()
+        self.root_row = False  # the root module is a row of its own (seen[0]), its children under it
 
     def _name(self, t: Any, fallback: str) -> str:
         known = self.names.get(id(t))
@@ -170,16 +172,28 @@ def counting_mode(on_op: Any) -> Any:
     return Mode()
 
 
-def record(model: Any, call: Any) -> Recorder:
-    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (root aside).
+def root_name(module: Any, paths: set[str]) -> str:
+    """The row of a model's own code (its root module's forward outside its children): the root's class
+    name, ``<class> (model)`` where a submodule has that path."""
+    name = type(module).__name__
+    return name if name not in paths else f"{name} (model)"
+
+
+def record(model: Any, call: Any, *, root: bool = False) -> Recorder:
+    """Run ``call()`` once with the recorder's hooks and dispatch mode on ``model``'s modules (``root``:
+    the root module too, its row named by :func:`root_name`).
 
     The hooks are each module's own, registered with ``with_kwargs=True`` for this one untimed pass:
     a module called with keyword arguments (``embeddings(input_ids=ids)``) has its tensors among its
     inputs, which the global hooks of the timed passes are not given."""
     own = getattr(model.module, "layerperf_paths", {})
-    modules = {id(m): (own.get(id(m), path), m) for path, m in model.module.named_modules() if path}
+    modules = {id(m): (own.get(id(m), path), m) for path, m in named_modules(model.module)}
+    if root:
+        modules = {id(model.module): (root_name(model.module, {p for p, _ in modules.values()}), model.module),
+                   **modules}
     inputs = {id(t): (n, t) for n, t in input_names(model)}
     rec = Recorder(modules, inputs)
+    rec.root_row = root
     with _kwargs_hooks([m for _, m in modules.values()], rec), counting_mode(rec.op):
         call()
     return rec

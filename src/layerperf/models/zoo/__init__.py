@@ -19,9 +19,9 @@ from onnx import ModelProto
 
 from layerperf.models.zoo._cache import BUILDER_VERSION, cache_dir, cache_file, write_atomic
 from layerperf.models.zoo._graph import GraphBuilder
-from layerperf.models.zoo._registry import MODELS, ModelSpec, check_args, lookup
+from layerperf.models.zoo._registry import MODELS, ModelSpec, check_args, ignored_size, lookup
 
-__all__ = ["BUILDER_VERSION", "build", "cache_dir", "describe", "names", "path"]
+__all__ = ["BUILDER_VERSION", "build", "cache_dir", "describe", "ignored_size", "names", "path"]
 
 DEFAULT_BATCH = 1
 DEFAULT_IMAGE_SIZE = 224

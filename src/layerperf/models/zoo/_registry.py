@@ -77,6 +77,21 @@ def lookup(name: str) -> ModelSpec:
     return spec
 
 
+def ignored_size(name: str, image_size: int | None, seq_len: int | None) -> str | None:
+    """The warning for a size option the built-in model ``name`` has no use for (``--seq-len`` on an image
+    model), or None (not a built-in model, or nothing ignored)."""
+    spec = MODELS.get(name)
+    if spec is None:
+        return None
+    options = (("image_size", "--image-size", image_size), ("seq_len", "--seq-len", seq_len))
+    given = [flag for arg, flag, value in options if value is not None and arg != spec.size_arg]
+    if not given:
+        return None
+    kind = "an image model" if spec.size_arg == "image_size" else "a text model"
+    own = "--image-size" if spec.size_arg == "image_size" else "--seq-len"
+    return f"{given[0]} does not apply to {name} ({kind}, sized by {own}): ignored"
+
+
 def _check_int(arg: str, value: object, lowest: int, highest: int | None = None) -> int:
     # bool is an int subclass, but batch=True is a mistake rather than batch=1.
     if not isinstance(value, int) or isinstance(value, bool):

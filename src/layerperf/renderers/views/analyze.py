@@ -92,8 +92,10 @@ def _notes(table: Calls) -> list[str]:
     meta = table.meta
     runs = meta.get("runs")
     lines = [f"{meta.get('events', 0)} events, {len(table)} op calls"
-             + (f", {runs} runs" if runs else "")
+             + (f", {units.count(runs, 'run')}" if runs else "")
              + f"; total self time {units.duration_us(analysis.grand_total_ns(table) / 1e3)}"]
+    if meta.get("empty"):  # a profile of no timed run says why
+        lines.insert(0, f"empty profile: {meta['empty']}")
     if meta.get("device_unlinked"):
         lines.append(f"{meta['device_unlinked']} device activities linked to no op are rows of their own")
     if table.has_device:

@@ -38,7 +38,7 @@ def prose(key: str, header: str, priority: int = 2) -> Column:
 # self time and type, the work and rates, and last the shapes and the provider.
 LAYER_COLUMNS: tuple[Column, ...] = (
     Column("median_us", "self time", units.duration_us, priority=1),
-    Column("share", "self %", units.percent, priority=KEEP),
+    Column("share", "self %", lambda v: v if isinstance(v, str) else units.percent(v), priority=KEEP),  # str: marked
     Column("cum_share", "cumulative", units.percent),
     name_column("name", "name"),
     text("op_type", "type", priority=1, min_width=TYPE_MIN),
@@ -60,9 +60,21 @@ INT_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def layer_columns(int_ops: bool) -> list[Column]:
-    """The layer table's columns, with the integer-work ones after FLOPS when ``int_ops``."""
-    return with_int_columns(LAYER_COLUMNS) if int_ops else list(LAYER_COLUMNS)
+FLOAT_KEYS = ("flops", "flops_per_s")
+
+
+def layer_columns(int_ops: bool, mostly_int: bool = False) -> list[Column]:
+    """The layer table's columns, with the integer-work ones after FLOPS when ``int_ops``; when
+    ``mostly_int`` (integer work outweighs float work: a quantized model) int ops and OP/s are kept
+    before computation and FLOPS in a narrow terminal."""
+    if not int_ops:
+        return list(LAYER_COLUMNS)
+    cols = with_int_columns(LAYER_COLUMNS)
+    if mostly_int:
+        swap = {c.key: c.priority for c in cols if c.key in FLOAT_KEYS}
+        cols = [replace(c, priority=swap["flops"]) if c in INT_COLUMNS else
+                replace(c, priority=INT_COLUMNS[0].priority) if c.key in swap else c for c in cols]
+    return cols
 
 
 def with_int_columns(columns: Sequence[Column]) -> list[Column]:
@@ -71,6 +83,21 @@ def with_int_columns(columns: Sequence[Column]) -> list[Column]:
     at = next((i + 1 for i, c in enumerate(cols) if c.key == "flops_per_s"), len(cols))
     cols[at:at] = INT_COLUMNS
     return cols
+
+
+# perf's software clocks count nanoseconds: shown as a time, with its unit
+NS_COUNTERS = frozenset(("task-clock", "cpu-clock"))
+DERIVED = ("_per_flop",)  # metrics computed from a counter (not asked for by name)
+
+
+def _counter_format(label: str) -> Callable[[Any], str]:
+    base = label.removesuffix("_per_call")
+    per_flop = base.endswith("_per_flop")
+    if base.removesuffix("_per_flop").split(":")[0] not in NS_COUNTERS:
+        return lambda v: units.si(v)
+    if per_flop:
+        return lambda v: units.si(v, "ns/FLOP")
+    return lambda v: units.duration_us(v / 1000.0) if v is not None else "?"
 
 
 def _time_ratio(v: float) -> str:
@@ -83,19 +110,21 @@ def _beside(key: str, labels: Sequence[str]) -> bool:
 
 
 def counter_columns(labels: Sequence[str]) -> list[Column]:
-    """The counter keys' columns: counts and metrics; each count's CV over the passes as a percentage;
-    the stepwise/in-situ time ratio, flagged ``!`` when off by more than 20% (the flag's own key is
-    for programs: the cell says it)."""
+    """Columns of the counters asked for (``--events``), kept before most others in a narrow terminal
+    (the user named them), and their derived metrics; a clock counted in ns prints as a time. Beside each
+    count its CV over the passes (a percentage) and the same count sampled in situ where taken; the
+    stepwise/in-situ time ratio, flagged ``!`` when off by more than 20% (the flag's own key is for
+    programs: the cell says it)."""
     out = []
     for label in labels:
         if label == "stepwise_ratio":
             out.append(Column(label, "stepwise/in-situ", _time_ratio, priority=2))
         elif label != "stepwise_off" and not _beside(label, labels):
-            out.append(Column(label, label, lambda v: units.si(v), priority=2))
+            out.append(Column(label, label, _counter_format(label), priority=3 if label.endswith(DERIVED) else 1))
             if f"{label}_cv" in labels:  # the spread beside its median
                 out.append(Column(f"{label}_cv", "cv", lambda v: f"{100 * v:.0f}%", priority=3))
             if f"{label}_insitu" in labels:  # the same count, sampled in the real run
-                out.append(Column(f"{label}_insitu", "in situ", lambda v: units.si(v), priority=3))
+                out.append(Column(f"{label}_insitu", "in situ", _counter_format(label), priority=3))
     return out
 
 

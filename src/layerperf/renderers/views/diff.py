@@ -25,8 +25,9 @@ def speedup(v: Any) -> str:
 
 
 DIFF_COLUMNS: tuple[Column, ...] = (
-    name_column("key", "name"),
-    text("op_type", "type", priority=1, min_width=TYPE_MIN),
+    # a row found only in B has no name or type in A: where B's columns are left out, B's stand in
+    replace(name_column("key", "name"), stand_in="key_b"),
+    replace(text("op_type", "type", priority=1, min_width=TYPE_MIN), stand_in="op_type_b"),
     Column("calls_a", "calls A", priority=3),
     Column("calls_b", "calls B", priority=3),
     Column("time_a_us", "time A", units.duration_us, priority=1),

@@ -117,7 +117,7 @@ def summary_lines(rep: MemoryReport) -> list[str]:
     lines = []
     if rep.peak_index >= 0:
         node = rep.nodes[rep.peak_index]
-        lines.append(f"peak live tensors: {b(rep.peak_bytes)} while node {rep.peak_index} of {len(rep.nodes)} "
+        lines.append(f"peak live tensors: {b(rep.peak_bytes)} while node {rep.peak_index + 1} of {len(rep.nodes)} "
                      f"runs: {rep.peak_node} ({node.op_type})")
     source = {"allocator peak": "the allocator's live bytes at their peak over one pass, from its events",
               "arena growth": "ONNX Runtime's arena growth over a fresh session's first runs",
@@ -131,7 +131,7 @@ def summary_lines(rep: MemoryReport) -> list[str]:
     rt = rep.runtime
     if rt and rt.rss_hwm_bytes is not None:
         runs = len(rt.arena_runs) or len({s.run for s in rt.rss_samples})  # a backend with no arena: its samples'
-        lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {runs} runs: "
+        lines.append(f"resident memory, sampled every {rt.sample_rate} node(s) of {units.count(runs, 'run')}: "
                      f"baseline {b(rt.rss_baseline_bytes)}, high-water {b(rt.rss_hwm_bytes)} "
                      f"(+{b(rt.rss_growth_bytes)})")
     return lines

@@ -140,7 +140,8 @@ def above_peak(rows: Sequence[Mapping[str, Any]], ref: Reference | None, run: st
     kind, peak, threads, rate_key = ref.peak_of(top)
     unit = kind.partition(" ")[2]
     rate = _si(float(top[rate_key]), unit) if top.get(rate_key) is not None else "?"
-    head = (f"{len(over)} {what} ran above the calibrated peak: {top.get('name')} ran at {rate}, "
+    quick = "--quick " if ref.peaks.quick else ""
+    head = (f"{len(over)} {what} ran above the {quick}calibrated peak: {top.get('name')} ran at {rate}, "
             f"{float(top[KEY]):.0f}% of the {kind} peak {_si(peak or 0.0, unit)} that "
             f"{calibration_name(ref.peaks)}{_on(ref.peaks, ' of ')} measured at {threads_text(threads)}; "
             f"its rate is {run}")

@@ -54,6 +54,37 @@ def marked_shapes(rows: Sequence[Row], layers: Sequence[Layer]) -> list[Row]:
     return out
 
 
+OUTLIER_RATIO = 3.0  # a layer whose mean per call is this many times its median rests on a few slow calls
+OUTLIER_MARK = " *"
+
+
+def marked_outliers(rows: Sequence[Row]) -> tuple[list[Row], list[Row]]:
+    """Rows whose self % (calls x mean) rests on outlier calls, their self % shown with
+    :data:`OUTLIER_MARK`: the mean per call above :data:`OUTLIER_RATIO` times the median (one call preempted
+    on a busy host, a first call's setup). The rows as shown, and those marked."""
+    out: list[Row] = []
+    marked: list[Row] = []
+    for row in rows:
+        mean, median, share = row.get("mean_us"), row.get("median_us"), row.get(RANK_KEY)
+        if share is not None and mean is not None and median and mean > OUTLIER_RATIO * median:
+            row = {**row, RANK_KEY: units.percent(share) + OUTLIER_MARK}
+            marked.append(row)
+        out.append(row)
+    return out, marked
+
+
+def outlier_note(marked: Sequence[Row]) -> list[Note]:
+    """The legend of :data:`OUTLIER_MARK`, with the figures of the most inflated row."""
+    if not marked:
+        return []
+    top = max(marked, key=lambda r: float(r["mean_us"]) / float(r["median_us"]))
+    return [Note(f"{OUTLIER_MARK.strip()} = self % rests on outlier calls ({len(marked)} of the rows shown): the mean "
+                 f"per call is over {OUTLIER_RATIO:g}x the median, so ranked by median these rows would sit lower "
+                 f"(e.g. {top.get('name')}: median {units.duration_us(top['median_us'])}, mean "
+                 f"{units.duration_us(top['mean_us'])}, max {units.duration_us(top.get('max_us'))}); "
+                 "more --runs on a quieter host settle it", "warning")]
+
+
 def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
     """The layers as programs read them (layers.csv): the columns of :data:`layerperf.data.table.COLUMNS`,
     then counters and metrics; every layer in execution order unless ``rows`` says which."""
@@ -62,7 +93,8 @@ def layers_section(prof: Profile, rows: Sequence[Row] | None = None) -> Section:
 
 
 def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[Column]:
-    columns = layer_columns((summ["int_ops"] or 0) > 0)
+    int_ops = summ["int_ops"] or 0
+    columns = layer_columns(int_ops > 0, mostly_int=int_ops > (summ["flops"] or 0))
     if calibrated:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
     columns += counter_columns(extra_columns(prof))
@@ -92,7 +124,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     machine = prof.metadata.machine
     ref, peak_notes = peak.reference(machine.to_json() if machine else None, run_threads(prof, summ), peaks)
     table = peak.with_pcts(prof.table(), ref)
-    peak_notes += peak.above_peak(table, ref, f"the median per call of this profile's {summ['runs']} runs at "
+    runs = units.count(summ["runs"], "run")
+    peak_notes += peak.above_peak(table, ref, f"the median per call of this profile's {runs} at "
                                               f"{peak.threads_text(run_threads(prof, summ))}")
     layers = table if top is None else ranked(table, top)
     doc = {"summary": summ, "layers": layers, "files": {k: str(v) for k, v in written.items()}, "extra": prof.extra}
@@ -100,10 +133,11 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
     section = layers_section(prof, layers)
     if for_people(fmt):
         rows = ranked(table, DEFAULT_TOP if top is None else top)
-        section = Section(columns=_columns(prof, summ, ref is not None), rows=rows,
-                          shown=marked_shapes(rows, prof.layers),
+        shown, outliers = marked_outliers(marked_shapes(rows, prof.layers))
+        section = Section(columns=_columns(prof, summ, ref is not None), rows=rows, shown=shown,
                           title=profile_title(prof, len(rows), summ["layers"]), keys=section.keys,
-                          notes=(*summary_notes(prof, summ), *peak_notes, *wrote_notes(written)))
+                          notes=(*summary_notes(prof, summ), *outlier_note(outliers), *peak_notes,
+                                 *wrote_notes(written)))
     return View(sections=(section,), doc=doc)
 
 
@@ -254,7 +288,7 @@ def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     meta = prof.metadata
     return [
         f"backend: {meta.backend} {meta.backend_version} ({meta.provider}), "
-        f"{_backend_options(meta)}, {_threads(prof, summ)}, {summ['runs']} runs",
+        f"{_backend_options(meta)}, {_threads(prof, summ)}, {units.count(summ['runs'], 'run')}",
         *_inputs(summ),
         _latency(summ),
         f"sum of layer medians {units.duration_us(summ['layers_sum_median_us'])}; total {work_line(summ)}",
