@@ -106,5 +106,8 @@ class InSituRuns:
             got = np.zeros((len(order), n_events))
             for thread in samples.values():
                 got += np.asarray(attribute(thread, intervals, len(order), n_events)[0])
+            ran = np.zeros(len(order), bool)
+            ran[[slot for slot, _, _ in intervals]] = True
+            got[~ran] = np.nan  # a layer this run did not record: unknown, not 0
             counts.append(got)
         return [[r.get(name, math.nan) for r in per_run] for name in order], counts
