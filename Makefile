@@ -43,7 +43,7 @@ system-deps:
 
 setup: $(BIN)/python system-deps
 	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
-	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch,ray,parquet]'
+	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch,tvm,ray,parquet,predict]'
 
 demo: setup
 	$(BIN)/layerperf profile $(MODEL) --out $(OUT) --report
@@ -69,7 +69,7 @@ lock:
 	rm -rf .venv-lock
 	$(PYTHON) -m venv .venv-lock
 	$(call PIP,.venv-lock) --upgrade pip setuptools wheel
-	$(call PIP,.venv-lock) $(TORCH_SRC) '.[test,pandas,torch,ray,parquet]'
+	$(call PIP,.venv-lock) $(TORCH_SRC) '.[test,pandas,torch,tvm,ray,parquet,predict]'
 	{ echo "# Exact versions \`make setup\` installs (a constraints file). Made by \`make lock\` with"; \
 	  echo "# $$(.venv-lock/bin/python -V) on $$(date -u +%Y-%m-%d); regenerate on purpose, then run make test."; \
 	  .venv-lock/bin/python -m pip freeze --all --exclude layerperf; } > $(LOCK).tmp

@@ -1,20 +1,25 @@
-"""Analysing a 1,000,000-event trace: layerperf next to json.load + pandas groupby, same file, same run.
+"""``layerperf analyze`` on traces of 1M to 30M events: wall time and peak RSS per size, side by side.
 
-    .venv/bin/python benchmarks/analyze_scale.py [--events 1000000] [--keep DIR]
-    .venv/bin/python benchmarks/analyze_scale.py --before /tmp/old/src   # another checkout, alternately
+    .venv/bin/python benchmarks/analyze_scale.py --events 1000000,10000000,30000000
+    .venv/bin/python benchmarks/analyze_scale.py --events 1000000 --formats ort --before /tmp/old/src
 
-Writes a Trace Event Format file shaped like ONNX Runtime's node events (name, cat, ph, ts, dur,
-pid, tid, args with op_name, provider, input/output shapes), 200 nodes per run, then runs each tool
-in its own subprocess so its peak RSS is its own, and prints wall time and peak RSS of both. The
-peer (pandas) runs only when pandas is installed (pip install 'layerperf[pandas]'). ``--before SRC``
-names another checkout's ``src`` folder: its ``layerperf analyze`` runs alternately with this one's
-on the same file, and the ratio of their medians is printed.
+For each size, format (``ort``: ONNX Runtime's profile, read by its reader; ``kineto``: a PyTorch
+profiler trace, read by the Kineto reader; see ``trace_gen.py``) and compression (plain, gzip), the
+trace is generated chunk by chunk (never held whole) into ``--dir`` and ``layerperf analyze`` runs on
+it in its own subprocess, ``--repeat`` times (median reported). Peak RSS is the largest of the
+process's own high-water mark and the sum over it and its children sampled every 5 ms (layerperf
+reads a big plain file in two processes). ``--before SRC`` runs another checkout's analyze on the
+same files, alternately. The peers — ``json.load`` + pandas groupby, and Holistic Trace Analysis's
+parser (Kineto traces) — run where the trace has at most ``--peer-max`` events and they are
+installed. Each generated trace is deleted after its runs unless ``--keep``. The load average is
+printed before and after each measurement: the machine is shared.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,36 +27,29 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-import orjson
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-OPS = ("Conv", "Relu", "MaxPool", "Gemm", "Add", "MatMul", "Softmax", "LayerNormalization")
+from trace_gen import WRITERS  # noqa: E402 - the benchmark's own helper, beside it
 
-PEER = """
-import json, sys
+PANDAS = """
+import json, sys, gzip
 import pandas as pd
-with open(sys.argv[1]) as f:
+opener = gzip.open if sys.argv[1].endswith(".gz") else open
+with opener(sys.argv[1], "rt") as f:
     doc = json.load(f)
 events = doc["traceEvents"] if isinstance(doc, dict) else doc
 df = pd.json_normalize([e for e in events if e.get("ph") == "X"])
-g = df.groupby("name").agg(time_us=("dur", "sum"), calls=("dur", "size"), op_type=("args.op_name", "first"))
+g = df.groupby("name").agg(time_us=("dur", "sum"), calls=("dur", "size"))
 print(g.sort_values("time_us", ascending=False).head(20).to_string()[:0], end="")
 """
 
-
-def make_trace(path: Path, n_events: int, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    nodes = [(f"/model/layer{i}/{OPS[i % len(OPS)]}", OPS[i % len(OPS)]) for i in range(200)]
-    durs = rng.integers(1, 500, n_events).tolist()
-    events, ts = [], 1000
-    for i, dur in enumerate(durs):
-        name, op = nodes[i % len(nodes)]
-        events.append({"ph": "X", "cat": "Node", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                       "args": {"op_name": op, "provider": "CPUExecutionProvider",
-                                "input_type_shape": [{"float": [1, 64, 56, 56]}, {"float": [64, 64, 3, 3]}],
-                                "output_type_shape": [{"float": [1, 64, 56, 56]}]}})
-        ts += dur + 1
-    path.write_bytes(orjson.dumps({"traceEvents": events}))
+HTA = """
+import sys
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+analyzer.get_gpu_kernel_breakdown(visualize=False)
+"""
 
 
 def _tree_rss_kib(pid: int) -> int:
@@ -67,14 +65,10 @@ def _tree_rss_kib(pid: int) -> int:
     return total + sum(_tree_rss_kib(c) for c in children)
 
 
-def measure(argv: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MiB, exit code) of a command run on its own.
-
-    The peak is the larger of the process's own high-water mark and the largest sum of its and its
-    children's resident memory seen every 5 ms (layerperf reads a big trace in two processes).
-    """
+def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MiB, exit code) of a command run on its own."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     tree_peak = 0
     done = threading.Event()
 
@@ -89,61 +83,106 @@ def measure(argv: list[str]) -> tuple[float, float, int]:
     wall = time.perf_counter() - start
     done.set()
     sampler.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, max(usage.ru_maxrss, tree_peak) / 1024, proc.returncode
+    code = os.waitstatus_to_exitcode(status)
+    if code and proc.stderr is not None:
+        sys.stderr.write(proc.stderr.read().decode(errors="replace")[-400:])
+    return wall, max(usage.ru_maxrss, tree_peak) / 1024, code
 
 
-HERE_SRC = Path(__file__).resolve().parent.parent / "src"
-
-
-def analyze_argv(src: Path, trace: Path) -> list[str]:
+def analyze_argv(src: Path, trace: Path, extra: list[str]) -> list[str]:
     code = f"import sys; sys.path.insert(0, {str(src)!r}); from layerperf.cli import entry; sys.exit(entry())"
-    return [sys.executable, "-c", code, "analyze", str(trace), "--format", "csv"]
+    return [sys.executable, "-c", code, "analyze", str(trace), "--format", "csv", *extra]
 
 
-def _summary(label: str, runs: list[tuple[float, float, int]]) -> tuple[float, float, int]:
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _fits(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _median(runs: list[tuple[float, float, int]]) -> tuple[float, float, int]:
     walls = sorted(r[0] for r in runs)
-    out = (walls[len(walls) // 2], max(r[1] for r in runs), max(r[2] for r in runs))
-    print(f"{label + ' analyze':26s}: {out[0]:6.2f} s wall, {out[1]:7.0f} MiB peak RSS (exit {out[2]})"
-          f"  [median of {len(runs)}: " + ", ".join(f"{w:.2f}" for w in walls) + " s]")
-    return out
+    return walls[len(walls) // 2], max(r[1] for r in runs), max(r[2] for r in runs)
+
+
+def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]:
+    """Generate one trace, measure every tool on it, delete it; the table's lines."""
+    suffix = ".json.gz" if gz else ".json"
+    path = Path(args.dir) / f"{fmt}_{n}{suffix}"
+    if not path.exists():
+        t0 = time.perf_counter()
+        code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
+                f"from trace_gen import WRITERS; WRITERS[{fmt!r}](Path({str(path)!r}), {n})")
+        subprocess.run([sys.executable, "-c", code], check=True)  # its memory is not the benchmark's
+        print(f"  generated {path.name} in {time.perf_counter() - t0:.0f} s", flush=True)
+    size = path.stat().st_size / 2**20
+    trees = ([("before", args.before)] if args.before else []) + [("layerperf", HERE.parent / "src")]
+    runs: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in trees}
+    before_load = load()
+    for _ in range(args.repeat):  # alternately, so that the host's slow spells hit both alike
+        for label, src in trees:
+            runs[label].append(measure(analyze_argv(src, path, args.analyze_args.split())))
+    lines = []
+    for label, rs in runs.items():
+        wall, rss, code = _median(rs)
+        lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | {label} | {wall:.2f} | "
+                     f"{rss:,.0f} | {code} | {before_load} → {load()} |")
+    if n <= args.peer_max:
+        if _fits("pandas"):
+            wall, rss, code = measure([sys.executable, "-c", PANDAS, str(path)])
+            lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | json.load + pandas | "
+                         f"{wall:.2f} | {rss:,.0f} | {code} | {load()} |")
+        if fmt == "kineto" and _fits("hta"):
+            with tempfile.TemporaryDirectory() as d:
+                os.link(path, Path(d) / f"rank-0{suffix}")
+                wall, rss, code = measure([sys.executable, "-c", HTA, d])
+            lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | HTA parser | {wall:.2f} | "
+                         f"{rss:,.0f} | {code} | {load()} |")
+    if not args.keep:
+        path.unlink()
+    for line in lines:
+        print(line, flush=True)
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--keep", metavar="DIR", help="write the trace here and keep it")
-    parser.add_argument("--repeat", type=int, default=3, help="layerperf runs; the median is reported (default 3)")
+    parser.add_argument("--events", default="1000000", help="sizes, comma-separated (default 1000000)")
+    parser.add_argument("--formats", default="ort,kineto", help="ort, kineto (default both)")
+    parser.add_argument("--compress", default="plain,gzip", help="plain, gzip (default both)")
+    parser.add_argument("--repeat", type=int, default=1, help="layerperf runs per trace; the median is reported")
     parser.add_argument("--before", type=Path, help="another checkout's src folder, run alternately")
-    parser.add_argument("--make", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--analyze-args", default="",
+                        help="more arguments for layerperf analyze, e.g. '--aggregate-by kernel'")
+    parser.add_argument("--peer-max", type=int, default=1_000_000, help="largest trace the peers run on")
+    parser.add_argument("--dir", default=None, help="where traces are written (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated traces")
     args = parser.parse_args()
-    if args.make:
-        make_trace(Path(args.make), args.events)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(args.keep or tmp) / f"trace_{args.events}.json"
-        if not path.exists():
-            # in a subprocess: a child's peak RSS starts from its parent's size when it forks
-            subprocess.run([sys.executable, __file__, "--make", str(path), "--events", str(args.events)], check=True)
-        print(f"trace: {args.events:,} events, {path.stat().st_size / 2**20:.0f} MiB; {os.cpu_count()} CPUs")
-        trees = [("before", args.before), ("layerperf", HERE_SRC)] if args.before else [("layerperf", HERE_SRC)]
-        runs: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in trees}
-        for _ in range(args.repeat):  # alternately, so the host's slow spells hit both alike
-            for label, src in trees:
-                runs[label].append(measure(analyze_argv(src, path)))
-        results = {label: _summary(label, rs) for label, rs in runs.items()}
-        lp = results["layerperf"]
-        if args.before:
-            before = results["before"]
-            print(f"after / before            : time x{lp[0] / before[0]:.3f}, peak RSS x{lp[1] / before[1]:.3f}")
-        try:
-            import pandas  # noqa: F401
-        except ImportError:
-            print("json.load + pandas groupby: skipped (pandas not installed: pip install 'layerperf[pandas]')")
-            return
-        peer = measure([sys.executable, "-c", PEER, str(path)])
-        print(f"json.load + pandas groupby: {peer[0]:6.2f} s wall, {peer[1]:7.0f} MiB peak RSS (exit {peer[2]})")
-        print(f"ratio (peer / layerperf)  : time x{peer[0] / lp[0]:.2f}, peak RSS x{peer[1] / lp[1]:.2f}")
+    tmp = None
+    if args.dir is None:
+        tmp = args.dir = tempfile.mkdtemp(prefix="layerperf-scale-")
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
+    print(f"{os.cpu_count()} CPUs; load average (1/5/15 min) before/after each measurement; "
+          f"free disk {shutil.disk_usage(args.dir).free / 2**30:.0f} GiB in {args.dir}; "
+          f"layerperf analyze TRACE --format csv {args.analyze_args}".rstrip())
+    print("| format | events | file | MiB | tool | wall s | peak RSS MiB | exit | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    try:
+        for n in (int(x) for x in args.events.split(",")):
+            for fmt in args.formats.split(","):
+                if fmt not in WRITERS:
+                    raise SystemExit(f"unknown format {fmt}")
+                for comp in args.compress.split(","):
+                    bench_one(fmt, n, comp == "gzip", args)
+    finally:
+        if tmp is not None and not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -239,11 +239,27 @@ class Browser:
         """Key events for each character of text, as a user typing into the focused element."""
         self._cmd("POST", f"/element/{element}/value", {"text": text})
 
-    def hover(self, element: str) -> None:
-        """Move the mouse pointer to the centre of an element (mousemove/mouseover events, as a user's)."""
-        move = {"type": "pointerMove", "duration": 0, "origin": self.ref(element), "x": 0, "y": 0}
+    def hover(self, element: str, x: int = 0, y: int = 0) -> None:
+        """Move the mouse pointer to the centre of an element, or (x, y) from it (mousemove/mouseover events, as
+        a user's)."""
+        move = {"type": "pointerMove", "duration": 0, "origin": self.ref(element), "x": x, "y": y}
         self._cmd("POST", "/actions", {"actions": [
             {"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [move]}]})
+
+    def wheel(self, element: str, delta_y: float, x: int = 0, y: int = 0, delta_x: float = 0) -> None:
+        """A mouse wheel turned over an element (x, y: offset from its centre): deltaY < 0 is away from the user."""
+        scroll = {"type": "scroll", "x": x, "y": y, "deltaX": delta_x, "deltaY": delta_y, "duration": 0,
+                  "origin": self.ref(element)}
+        self._cmd("POST", "/actions", {"actions": [{"type": "wheel", "id": "wheel", "actions": [scroll]}]})
+
+    def drag(self, element: str, x0: int, x1: int, y: int = 0) -> None:
+        """Press the mouse at (x0, y) from an element's centre, move to (x1, y), release: a user's drag."""
+        moves = [{"type": "pointerMove", "duration": 0, "origin": self.ref(element), "x": x0, "y": y},
+                 {"type": "pointerDown", "button": 0},
+                 {"type": "pointerMove", "duration": 100, "origin": self.ref(element), "x": x1, "y": y},
+                 {"type": "pointerUp", "button": 0}]
+        self._cmd("POST", "/actions", {"actions": [
+            {"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": moves}]})
 
     def clear(self, element: str) -> None:
         self._cmd("POST", f"/element/{element}/clear")

@@ -13,15 +13,19 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from browser import Browser, require_binaries
 
 # conftest is imported before any test module, so before anything imports layerperf
 KEPT_CACHE = os.environ.get("LAYERPERF_TEST_CACHE")
@@ -53,6 +57,21 @@ def tiny_cnn(batch: int | str = 1) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
+def altered_copy(store: Path, path: Path, sql: str) -> Path:
+    """A copy of the store ``store`` at ``path``, ``sql`` run on it."""
+    path.write_bytes(store.read_bytes())
+    db = sqlite3.connect(path)
+    db.execute(sql)
+    db.commit()
+    db.close()
+    return path
+
+
+def from_another_machine(store: Path, path: Path) -> Path:
+    """A copy of the store ``store`` at ``path`` whose measurements say they ran on other hardware."""
+    return altered_copy(store, path, "UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("models") / "tiny_cnn.onnx"
@@ -71,3 +90,19 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     """Run the real command line in a subprocess, as a user would."""
     return subprocess.run([sys.executable, "-m", "layerperf", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a whole test module (a start costs ~1 s); each test loads its page afresh."""
+    with Browser(*require_binaries()) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    """Where screenshots go: $LAYERPERF_ARTIFACTS, else out/test-artifacts in the checkout (gitignored)."""
+    path = Path(os.environ.get("LAYERPERF_ARTIFACTS") or Path(__file__).resolve().parent.parent / "out"
+                / "test-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -37,29 +37,33 @@ from layerperf.models.source import open_model
 backends.register("replay", "backends.replay:ReplayBackend")
 
 M, K, N = 256, 512, 256  # the MatMuls: big enough that every layer's work stands above a boundary's cost
-DETS = 2048  # 4x4 matrices: Det is an op the cost model does not know
+# GridSample (2 images of 8x64x64 sampled at 64x64 points) is an op the cost model does not know, and one
+# every registered runtime runs (TVM's Relax frontend has no Det, which this model used before)
+IMAGE = (2, 8, 64, 64)
+POINTS = (2, 64, 64)
 BACKENDS = backends.names()
 
 
 def contract_model() -> onnx.ModelProto:
-    """x -> MatMul -> Add -> Relu -> MatMul -> Tanh -> Softmax -> y, and m -> Det -> d beside it."""
+    """x -> MatMul -> Add -> Relu -> MatMul -> Tanh -> Softmax -> y, and m -> GridSample -> d beside it."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array((rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32), "w1"),
              numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "b1"),
-             numpy_helper.from_array((rng.standard_normal((N, N)) / np.sqrt(N)).astype(np.float32), "w2")]
+             numpy_helper.from_array((rng.standard_normal((N, N)) / np.sqrt(N)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.uniform(-1.1, 1.1, (*POINTS, 2)).astype(np.float32), "grid")]
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
              helper.make_node("Add", ["a", "b1"], ["ab"], name="bias"),
              helper.make_node("Relu", ["ab"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "w2"], ["h"], name="mm2"),
              helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
              helper.make_node("Softmax", ["t"], ["y"], name="softmax", axis=-1),
-             helper.make_node("Det", ["m"], ["d"], name="det")]
+             helper.make_node("GridSample", ["m", "grid"], ["d"], name="sample")]
     graph = helper.make_graph(
         nodes, "contract",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K]),
-         helper.make_tensor_value_info("m", TensorProto.FLOAT, [DETS, 4, 4])],
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, list(IMAGE))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N]),
-         helper.make_tensor_value_info("d", TensorProto.FLOAT, [DETS])], inits)
+         helper.make_tensor_value_info("d", TensorProto.FLOAT, [IMAGE[0], IMAGE[1], *POINTS[1:]])], inits)
     # ir_version 9 and opset 17: what ONNX Runtime 1.31 loads
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
@@ -141,14 +145,14 @@ def test_flops_known_or_flagged_unknown(profiled: layerperf.Profile) -> None:
             assert layer.flops is not None and layer.flops >= 0, layer.name
         else:
             assert layer.flops is None, layer.name  # unknown, never a silent 0
-    det = [layer for layer in profiled.layers if layer.op_type == "Det"]
-    assert det and det[0].flops is None
+    sample = [layer for layer in profiled.layers if layer.op_type == "GridSample"]
+    assert sample and sample[0].flops is None
     from layerperf.analysis.summary import summary
 
     summ = summary(profiled)
     assert summ["flops_unknown_layers"] >= 1
     assert summ["flops"] >= 2 * (M * K * N + M * N * N)  # at least the two MatMuls' work, whatever fused them
-    assert any("Det" in w for w in profiled.warnings)
+    assert any("GridSample" in w for w in profiled.warnings)
 
 
 def test_save_load_round_trip(profiled: layerperf.Profile, saved: Path) -> None:
@@ -167,6 +171,9 @@ OPTION_KEYS = {
                     "max_events", "execution_mode", "inter_op_threads"},
     "torch": {"warmup", "runs", "threads", "seed", "shapes", "level"},
     "replay": {"warmup", "runs", "threads", "seed", "shapes", "replay_dtype"},
+    "tvm": {"warmup", "runs", "threads", "seed", "shapes", "target", "pipeline", "tune", "compare", "level",
+            "tune_strategy", "target_given", "tuning_state", "tuning_tasks", "tuning_trials_per_task",
+            "tuning_trials_run", "tuning_records", "tuning_s", "compile_s", "build_cached", "tvm_ffi"},
 }
 
 
@@ -271,7 +278,7 @@ def test_replay_computes_what_onnxruntime_does(replay_only: None) -> None:
     model = contract_model()
     rng = np.random.default_rng(1)
     feed = {"x": rng.standard_normal((M, K)).astype(np.float32),
-            "m": rng.standard_normal((DETS, 4, 4)).astype(np.float32)}
+            "m": rng.standard_normal(IMAGE).astype(np.float32)}
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
     got = Replayer(model, "float32").run(feed)
     np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-6)
@@ -364,7 +371,7 @@ def test_single_op_gives_the_graph_and_the_values_of_a_run(single_op: SingleOp, 
     feed = make_feed(source.proto, onnx_input_specs(source.proto))
     options = runtime_options(backend, "disable", "CPUExecutionProvider")
     graph = single_op.node_graph(source, feed, options)
-    assert {"mm1", "bias", "relu", "det"} <= set(graph.nodes) and graph.nodes["mm1"].op_type == "MatMul"
+    assert {"mm1", "bias", "relu", "sample"} <= set(graph.nodes) and graph.nodes["mm1"].op_type == "MatMul"
     values = single_op.values(graph.model, ["a", "r"], feed, options=options, data_dir=source.data_dir,
                               what=source.name)
     np.testing.assert_allclose(values["r"], np.maximum(values["a"] + numpy_helper.to_array(

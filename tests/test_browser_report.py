@@ -10,11 +10,9 @@ a missing browser fails them: a green CI run must have run them.
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,19 +35,6 @@ BACKSPACE = "\ue003"
 # --- the browser ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole module (a start costs ~1 s); each test loads its page afresh."""
-    with Browser(*require_binaries()) as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
-def artifacts() -> Path:
-    """Where screenshots go: $LAYERPERF_ARTIFACTS, else out/test-artifacts in the checkout (gitignored)."""
-    path = Path(os.environ.get("LAYERPERF_ARTIFACTS") or REPO / "out" / "test-artifacts")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def open_report(browser: Browser, path: Path) -> list[str]:
@@ -180,6 +165,11 @@ FOREIGN_URLS_JS = """
 return [...document.querySelectorAll('[src],[href],[srcset],[action],[data],[poster]')]
   .flatMap(e => ['src', 'href', 'srcset', 'action', 'data', 'poster'].map(a => e.getAttribute(a)))
   .filter(v => v !== null && !v.startsWith('#'));
+"""
+
+BOXES_JS = """
+// where the canvas timeline drew each call of its run (timeline.js answers it)
+return window.layerperfTimelines[arguments[0]].boxes();
 """
 
 BOX_JS = """
@@ -334,17 +324,19 @@ def test_filter_narrows_rows(browser: Browser, mobilenet: Report) -> None:
 def test_charts_render_with_their_marks(browser: Browser, mobilenet: Report, artifacts: Path) -> None:
     open_report(browser, mobilenet.html)
     layers = mobilenet.profile.layers
-    charts = {chart: browser.execute(BOX_JS, chart) for chart in ("breakdown", "timeline", "roofline", "memory")}
-    assert mobilenet.profile.memory is not None  # --memory: the memory chart is due
+    charts = {chart: browser.execute(BOX_JS, chart) for chart in ("breakdown", "roofline", "memory", "memory-flow")}
+    assert mobilenet.profile.memory is not None  # --memory: the memory charts are due
     for chart, box in charts.items():
         assert box is not None, f"no <svg id={chart}>"
         assert box["tag"] == "svg" and box["width"] > 0 and box["height"] > 0, (chart, box)
     op_types = {layer.op_type for layer in layers}
     assert charts["breakdown"]["rects"] >= len(op_types), charts["breakdown"]  # a bar per op type
     assert all(op in charts["breakdown"]["text"] for op in op_types), charts["breakdown"]["text"]
-    assert charts["timeline"]["rects"] >= len(layers), charts["timeline"]  # a bar per layer of the run
-    if charts["timeline"]["named"]:  # bars that name their layer: every layer ran once in the run shown
-        assert sorted(charts["timeline"]["named"]) == sorted(layer.name for layer in layers)
+    drawn = browser.execute(BOXES_JS, "timeline")  # the canvas timeline: every call of the run drawn
+    assert sorted(b["name"] for b in drawn) == sorted(layer.name for layer in layers)  # each layer once a run
+    assert all(b["x1"] >= b["x0"] and b["y1"] > b["y0"] for b in drawn)
+    canvas = browser.execute(BOX_JS, "timeline")
+    assert canvas is not None and canvas["width"] > 0 and canvas["height"] > 0, canvas
     assert charts["memory"]["paths"] + charts["memory"]["rects"] > 0, charts["memory"]
     points = charts["roofline"]["points"]
     placeable = {layer.name for layer in layers if (layer.flops or 0) > 0 or (layer.int_ops or 0) > 0}
@@ -394,9 +386,8 @@ def test_calibrated_report_draws_ceilings_and_sorts_by_share_of_peak(browser: Br
 # --- nested calls ----------------------------------------------------------------------------------
 
 SPANS_JS = """
-return [...document.querySelectorAll('#timeline [data-name]')].map(g => {
-  const r = (g.querySelector('rect') || g).getBoundingClientRect();
-  return {name: g.dataset.name, left: r.left, right: r.right, top: r.top, bottom: r.bottom}; });
+return window.layerperfTimelines.timeline.boxes().map(b => (
+  {name: b.name, left: b.x0, right: b.x1, top: b.y0, bottom: b.y1}));
 """
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from layerperf.cli import main
 
-from conftest import tiny_cnn
+from conftest import altered_copy, from_another_machine, tiny_cnn
 
 FAST = ["--runs", "2", "--warmup", "1"]
 
@@ -69,15 +69,16 @@ def _foreign(path: Path) -> None:
 
 
 def _newer(path: Path, source: Path) -> None:
-    path.write_bytes(source.read_bytes())
-    db = sqlite3.connect(path)
-    db.execute("UPDATE schema_version SET version = 99")
-    db.commit()
-    db.close()
+    altered_copy(source, path, "UPDATE schema_version SET version = 99")
+
+
+def _earlier_build(path: Path, source: Path) -> None:
+    altered_copy(source, path, "ALTER TABLE configs RENAME COLUMN worker TO then_unnamed")
 
 
 @pytest.mark.parametrize(("make", "words"), [
     (lambda p, s: p.write_bytes(b"not a database, just bytes " * 100), "is not a layerperf store"),
+    (_earlier_build, "its configs table has no column worker (written by an earlier build"),
     (lambda p, s: _foreign(p), "an SQLite database but not a layerperf store"),
     (_newer, "was written by a newer layerperf (store schema 99"),
     (lambda p, s: p.mkdir(), "is a directory, not a store"),
@@ -107,12 +108,7 @@ def test_export_of_a_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_a_store_of_another_machine_is_told_with_both_fingerprints(model: Path, collected: Path, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    store = tmp_path / "other.db"
-    store.write_bytes(collected.read_bytes())
-    db = sqlite3.connect(store)
-    db.execute("UPDATE machines SET cpu = 'Some Other CPU 9000', cores = 96")
-    db.commit()
-    db.close()
+    store = from_another_machine(collected, tmp_path / "other.db")
     assert main(["collect", "--models", str(model), "--threads", "1", "--store", str(store), *FAST]) == 0
     err = capsys.readouterr().err
     assert "another machine" in err and "Some Other CPU 9000, 96 cores" in err and "here:" in err

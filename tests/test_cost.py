@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerperf.cost.onnx import is_known, known_op_types, node_cost
-from layerperf.cost.onnx.graph import graph_costs, model_flops
+from layerperf.cost.onnx.graph import graph_costs, model_flops, tensor_infos
 from layerperf.data.cost import Cost
 from layerperf.data.tensor import TensorInfo
 
@@ -648,6 +648,63 @@ def test_graph_costs_infers_shapes_through_contrib_ops() -> None:
     assert costs["p"].bytes_written == 4 * 16 * 4 * 4
     assert costs["y"].flops == 2 * 256 * 10 + 10  # [1, 256] x [256, 10], alpha
     assert costs["y"].bytes_written == 40
+
+
+@pytest.mark.parametrize("symbol", ["sequence", "unk__0"])
+def test_runtime_shapes_reach_tensors_the_exporter_declared_symbolic(symbol: str) -> None:
+    """An exporter that declares every tensor (value_info) with the input's symbols (the dynamo exporter), or
+    with symbols of its own (ONNX Runtime's ``unk__N``): the given input shapes size the input's symbols
+    everywhere, and the shape arithmetic after a contrib op, which onnx's inference stops at, is evaluated
+    (Shape, Gather), so a tensor whose shape is computed (a Range over the sequence length) is costed too."""
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft"),
+             helper.make_node("Shape", ["g"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+             helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+             helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["posf", "posf"], ["y"])]
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("zero", 0), ("one", 1))]
+    graph = helper.make_graph(nodes, "positions", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                 ["batch", "sequence"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [symbol])], consts,
+                              value_info=[helper.make_tensor_value_info("pos", TensorProto.INT64, [symbol]),
+                                          helper.make_tensor_value_info("posf", TensorProto.FLOAT, [symbol])])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
+    costs = {n.output[0]: c for n, c in graph_costs(model, shapes={"x": TensorInfo("x", (2, 128), F32)})}
+    assert costs["y"].flops == 128
+
+
+def test_integer_matmul_to_float_outputs_floats() -> None:
+    """com.microsoft MatMulIntegerToFloat (dynamic quantization's MatMul) multiplies integers into its scale's
+    type: the MatMul after it does floating-point work."""
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.integers(-8, 8, (64, 32)).astype(np.int8), "b"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "sa"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "sb"), _init(rng, "w", (32, 16))]
+    nodes = [helper.make_node("MatMulIntegerToFloat", ["a", "b", "sa", "sb"], ["y"], domain="com.microsoft"),
+             helper.make_node("MatMul", ["y", "w"], ["z"])]
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", TensorProto.UINT8, [8, 64])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    costs = {n.output[0]: c for n, c in graph_costs(helper.make_model(graph, opset_imports=opsets, ir_version=9))}
+    assert costs["z"].flops == 2 * 8 * 32 * 16 and not costs["z"].int_ops
+
+
+def test_quantized_conv_channels_last_shape() -> None:
+    """ONNX Runtime's NHWC transformer turns a QLinearConv channels-last (com.microsoft, channels_last=1)."""
+    rng = np.random.default_rng(5)
+    scalars = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("xs", 0.1, np.float32), ("xz", 0, np.uint8), ("ws", 0.1, np.float32), ("wz", 0, np.int8),
+        ("ys", 0.1, np.float32), ("yz", 0, np.uint8))]
+    w = numpy_helper.from_array(rng.integers(-8, 8, (16, 3, 3, 3)).astype(np.int8), "w")
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                            domain="com.microsoft", channels_last=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    pool = helper.make_node("NhwcMaxPool", ["y"], ["p"], domain="com.microsoft", kernel_shape=[2, 2], strides=[2, 2])
+    graph = helper.make_graph([node, pool], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 8, 3])],
+                              [helper.make_tensor_value_info("p", TensorProto.UINT8, None)], [*scalars, w])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    shapes = tensor_infos(helper.make_model(graph, opset_imports=opsets, ir_version=9))
+    assert shapes["y"].shape == (1, 8, 8, 16) and shapes["p"].shape == (1, 4, 4, 16)
 
 
 def test_graph_costs_takes_runtime_shapes() -> None:

@@ -73,7 +73,7 @@ def test_fp32_nchwc_against_qoperator_int8() -> None:
     }
     assert [a[i].name for i in p.only_a] == ["ReorderOutput"]
     assert {b[j].op_type for j in p.only_b} == {"QuantizeLinear", "QLinearAdd"}
-    assert p.counts() == {"exact": 0, "name": 2, "output": 0, "scope": 1, "order": 0}
+    assert p.counts() == {"exact": 0, "name": 2, "output": 0, "covers": 0, "scope": 1, "order": 0}
 
 
 def test_nchwc_name_pairs_with_the_fused_node_making_that_tensor() -> None:
@@ -189,13 +189,16 @@ def test_scope_pairs_a_conv_named_after_its_fused_relu_with_the_conv_beside_it()
 
 def test_order_never_pairs_shapes_that_disagree() -> None:
     # ONNX Runtime runs a stage's shortcut conv before the block's last conv, PyTorch after: in order,
-    # they would pair crosswise
+    # they would pair crosswise; each takes the first one left whose shapes agree
     a = [Node("out_a_nchwc", "Conv", (), "1x256x56x56;512x256x1x1", "1x512x28x28"),
          Node("out_b_nchwc", "Conv", (), "1x128x28x28;512x128x1x1", "1x512x28x28")]
     b = [Node("last", "Conv2d", (), "1x128x28x28", "1x512x28x28"), Node("short", "Conv2d", (), "1x256x56x56",
                                                                           "1x512x28x28")]
     p = pair_nodes(a, b)
-    assert p.pairs == () and p.only_a == (0, 1)
+    assert _names(p.pairs, a, b) == {(a[0].name, "short", "order"), (a[1].name, "last", "order")}
+    assert not p.only_a and not p.only_b
+    one = pair_nodes(a[:1], b[:1])  # the one left disagrees: unpaired
+    assert one.pairs == () and one.only_a == (0,)
     b_same = [b[1], b[0]]
     assert _names(pair_nodes(a, b_same).pairs, a, b_same) == {(a[0].name, "short", "order"),
                                                               (a[1].name, "last", "order")}

@@ -5,9 +5,11 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import itertools
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -141,6 +143,23 @@ def check_safe(page: str) -> Dom:
     return dom
 
 
+def timeline_of(dom: Dom, element_id: str = "timeline") -> dict[str, Any]:
+    """The timeline's data as the page holds it (what timeline.js draws)."""
+    data: dict[str, Any] = orjson.loads(dom.scripts[0][1])["timelines"][element_id]
+    return data
+
+
+def drawn_calls(dom: Dom, element_id: str = "timeline") -> list[dict[str, Any]]:
+    """The calls of the run the timeline draws first: name, start (ns after the run's start), duration, lane
+    name and depth in it."""
+    data = timeline_of(dom, element_id)
+    part = next(p for p in data["parts"] if p["run"] == data["runs"]["drawn"])
+    c = part["calls"]
+    starts = list(itertools.accumulate(c["t"]))
+    return [{"name": data["names"][n], "start": t, "dur": d, "lane": data["lanes"][lane]["name"], "depth": z}
+            for n, t, d, lane, z in zip(c["n"], starts, c["d"], c["l"], c["z"], strict=True)]
+
+
 def test_hostile_names_render_as_text(hostile: layerperf.Profile, tmp_path: Path) -> None:
     path = layerperf.report(hostile, tmp_path / "report.html", peaks=None)
     page = path.read_text()
@@ -151,8 +170,9 @@ def test_hostile_names_render_as_text(hostile: layerperf.Profile, tmp_path: Path
     assert len(rows) == len(hostile.layers)  # one row per layer
     assert sorted(str(r["data-name"]) for r in rows) == sorted(names)  # the names, as text, round trip
     assert {str(a["data-name"]) for a in dom.with_class("circle", "point")} <= set(names)
-    assert {str(a["data-name"]) for a in dom.with_class("g", "span")} == set(names)  # one run drawn
-    assert len(dom.with_class("g", "span")) == len(hostile.runs[0].spans)
+    drawn = drawn_calls(dom)
+    assert {c["name"] for c in drawn} == set(names)  # one run drawn, its calls' names as data
+    assert len(drawn) == len(hostile.runs[0].spans)
     data = orjson.loads(dom.scripts[0][1])
     assert sorted(data["tables"]["layers"]["names"]) == sorted(names)
     assert dom.by_id("memory") and dom.by_id("warnings")  # the memory timeline, warnings escaped in it
@@ -166,9 +186,9 @@ def test_trace_with_markup_in_names_and_types(tmp_path: Path) -> None:
     assert main(["report", str(trace), "-o", str(out)]) == 0
     dom = check_safe(out.read_text())
     assert sorted(str(r["data-name"]) for r in dom.rows["layers"]) == sorted(["conv1", *HOSTILE])
-    bars = [a.get("data-filter") for a in dom.with_class("rect", "bar")]
+    bars = [a.get("data-type") for a in dom.with_class("rect", "bar")]
     assert HOSTILE_TYPE in bars and "Conv" in bars
-    assert len(dom.with_class("g", "span")) == 3  # one run of three calls: a run starts where conv1 recurs
+    assert len(drawn_calls(dom)) == 3  # one run of three calls: a run starts where conv1 recurs
 
 
 def test_json_block_cannot_be_closed() -> None:
@@ -241,15 +261,17 @@ def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
     calls = read_table(trace)
     assert len(dom.rows["layers"]) == len(calls.name.values)
     assert dom.by_id("timeline") and dom.by_id("breakdown") and dom.by_id("roofline")
-    assert len(dom.with_class("g", "span")) == len(calls) // 3  # one of the three runs
-    # the FLOPs card, as a layerperf trace's "work per run": per run, the whole trace's beside it
+    assert len(drawn_calls(dom)) == len(calls) // 3  # one of the three runs
+    # the FLOPs card, as a layerperf trace's "work per run": the median over the steady runs, the whole trace's
+    # beside it
     from layerperf.util import units
 
     flops = float(np.nansum(calls.flops))
     facts = _facts(out.read_text())
-    assert facts["runs"].startswith("3 (its op sequence repeats 3 times")
-    assert facts["FLOPs"].startswith(f"{units.si(flops / 3, 'FLOP')} per run (mean of 3 runs); "
-                                     f"{units.si(flops, 'FLOP')} over the whole trace")
+    assert facts["runs"].startswith("3 runs (its op sequence repeats 3 times")
+    steady = 3 - timeline_of(dom)["runs"]["warmup"]
+    assert facts["FLOPs"].startswith(f"{units.si(flops / 3, 'FLOP')} per run (median of {steady} steady runs")
+    assert f"{units.si(flops, 'FLOP')} over the whole trace" in facts["FLOPs"]
 
 
 def test_kineto_trace_renders(tmp_path: Path) -> None:
@@ -261,8 +283,8 @@ def test_kineto_trace_renders(tmp_path: Path) -> None:
     dom = check_safe(out.read_text())
     rows = analysis.rows(analysis.analyze(read_table(KINETO)))
     assert sorted(str(r["data-name"]) for r in dom.rows["layers"]) == sorted(r["name"] for r in rows)
-    spans = dom.with_class("g", "span")
-    assert spans and len(spans) < len(read_table(KINETO))  # one step of two
+    drawn = drawn_calls(dom)
+    assert drawn and len(drawn) < len(read_table(KINETO))  # one run of two
 
 
 def test_diff_report(tmp_path: Path) -> None:
@@ -334,31 +356,6 @@ def test_diff_command_writes_the_page_by_suffix(tmp_path: Path, capsys: pytest.C
     assert not (tmp_path / "y.html").exists()
 
 
-def test_timeline_nests_calls_and_keeps_threads_apart(tmp_path: Path) -> None:
-    """Two runs of a parent holding a child holding a grandchild, a sibling after, and a call on another
-    thread: one run drawn, a lane per thread, each nested call one bar height below its parent."""
-    events = []
-    for run in range(2):
-        t = run * 1000.0
-        events += [{"ph": "X", "name": n, "pid": 1, "tid": tid, "ts": t + a, "dur": d, "args": {"op_type": op}}
-                   for n, op, tid, a, d in (("loop", "Loop", 1, 0, 100), ("body", "MatMul", 1, 10, 40),
-                                            ("inner", "Add", 1, 20, 10), ("after", "Relu", 1, 60, 30),
-                                            ("worker", "Conv", 2, 5, 50))]
-    trace = tmp_path / "nested.json"
-    trace.write_bytes(orjson.dumps({"traceEvents": events}))
-    page = html.html(trace, peaks=None)
-    svg = page[page.index('<svg id="timeline"'):]
-    svg = svg[:svg.index("</svg>")]
-    bars = re.findall(r'<g class="span" data-name="([^"]+)"><title>([^<]*)</title><rect x="[^"]+" y="([^"]+)"', svg)
-    y = {name: float(top) for name, _, top in bars}
-    assert sorted(y) == ["after", "body", "inner", "loop", "worker"]  # one run of the two
-    assert y["body"] - y["loop"] == y["inner"] - y["body"] == 15  # one bar height per level
-    assert y["after"] == y["body"] and y["worker"] > y["inner"]  # a sibling at its level; thread 2 below
-    titles = dict((name, title) for name, title, _ in bars)
-    assert "nested 2 deep" in titles["inner"] and "nested" not in titles["loop"]
-    assert "thread 1" in svg and "thread 2" in svg and "run 1 of 2" in page
-
-
 def int_model() -> onnx.ModelProto:
     """A MatMulInteger (integer work, no FLOP) after a float Relu."""
     rng = np.random.default_rng(0)
@@ -390,9 +387,9 @@ def test_integer_layers_on_their_own_ceiling(tmp_path: Path) -> None:
 
 
 def test_table_of_very_many_ops_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from layerperf.renderers.html import build
+    from layerperf.renderers.html import table
 
-    monkeypatch.setattr(build, "MAX_ROWS", 2)
+    monkeypatch.setattr(table, "MAX_ROWS", 2)
     page = html.html(tef_trace(tmp_path / "t.json"), peaks=None)
     dom = Dom(page)
     assert [r["data-name"] for r in dom.rows["layers"]] == ["conv1", HOSTILE[0]]  # the most self time first
@@ -431,10 +428,9 @@ def test_a_trace_of_one_step_draws_the_step() -> None:
     assert calls.meta["runs"] == 1
     [(start, end)] = calls.meta["run_windows_ns"]
     page = html.html(trace, peaks=None)
-    assert "the one run (its ProfilerStep events)" in page
     in_step = (calls.ts_ns >= start) & (calls.ts_ns < end)
     assert 0 < in_step.sum() < int((~np.isnan(calls.ts_ns)).sum())
-    assert len(Dom(page).with_class("g", "span")) == int(in_step.sum())
+    assert len(drawn_calls(Dom(page))) == int(in_step.sum())
     assert "<dd>1 (its ProfilerStep events)</dd>" in page
     assert "(the whole trace: 1 run)" in page
 
@@ -478,18 +474,22 @@ def test_runs_of_a_torch_trace_with_and_without_profiler_steps(tmp_path: Path, s
     page = html.html(trace, peaks=None)
     facts = _facts(page)
     how = "its ProfilerStep events" if steps else f"its op sequence repeats 3 times, every {per_forward} calls"
-    assert facts["runs"] == f"{runs} ({how})"
-    spans = Dom(page).with_class("g", "span")
-    assert len(spans) == per_forward  # one whole forward
-    assert sum(s["data-name"] == "aten::conv2d" for s in spans) == 2
-    assert f"{'step' if steps else 'run'} " in page and f" of {runs}, the one of median length" in page
+    assert facts["runs"].startswith(f"{runs} {'step' if steps else 'run'}s ({how})")
+    dom = Dom(page)
+    drawn = drawn_calls(dom)
+    assert len(drawn) == per_forward  # one whole forward
+    assert sum(c["name"] == "aten::conv2d" for c in drawn) == 2
+    data = timeline_of(dom)
+    assert len(data["runs"]["dur"]) == runs and data["noun"] == ("step" if steps else "run")
+    warmup = data["runs"]["warmup"]
     flops = float(np.nansum(calls.flops))
     assert flops > 0
     from layerperf.util import units
 
-    assert facts["FLOPs"].startswith(f"{units.si(flops / runs, 'FLOP')} per run (mean of {runs} runs); "
-                                     f"{units.si(flops, 'FLOP')} over the whole trace")
-    assert "per run (mean of" in facts["total self time"]
+    assert facts["FLOPs"].startswith(f"{units.si(flops / runs, 'FLOP')} per {data['noun']} (median of "
+                                     f"{runs - warmup} steady {data['noun']}s")
+    assert f"{units.si(flops, 'FLOP')} over the whole trace" in facts["FLOPs"]
+    assert f"per {data['noun']} (median of" in facts["total self time"]
 
 
 def test_run_period() -> None:
@@ -510,5 +510,4 @@ def test_trace_without_a_period_is_one_run(tmp_path: Path) -> None:
     trace.write_bytes(orjson.dumps({"traceEvents": events}))
     page = html.html(trace, peaks=None)
     assert _facts(page)["runs"] == "1 (its op sequence does not repeat: one run)"
-    assert "the whole trace (it holds one run)" in page
-    assert len(Dom(page).with_class("g", "span")) == 5
+    assert len(drawn_calls(Dom(page))) == 5

@@ -267,10 +267,12 @@ def test_in_code_device_runs_end_at_their_last_row_and_read_the_allocator_only_w
             for k in range(3):
                 timed["on"] = not memory or k > 0
                 net(x)
-                time.sleep(0.02)
+                time.sleep(0.25)  # the time between steps, in no run
         prof = p.profile
         assert len(prof.runs) == (2 if memory else 3)
-        assert all(r.dur_ns < 15_000_000 for r in prof.runs), [r.dur_ns for r in prof.runs]
+        # a run ends at its last boundary: the pause after it is not in it (a run of a Linear(8, 8) under
+        # a busy host has read 85 ms, so the pause is long enough that no slow-down can be taken for it)
+        assert all(r.dur_ns < 250_000_000 for r in prof.runs), [r.dur_ns for r in prof.runs]
         assert reads["allocated"] == 0
         keys = {k for layer in prof.layers for k in layer.memory_figures}
         assert keys == (set(on_gpu.MEMORY_KEYS) if memory else set())

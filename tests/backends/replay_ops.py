@@ -95,9 +95,33 @@ def _conv(xs: Arrays, attrs: dict[str, Any], opset: int) -> list[np.ndarray]:
     return [np.ascontiguousarray(y, dtype=x.dtype)]
 
 
+def _grid_sample(xs: Arrays, attrs: dict[str, Any], opset: int) -> list[np.ndarray]:
+    """Bilinear sampling of ``x`` (N, C, H, W) at ``grid`` (N, Ho, Wo, 2: x then y in [-1, 1]), zeros
+    outside; ``align_corners`` says whether -1 and 1 are the corner pixels' centres or their edges."""
+    x, grid = xs[0], xs[1]
+    if attrs.get("mode", "linear") not in ("linear", "bilinear") or attrs.get("padding_mode", "zeros") != "zeros":
+        raise NotImplementedError("GridSample: linear mode, zeros padding only")
+    n, _, h, w = x.shape
+    align = bool(attrs.get("align_corners", 0))
+    gx, gy = grid[..., 0], grid[..., 1]
+    fx = (gx + 1) / 2 * (w - 1) if align else ((gx + 1) * w - 1) / 2
+    fy = (gy + 1) / 2 * (h - 1) if align else ((gy + 1) * h - 1) / 2
+    x0, y0 = np.floor(fx), np.floor(fy)
+    wx, wy = fx - x0, fy - y0
+    out = np.zeros((n, x.shape[1], *grid.shape[1:3]), dtype=x.dtype)
+    batch = np.arange(n)[:, None, None]
+    for dy, dx, weight in ((0, 0, (1 - wy) * (1 - wx)), (0, 1, (1 - wy) * wx), (1, 0, wy * (1 - wx)), (1, 1, wy * wx)):
+        xi, yi = x0 + dx, y0 + dy
+        inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
+        taps = x[batch, :, np.clip(yi, 0, h - 1).astype(int), np.clip(xi, 0, w - 1).astype(int)]  # N, Ho, Wo, C
+        out += (taps * (weight * inside)[..., None]).transpose(0, 3, 1, 2).astype(x.dtype)
+    return [out]
+
+
 KERNELS: dict[str, Kernel] = {
     "Add": _one(np.add), "Sub": _one(np.subtract), "Mul": _one(np.multiply), "Div": _one(_div),
     "MatMul": _one(np.matmul), "Relu": _one(_relu), "Sigmoid": _one(_sigmoid), "Tanh": _one(np.tanh),
-    "Identity": _one(np.copy), "Det": _one(np.linalg.det), "Softmax": _softmax, "Gemm": _gemm,
+    "Identity": _one(np.copy), "Det": _one(np.linalg.det), "GridSample": _grid_sample, "Softmax": _softmax,
+    "Gemm": _gemm,
     "Reshape": _reshape, "Transpose": _transpose, "Flatten": _flatten, "Conv": _conv,
 }

@@ -17,6 +17,7 @@ from layerperf.analysis import matching
 from layerperf.analysis.matching import Node, op_family
 from layerperf.data import figures
 from layerperf.data.calls import GROUPINGS, STRING_COLUMNS, Calls, Labels, group_codes
+from layerperf.data.fold import Folded
 from layerperf.errors import InputError
 
 GROUP_KEYS = GROUPINGS
@@ -113,10 +114,7 @@ def aggregate(table: Calls, by: str = "name", how: str = "sum") -> Calls:
     call of its group once, so it never exceeds the time the group was busy. String columns keep the
     group's value, or say how many different ones it has.
     """
-    if by not in GROUP_KEYS:
-        raise InputError(f"unknown --aggregate-by {by!r}", hint=f"use one of: {', '.join(GROUP_KEYS)}")
-    if how not in AGGREGATES:
-        raise InputError(f"unknown --aggregate {how!r}", hint=f"use one of: {', '.join(AGGREGATES)}")
+    check_grouping(by, how)
     g = _groups(table, by)
     labels = {
         column: _group_labels(table.labels(column), g,
@@ -147,10 +145,12 @@ def _once(table: Calls, by: str, values: np.ndarray, how: str) -> np.ndarray:
 
 
 # -- columns, order, top ---------------------------------------------------------------------------
-def grand_total_ns(table: Calls) -> float:
+def grand_total_ns(table: Calls | Folded) -> float:
     """Self time of the whole trace (as read, before filters), the base of every share."""
     total = table.meta.get("total_ns")
-    return float(total) if total else float(np.nansum(table.total_ns))
+    if total or isinstance(table, Folded):
+        return float(total or 0.0)
+    return float(np.nansum(table.total_ns))
 
 
 def on_device(table: Calls) -> np.ndarray:
@@ -186,18 +186,22 @@ def numeric_columns(table: Calls) -> dict[str, np.ndarray]:
     return cols
 
 
-def orderable(table: Calls) -> list[str]:
+def _counter_names(table: Calls | Folded) -> list[str]:
+    return list(table.counter_labels if isinstance(table, Folded) else table.counters)
+
+
+def orderable(table: Calls | Folded) -> list[str]:
     """Column names ``order`` accepts for this table, as analyze publishes them."""
-    return [*(PUBLISHED.get(c, c) for c in NUMERIC_COLUMNS), *table.counters, *STRING_COLUMNS]
+    return [*(PUBLISHED.get(c, c) for c in NUMERIC_COLUMNS), *_counter_names(table), *STRING_COLUMNS]
 
 
-def resolve_column(table: Calls, column: str) -> tuple[str, bool | None]:
+def resolve_column(table: Calls | Folded, column: str) -> tuple[str, bool | None]:
     """(canonical column, ascending or None for the column's default) of an --order-by value."""
     ascending: bool | None = None
     if column[:1] in "+-" and len(column) > 1:
         ascending = column[0] == "+"
         column = column[1:]
-    if column in table.counters or column in NUMERIC_COLUMNS or column in STRING_COLUMNS:
+    if column in _counter_names(table) or column in NUMERIC_COLUMNS or column in STRING_COLUMNS:
         return column, ascending
     canonical = ALIASES.get(column) or ALIASES.get(column.lower())
     if canonical is None:
@@ -267,12 +271,29 @@ def rows(table: Calls) -> list[dict[str, Any]]:
     return out
 
 
-def analyze(table: Calls, *, by: str = "name", how: str = "sum", order_by: str | None = None,
+def check_grouping(by: str, how: str) -> None:
+    """InputError for an unknown --aggregate-by or --aggregate."""
+    if by not in GROUP_KEYS:
+        raise InputError(f"unknown --aggregate-by {by!r}", hint=f"use one of: {', '.join(GROUP_KEYS)}")
+    if how not in AGGREGATES:
+        raise InputError(f"unknown --aggregate {how!r}", hint=f"use one of: {', '.join(AGGREGATES)}")
+
+
+def grouped(table: Calls | Folded, by: str = "name", how: str = "sum", *, types: Sequence[str] = (),
+            name: str | None = None) -> Calls:
+    """The calls ``types`` and ``name`` keep, aggregated: from the event table, or from a trace folded
+    as it was read (:class:`~layerperf.data.fold.Folded`), the same figures."""
+    if isinstance(table, Folded):
+        check_grouping(by, how)
+        return table.table(by, how, types=types, name=None if name is None else compile_regex(name))
+    return aggregate(filter_table(table, types=types, name=name), by, how)
+
+
+def analyze(table: Calls | Folded, *, by: str = "name", how: str = "sum", order_by: str | None = None,
             top_n: int = 0, types: Sequence[str] = (), name: str | None = None,
             min_time_s: float | None = None) -> Calls:
     """filter -> aggregate -> min-time -> order -> top, as ``layerperf analyze`` does."""
-    table = filter_table(table, types=types, name=name)
-    table = aggregate(table, by, how)
+    table = grouped(table, by, how, types=types, name=name)
     if min_time_s is not None:
         table = filter_table(table, min_time_s=min_time_s)
     table = order(table, order_by or ("calls" if how == "count" else SELF_US))
@@ -288,15 +309,15 @@ DIFF_ORDER_ALIASES = {"delta": "delta_us", "time_a": "time_a_us", "time_b": "tim
                       "b": "time_b_us"}
 
 
-def per_pass(table: Calls, by: str, how: str) -> Calls:
+def per_pass(table: Calls | Folded, by: str, how: str) -> Calls:
     """Each node's per-call time (``how``); by type, the sum of its nodes' per-call times."""
     if by not in DIFF_BY:
         raise InputError(f"unknown --by {by!r}", hint=f"use one of: {', '.join(DIFF_BY)}")
-    per_node = aggregate(table, "name", how)
+    per_node = grouped(table, "name", how)
     return per_node if by == "name" else aggregate(per_node, "type", "sum")
 
 
-def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
+def diff(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "mean",
          match: str = "normalized") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per node (or op type) time in A and in B, delta (B - A) and speedup (A / B), and totals.
 
@@ -311,9 +332,9 @@ def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
     if by != "name" and match == "normalized":
         return _diff_families(ta, tb)
     if by == "name":
-        pairing = matching.pair_nodes(_match_nodes(ta), _match_nodes(tb), match)
+        pairing = matching.pair_nodes(match_nodes(ta), match_nodes(tb), match)
     else:  # op types are compared as they are
-        pairing = matching.pair_nodes(_match_nodes(ta, "op_type"), _match_nodes(tb, "op_type"), "exact")
+        pairing = matching.pair_nodes(match_nodes(ta, "op_type"), match_nodes(tb, "op_type"), "exact")
     key_col = "name" if by == "name" else "op_type"
     ka, kb = ta.labels(key_col).tolist(), tb.labels(key_col).tolist()
     types_a, types_b = ta.op_type.tolist(), tb.op_type.tolist()
@@ -336,6 +357,13 @@ def diff(a: Calls, b: Calls, *, by: str = "name", how: str = "mean",
                   match=match if by == "name" else "exact",
                   in_paired_scope_a=len(pairing.inside_a), in_paired_scope_b=len(pairing.inside_b))
     return out, totals
+
+
+def node_pairing(a: Calls | Folded, b: Calls | Folded, *, how: str = "mean", match: str = "normalized"
+                 ) -> tuple[list[Node], list[Node], matching.Pairing]:
+    """The per-node rows of A and B as :func:`diff` pairs them (``by="name"``): their nodes and the pairing."""
+    na, nb = match_nodes(per_pass(a, "name", how)), match_nodes(per_pass(b, "name", how))
+    return na, nb, matching.pair_nodes(na, nb, match)
 
 
 def _families(table: Calls) -> dict[str, tuple[list[str], int, float]]:
@@ -371,14 +399,15 @@ def _diff_families(ta: Calls, tb: Calls) -> tuple[list[dict[str, Any]], dict[str
     return out, totals
 
 
-def _match_nodes(table: Calls, key_col: str = "name") -> list[Any]:
+def match_nodes(table: Calls, key_col: str = "name") -> list[Node]:
     """The rows of a per-node table as :class:`~layerperf.analysis.matching.Node` (output tensors when known)."""
 
     outputs = table.meta.get("outputs") or {}
+    covers = table.meta.get("covers") or {} if key_col == "name" else {}
     keys, types = table.labels(key_col).tolist(), table.op_type.tolist()
     ins, outs = table.in_shapes.tolist(), table.out_shapes.tolist()
     flops = [None if f != f else f for f in table.flops.tolist()]  # NaN: unknown
-    return [Node(k, t, tuple(outputs.get(k, ())), i, o, f)
+    return [Node(k, t, tuple(outputs.get(k, ())), i, o, f, tuple(covers.get(k, ())))
             for k, t, i, o, f in zip(keys, types, ins, outs, flops, strict=True)]
 
 

@@ -14,7 +14,10 @@ Rules, each applied to the nodes the earlier ones left unpaired (in execution or
    ``Integer``/``IntegerToFloat``/``NBits`` suffixes dropped, Gemm counted as MatMul).
 3. ``output``: the same normalized output tensor name, unique on each side, and the same op family
    (traces that record tensor names: layerperf's own). A fused node keeps the last fused node's output.
-4. ``scope``: the same module scope (a ``/``-path name without its last two parts — module and op —
+4. ``covers``: a node against a compiled kernel that lists the ONNX nodes it computes (TVM's, see
+   :class:`Node`): the node's normalized name (or output) is one of them and their op families agree
+   (a kernel's op type is its anchor node's). Kernels are scoped by their anchor in the rules below.
+5. ``scope``: the same module scope (a ``/``-path name without its last two parts — module and op —
    or a dotted name without its last part) and the same op family. This is how a fused Conv+Relu
    named after its Relu finds the quantized Conv named after the Conv.
    Across runtimes (an ONNX node named ``/model/encoder/layer.0/attention/self/query/MatMul`` by
@@ -25,11 +28,12 @@ Rules, each applied to the nodes the earlier ones left unpaired (in execution or
    several fall in one module (a Linear's MatMul, not its bias Add). A node the runtime named after a
    fused neighbour (a Conv named ``.../layer.0/activation/Relu_output_0_nchwc``) pairs with the
    unpaired modules of its family beside it (same parent), in execution order, as many on each side.
-5. ``order``: an op family with as many nodes left on each side, all of one side renamed (their names
+6. ``order``: an op family with as many nodes left on each side, all of one side renamed (their names
    carry a suffix above: a node named after a graph output, say ``out_nchwc``): paired in execution order.
 
 ``scope`` and ``order`` never pair two nodes whose recorded shapes disagree (:func:`shapes_agree`):
-left unpaired is better than paired wrongly.
+left unpaired is better than paired wrongly; within a key, each node takes the first one left whose
+shapes agree.
 
 What no rule pairs is reported as only in one trace: quantize/dequantize and layout nodes, and nodes
 fused away (an Add done inside a convolution).
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 from layerperf.errors import InputError
 
 MODES = ("normalized", "exact")
-RULES = ("exact", "name", "output", "scope", "order")
+RULES = ("exact", "name", "output", "covers", "scope", "order")
 
 _SUFFIX = re.compile(r"(?:_token_\d+|_nchwc|_quant|_quantized|/duplicated|_output_\d+)$")
 _FAMILY = re.compile(r"^(?:QLinear|Fused|Nhwc|DynamicQuantize|Q(?=Gemm))*(.*?)(?:IntegerToFloat|Integer|NBits)?$")
@@ -56,7 +60,8 @@ _FAMILY = re.compile(r"^(?:QLinear|Fused|Nhwc|DynamicQuantize|Q(?=Gemm))*(.*?)(?
 class Node:
     """What pairing looks at: a node's name, op type and output tensor names (when the trace has them);
     its input and output shapes as traces write them (``1x64x56x56;64x64x1x1``; empty: unknown) and
-    its FLOPs per call (None: unknown)."""
+    its FLOPs per call (None: unknown); for a compiled kernel, the ONNX nodes it computes, the one it is
+    named after (its anchor) first."""
 
     name: str
     op_type: str = ""
@@ -64,6 +69,12 @@ class Node:
     in_shapes: str = ""
     out_shapes: str = ""
     flops: float | None = None
+    covers: tuple[str, ...] = ()
+
+    @property
+    def anchor(self) -> str:
+        """The name that says where the node is: a kernel's anchor node, else its own."""
+        return self.covers[0] if self.covers else self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +165,7 @@ def _output_key(node: Node) -> Iterable[str]:
 
 
 def _scope_key(node: Node) -> Iterable[str]:
-    where = scope(node.name)
+    where = scope(node.anchor)
     return (f"{op_family(node.op_type)}\0{where}",) if where else ()
 
 
@@ -186,16 +197,38 @@ class _Pairer:
             jb = gb.get(k)
             if not jb or unique and (len(ia) > 1 or len(jb) > 1) or renamed and not self._renamed(ia, jb):
                 continue
-            free_a = [i for i in ia if i not in used_a]
             free_b = [j for j in jb if j not in used_b]
-            for i, j in zip(free_a, free_b, strict=False):
-                if shaped and not shapes_agree(self.a[i], self.b[j]):
+            for i in (i for i in ia if i not in used_a):
+                j = next((j for j in free_b if not shaped or shapes_agree(self.a[i], self.b[j])), None)
+                if j is None:
                     continue
+                free_b.remove(j)
                 used_a.add(i)
                 used_b.add(j)
                 self.pairs.append((i, j, rule))
         self.left_a = [i for i in self.left_a if i not in used_a]
         self.left_b = [j for j in self.left_b if j not in used_b]
+
+    def covered(self) -> None:
+        """Rule ``covers``: each node left on one side with a kernel left on the other that computes it."""
+        for flip, nodes, kernels, left_n, left_k in ((False, self.a, self.b, self.left_a, self.left_b),
+                                                     (True, self.b, self.a, self.left_b, self.left_a)):
+            by_node: dict[str, list[int]] = defaultdict(list)
+            for k in left_k:
+                for covered in kernels[k].covers:
+                    by_node[covered].append(k)
+            taken: set[int] = set()
+            for i in [i for i in left_n if not nodes[i].covers]:
+                names = dict.fromkeys(normalize_name(x) for x in (nodes[i].name, *nodes[i].outputs) if x)
+                family = op_family(nodes[i].op_type)
+                hit = next((k for x in names for k in by_node.get(x, ()) if k not in taken
+                            and op_family(kernels[k].op_type) == family), None)
+                if hit is not None:
+                    taken.add(hit)
+                    self.pairs.append((hit, i, "covers") if flip else (i, hit, "covers"))
+            paired = {p[1] if flip else p[0] for p in self.pairs if p[2] == "covers"}
+            left_n[:] = [i for i in left_n if i not in paired]
+            left_k[:] = [k for k in left_k if k not in taken]
 
     def cross_scope(self) -> None:
         """Rule ``scope`` across runtimes: ONNX nodes on one side, torch modules on the other."""
@@ -445,6 +478,7 @@ def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -
     if mode == "normalized":
         p.apply("name", _name_key)
         p.apply("output", _output_key, unique=True)
+        p.covered()
         p.apply("scope", _scope_key, shaped=True)
         p.cross_scope()
         p.apply("order", lambda n: (op_family(n.op_type),), renamed=True, shaped=True)
@@ -452,3 +486,42 @@ def pair_nodes(a: Sequence[Node], b: Sequence[Node], mode: str = "normalized") -
     left_a, left_b = set(p.left_a), set(p.left_b)
     return Pairing(pairs, tuple(p.left_a), tuple(p.left_b), tuple(sorted(set(p.inside_a) & left_a)),
                    tuple(sorted(set(p.inside_b) & left_b)))
+
+
+# ops a runtime fuses into the convolution or matrix product before them (a BatchNorm folded into the
+# weights, an activation or a residual Add done in the kernel's epilogue)
+FUSIBLE = frozenset({"BatchNormalization", "Relu", "Add", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "LeakyRelu"})
+_ANCHORS = frozenset({"Conv", "MatMul"})
+
+
+def _parent(name: str) -> str | None:
+    where = module_path(name)
+    return where[0].rpartition(".")[0] if where else None
+
+
+def covers(a: Sequence[Node], b: Sequence[Node], pairing: Pairing) -> tuple[dict[int, int], dict[int, int]]:
+    """The unpaired nodes of each side that the other side fused into a paired node: a node of a
+    :data:`FUSIBLE` family is covered by the partner of the nearest Conv or MatMul before it (execution
+    order) in its own module, when the other side has no unpaired node of its family in that module (it
+    was not renamed: it is gone). (B index -> A index covering it, A index -> B index)."""
+    partner_a = {i: j for i, j, _ in pairing.pairs}
+    partner_b = {j: i for i, j, _ in pairing.pairs}
+    out: list[dict[int, int]] = []
+    for nodes, left, partner, other, other_left in ((b, pairing.only_b, partner_b, a, pairing.only_a),
+                                                    (a, pairing.only_a, partner_a, b, pairing.only_b)):
+        families = {(_parent(other[k].name), _family(other[k].op_type)) for k in other_left}
+        covered: dict[int, int] = {}
+        for x in left:
+            family, parent = _family(nodes[x].op_type), _parent(nodes[x].name)
+            if family not in FUSIBLE or parent is None or (parent, family) in families:
+                continue
+            anchor = next((k for k in range(x - 1, -1, -1) if k in partner and _parent(nodes[k].name) == parent
+                           and _family(nodes[k].op_type) in _ANCHORS), None)
+            if anchor is not None:
+                covered[x] = partner[anchor]
+        out.append(covered)
+    return out[0], out[1]
+
+
+def _family(op_type: str) -> str:
+    return _torch_family(op_type) or _onnx_family(op_type)

@@ -4,7 +4,11 @@ A new backend is one module defining a class that follows :class:`~layerperf.bac
 and one line in :data:`BUILTIN` (or a :func:`register` call, for a backend that lives outside
 layerperf). Backends are imported only when used: the registry holds ``module:attribute`` strings.
 A backend that can measure one operator in isolation says so through ``single_op()``
-(:class:`~layerperf.backends.base.SingleOp`); :func:`single_op` finds it by name, or refuses.
+(:class:`~layerperf.backends.base.SingleOp`); :func:`single_op` finds it by name, or refuses. One
+whose options can ask for a baseline build to compare with (TVM's untuned build) says so through
+``baseline(options)`` (:func:`baseline_options`). One whose options can be checked before anything runs
+beyond their own ``validate()`` (TVM's target, runnable here or not) says so through
+``check_options(options)`` (:func:`check_options`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
 BUILTIN: dict[str, str] = {
     "onnxruntime": "layerperf.backends.ort:OnnxRuntimeBackend",
     "torch": "layerperf.backends.torch:TorchBackend",
+    "tvm": "layerperf.backends.tvm:TvmBackend",
 }
 DEFAULT = "onnxruntime"
 
@@ -68,6 +73,24 @@ def single_op(name: str) -> SingleOp:
         raise InputError(f"backend '{name}' cannot measure one operator in isolation",
                          hint=("backends that can: " + ", ".join(can)) if can else None)
     return runner
+
+
+def baseline_options(backend: Backend, options: Any) -> Any | None:
+    """The options of the build a profile under ``options`` is compared with, when they ask for one
+    (TVM's ``--compare``: the untuned build); None otherwise, and for a backend without the capability."""
+    method = getattr(backend, "baseline", None)
+    return method(options) if method is not None else None
+
+
+def check_options(backend: Backend, options: Any) -> None:
+    """InputError, in one line, for options no profile on ``backend`` could run with here: the options'
+    own ``validate()``, then the backend's ``check_options`` where it has one (TVM: the target)."""
+    validate = getattr(options, "validate", None)
+    if validate is not None:
+        validate()
+    method = getattr(backend, "check_options", None)
+    if method is not None:
+        method(options)
 
 
 def _single_op_of(backend: Backend) -> SingleOp | None:

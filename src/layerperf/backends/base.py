@@ -43,10 +43,11 @@ class Availability:
 
 
 def option(help: str, *, choices: tuple[str, ...] | None = None, flag: bool = True,
-           parse: Callable[[str], Any] | None = None) -> dict[str, Any]:
+           parse: Callable[[str], Any] | None = None, metavar: str | None = None) -> dict[str, Any]:
     """Metadata of a backend option's dataclass field: its help text, its choices, and whether it is a
-    CLI flag (``--opt-level`` for a field ``opt_level``); ``parse`` reads the flag's text."""
-    return {"help": help, "choices": choices, "flag": flag, "parse": parse}
+    CLI flag (``--opt-level`` for a field ``opt_level``; a bool field is a switch); ``parse`` reads the
+    flag's text, ``metavar`` names its value in ``--help``."""
+    return {"help": help, "choices": choices, "flag": flag, "parse": parse, "metavar": metavar}
 
 
 def option_fields(options_type: type) -> list[dataclasses.Field[Any]]:

@@ -16,8 +16,8 @@ from layerperf import __version__
 from layerperf.errors import LayerperfError
 
 # name -> module; modules import their heavy dependencies inside run(), so --help stays fast.
-COMMANDS = ("profile", "models", "backends", "events", "analyze", "diff", "memory", "bench", "report",
-            "calibrate", "collect")
+COMMANDS = ("profile", "compare", "models", "backends", "events", "analyze", "diff", "memory", "bench", "report",
+            "calibrate", "collect", "predict")
 
 SUCCESS, ERROR, INTERRUPTED = 0, 2, 130
 

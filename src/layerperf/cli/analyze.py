@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_output_args, layout, output_format, positive_int
+from layerperf.analysis.gpu import VIEWS
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int, warn_dropped
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -42,7 +44,8 @@ def register(sub: Any) -> None:
                    help="group calls by node name, op type, provider, or op type and shapes (default name); "
                         "kernel: the GPU kernels of a PyTorch trace by name, with the ops that launched them")
     p.add_argument("--aggregate", choices=AGGREGATES, default="sum",
-                   help="how a group's calls combine (default sum; count orders by calls)")
+                   help="how a group's calls combine (default sum; count orders by calls); with --aggregate-by "
+                        "kernel, the per-kernel figure rows are ranked by")
     p.add_argument("--order-by", metavar="COLUMN",
                    help="column to rank by, largest first (default self time; e.g. cumulative, flops, "
                         "flops_per_s, bytes, bandwidth, calls, device, a counter; +COLUMN for ascending)")
@@ -52,6 +55,9 @@ def register(sub: Any) -> None:
                    help="only ops of this type (repeatable)")
     p.add_argument("--name", metavar="REGEX", help="only ops whose name matches this regular expression")
     add_output_args(p, FORMATS)
+    p.add_argument("--view", choices=VIEWS, metavar="VIEW",
+                   help="a GPU timeline view of a PyTorch trace instead of the op table: " + ", ".join(VIEWS)
+                        + " (README: GPU timeline views)")
     p.add_argument("--timeline", metavar="FILE.json",
                    help="also write the calls (those --type and --name keep) as a timeline: Chrome trace JSON "
                         "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
@@ -60,7 +66,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
-    from layerperf.readers.detect import read_table
+    from layerperf.readers.detect import read_folded, read_table
     from layerperf.renderers.output import show
     from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
@@ -74,10 +80,18 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    table = read_table(args.trace)
+    # every call is needed for a timeline and the GPU views; figures alone fold as the trace is read
+    whole = args.timeline is not None or args.view is not None
+    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median",
+                                                             kernels=args.aggregate_by == "kernel")
     top = default_top(args.top, fmt)
-    if args.aggregate_by == "kernel":
-        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top)
+    if args.view is not None:
+        from layerperf.renderers.views.gpu import gpu_view
+
+        assert isinstance(table, Calls)
+        view = gpu_view(table, args.view, top=args.top or 0)
+    elif args.aggregate_by == "kernel":
+        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
     else:
         if args.order_by is not None:
             analysis.resolve_column(table, args.order_by)
@@ -85,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                             types=args.types, name=args.name, min_time_s=args.min_time)
     _timeline(table, args)
     show(view, fmt, args.output, table_layout)
+    warn_dropped([table], fmt)
     return 0
 
 

@@ -20,15 +20,17 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "collect", help="sweep models and configurations into a store of per-layer rows",
         description="Profile every combination of --models, --backend, --batch, --threads, --opt-level, --inter-op, "
-                    "--cpus and --corun, and store each configuration's per-layer rows, its factors and the "
-                    "machine's fingerprint in an SQLite store (--store), one transaction per configuration. "
-                    "Run again, it measures only what the store lacks. Runs taken while the CPU ran slowed are "
-                    "set aside (bench's speed check). --export DIR writes the store as Parquet.",
+                    "--cpus and --corun (and TVM's --target and --tune), and store each configuration's per-layer "
+                    "rows, its factors and the machine's fingerprint in an SQLite store (--store), one "
+                    "transaction per configuration. Run again, it measures only what the store lacks. Runs "
+                    "taken while the CPU ran slowed are set aside (bench's speed check). --export DIR writes the "
+                    "store as Parquet.",
         epilog="examples:\n"
                "  layerperf collect --models resnet18,mobilenet_v2 --batch 1,8 --threads 1,2 --store ops.db\n"
                "  layerperf collect --models model.onnx --inter-op seq,2 --cpus 0 --cpus 0-1 --store ops.db\n"
                "  layerperf collect --models resnet18 --corun MatMul:A=512x512,B=512x512 --store ops.db\n"
                "  layerperf collect --models resnet18,bert-base --ray local --store ops.db\n"
+               "  layerperf collect --models resnet18 --backend onnxruntime,tvm --tune 0,200 --store ops.db\n"
                "  layerperf collect --store ops.db --export ops-parquet/",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", required=True, metavar="PATH", help="the SQLite store (made when missing)")
@@ -43,6 +45,12 @@ def register(sub: Any) -> None:
     p.add_argument("--inter-op", default="seq", metavar="LIST",
                    help="ONNX Runtime execution mode: seq (sequential), or N: parallel with N inter-op threads "
                         "(0: its default); e.g. seq,1,2 (default seq)")
+    p.add_argument("--target", action="append", default=[], metavar="TARGET",
+                   help="what TVM compiles for (--backend tvm; repeatable: each target is a factor), as profile's "
+                        "--target: llvm, 'llvm -mcpu=znver4', a JSON object (default llvm)")
+    p.add_argument("--tune", default="0", metavar="LIST",
+                   help="TVM's MetaSchedule trials per model (--backend tvm), e.g. 0,200: 0 untuned (default 0); "
+                        "the tuning database is kept per model and target, as for profile --tune")
     p.add_argument("--cpus", action="append", default=[], metavar="SET",
                    help="pin the run to a CPU set, e.g. 0 or 0-1 (repeatable: each set is a factor)")
     p.add_argument("--corun", action="append", default=[], metavar="OP:NAME=DIMS,...",
@@ -105,7 +113,8 @@ def axes_of(args: argparse.Namespace) -> Axes:
                 batches=_ints(args.batch, "--batch", 1), threads=_ints(args.threads, "--threads"),
                 opt_levels=_words(args.opt_level), inter_ops=_inter_ops(args.inter_op),
                 cpu_sets=tuple(parse_cpus(c) for c in args.cpus) or (None,), coruns=tuple(args.corun),
-                corun_cores=args.corun_cores, events=_words(args.events), runs=args.runs, warmup=args.warmup)
+                corun_cores=args.corun_cores, events=_words(args.events), runs=args.runs, warmup=args.warmup,
+                targets=tuple(args.target) or ("llvm",), tunes=_ints(args.tune, "--tune"))
 
 
 def run(args: argparse.Namespace) -> int:

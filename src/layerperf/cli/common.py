@@ -47,13 +47,26 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
-    """``--backend`` and every registered backend's own flags, a group per backend. Flags default to
-    None here, so that a flag given for another backend than the one chosen is told, not ignored."""
+    """``--backend`` and every registered backend's own flags (:func:`add_backend_flags`)."""
     from layerperf import backends
-    from layerperf.backends.base import flag_name, option_fields
 
     p.add_argument("--backend", metavar="NAME", help="runtime to profile on (default: by the model's file "
                    f"type; {backends.DEFAULT} for .onnx files and built-in models); see `layerperf backends`")
+    add_backend_flags(p)
+
+
+def add_backend_flags(p: argparse.ArgumentParser) -> None:
+    """Every registered backend's own flags, a group per backend. Flags default to None here, so that
+    a flag given for another backend than the one chosen is told, not ignored. A flag two backends
+    share (``--level``) is listed once, its help saying what it means on each."""
+    from layerperf import backends
+    from layerperf.backends.base import flag_name, option_fields
+
+    helps: dict[str, list[str]] = {}
+    for name in backends.names():
+        for f in option_fields(backends.get(name).options_type):
+            if f.metadata.get("flag"):
+                helps.setdefault(f.name, []).append(f"{name}: {f.metadata.get('help', '')}")
     seen: set[str] = set()
     for name in backends.names():
         backend = backends.get(name)
@@ -63,29 +76,45 @@ def add_backend_args(p: argparse.ArgumentParser) -> None:
             if not meta.get("flag") or f.name in seen:
                 continue
             seen.add(f.name)
+            text = meta.get("help", "") if len(helps[f.name]) == 1 else "; ".join(helps[f.name])
+            if isinstance(f.default, bool):  # a switch: given or not
+                group.add_argument(flag_name(f.name), dest=f.name, default=None, action="store_const", const=True,
+                                   help=text)
+                continue
             parse = meta.get("parse") or (type(f.default) if isinstance(f.default, int | float) else str)
-            text = meta.get("help", "")
             group.add_argument(flag_name(f.name), dest=f.name, default=None, type=parse, choices=meta.get("choices"),
+                               metavar=meta.get("metavar"),
                                help=text if "default" in text else f"{text} (default {f.default})")
 
 
 def backend_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen backend's options given on the command line; a flag of another backend is refused."""
     from layerperf import backends
+
+    chosen = backends.for_model(args.model, args.backend)
+    return flags_for(args, [chosen.name])[chosen.name]
+
+
+def flags_for(args: argparse.Namespace, chosen: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each chosen backend's options given on the command line (a flag several take goes to each); a
+    flag of none of them is refused in one line."""
+    from layerperf import backends
     from layerperf.backends.base import flag_name, option_fields
     from layerperf.errors import InputError
 
-    chosen = backends.for_model(args.model, args.backend)
-    own = {f.name for f in option_fields(chosen.options_type)}
-    out = {}
+    own = {name: {f.name for f in option_fields(backends.get(name).options_type)} for name in chosen}
+    out: dict[str, dict[str, Any]] = {name: {} for name in chosen}
     for name in backends.names():
         for f in option_fields(backends.get(name).options_type):
             value = getattr(args, f.name, None) if f.metadata.get("flag") else None
             if value is None:
                 continue
-            if f.name not in own:
-                raise InputError(f"{flag_name(f.name)} is an option of the {name} backend, not of {chosen.name}")
-            out[f.name] = value
+            takers = [c for c in chosen if f.name in own[c]]
+            if not takers:
+                raise InputError(f"{flag_name(f.name)} is an option of the {name} backend, not of "
+                                 f"{' or '.join(chosen)}")
+            for c in takers:
+                out[c][f.name] = value
     return out
 
 
@@ -155,3 +184,16 @@ def output_format(args: argparse.Namespace) -> str:
 
     check_output(args.output)
     return format_for(args.output, args.format)
+
+
+def warn_dropped(tables: Sequence[Any], fmt: str) -> None:
+    """For a format programs read (csv, json), the events each table's reader left out, one line each
+    on stderr: people see them below the table, a pipe must not have them mixed into its data."""
+    from layerperf.readers.dropped import warnings
+    from layerperf.renderers.view import for_people
+
+    if for_people(fmt):
+        return
+    for table in tables:
+        for line in warnings(table.meta):
+            print(f"layerperf: warning: {table.meta.get('source')}: {line}", file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from layerperf.cli.analyze import FORMATS, add_trace_help
-from layerperf.cli.common import add_output_args, layout, output_format, positive_int
+from layerperf.cli.common import add_output_args, layout, output_format, positive_int, warn_dropped
 
 
 def register(sub: Any) -> None:
@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
-    from layerperf.readers.detect import read_table
+    from layerperf.readers.detect import read_folded
     from layerperf.renderers.output import show
     from layerperf.renderers.views.diff import diff_view
 
@@ -44,9 +44,11 @@ def run(args: argparse.Namespace) -> int:
     fmt = output_format(args)
     table_layout = layout(args, fmt)
     analysis.order_diff([], args.order_by)  # an unknown column fails before the traces are read
-    a, b = read_table(args.a), read_table(args.b)
+    median = args.aggregate == "median"
+    a, b = read_folded(args.a, quantiles=median), read_folded(args.b, quantiles=median)
     view = diff_view(a, b, by=args.by, how=args.aggregate, match=args.match, order_by=args.order_by, top=args.top)
     show(view, fmt, args.output, table_layout)
+    warn_dropped([a, b], fmt)
     return 0
 
 

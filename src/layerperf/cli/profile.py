@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +59,19 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         check_dir(Path(args.out))
     report_path = _report_path(args)
+    base_options = _baseline(args, options)
     with progress_bar() as progress:
-        prof = layerperf.profile(
-            args.model, backend=args.backend, warmup=args.warmup, runs=args.runs, threads=args.threads,
-            **options, **model_options(args), latency=not args.no_latency,
-            events=[e for e in (args.events or "").split(",") if e], perf_config=args.perf_config,
-            passes=args.passes, multiplex=args.multiplex, memory=args.memory, sample_rate=args.sample_rate,
-            progress=progress)
+        common = {"backend": args.backend, "warmup": args.warmup, "runs": args.runs, "threads": args.threads,
+                  **model_options(args), "latency": not args.no_latency,
+                  "events": [e for e in (args.events or "").split(",") if e], "perf_config": args.perf_config,
+                  "passes": args.passes, "multiplex": args.multiplex, "memory": args.memory,
+                  "sample_rate": args.sample_rate, "progress": progress}
+        base = layerperf.profile(args.model, **common, **base_options) if base_options is not None else None
+        prof = layerperf.profile(args.model, **common, **options)
     written = layerperf.save(prof, args.out) if args.out else {}
+    if base is not None and args.out:
+        written = {**written, **{f"baseline/{k}": v for k, v in layerperf.save(base, Path(args.out) /
+                                                                               BASELINE_DIR).items()}}
     if report_path is not None:
         from layerperf.renderers import html
 
@@ -76,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.views.memory import memory_view
 
         view = view.then(memory_view(memory_report(prof), fmt=fmt))
+    if base is not None:  # JSON: the profile's document with the diffs' under their keys
+        diffs = _baseline_diff(base, prof, fmt)
+        view = replace(view.then(diffs), doc={**view.doc, **diffs.doc})
     show(view, fmt, args.output, table_layout)
     if args.output:  # the "wrote" lines went into the output file: say on stderr what was written where
         import sys
@@ -83,6 +92,40 @@ def run(args: argparse.Namespace) -> int:
         for path in (*written.values(), args.output):
             print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+BASELINE_DIR = "baseline"  # where --out keeps the baseline's files (TVM's --compare: the untuned build)
+
+
+def _baseline(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any] | None:
+    """The options of the baseline build the chosen backend's options ask to compare with (TVM's
+    ``--compare``: the untuned build), as keywords; None when they ask for none."""
+    import dataclasses
+
+    from layerperf import backends
+    from layerperf.api import backend_options
+
+    backend = backends.for_model(args.model, args.backend)
+    base = backends.baseline_options(backend, backend_options(backend, options))
+    return dataclasses.asdict(base) if base is not None else None
+
+
+def _baseline_diff(base: Any, prof: Any, fmt: str) -> Any:
+    """The diff of the baseline (A) and the profile (B): per layer (the 20 largest changes for people)
+    and per op type, each with its totals."""
+    from layerperf.renderers.view import for_people
+    from layerperf.renderers.views.diff import diff_view
+
+    a, b = (replace(t, meta={**t.meta, "source": _label(p, name)})
+            for t, p, name in ((base.calls(), base, "baseline"), (prof.calls(), prof, "profile")))
+    by_name = diff_view(a, b, top=20 if for_people(fmt) else 0)
+    by_type = diff_view(a, b, by="type")
+    return replace(by_name.then(by_type), doc={"baseline_diff": by_name.doc, "baseline_diff_by_type": by_type.doc})
+
+
+def _label(prof: Any, name: str) -> str:
+    state = prof.metadata.options.get("tuning_state")
+    return f"{name}, {state}" if state else name
 
 
 def _report_path(args: argparse.Namespace) -> Path | None:

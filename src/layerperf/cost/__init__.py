@@ -11,6 +11,8 @@ Namespaces
   default one, ``"com.microsoft"`` (ONNX Runtime's contrib and fused ops), ``"com.microsoft.nchwc"``...
   A namespace no other model owns is taken for an ONNX domain: a custom op gets its bytes and unknown work.
   Whole graphs: :func:`layerperf.cost.onnx.graph.graph_costs`.
+- ``"tvm.vm"`` (:mod:`layerperf.cost.tvm`): the Relax VM's builtins (allocations, frees, shape checks),
+  TVM's level-2 rows: no arithmetic. TVM's kernels are costed as the ONNX nodes they compute.
 - ``"aten"`` (:mod:`layerperf.cost.aten`): PyTorch's aten ops, counted as the ONNX op each stands for;
   inputs are the call's positional arguments (tensors, scalars, lists), attributes its keyword arguments.
   Live torch tensors: :mod:`layerperf.cost.aten.live`; a profiler trace's records:
@@ -32,6 +34,7 @@ from typing import Any, Protocol
 
 from layerperf.cost import aten
 from layerperf.cost import onnx as onnx_ops
+from layerperf.cost import tvm as tvm_vm
 from layerperf.data.cost import Cost
 from layerperf.data.tensor import TensorInfo
 
@@ -83,7 +86,7 @@ class _Aten:
 
 
 _ONNX = _Onnx()
-_NAMESPACES: dict[str, Namespace] = {"aten": _Aten()}
+_NAMESPACES: dict[str, Namespace] = {"aten": _Aten(), tvm_vm.NAMESPACE: tvm_vm.VmBuiltins()}
 
 
 def register(namespace: str, model: Namespace) -> None:

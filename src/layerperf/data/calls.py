@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.data.extension import TvmKernel
+
 if TYPE_CHECKING:  # for annotations only: reading a trace needs none of the Profile's modules
     from layerperf.data.raw import RawProfile
 
@@ -70,12 +72,46 @@ _NO_INTS.flags.writeable = False
 @dataclass(frozen=True, slots=True)
 class KernelTable:
     """One row per device activity. ``launcher`` is the name of the op it is device time of ("" when
-    linked to none)."""
+    linked to none). Where the reader knows them (PyTorch traces): ``ts_ns`` the start on the table's
+    clock, ``stream`` the device stream, ``correlation`` the id that ties it to the runtime call that
+    launched it, ``launch_ts_ns``/``launch_dur_ns`` that call's start and duration, ``bytes`` what a
+    copy or set moved, ``owner`` the row of the op call it is device time of (-1: none); NaN and -1
+    unknown, left out: unknown for every row. The GPU timeline views (:mod:`layerperf.analysis.gpu`)
+    read them."""
 
     name: Labels
     kind: Labels
     device: Labels
     launcher: Labels
+    dur_ns: np.ndarray  # float64
+    ts_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    stream: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    correlation: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    launch_ts_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    launch_dur_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    bytes: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
+    owner: np.ndarray = field(default_factory=lambda: _NO_INTS)
+
+    def __post_init__(self) -> None:
+        n = len(self)
+        for column in ("ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "owner"):
+            values = getattr(self, column)
+            if values is _NO_FLOATS or values is _NO_INTS:
+                object.__setattr__(self, column, np.full(n, np.nan if values is _NO_FLOATS else -1,
+                                                         dtype=values.dtype))
+
+    def __len__(self) -> int:
+        return int(self.dur_ns.size)
+
+
+@dataclass(frozen=True, slots=True)
+class Annotations:
+    """The user annotations of a trace (``record_function`` ranges, ``ProfilerStep#N``): one row each,
+    ``gpu`` for their device-side copies (``gpu_user_annotation``), start on the table's clock."""
+
+    name: Labels
+    gpu: np.ndarray  # bool
+    ts_ns: np.ndarray  # float64
     dur_ns: np.ndarray  # float64
 
     def __len__(self) -> int:
@@ -374,14 +410,26 @@ def from_profile(profile: RawProfile, meta: dict[str, Any] | None = None) -> Cal
              tid=np.fromiter((s.tid for s in spans), dtype=np.int64, count=len(spans)))
     # tensor names let a diff pair nodes that graph transformations renamed (layerperf.analysis.matching)
     outputs = {layer.name: tuple(t.name for t in layer.outputs) for layer in profile.layers}
+    # the ONNX nodes a compiled kernel computes (TVM's), anchor first: a fused kernel pairs with them
+    covers = {layer.name: nodes for layer in profile.layers if (nodes := covered_nodes(layer.extension))}
     # the machine and thread count the run was taken on: which calibrated peaks its rates compare to
     measured = profile.measurement.intra_op_threads if profile.measurement is not None else None
     threads = measured or profile.metadata.threads
     machine = profile.metadata.machine
     table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
+                     **({"covers": covers} if covers else {}),
                      "inclusive_flops": profile.cost_nesting.rated_over_whole_call, "ts_origin_us": 0.0,
                      "machine": None if machine is None else machine.to_json(), "threads": threads, **(meta or {})})
     return with_outer(table, profile.span_parents)  # rows are the spans, in order
+
+
+def covered_nodes(ext: object) -> tuple[str, ...]:
+    """The ONNX nodes a layer's runtime says it computes, the one it is named after first (TVM's
+    :class:`~layerperf.data.extension.TvmKernel`); () for a layer that says none."""
+    if not isinstance(ext, TvmKernel) or not ext.nodes:
+        return ()
+    anchor = ext.anchor
+    return (anchor, *(n for n in ext.nodes if n != anchor)) if anchor in ext.nodes else ext.nodes
 
 
 def empty(meta: dict[str, Any] | None = None) -> Calls:

@@ -46,6 +46,7 @@ def layer_to_json(layer: Layer) -> dict[str, Any]:
         "bytes_written": layer.bytes_written, "counters": layer.counters, "memory": layer.memory_figures,
         "int_ops": layer.int_ops, "padded_flops": layer.padded_flops,
         **({"parent": layer.parent} if layer.parent is not None else {}),
+        **extension.to_layer_json(layer.extension),
     }
 
 
@@ -60,7 +61,7 @@ def layer_from_json(d: dict[str, Any]) -> Layer:
         counters={k: [float(x) for x in v] for k, v in d.get("counters", {}).items()},
         int_ops=d.get("int_ops"), padded_flops=d.get("padded_flops"),
         parent=None if d.get("parent") is None else str(d["parent"]),
-        extension=extension.from_figures(d.get("memory") or {}),
+        extension=extension.from_layer_json(d),
     )
 
 

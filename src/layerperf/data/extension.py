@@ -1,9 +1,11 @@
 """A backend's own figures of one layer, typed: what only its runtime reports, kept out of the
 backend-neutral :class:`~layerperf.data.layer.Layer`.
 
-Each kind is a frozen dataclass whose fields are the runtime's own names; trace.json keeps them in the
-layer's ``memory`` object under those names, as layerperf 0.1 wrote them. A new backend adds its kind
-here and to :data:`KINDS`, which loading tries in order.
+Each kind is a frozen dataclass whose fields are the runtime's own names. The memory kinds' figures
+(ints) are kept in the layer's ``memory`` object under those names, as layerperf 0.1 wrote them: a new
+memory kind goes here and into :data:`KINDS`, which loading tries in order. A kind that is no set of
+figures (TVM's kernel: its function, nodes and schedule) has a key of its own in the layer's object
+(:data:`OWN_KEYS`), written by its ``to_json`` and read by its ``from_json``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
+
+from layerperf.data.schedule import KernelSchedule
 
 _E = TypeVar("_E", bound="LayerExtension")
 
@@ -60,7 +64,40 @@ class CudaModuleMemory(LayerExtension):
     cuda_peak_rise_bytes: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TvmKernel(LayerExtension):
+    """One call of TVM's Relax VM: the compiled function it runs (a kernel, ``fused_conv2d_add_relu``,
+    or a VM builtin, ``vm.builtin.alloc_storage``), the ONNX nodes it computes in graph order (a fused
+    kernel lists all it covers; ``anchor`` is the one it is named after), its place among ``main``'s
+    calls, and the schedule the kernel was built with (None for a builtin)."""
+
+    KEY: ClassVar[str] = "tvm"
+
+    function: str
+    nodes: tuple[str, ...] = ()
+    anchor: str | None = None
+    call: int | None = None
+    schedule: KernelSchedule | None = None
+
+    def figures(self) -> dict[str, int]:
+        return {}  # no memory figures: its facts are under its own key
+
+    def to_json(self) -> dict[str, Any]:
+        return {"function": self.function, "nodes": list(self.nodes), "anchor": self.anchor, "call": self.call,
+                "schedule": None if self.schedule is None else self.schedule.to_json()}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TvmKernel:
+        schedule = d.get("schedule")
+        return cls(str(d.get("function", "")), tuple(str(n) for n in d.get("nodes") or ()),
+                   None if d.get("anchor") is None else str(d["anchor"]),
+                   None if d.get("call") is None else int(d["call"]),
+                   None if schedule is None else KernelSchedule.from_json(schedule))
+
+
 KINDS: tuple[type[LayerExtension], ...] = (OrtNodeMemory, CudaModuleMemory)
+# kinds kept under a key of their own in a layer's JSON object, by that key
+OWN_KEYS: dict[str, type[TvmKernel]] = {TvmKernel.KEY: TvmKernel}
 
 
 def from_figures(figures: Mapping[str, Any]) -> LayerExtension | None:
@@ -69,3 +106,18 @@ def from_figures(figures: Mapping[str, Any]) -> LayerExtension | None:
         if (found := kind.from_figures(figures)) is not None:
             return found
     return None
+
+
+def to_layer_json(ext: LayerExtension | None) -> dict[str, Any]:
+    """The keys a layer's JSON object gets for ``ext`` besides ``memory`` (a kind with a key of its own)."""
+    if isinstance(ext, TvmKernel):
+        return {ext.KEY: ext.to_json()}
+    return {}
+
+
+def from_layer_json(d: Mapping[str, Any]) -> LayerExtension | None:
+    """The kind a saved layer object holds: under a kind's own key, else in its ``memory`` figures."""
+    for key, kind in OWN_KEYS.items():
+        if isinstance(d.get(key), Mapping):
+            return kind.from_json(d[key])
+    return from_figures(d.get("memory") or {})

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.data.extension import TvmKernel
 from layerperf.data.figures import known, median
 from layerperf.data.table import LayerStats, counter_labels, layer_stats
 
@@ -74,6 +75,11 @@ class LayerRecord:
     share: float | None  # of all measured layer time
     counters: str  # median count per pass of each perf counter, ``label=value;...``
     stepwise_median_us: float | None  # time in the counting runs (perf counters), to compare with median_us
+    # a compiled runtime's (TVM's): the kernel's schedule in one line (``default schedule`` untuned), the
+    # build's tuning state and the target it was compiled for; None on runtimes that compile nothing
+    schedule: str | None = None
+    tuning_state: str | None = None
+    target: str | None = None
 
 
 def layer_records(profile: RawProfile) -> list[LayerRecord]:
@@ -101,7 +107,13 @@ def _run_fields(profile: RawProfile) -> dict[str, Any]:
         "machine_cpu": meta.machine.cpu if meta.machine else None,
         "machine_cores": meta.machine.cores if meta.machine else None,
         "layerperf_version": meta.layerperf_version, "created": meta.created,
+        "tuning_state": _text_or_none(meta.options.get("tuning_state")),
+        "target": _text_or_none(meta.options.get("target")),
     }
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _layer_fields(index: int, layer: Layer, run_provider: str | None) -> dict[str, Any]:
@@ -113,7 +125,13 @@ def _layer_fields(index: int, layer: Layer, run_provider: str | None) -> dict[st
         "real_out_shapes": layer.real_out_shapes, "flops": layer.flops, "int_ops": layer.int_ops,
         "bytes_read": layer.bytes_read, "bytes_written": layer.bytes_written, "param_bytes": layer.param_bytes,
         "padded_flops": layer.flops_as_stored,
+        "schedule": _schedule(layer),
     }
+
+
+def _schedule(layer: Layer) -> str | None:
+    ext = layer.extension
+    return ext.schedule.compact() if isinstance(ext, TvmKernel) and ext.schedule is not None else None
 
 
 def _measured(st: LayerStats, durations_ns: np.ndarray) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 A configuration is a model on a backend under every factor a sweep varies: batch, intra-op threads,
 optimization level, ONNX Runtime's execution mode (``inter_op``: None sequential, N parallel with N
 inter-op threads, 0 its default), the CPU set the run is pinned to, a co-runner beside it, the perf
-events counted, and the runs and warm-up taken. Its :meth:`Config.key` is the store's unique key:
-the same command run again finds every configuration it already holds and measures only the rest.
+events counted, the runs and warm-up taken, and for a compiling backend (TVM) the target and the tuning
+trials. Its :meth:`Config.key` is the store's unique key: the same command run again finds every
+configuration it already holds and measures only the rest.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from layerperf.util.affinity import check_cpus, format_cpus
 SEQUENTIAL = "seq"  # what --inter-op and the key write for ONNX Runtime's sequential execution mode
 KEY_FIELDS = ("model", "backend", "batch", "threads", "opt_level", "inter_op", "cpus", "corun", "corun_cores",
               "events", "runs", "warmup")
+# a compiling backend's factors (TVM's --target and --tune): in the key only where they apply, so that the
+# keys of the configurations of other backends stay as stores made before them hold them
+COMPILE_FIELDS = ("target", "tune")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +39,8 @@ class Config:
     path; ``batch`` None where it does not apply (a file without a free leading dimension); ``opt_level``
     and ``inter_op`` None where the backend has no such option; ``cpus`` the CPU list the run is pinned to
     ("" unpinned), ``corun`` the co-runner's operator ("" alone) and ``corun_cores`` ``shared`` or
-    ``separate`` (with a co-runner), ``events`` perf events, comma-separated."""
+    ``separate`` (with a co-runner), ``events`` perf events, comma-separated; ``target`` and ``tune`` (TVM's
+    target and MetaSchedule trials, 0 untuned) None on a backend that compiles nothing."""
 
     model: str
     backend: str
@@ -49,10 +54,14 @@ class Config:
     events: str = ""
     runs: int = 10
     warmup: int = 3
+    target: str | None = None
+    tune: int | None = None
 
     def key(self) -> str:
-        """The store's unique key: every field, ``name=value`` joined by ``;`` (None as ``-``)."""
-        return ";".join(f"{name}={_text(name, getattr(self, name))}" for name in KEY_FIELDS)
+        """The store's unique key: every field, ``name=value`` joined by ``;`` (None as ``-``); the
+        compiling backend's factors last, only where they apply."""
+        names = KEY_FIELDS + tuple(n for n in COMPILE_FIELDS if getattr(self, n) is not None)
+        return ";".join(f"{name}={_text(name, getattr(self, name))}" for name in names)
 
     def alone_key(self) -> str:
         """The key of this configuration without its co-runner: the row its interference is measured against."""
@@ -66,6 +75,8 @@ class Config:
         parts += [f"inter-op {self.inter_op}"] if self.inter_op is not None else []
         parts += [f"cpus {self.cpus}"] if self.cpus else []
         parts += [f"corun {self.corun} ({self.corun_cores})"] if self.corun else []
+        parts += [f"target {self.target}"] if self.target is not None else []
+        parts += [f"tune {self.tune}" if self.tune else "untuned"] if self.tune is not None else []
         return " ".join(parts)
 
     @property
@@ -79,6 +90,10 @@ class Config:
             out["opt_level"] = self.opt_level
         if self.inter_op is not None:
             out.update(execution_mode="parallel", inter_op_threads=self.inter_op)
+        if self.target is not None:
+            out["target"] = self.target
+        if self.tune is not None:
+            out["tune"] = self.tune
         return out
 
 
@@ -104,6 +119,8 @@ class Axes:
     events: tuple[str, ...] = ()
     runs: int = 10
     warmup: int = 3
+    targets: tuple[str, ...] = ("llvm",)  # a compiling backend's (TVM's)
+    tunes: tuple[int, ...] = (0,)
 
 
 def _has_option(backend: str, name: str) -> bool:
@@ -134,13 +151,27 @@ def expand(axes: Axes) -> list[Config]:
         batches: Sequence[int | None] = axes.batches if batch_applies(model) else (None,)
         levels: Sequence[str | None] = axes.opt_levels if _has_option(backend, "opt_level") else (None,)
         inter: Sequence[int | None] = axes.inter_ops if _has_option(backend, "execution_mode") else (None,)
-        for batch, threads, level, inter_op, cpus, (corun, cores) in itertools.product(
-                batches, axes.threads, levels, inter, axes.cpu_sets, coruns):
+        targets: Sequence[str | None] = axes.targets if _has_option(backend, "target") else (None,)
+        tunes: Sequence[int | None] = axes.tunes if _has_option(backend, "tune") else (None,)
+        for batch, threads, level, inter_op, cpus, (corun, cores), target, tune in itertools.product(
+                batches, axes.threads, levels, inter, axes.cpu_sets, coruns, targets, tunes):
             cfg = Config(model=model, backend=backend, batch=batch, threads=threads, opt_level=level,
                          inter_op=inter_op, cpus=format_cpus(cpus or ()), corun=corun, corun_cores=cores,
-                         events=events, runs=axes.runs, warmup=axes.warmup)
+                         events=events, runs=axes.runs, warmup=axes.warmup, target=target, tune=tune)
             out.setdefault(cfg.key(), cfg)
     return list(out.values())
+
+
+def _check_compile_factors(axes: Axes) -> None:
+    """Each --target and --tune a compiling backend of the sweep would get, checked there (TVM: the
+    target parsed and runnable here; trials not negative)."""
+    if any(t < 0 for t in axes.tunes):
+        raise InputError("--tune values must be 0 (untuned) or a number of trials")
+    for name in axes.backends:
+        backend = backends.get(name)
+        if _has_option(name, "target"):
+            for target in axes.targets:
+                backends.check_options(backend, backends.backend_options(backend, {"target": target}))
 
 
 def check(axes: Axes) -> None:
@@ -150,7 +181,8 @@ def check(axes: Axes) -> None:
     if not axes.models:
         raise InputError("nothing to collect: --models names no model")
     for name, values in (("--batch", axes.batches), ("--threads", axes.threads), ("--opt-level", axes.opt_levels),
-                         ("--inter-op", axes.inter_ops), ("--backend", axes.backends)):
+                         ("--inter-op", axes.inter_ops), ("--backend", axes.backends), ("--target", axes.targets),
+                         ("--tune", axes.tunes)):
         if not values:
             raise InputError(f"nothing to collect: {name} is empty")
     names = zoo.names()
@@ -160,6 +192,7 @@ def check(axes: Axes) -> None:
                              hint="built-in models: " + ", ".join(names))
     for backend in axes.backends:
         backends.usable(backends.get(backend))
+    _check_compile_factors(axes)
     if any(b < 1 for b in axes.batches):
         raise InputError("--batch values must be 1 or more")
     for cpus in axes.cpu_sets:

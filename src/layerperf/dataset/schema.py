@@ -1,4 +1,4 @@
-"""The store's schema: tables, indexes and views, version 1 (README "The store" documents it).
+"""The store's schema: tables, indexes and views, version 2 (README "The store" documents it).
 
 - ``schema_version``: one row, the version of this schema the store holds and the layerperf that made it.
 - ``machines``: one row per machine fingerprint (:class:`~layerperf.dataset.fingerprint.Fingerprint`).
@@ -9,8 +9,9 @@
 - views: ``measured_layers`` (each layer with its configuration's factors) and ``interference`` (each
   layer measured beside a co-runner against the same layer measured alone).
 
-A column is only ever added (with a new version and its migration); the version tells a reader what
-it may find.
+A column is only ever added (with a new version and its migration, :data:`MIGRATIONS`); the version
+tells a reader what it may find. Version 2 added a compiling backend's factors (``configs.target``,
+``configs.tune``) and the per-layer ``schedule``, ``tuning_state`` and ``target`` (TVM).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import dataclasses
 
 from layerperf.data.records import LayerRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # LayerRecord's annotations (strings: postponed evaluation) -> SQLite column types
 _SQL_TYPES = {"int": "INTEGER NOT NULL", "int | None": "INTEGER", "float": "REAL NOT NULL", "float | None": "REAL",
@@ -51,6 +52,8 @@ CONFIG_COLUMNS = (
     ("yardstick_ref_ns", "REAL"), ("yardstick_median_ns", "REAL"), ("latency_median_us", "REAL"),
     ("latency_p90_us", "REAL"), ("run_cpus", "TEXT NOT NULL"), ("corun_cpus", "TEXT NOT NULL"),
     ("corun_calls_per_s", "REAL"), ("warnings", "TEXT NOT NULL"),
+    # a compiling backend's factors (version 2): NULL where the backend compiles nothing
+    ("target", "TEXT"), ("tune", "INTEGER"),
 )
 
 
@@ -63,6 +66,14 @@ def _layer_columns() -> list[tuple[str, str]]:
 
 LAYER_COLUMNS = tuple(_layer_columns())
 TABLES = {"machines": MACHINE_COLUMNS, "configs": CONFIG_COLUMNS, "layers": LAYER_COLUMNS}
+
+
+# version -> the statements that bring a store of the version before it up to it
+MIGRATIONS = {
+    2: ["ALTER TABLE configs ADD COLUMN target TEXT", "ALTER TABLE configs ADD COLUMN tune INTEGER",
+        "ALTER TABLE layers ADD COLUMN schedule TEXT", "ALTER TABLE layers ADD COLUMN tuning_state TEXT",
+        "ALTER TABLE layers ADD COLUMN target TEXT"],
+}
 
 
 def _table(name: str, columns: tuple[tuple[str, str], ...], extra: str = "") -> str:

@@ -23,7 +23,15 @@ from layerperf import __version__
 from layerperf.data.metadata import now
 from layerperf.dataset.fingerprint import Fingerprint
 from layerperf.dataset.measure import ConfigResult
-from layerperf.dataset.schema import CONFIG_COLUMNS, DDL, LAYER_FIELDS, MACHINE_COLUMNS, SCHEMA_VERSION, TABLES
+from layerperf.dataset.schema import (
+    CONFIG_COLUMNS,
+    DDL,
+    LAYER_FIELDS,
+    MACHINE_COLUMNS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+)
 from layerperf.errors import InputError
 
 BUSY_TIMEOUT_MS = 60_000  # a reader (an export, a notebook) may hold the store for a moment
@@ -75,9 +83,11 @@ class Store:
         if not tables and fresh:
             self._make()
             return
-        self._check_schema(tables)
+        version = self._check_schema(tables)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
+        self._check_columns(version)  # before the migrations: a refused store is left untouched
+        self._migrate(version)
 
     def _make(self) -> None:
         self.db.execute("PRAGMA journal_mode = WAL")
@@ -87,7 +97,16 @@ class Store:
                 self.db.execute(statement)
             self.db.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (SCHEMA_VERSION, __version__, now()))
 
-    def _check_schema(self, tables: set[str]) -> None:
+    def _migrate(self, version: int) -> None:
+        """A store of an older schema brought up to this one, one version per transaction: columns added."""
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction():
+                for statement in MIGRATIONS[target]:
+                    self.db.execute(statement)
+                self.db.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (target, __version__, now()))
+
+    def _check_schema(self, tables: set[str]) -> int:
+        """The store's schema version; InputError when it is no layerperf store or a newer one's."""
         if "schema_version" not in tables:
             raise InputError(f"{self.path} is an SQLite database but not a layerperf store (no schema_version table)")
         row = self.db.execute("SELECT max(version) FROM schema_version").fetchone()
@@ -100,6 +119,27 @@ class Store:
         missing = sorted(set(TABLES) - tables)
         if missing:
             raise InputError(f"{self.path}: a layerperf store without its {', '.join(missing)} table(s)")
+        return version
+
+    def _check_columns(self, version: int) -> None:
+        """Columns a table of schema ``version`` lacks (a store made by a development build before the
+        schema settled; those the migrations add excepted): a nullable one is added, NULL (unknown) in every
+        row; InputError, the store untouched, when one that must hold a value is missing."""
+        added = _added_pairs(version)
+        addable: list[str] = []
+        for table, columns in TABLES.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            lacking = [(name, kind) for name, kind in columns if name not in have and (table, name) not in added]
+            required = [name for name, kind in lacking if "NOT NULL" in kind or "PRIMARY KEY" in kind]
+            if required:
+                raise InputError(f"{self.path}: its {table} table has no column {', '.join(required)} "
+                                 f"(written by an earlier build of layerperf)",
+                                 hint="collect into a new store")
+            addable += [f"ALTER TABLE {table} ADD COLUMN {name} {kind}" for name, kind in lacking]
+        if addable:
+            with self.transaction():
+                for statement in addable:
+                    self.db.execute(statement)
 
     def close(self) -> None:
         self.db.close()
@@ -167,6 +207,11 @@ class Store:
         return int(cur.lastrowid or 0)
 
 
+def _added_pairs(version: int) -> set[tuple[str, str]]:
+    """(table, column) of every column the migrations after ``version`` add."""
+    return {(st.split()[2], st.split()[5]) for v, sts in MIGRATIONS.items() if v > version for st in sts}
+
+
 def _config_row(r: ConfigResult) -> dict[str, Any]:
     c = r.config
     return {
@@ -181,4 +226,5 @@ def _config_row(r: ConfigResult) -> dict[str, Any]:
         "yardstick_ref_ns": r.yardstick_ref_ns, "yardstick_median_ns": r.yardstick_median_ns,
         "latency_median_us": r.latency_median_us, "latency_p90_us": r.latency_p90_us, "run_cpus": r.run_cpus,
         "corun_cpus": r.corun_cpus, "corun_calls_per_s": r.corun_calls_per_s, "warnings": r.warnings,
+        "target": c.target, "tune": c.tune,
     }

@@ -74,7 +74,8 @@ def decode_events(data: bytes) -> list[Event]:
 
     Malformed JSON raises ``orjson.JSONDecodeError`` (orjson's position and message, which the file
     reader turns into line and column); a well-formed array whose items are not all usable events
-    decodes item by item, dropping what is not an object and ``args`` that are not one.
+    decodes item by item: what is not an object becomes a :data:`NOT_OBJECT` placeholder (counted and
+    left out by the readers), ``args`` that are not an object are dropped.
     """
     try:
         return _EVENTS.decode(data)
@@ -84,10 +85,14 @@ def decode_events(data: bytes) -> list[Event]:
     return events_of(items) if isinstance(items, list) else []
 
 
+NOT_OBJECT = "\x00not-an-object"  # the ``ph`` of what stands for an item that is no event object
+
+
 def event_of(item: Any) -> Event | None:
-    """An already parsed event as an Event; None when it is not an object."""
+    """An already parsed event as an Event; an item that is not an object stands as an Event whose ``ph``
+    is :data:`NOT_OBJECT` (so that readers count it), named by its JSON text."""
     if not isinstance(item, dict):
-        return None
+        return Event(name=orjson.dumps(item)[:60].decode("utf-8", "replace"), ph=NOT_OBJECT)
     for doc in (item, {k: v for k, v in item.items() if k != "args"}):
         try:
             return _EVENT.decode(orjson.dumps(doc))

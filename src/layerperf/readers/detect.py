@@ -2,7 +2,8 @@
 
 - layerperf: an object with ``otherData.layerperf_format`` (a ``trace.json``, or the profile
   directory holding one);
-- ONNX Runtime (``enable_profiling``): a JSON array whose events have ``cat`` Session or Node;
+- ONNX Runtime (``enable_profiling``): events whose ``cat`` is Session or Node (Api), as a JSON array or
+  wrapped in an object's ``traceEvents`` (by content, not by the container's shape);
 - PyTorch (Kineto): an object with ``schemaVersion``/``deviceProperties``, or whose events have
   ``cat`` cpu_op, kernel or cuda_runtime;
 - anything else in Trace Event Format: a JSON array of events or an object with ``traceEvents``.
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from layerperf.data.calls import Calls
+from layerperf.data.fold import Folded
 from layerperf.errors import InputError
-from layerperf.readers import kineto, ort, parallel, tef
+from layerperf.readers import kineto, kineto_stream, ort, parallel, streaming, tef
 from layerperf.readers.decode import Event
 from layerperf.readers.layerperf import profile_from_doc, resolve_path
 from layerperf.readers.stream import BLOCK_BYTES, EventStream, load_json, open_events
@@ -51,7 +53,8 @@ def detect(form: str, head: Any, events: list[Event]) -> str:
     if _is_layerperf(head):
         return "layerperf"
     cats = _cats(events)
-    if form == "array" and cats and cats <= ORT_CATS | {"Api"}:
+    # by content, whatever the container: ONNX Runtime's events wrapped in {"traceEvents": ...} are its
+    if cats and cats <= ORT_CATS | {"Api"} and (form == "array" or "Node" in cats):
         return "ort"
     if isinstance(head, dict) and any(k in head for k in KINETO_KEYS) or cats & KINETO_CATS:
         return "kineto"
@@ -65,12 +68,27 @@ def resolve(path: Path) -> Path:
 
 def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> Calls:
     """The calls of every op in the trace at ``path``, one row each; raises InputError when unreadable."""
+    table = _without_gc(lambda: _read_table(Path(path), block, None))
+    assert isinstance(table, Calls)
+    return table
+
+
+def read_folded(path: str | Path, *, quantiles: bool = False, kernels: bool = False,
+                block: int = BLOCK_BYTES) -> Folded | Calls:
+    """The trace at ``path`` for analysis: an ONNX Runtime profile, a PyTorch trace or a Trace Event
+    Format file folded into per-op accumulators in bounded memory (:mod:`layerperf.readers.streaming`;
+    ``quantiles``: keep what medians need; ``kernels``: a PyTorch trace's device activities too, as
+    ``meta["kernels"]``), any other trace as its table (:func:`read_table`). InputError when unreadable."""
+    return _without_gc(lambda: _read_table(Path(path), block, quantiles, kernels))
+
+
+def _without_gc(work: Any) -> Any:
     # Reading makes millions of objects that form no cycles (records, lists, strings), and each few
     # hundred thousand container allocations would start a collection that walks them all.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read_table(Path(path), block)
+        return work()
     finally:
         if was_enabled:
             gc.enable()
@@ -88,7 +106,8 @@ def _is_onnx_model(path: Path) -> bool:
         return False  # reading it properly says what is wrong
 
 
-def _read_table(path: Path, block: int) -> Calls:
+def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = False) -> Calls | Folded:
+    """The trace's table; folded instead (``quantiles`` not None) where its format streams."""
     trace = resolve(path)
     if trace.is_file() and _is_onnx_model(trace):
         raise InputError(f"{trace} is an ONNX model, not a trace",
@@ -106,8 +125,19 @@ def _read_table(path: Path, block: int) -> Calls:
     meta = {"source": str(trace)}
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
+    elif fmt == "kineto" and quantiles is not None:
+        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
+    elif quantiles is not None:
+        reader = ort if fmt == "ort" else tef
+        if split:
+            stream.close()
+        folded = streaming.fold(trace, reader, None if split else stream, meta, split=split, quantiles=quantiles)
+        if folded.calls == 0:
+            raise InputError(f"{trace} has no timed events ({folded.meta.get('format')} trace with "
+                             f"{folded.meta.get('events', 0)} events, none of them a timed op)")
+        return folded
     else:
         reader = ort if fmt == "ort" else tef
         in_parts = None

@@ -24,11 +24,13 @@ from typing import Any
 import numpy as np
 
 from layerperf.cost.aten import recorded
-from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
+from layerperf.data.calls import Annotations, Calls, Interner, KernelTable, Labels, TableBuilder, int_id, with_outer
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers.decode import Event, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Event, raw_value
+from layerperf.readers.devices import from_skeleton
+from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
 from layerperf.readers.stream import EventStream
-from layerperf.readers.tef import earliest, num, shapes_text, text, thread_ids, to_ns
+from layerperf.readers.tef import MAX_US, earliest, num, shapes_text, text, thread_ids, to_ns
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -73,6 +75,10 @@ class _Device:
     correlation: list[int] = field(default_factory=list)
     pid: list[int] = field(default_factory=list)
     tid: list[int] = field(default_factory=list)
+    bytes: list[float] = field(default_factory=list)
+
+
+ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
 
 
 def _stream_id(tid: Any) -> int:
@@ -83,15 +89,20 @@ def _stream_id(tid: Any) -> int:
 
 
 def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu: _Cpu, dev: _Device,
-             steps: list[tuple[float, float]]) -> None:
+             steps: list[tuple[float, float]], dropped: Dropped,
+             notes: list[tuple[str, bool, float, float]]) -> None:
     """Append the chunk's CPU events to ``cpu``, its device activities to ``dev`` and the (start, duration)
-    in µs of its ``ProfilerStep#N`` frames to ``steps``."""
+    in µs of its ``ProfilerStep#N`` frames to ``steps``; count what is left out in ``dropped``."""
     for ev in events:
         if ev.ph != "X":
+            if ev.ph == NOT_OBJECT:
+                dropped.add(NOT_EVENT, 1, ev.name)
             continue
         cat = ev.cat
         ts, dur = num(ev.ts), num(ev.dur)
-        if not (dur >= 0 and np.isfinite(ts)):
+        if not (0 <= dur < MAX_US and abs(ts) < MAX_US):
+            if V1_CATS.get(cat, cat) in ROW_CATS + FRAME_CATS + DEVICE_CATS:  # only what would have been read
+                dropped.add(reason(ev.ts, ev.dur) or NOT_A_NUMBER, 1, ev.name)
             continue
         args = ev.args
         name = text(ev.name)
@@ -109,9 +120,12 @@ def _collect(events: list[Event], threads: Interner, builder: TableBuilder, cpu:
             dev.device.append(provider)
             dev.external.append(_external(args))
             dev.correlation.append(_id(args.correlation))
+            dev.bytes.append(num(args.bytes))
             continue
         if cat == "cpu_op" and name.startswith("ProfilerStep#"):
             cat = "user_annotation"  # PyTorch 1.8/1.9 recorded the step as an operator
+        if cat in ANNOTATION_CATS:
+            notes.append((name, cat == "gpu_user_annotation", ts, dur))
         if cat in ROW_CATS:
             ident = builder.ident(name, name, "CPU", shapes_text(raw_value(args.input_dims)), "")
         elif cat in FRAME_CATS:
@@ -211,10 +225,34 @@ def _row_parents(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.where(at >= 0, row_of[np.maximum(at, 0)], _NONE)
 
 
-def _kernel_table(dev: _Device, owner: np.ndarray, cpu: _Cpu, names: list[str], dur_ns: np.ndarray) -> KernelTable:
+def _kernel_table(dev: _Device, owner: np.ndarray, cpu: _Cpu, names: list[str], dur_ns: np.ndarray,
+                  times: tuple[np.ndarray, np.ndarray, np.ndarray, float]) -> KernelTable:
+    """The device activities with the op each is device time of, and (``times``: the CPU events' start
+    and end in ns, their parents, the origin in µs) the runtime call that launched each."""
+    start, end, is_op, origin_us = times
     idents = np.asarray(cpu.ident, dtype=np.int64)
     launcher = [names[idents[o]] if o >= 0 and idents[o] >= 0 else "" for o in owner.tolist()]
-    return KernelTable(Labels.of(dev.name), Labels.of(dev.kind), Labels.of(dev.device), Labels.of(launcher), dur_ns)
+    correlation = np.asarray(dev.correlation, dtype=np.int64)
+    launch = _lookup(np.where(is_op, _NONE, np.asarray(cpu.correlation, dtype=np.int64)),
+                     np.arange(start.size, dtype=np.int64), correlation)
+    has = launch >= 0
+    launch_ts = np.where(has, start[np.maximum(launch, 0)] if start.size else np.nan, np.nan)
+    launch_dur = np.where(has, (end - start)[np.maximum(launch, 0)] if start.size else np.nan, np.nan)
+    rows = np.full(idents.size, _NONE, dtype=np.int64)
+    rows[idents >= 0] = np.arange(int((idents >= 0).sum()))
+    owner_row = np.where(owner >= 0, rows[np.maximum(owner, 0)] if rows.size else _NONE, _NONE)
+    return KernelTable(Labels.of(dev.name), Labels.of(dev.kind), Labels.of(dev.device), Labels.of(launcher), dur_ns,
+                       ts_ns=to_ns(np.asarray(dev.ts_us, dtype=np.float64) - origin_us).astype(np.float64),
+                       stream=np.asarray(dev.tid, dtype=np.int64), correlation=correlation,
+                       launch_ts_ns=launch_ts.astype(np.float64), launch_dur_ns=launch_dur.astype(np.float64),
+                       bytes=np.asarray(dev.bytes, dtype=np.float64), owner=owner_row)
+
+
+def _annotations(notes: list[tuple[str, bool, float, float]], origin_us: float) -> Annotations:
+    ts = np.asarray([n[2] for n in notes], dtype=np.float64)
+    return Annotations(Labels.of([n[0] for n in notes]), np.asarray([n[1] for n in notes], dtype=bool),
+                       to_ns(ts - origin_us).astype(np.float64),
+                       to_ns(np.asarray([n[3] for n in notes], dtype=np.float64)).astype(np.float64))
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
@@ -223,9 +261,11 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     cpu, dev = _Cpu(), _Device()
     n_events = 0
     steps: list[tuple[float, float]] = []
+    dropped = Dropped()
+    notes: list[tuple[str, bool, float, float]] = []
     for chunk in stream.chunks():
         n_events += len(chunk)
-        _collect(chunk, threads, builder, cpu, dev, steps)
+        _collect(chunk, threads, builder, cpu, dev, steps, dropped, notes)
 
     thread = np.asarray(cpu.thread, dtype=np.int64)
     cpu_ts, dev_ts = np.asarray(cpu.ts_us, dtype=np.float64), np.asarray(dev.ts_us, dtype=np.float64)
@@ -265,11 +305,17 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
                             # a call's FLOPs are counted on the op the user called (outermost), whose work
                             # runs in the ops nested in it: rated over its inclusive time
                             "inclusive_flops": True}
+    if dropped:
+        info["dropped"] = dropped.doc()
     if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
         step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
         step_start = to_ns(step_ts - origin_us)
         info["run_windows_ns"] = sorted(zip(step_start.tolist(), (step_start + to_ns(step_dur)).tolist(), strict=True))
     if has_device:
         names = [ident[0] for ident in builder.idents()]
-        info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns)
+        info["kernels"] = _kernel_table(dev, owner, cpu, names, dev_dur_ns, (start, end, is_op, origin_us))
+    if notes:
+        info["annotations"] = _annotations(notes, origin_us)
+    if devices := from_skeleton(stream.skeleton):  # deviceProperties: which GPU ran it
+        info["devices"] = devices
     return with_outer(builder.build({**info, **(meta or {})}), row_parent)

@@ -41,13 +41,15 @@ from layerperf.cost.onnx import elementwise
 from layerperf.data.calls import Calls, Interner, TableBuilder, shape_str, with_outer
 from layerperf.data.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
 from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
-from layerperf.readers.decode import Args, Event, fields
+from layerperf.readers.decode import Args, fields
+from layerperf.readers.dropped import Dropped
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
     Idents,
     Part,
     Slices,
     column,
+    count_not_objects,
     json_value,
     raw_key,
     remapped,
@@ -323,31 +325,60 @@ def _arg_key(args: Args) -> tuple[Any, ...]:
     return raw_key(*ARG_KEY(args))
 
 
-def _kernels(events: list[Event]) -> list[Event]:
-    return list(compress(events, kernel_flags(column(events, "cat"), column(events, "name"))))
+_OTHER, _KERNEL, _RUN = 0, 1, 2
 
 
-def part(stream: EventStream) -> Part:
-    """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table."""
+def _kinds(cats: list[Any], names: list[Any], known: dict[tuple[Any, Any], int]) -> list[int]:
+    """Per event: a node's kernel, a run, or other — looked up per distinct (cat, name), in C (a
+    profile's names repeat run after run); :func:`kernel_flags` and :func:`run_flags` say what each is."""
+    pairs = list(zip(cats, names, strict=True))
+    try:
+        return list(map(known.__getitem__, pairs))
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable name: decided event by event
+        return _each(cats, names)
+    try:
+        new = set(pairs) - known.keys()
+    except TypeError:
+        return _each(cats, names)
+    for pair in new:
+        k, r = kernel_flags([pair[0]], [pair[1]])[0], run_flags([pair[0]], [pair[1]])[0]
+        known[pair] = _KERNEL if k else _RUN if r else _OTHER
+    return list(map(known.__getitem__, pairs))
+
+
+def _each(cats: list[Any], names: list[Any]) -> list[int]:
+    return [_KERNEL if k else _RUN if r else _OTHER
+            for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
+
+
+def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
+    """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table
+    (``slices``, ``threads``: as :func:`layerperf.readers.tef.part` takes them)."""
     builder = TableBuilder()
     costs = _Costs(builder)
     idents = Idents(costs.make, _arg_key)
-    threads = Interner()
-    slices = Slices()
+    threads = Interner() if threads is None else threads
+    slices = Slices() if slices is None else slices
     n_events = runs = 0
+    kinds: dict[tuple[Any, Any], int] = {}
     for chunk in stream.chunks():
         n_events += len(chunk)
-        runs += sum(run_flags(column(chunk, "cat"), column(chunk, "name")))
-        nodes = _kernels(chunk)
+        kind = _kinds(column(chunk, "cat"), column(chunk, "name"), kinds)
+        runs += kind.count(_RUN)
+        nodes = list(compress(chunk, map(_KERNEL.__eq__, kind)))
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
         codes = idents.codes(list(zip(name)), list(args))
         figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
-        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1])
+        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1], name)
+        count_not_objects(chunk, column(chunk, "ph"), slices.dropped)
     return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, costs.counters,
-                costs.int_ops)
+                costs.int_ops, slices.dropped)
 
 
-def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:
+    """The table of parts read in file order (``origin_us``: ignored, the file's zero is the origin)."""
     builder = TableBuilder()
     threads = Interner()
     columns = [remapped(p, builder, threads) for p in parts]
@@ -359,8 +390,13 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     # times are relative to the profiler's start already: the file's zero is the origin
     builder.extend(ident.astype(np.int32), self_us, incl_us=dur_us, flops=flops, bytes_=nbytes, int_ops=int_ops,
                    counters=counters, ts_us=to_ns(ts_us) / 1e3, pid=pid, tid=tid)
-    info = {"format": "ort", "events": sum(p.events for p in parts), "runs": sum(p.runs for p in parts),
-            "inclusive_flops": True, "ts_origin_us": 0.0}
+    info: dict[str, Any] = {"format": "ort", "events": sum(p.events for p in parts),
+                            "runs": sum(p.runs for p in parts), "inclusive_flops": True, "ts_origin_us": 0.0}
+    dropped = Dropped()
+    for p in parts:
+        dropped.merge(p.dropped)
+    if dropped:
+        info["dropped"] = dropped.doc()
     table = builder.build({**info, **(meta or {})})
     return table if parent is None else with_outer(table, parent)  # rows are the calls, in order
 

@@ -29,10 +29,15 @@ PEEK_BYTES = 1 << 20  # what is read of such a file to tell its format
 
 
 def worth_it(path: Path) -> bool:
-    """Linux with a spare core, no other threads in this process (forking them is unsafe), a big file."""
+    """Linux with a spare core, no other threads in this process (forking them is unsafe), a big plain
+    (not gzipped) file."""
     try:
         size = path.stat().st_size
+        with path.open("rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
     except OSError:
+        return False
+    if gzipped:  # a gzip stream has no place to start the second half from: one process inflating ahead
         return False
     return (sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
             and size >= MIN_BYTES)
@@ -47,7 +52,7 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     if streams is None:
         return None
     first, second = streams
-    child = _fork(lambda: reader.part(second()))
+    child = fork(lambda: reader.part(second()))
     if child is None:
         return None
     try:
@@ -63,7 +68,7 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     return table
 
 
-def _fork(work: Callable[[], Any]) -> Callable[[], Any] | None:
+def fork(work: Callable[[], Any]) -> Callable[[], Any] | None:
     """Run ``work`` in a forked child; the returned function waits for its result (None on failure)."""
     r, w = os.pipe()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import mmap
 import re
@@ -16,6 +17,7 @@ import orjson
 
 from layerperf.errors import InputError
 from layerperf.readers.decode import Event, decode_events, events_of
+from layerperf.readers.gunzip import open_gzip
 
 
 def read_bytes(path: Path) -> bytes:
@@ -28,6 +30,8 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(f"no such file: {path}") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    if not raw:
+        raise InputError(f"{path} is empty")
     if raw[:2] == b"\x1f\x8b":
         try:
             return gzip.decompress(raw)
@@ -121,9 +125,12 @@ def _open_stream(path: Path) -> IO[bytes]:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     magic = f.read(2)
     f.seek(0)
+    if not magic:  # a 0-byte file is empty whatever its name says, not "not gzip"
+        f.close()
+        raise InputError(f"{path} is empty")
     if magic == b"\x1f\x8b":
         f.close()
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+        return open_gzip(path)
     if path.suffix == ".gz":
         f.close()
         raise InputError(f"{path} is named .gz but is not gzip")
@@ -449,11 +456,16 @@ def split_events(path: Path, parts: int, *, block: int = BLOCK_BYTES) -> list[Ca
 
 
 def _mapped(path: Path) -> bytes | mmap.mmap:
-    """A plain file mapped into memory (read lazily, shared with forked readers); gzip decompressed."""
+    """A plain file mapped into memory (read lazily, shared with forked readers); gzip decompressed
+    (small files only: a big gzip file is read as a stream)."""
     with path.open("rb") as f:
         if f.read(2) == b"\x1f\x8b":
             return read_bytes(path)
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+_PAGE = mmap.PAGESIZE
+_RELEASE = 16 << 20  # pages of a mapping read past are given back every this many bytes
 
 
 class _Stretch:
@@ -461,6 +473,7 @@ class _Stretch:
 
     def __init__(self, data: bytes | mmap.mmap, begin: int, end: int, suffix: bytes) -> None:
         self.data, self.pos, self.end, self.suffix = data, begin, end, suffix
+        self.released = begin - begin % _PAGE
 
     def read(self, n: int) -> bytes:
         if self.pos >= self.end:
@@ -469,7 +482,17 @@ class _Stretch:
         stop = min(self.end, self.pos + n)
         out = self.data[self.pos:stop]
         self.pos = stop
+        self._release()
         return out
+
+    def _release(self) -> None:
+        """Give back the mapped pages read past: they are the page cache's to keep, and counted in this
+        process's resident memory while mapped (a 2.7 GB file would be 2.7 GB of it by the end)."""
+        upto = self.pos - self.pos % _PAGE
+        if isinstance(self.data, mmap.mmap) and upto - self.released >= _RELEASE:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                self.data.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
+            self.released = upto
 
     def close(self) -> None:
         pass

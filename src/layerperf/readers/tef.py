@@ -22,7 +22,8 @@ import orjson
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
 from layerperf.data.nesting import nest
-from layerperf.readers.decode import Args, Event, fields, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Args, Event, fields, raw_value
+from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, NOT_EVENT, Dropped, count_rejected
 from layerperf.readers.stream import EventStream
 
 
@@ -82,17 +83,25 @@ class Slices:
     ident: list[np.ndarray] = field(default_factory=list)
     flops: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
+    dropped: Dropped = field(default_factory=Dropped)
 
-    def add(self, thread: Any, ts_us: Any, dur_us: Any, ident: Any, flops: Any, nbytes: Any) -> None:
-        """Append rows, dropping those without a finite start and a duration >= 0."""
+    def add(self, thread: Any, ts_us: Any, dur_us: Any, ident: Any, flops: Any, nbytes: Any,
+            names: Sequence[Any] | None = None) -> None:
+        """Append rows, leaving out (and counting in ``dropped``, by reason) those without a finite
+        start and a duration >= 0."""
         ts, dur = floats(ts_us), floats(dur_us)
         # beyond ~126 years in µs the ns arithmetic would overflow int64: no trace means that
         keep = (dur >= 0) & (dur < MAX_US) & (np.abs(ts) < MAX_US)
+        every = bool(keep.all())
+        if not every:
+            bad = np.flatnonzero(~keep).tolist()
+            count_rejected(self.dropped, [names[i] if names is not None else None for i in bad],
+                           [ts_us[i] for i in bad], [dur_us[i] for i in bad])
         columns = (self.thread, self.ts_us, self.dur_us, self.ident, self.flops, self.nbytes)
         values = (ints(thread), ts, dur, ints(ident),
                   floats(flops), floats(nbytes))
         for column, value in zip(columns, values, strict=True):
-            column.append(value[keep])
+            column.append(value if every else value[keep])
 
     def add_columns(self, columns: tuple[np.ndarray, ...]) -> None:
         """Append rows already filtered and converted (another part's :meth:`joined`)."""
@@ -235,14 +244,22 @@ def collect(events: list[Event], threads: Interner, idents: Idents, out: Slices,
     timed = [ev for ev, ph in zip(events, phases, strict=True) if ph == "X"]
     if len(timed) < len(events):
         timed.extend(_pairs(events, phases, open_b, loose_e))
+        count_not_objects(events, phases, out.dropped)
     add_timed(timed, threads, idents, out)
+
+
+def count_not_objects(events: list[Event], phases: list[Any], dropped: Dropped) -> None:
+    """Count the placeholders of array items that were not event objects (:data:`NOT_OBJECT`)."""
+    n = phases.count(NOT_OBJECT)
+    if n:
+        dropped.add(NOT_EVENT, n, next(ev.name for ev, ph in zip(events, phases, strict=True) if ph == NOT_OBJECT))
 
 
 def add_timed(timed: list[Event], threads: Interner, idents: Idents, out: Slices) -> None:
     name, cat, pid, tid, ts, dur, args = fields(timed, EVENT_FIELDS)
     flops, nbytes = fields(args, ARG_FIGURES)
     codes = idents.codes(list(zip(name, cat, strict=True)), list(args))
-    out.add(thread_codes(threads, pid, tid), ts, dur, codes, flops, nbytes)
+    out.add(thread_codes(threads, pid, tid), ts, dur, codes, flops, nbytes, name)
 
 
 def _pairs(events: list[Event], phases: list[Any], open_b: dict[Any, list[Event]],
@@ -295,21 +312,25 @@ class Part:
     runs: int = 0
     ident_counters: dict[int, dict[str, float]] = field(default_factory=dict)  # per identity code
     ident_int_ops: dict[int, float] = field(default_factory=dict)  # per identity code, where known
+    dropped: Dropped = field(default_factory=Dropped)  # events left out, by reason
 
 
-def part(stream: EventStream) -> Part:
-    """Read a stretch of events; :func:`merge` turns parts read in order into the table."""
+def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
+    """Read a stretch of events; :func:`merge` turns parts read in order into the table. ``slices`` and
+    ``threads`` (given together) take the timed events as they come (a spill to disk, say): the part's
+    columns are then what ``slices`` kept."""
     builder = TableBuilder()
-    threads = Interner()
+    threads = Interner() if threads is None else threads
     idents = Idents(_generic_key(builder), _arg_key)
-    slices = Slices()
+    slices = Slices() if slices is None else slices
     open_b: dict[Any, list[Event]] = {}
     loose_e: list[Event] = []
     n_events = 0
     for chunk in stream.chunks():
         n_events += len(chunk)
         collect(chunk, threads, idents, slices, open_b, loose_e)
-    return Part(builder.idents(), threads.values(), slices.joined(), open_b, loose_e, n_events)
+    return Part(builder.idents(), threads.values(), slices.joined(), open_b, loose_e, n_events,
+                dropped=slices.dropped)
 
 
 def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.ndarray, ...]:
@@ -321,7 +342,7 @@ def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.n
             ident_map[ident.astype(np.int64)] if ident.size else ident, flops, nbytes)
 
 
-def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
+def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:
     """The table of parts read in file order; B/E pairs that span two parts are joined here."""
     builder = TableBuilder()
     threads = Interner()
@@ -330,12 +351,21 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None) -> Calls:
     carry: dict[Any, list[Event]] = {}
     for p in parts:
         slices.add_columns(remapped(p, builder, threads))
-        if p.loose_e and carry:
-            add_timed(_pairs(p.loose_e, ["E"] * len(p.loose_e), carry, []), threads, idents, slices)
+        slices.dropped.merge(p.dropped)
+        loose: list[Event] = []
+        if p.loose_e:
+            add_timed(_pairs(p.loose_e, ["E"] * len(p.loose_e), carry, loose), threads, idents, slices)
+        for ev in loose:
+            slices.dropped.add(E_WITHOUT_B, 1, ev.name)
         for key, stack in p.open_b.items():
             carry.setdefault(key, []).extend(stack)
-    return build(builder, slices, threads.values(),
-                 {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})})
+    for stack in carry.values():
+        for ev in stack:
+            slices.dropped.add(B_WITHOUT_E, 1, ev.name)
+    info = {"format": "tef", "events": sum(p.events for p in parts), **(meta or {})}
+    if slices.dropped:
+        info["dropped"] = slices.dropped.doc()
+    return build(builder, slices, threads.values(), info, origin_us)
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
@@ -343,11 +373,13 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     return merge([part(stream)], meta)
 
 
-def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[str, Any]) -> Calls:
-    """The table of the events in ``slices``, whose thread codes index ``threads`` ((pid, tid) keys)."""
+def build(builder: TableBuilder, slices: Slices, threads: list[Any], meta: dict[str, Any],
+          origin_us: float | None = None) -> Calls:
+    """The table of the events in ``slices``, whose thread codes index ``threads`` ((pid, tid) keys); times
+    from ``origin_us`` (default: the earliest start; a part of a trace takes the whole trace's)."""
     thread, ts_us, dur_us, ident, flops, nbytes = slices.joined()
     thread = thread.astype(np.int64)
-    origin_us = earliest(ts_us)
+    origin_us = earliest(ts_us) if origin_us is None else origin_us
     start = to_ns(ts_us - origin_us)
     end = start + to_ns(dur_us)
     self_ns, parent = nest(thread, start, end)
@@ -372,3 +404,9 @@ def thread_ids(threads: Sequence[tuple[Any, Any]], thread: np.ndarray) -> tuple[
     if not thread.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return pids[thread], tids[thread]
+
+
+# what the streaming reader (:mod:`layerperf.readers.streaming`) joins B/E pairs across parts with
+generic_key = _generic_key
+arg_key = _arg_key
+pairs = _pairs

@@ -43,18 +43,28 @@ def _event_tensors(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializer
 def make_layer(ev: NodeEvent, graph_node: onnx.NodeProto | None, initializers: dict[str, TensorInfo],
                channels: Channels | None = None) -> Layer:
     inputs, outputs = _event_tensors(ev, graph_node, initializers)
+    return node_layer(ev.name, ev.op_type, graph_node, inputs, outputs, initializers, channels, ev.provider,
+                      ev.parent, OrtNodeMemory.from_figures(memory_figures(ev.args)))
+
+
+def node_layer(name: str, op_type: str | None, graph_node: onnx.NodeProto | None,
+               inputs: tuple[TensorInfo | None, ...], outputs: tuple[TensorInfo | None, ...],
+               initializers: dict[str, TensorInfo], channels: Channels | None = None, provider: str = "",
+               parent: str | None = None, extension: OrtNodeMemory | None = None) -> Layer:
+    """A layer of the optimized graph from its node and tensors (as recorded at run time, or inferred):
+    its cost from the cost model on the real (unpadded) view of an NCHWc layout's tensors."""
     if channels and graph_node is not None:
         inputs, outputs = real_view(graph_node, inputs, outputs, channels)
     domain = graph_node.domain if graph_node is not None else ""
-    op_type = ev.op_type or (graph_node.op_type if graph_node is not None else "")
+    op_type = op_type or (graph_node.op_type if graph_node is not None else "")
     attrs = attributes(graph_node) if graph_node is not None else {}
     cost = cost_model.of(domain, op_type, inputs, outputs, attrs)
     return Layer(
-        name=ev.name, op_type=op_type, domain=domain, provider=ev.provider,
+        name=name, op_type=op_type, domain=domain, provider=provider,
         inputs=tuple(t for t in inputs if t is not None), outputs=tuple(t for t in outputs if t is not None),
         param_bytes=_param_bytes(inputs, initializers), flops=cost.flops,
         bytes_read=cost.bytes_read, bytes_written=cost.bytes_written, int_ops=cost.int_ops,
-        padded_flops=cost.padded_flops, parent=ev.parent, extension=OrtNodeMemory.from_figures(memory_figures(ev.args)),
+        padded_flops=cost.padded_flops, parent=parent, extension=extension,
     )
 
 
@@ -219,4 +229,5 @@ def unknown_cost_ops(layers: list[Layer]) -> list[str]:
     return sorted(out)
 
 
-__all__ = ["Cost", "build_layers_and_runs", "graph_summary", "layout_channels", "make_layer", "unknown_cost_ops"]
+__all__ = ["Cost", "build_layers_and_runs", "graph_summary", "initializer_infos", "layout_channels", "make_layer",
+           "node_layer", "unknown_cost_ops"]

@@ -41,11 +41,17 @@ def kernels() -> dict[str, Callable[[dict[str, Any]], Kernel]]:
     def same(fn: Kernel) -> Callable[[dict[str, Any]], Kernel]:
         return lambda a: fn
 
+    def grid_sample(a: dict[str, Any]) -> Kernel:
+        mode = {"linear": "bilinear", "cubic": "bicubic"}.get(a.get("mode", "linear"), a.get("mode", "linear"))
+        return lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=a.get("padding_mode", "zeros"),
+                                          align_corners=bool(a.get("align_corners", 0)))
+
     return {
         "MatMul": same(torch.matmul), "Add": same(torch.add), "Sub": same(torch.sub), "Mul": same(torch.mul),
         "Div": same(torch.div), "Relu": same(torch.relu), "Tanh": same(torch.tanh), "Sigmoid": same(torch.sigmoid),
         "Erf": same(torch.erf), "Sqrt": same(torch.sqrt), "Pow": same(torch.pow), "Identity": same(lambda x: x),
-        "Det": same(torch.linalg.det), "Softmax": lambda a: lambda x: torch.softmax(x, a.get("axis", -1)),
+        "Det": same(torch.linalg.det), "GridSample": grid_sample,
+        "Softmax": lambda a: lambda x: torch.softmax(x, a.get("axis", -1)),
         "Conv": conv, "Gemm": gemm, "MaxPool": maxpool,
         "BatchNormalization": lambda a: lambda x, s, b, m, v: F.batch_norm(x, m, v, s, b, False, 0.0,
                                                                             a.get("epsilon", 1e-5)),

@@ -43,8 +43,9 @@ def _numel(dims: Iterable[int]) -> int:
     return n
 
 
-def _light_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with large initializers turned into typed graph inputs (no data copied)."""
+def _light_model(model: onnx.ModelProto, given: Mapping[str, TensorInfo] | None = None) -> onnx.ModelProto:
+    """The model with large initializers turned into typed graph inputs (no data copied), and the inputs
+    ``given`` a static shape declared at it (see :func:`_bind`)."""
     light = onnx.ModelProto()
     light.ir_version = max(model.ir_version, 4)  # initializers need not be graph inputs from IR 4
     light.opset_import.extend(model.opset_import)
@@ -61,7 +62,30 @@ def _light_model(model: onnx.ModelProto) -> onnx.ModelProto:
             g.initializer.append(init)
         elif init.name not in declared:
             g.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    if given:
+        _bind(g, given)
     return light
+
+
+def _bind(g: onnx.GraphProto, given: Mapping[str, TensorInfo]) -> None:
+    """Declare at ``g``'s inputs the static shapes ``given``, and size each symbolic dimension they bind
+    (``batch``, ``sequence``) wherever the graph declares it: a graph whose exporter wrote every tensor's
+    shape (value_info) would otherwise keep its symbols past the inputs, and its costs would be unknown."""
+    symbols: dict[str, int] = {}
+    for vi in g.input:
+        info = given.get(vi.name)
+        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+        if info is None or not info.is_static or info.shape is None or len(dims) != len(info.shape):
+            continue
+        for d, size in zip(dims, info.shape, strict=True):
+            if d.HasField("dim_param"):
+                symbols.setdefault(d.dim_param, int(size))
+            d.dim_value = int(size)
+    for vi in [*g.value_info, *g.output]:
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in symbols:
+                    d.dim_value = symbols[d.dim_param]
 
 
 def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
@@ -80,8 +104,8 @@ def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
     return TensorInfo(vi.name, tuple(dims), dtype)
 
 
-def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
-    light = _light_model(model)
+def _inferred(model: onnx.ModelProto, given: Mapping[str, TensorInfo] | None = None) -> onnx.ModelProto:
+    light = _light_model(model, given)
     try:
         return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - inference is best effort; the walk below fills gaps
@@ -95,7 +119,7 @@ class _ShapeTable:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
         self.infos: dict[str, TensorInfo] = {}
         self.consts: dict[str, TensorProto] = {}
-        inferred = _inferred(model)
+        inferred = _inferred(model, given)
         g = inferred.graph
         for vi in [*g.input, *g.value_info, *g.output]:
             info = _value_info(vi)
@@ -125,6 +149,8 @@ class _ShapeTable:
             self._note_constant(node)
         elif node.op_type == "Shape" and node.domain in ("", "ai.onnx"):
             self._note_shape(node, view)
+        elif node.domain in ("", "ai.onnx"):
+            self._note_computed(node)
         if all(name in self.infos and self.infos[name].is_static for name in node.output if name):
             return
         if (node.domain, node.op_type) in SHAPES:
@@ -156,6 +182,29 @@ class _ShapeTable:
         end = view.attrs.get("end")
         dims = dims[start:] if end is None else dims[start:int(end)]  # type: ignore[call-overload]
         self.consts[node.output[0]] = numpy_helper.from_array(np.array(dims, dtype=np.int64), node.output[0])
+
+    def _note_computed(self, node: onnx.NodeProto) -> None:
+        """Note the values of a standard op all of whose inputs are small constants (the shape arithmetic
+        of an exported graph: Gather of a Shape, Unsqueeze, Concat, Slice...), so that the Reshape, Expand
+        or Range they feed gets a static shape; outputs over :data:`_SMALL_INITIALIZER` elements are not
+        kept."""
+        names = [n for n in node.input if n]
+        if not names or not all(n in self.consts for n in names) or not node.output:
+            return
+        try:
+            from onnx.reference import ReferenceEvaluator  # the reference runtime of the onnx package itself
+
+            inputs = [helper.make_tensor_value_info(n, self.consts[n].data_type, None) for n in names]
+            outputs = [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in node.output if n]
+            graph = helper.make_graph([node], "constant", inputs, outputs)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+            values = ReferenceEvaluator(model).run(None, {n: numpy_helper.to_array(self.consts[n]) for n in names})
+        except Exception:  # noqa: BLE001 - best effort: the outputs are then inferred without their values
+            return
+        for name, value in zip((n for n in node.output if n), values, strict=False):
+            array = np.asarray(value)
+            if array.size <= _SMALL_INITIALIZER:
+                self.consts[name] = numpy_helper.from_array(array, name)
 
     def _infer_standard(self, node: onnx.NodeProto, view: Node) -> list[TensorInfo | None]:
         """Run onnx's per-node inference with the shapes known so far (after a contrib op)."""

@@ -156,7 +156,7 @@ SHAPES: dict[tuple[str, str], ShapeFn] = {
     (MS, "SkipSimplifiedLayerNormalization"): _skip_norm,
     (MS, "QLinearAdd"): _qlinear_binary,
     (MS, "QLinearMul"): _qlinear_binary,
-    (MS, "QLinearConv"): lambda n: _conv(n.with_inputs([0, 3, 8])),
+    (MS, "QLinearConv"): lambda n: _conv(n.with_inputs([0, 3, 8]), bool(n.attr_int("channels_last", 0))),
     (MS, "QLinearAveragePool"): lambda n: _pool(n, bool(n.attr_int("channels_last", 0))),
     (MS, "QLinearGlobalAveragePool"): lambda n: _global_pool(n, bool(n.attr_int("channels_last", 0))),
     (NCHWC, "Conv"): _conv,
@@ -202,6 +202,8 @@ def _out_dtype(node: Node, i: int) -> str:
         return dtype_of(1, "float32")  # the scale's type
     if node.op_type == "MatMulInteger16":
         return "int32"
+    if node.op_type == "MatMulIntegerToFloat":
+        return dtype_of(2, "float32")  # integer inputs, output in the type of A's scale
     return dtype_of(0, "float32")
 
 

@@ -6,8 +6,12 @@
 >>> layerperf.report("a/trace.json", "diff.html", "b/trace.json")   # A and B side by side
 
 The page inlines every style, script and datum and fetches nothing; what a model or trace names is
-escaped (:mod:`layerperf.renderers.html.page`). Its parts: :mod:`.build` (what is shown), :mod:`.charts`
-and :mod:`.gantt` (the SVG), ``report.js`` (sorting, filtering, tooltips), ``report.css``.
+escaped (:mod:`layerperf.renderers.html.page`). Its parts: :mod:`.build` (the page of one trace) and
+:mod:`.diffpage` (of two), :mod:`.facts` (the summary), :mod:`.table` (the layer table), :mod:`.charts`,
+:mod:`.roofline` and :mod:`.gpu` (the SVG charts), :mod:`.runs`, :mod:`.gantt` and :mod:`.timeline_part`
+(the timeline's data and markup), :mod:`.counters`; ``timeline.js`` (the canvas timeline),
+``timeline_input.js`` (its zoom and pan) and ``report.js`` (sorting, selecting, tooltips), one script;
+``report.css``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.calibration.peaks import Peaks
 from layerperf.errors import InputError
 from layerperf.renderers.files import check_dir
-from layerperf.renderers.html import build, source
+from layerperf.renderers.html import build, diffpage, source
 from layerperf.renderers.html.build import AUTO, write
 from layerperf.renderers.html.source import Source
 
@@ -35,13 +39,13 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
          **diff: Any) -> str:
     """The page's text: the report of ``a`` (a Profile, a Calls table or a trace path), or, with ``b``, the
     side-by-side report of ``a`` (baseline) and ``b`` (``match`` and ``diff``: ``how``, ``by``, ``order_by``,
-    ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them). ``peaks``: the calibration drawn
-    as roofline ceilings (default: the calibration of the machine the profile ran on, when there is one;
-    None: none)."""
+    ``top`` as :func:`layerperf.renderers.views.diff.diff_view` takes them).
+    ``peaks``: the calibration drawn as roofline ceilings (default: the calibration of the machine the
+    profile ran on, when there is one; None: none)."""
 
     if b is None:
         return build.single(source.of(a), peaks)
-    return build.pair(source.of(a), source.of(b), match=match, **diff)  # no roofline: peaks do not apply
+    return diffpage.pair(source.of(a), source.of(b), match=match, **diff)  # no roofline: peaks do not apply
 
 
 def check_output(path: str | Path) -> Path:

@@ -1,8 +1,10 @@
-"""A little SVG toolkit for the report's charts: elements as escaped text, colours per op type, log axes."""
+"""A little SVG toolkit for the report's charts: elements as escaped text, colours per op type, log axes;
+and kernels' short names."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from layerperf.renderers.html.page import esc
@@ -58,3 +60,28 @@ def time_ticks(span_ns: float, target: int = 8) -> tuple[float, str]:
 def time_label(ns: float, unit: str) -> str:
     scale = {"ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
     return f"{ns / scale:g} {unit}"
+
+
+# what a templated kernel applies, in its template arguments: AddFunctor, sum_functor, MeanOps, where_kernel_impl
+_APPLIED = re.compile(r"\b(\w*(?:Functor|functor|Ops|kernel_impl|cuda_kernel|kernel_cuda|_scalar)\w*)\b")
+
+
+def short_kernel(name: str) -> str:
+    """A kernel's C++ signature without its return type, template and parameter lists, and what it applies
+    where its template names it (``at::native::vectorized_elementwise_kernel (FillFunctor)``): PyTorch's
+    generic kernels differ only there. The full name is in the tooltip and the table."""
+    text = name.removeprefix("void ")
+    if "<" not in text.split("(")[0] and "::" not in text:  # not a C++ signature: "Memcpy HtoD (Pageable -> Device)"
+        return name
+    out, depth = [], 0
+    for ch in text:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(depth - 1, 0)
+        elif not depth:
+            out.append(ch)
+    short = "".join(out).strip().replace("::::", "::") or name
+    start = text.find("<")
+    applied = _APPLIED.findall(text[start:text.find(">", start)]) if start >= 0 else []
+    return f"{short} ({applied[-1]})" if applied else short

@@ -1,183 +1,257 @@
-"""The timeline of one run: a lane per thread, each call a bar, calls nested in another drawn below it.
+"""The timeline's data: every call of the runs the page holds, placed in lanes, for ``timeline.js`` to draw.
 
-One run, not all of them: a hundred runs of a few hundred layers would be tens of thousands of
-elements for the browser to lay out, and the runs look alike. A layerperf Profile says where its runs
-are (the run of median duration is drawn); a foreign trace's runs are its ProfilerStep events, or else
-the periods of its op sequence (:mod:`layerperf.analysis.trace_runs`; the run of median length is drawn); a
-trace of one run, or whose calls cannot be split into the runs it says it holds, is drawn whole (its
-first calls, up to :data:`MAX_SPANS`).
+The page draws on a canvas, so every call of a run is drawn at any zoom (a call narrower than a pixel
+still colours its pixel) and a run of 100,000 calls stays interactive. What it needs is compact:
+per call its start (ns after the run's start, written as the difference from the call before it),
+duration, name (an index into the page's names), lane (a thread, or a GPU stream) and nesting depth in
+its lane; per device activity the same, its kind (computation, memory, communication, other, by
+Holistic Trace Analysis's rules) and the call that launched it and the op it is device time of
+(indices into its run's calls), so the page links each kernel to its op. Counters, where measured,
+come per call.
+
+Runs beyond :data:`MAX_CALLS` calls in all are listed on the runs strip but not held (the page says so);
+the run drawn first is always held whole (up to :data:`MAX_RUN_CALLS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from layerperf.analysis.trace_runs import find_runs
-from layerperf.data.calls import Calls
-from layerperf.data.profile import Profile
-from layerperf.renderers.html.draw import Svg, clip, color, time_label, time_ticks
-from layerperf.renderers.html.page import esc
-from layerperf.renderers.svg import shade
-from layerperf.util import units
+from layerperf.analysis.gpu.intervals import KINDS, kinds, step_time
+from layerperf.analysis.gpu_kernels import of as kernel_table
+from layerperf.data import figures
+from layerperf.data.calls import Calls, KernelTable
+from layerperf.renderers.html.draw import short_kernel
+from layerperf.renderers.html.runs import FAR, RunSet
+from layerperf.renderers.svg import OTHER_COLOR
 
-if TYPE_CHECKING:
-    pass
-
-MAX_SPANS = 3000  # bars drawn at most; a run with more is cut, and the page says so
-WIDTH = 1100  # px, at least
-PX_PER_CALL, MAX_WIDTH = 5, 6000
-LEFT, RIGHT, BAR_H, LANE_GAP = 150, 20, 15, 10
+MAX_CALLS = 100_000  # calls (and device activities) the page holds over all its runs
+MAX_RUN_CALLS = 250_000  # the run drawn first is held whole up to this many calls; cut beyond, saying so
+# device kinds in colours no op type gets (the op types' palette is :data:`layerperf.renderers.svg.PALETTE`)
+KIND_COLORS = {"computation": "#3b5b92", "memory": "#2ca02c", "communication": "#9467bd", "other": "#7f7f7f"}
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
-    """The rows of one run (indices into the table, by start time), which run it is, and what was left out."""
+class Held:
+    """The runs the page holds (indices into the RunSet, the drawn run first) and the calls cut from the
+    drawn run (beyond :data:`MAX_RUN_CALLS`)."""
 
-    rows: np.ndarray
-    label: str
-    cut: int = 0  # calls of the run left out (beyond MAX_SPANS)
-    start_ns: float | None = None  # where the run starts and ends, when the trace says (a layerperf run)
-    end_ns: float | None = None
+    runs: tuple[int, ...]
+    cut: int
 
 
-def _median_index(durations: list[float]) -> int:
-    order = sorted(range(len(durations)), key=lambda i: durations[i])
-    return order[(len(order) - 1) // 2]
+def held_runs(runs: RunSet, kernel_counts: Sequence[int] = ()) -> Held:
+    """The drawn run, then warm-ups, outliers, the fastest and slowest, then the others in order, while
+    their calls (and device activities) stay within :data:`MAX_CALLS`."""
+    sizes = [len(r) + (kernel_counts[k] if k < len(kernel_counts) else 0) for k, r in enumerate(runs.rows)]
+    first = runs.representative
+    durations = runs.durations_ns
+    order = [first, *range(runs.warmup), *runs.outliers]
+    if len(runs):
+        order += [int(np.argmin(durations)), int(np.argmax(durations))]
+    order += list(range(len(runs)))
+    held: list[int] = []
+    total = 0
+    for k in dict.fromkeys(order):
+        if k == first or total + sizes[k] <= MAX_CALLS:
+            held.append(k)
+            total += min(sizes[k], MAX_RUN_CALLS) if k == first else sizes[k]
+    return Held(tuple(held), max(len(runs.rows[first]) - MAX_RUN_CALLS, 0) if len(runs) else 0)
 
 
-def one_run(calls: Calls, profile: Profile | None) -> Window | None:
-    """The calls of one representative run, or None when the table has no start times."""
-    if not calls.has_times:
-        return None
-    if profile is not None and profile.runs and len(calls) == sum(len(r.spans) for r in profile.runs):
-        durs = [float(r.dur_ns) for r in profile.runs]
-        k = _median_index(durs)
-        start = sum(len(r.spans) for r in profile.runs[:k])
-        rows = np.arange(start, start + len(profile.runs[k].spans))
-        label = f"run {k + 1} of {len(profile.runs)} (the one of median duration, {units.duration_us(durs[k] / 1e3)})"
-        run = profile.runs[k]
-        return replace(_cut(calls, rows, label), start_ns=float(run.start_ns), end_ns=float(run.start_ns + run.dur_ns))
-    return _foreign_run(calls)
-
-
-def _foreign_run(calls: Calls) -> Window:
-    """A foreign trace's run of median length (:func:`layerperf.analysis.trace_runs.find_runs`), or the whole trace."""
-
-    found = find_runs(calls)
-    timed = np.flatnonzero(~np.isnan(calls.ts_ns))
-    if len(found.windows) < 2:
-        whole = (found.windows[0] if found.windows else timed)
-        if found.count == 1 and whole.size == timed.size:
-            return _cut(calls, timed, "the whole trace (it holds one run)")
-        if found.count == 1:
-            return _cut(calls, whole, f"the one run ({found.how})")
-        return _cut(calls, timed, f"the whole trace ({found.count} runs: {found.how})")
-    if found.bounds_ns:
-        spans = list(found.bounds_ns)
-    else:  # a run lasts from its first call's start to its last call's end
-        ends = [calls.ts_ns[w] + np.nan_to_num(calls.incl_ns[w], nan=0.0) for w in found.windows]
-        spans = [(float(calls.ts_ns[w].min()), float(np.nanmax(e))) for w, e in zip(found.windows, ends, strict=True)]
-    k = _median_index([e - s for s, e in spans])
-    what = "step" if found.bounds_ns else "run"
-    label = (f"{what} {k + 1} of {found.count}, the one of median length "
-             f"({units.duration_us((spans[k][1] - spans[k][0]) / 1e3)}; runs: {found.how})")
-    window = _cut(calls, found.windows[k], label)
-    return replace(window, start_ns=spans[k][0], end_ns=spans[k][1]) if found.bounds_ns else window
-
-
-def _cut(calls: Calls, rows: np.ndarray, label: str) -> Window:
-    rows = rows[np.argsort(calls.ts_ns[rows], kind="stable")]
-    if rows.size > MAX_SPANS:
-        return Window(rows[:MAX_SPANS], label, int(rows.size - MAX_SPANS))
-    return Window(rows, label)
-
-
-def _depths(ts: np.ndarray, end: np.ndarray) -> list[int]:
-    """Each call's nesting depth within its lane: how many calls still open when it starts (calls given by
-    start, the longer first at equal starts, so a parent comes before its children)."""
-    depth: list[int] = []
+def depths(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each interval's nesting depth (intervals by start, the longer first at equal starts, so a parent comes
+    before its children): how many intervals are still open when it starts."""
+    out = np.zeros(ts.size, dtype=np.int64)
     open_ends: list[float] = []
-    for t, e in zip(ts.tolist(), end.tolist(), strict=True):
+    for i, (t, e) in enumerate(zip(ts.tolist(), end.tolist(), strict=True)):
         while open_ends and open_ends[-1] <= t:
             open_ends.pop()
-        depth.append(len(open_ends))
+        out[i] = len(open_ends)
         open_ends.append(e)
-    return depth
+    return out
 
 
-def extent_ns(calls: Calls, window: Window) -> tuple[float, float]:
-    """Where the window starts and ends: its run's extent where known, else its calls' first start and last end."""
-    rows = window.rows
+def _placed(lane: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, depth): the intervals by lane, depth, start; each one's depth within its lane."""
+    depth = np.zeros(ts.size, dtype=np.int64)
+    for value in np.unique(lane).tolist():
+        idx = np.flatnonzero(lane == value)
+        idx = idx[np.lexsort((-dur[idx], ts[idx]))]
+        depth[idx] = depths(ts[idx], ts[idx] + dur[idx])
+    return np.lexsort((ts, depth, lane)), depth
+
+
+def _deltas(values: np.ndarray) -> list[int]:
+    """Integers written as the difference from the one before (small numbers: a smaller page)."""
+    ints = np.rint(values).astype(np.int64)
+    return np.diff(ints, prepend=0).tolist() if ints.size else []
+
+
+class _Table:
+    """A string table for the page: each distinct string once, referred to by its index."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def codes(self, strings: Sequence[str]) -> list[int]:
+        return [self.index.setdefault(s, len(self.index)) for s in strings]
+
+    def values(self) -> list[str]:
+        return list(self.index)
+
+
+class _Lanes:
+    """The page's lanes: a CPU thread (pid, tid) or a GPU stream, each named for people."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.index: dict[tuple[str, int, int], int] = {}
+        self.pids = len(set(calls.pid.tolist()) - {-1})
+
+    def of(self, kind: str, a: int, b: int) -> int:
+        return self.index.setdefault((kind, a, b), len(self.index))
+
+    def doc(self, devices: Sequence[str]) -> list[dict[str, Any]]:
+        out = []
+        for kind, a, b in self.index:
+            if kind == "gpu":
+                out.append({"name": f"{devices[a]} stream {b}", "gpu": True})
+            else:
+                who = "thread ?" if b < 0 else f"thread {b}"
+                out.append({"name": who + (f" (pid {a})" if self.pids > 1 and a >= 0 else ""), "gpu": False})
+        return out
+
+
+def _kernel_runs(kernels: KernelTable | None, runs: RunSet) -> list[np.ndarray]:
+    """The device activities of each run: launched (else started) inside its extent; all of them when the
+    trace is one window."""
+    if kernels is None or not len(kernels):
+        return [np.zeros(0, dtype=np.int64) for _ in range(len(runs))]
+    if len(runs) == 1:
+        return [np.flatnonzero(~np.isnan(kernels.ts_ns))]
+    when = step_time(kernels)
+    return [np.flatnonzero((when >= s) & (when < e)) for s, e in zip(runs.starts_ns, runs.ends_ns, strict=True)]
+
+
+def _launchers(calls: Calls, rows: np.ndarray, launch_ts: np.ndarray) -> np.ndarray:
+    """For each launch time, the position in ``rows`` (a run's calls) of the call starting then (the
+    runtime call that launched the activity); -1 where none does (NaN: launch unknown)."""
+    if not rows.size:
+        return np.full(launch_ts.size, -1, dtype=np.int64)
     ts = calls.ts_ns[rows]
-    first = float(ts.min()) if rows.size else 0.0
-    last = float((ts + np.nan_to_num(calls.incl_ns[rows], nan=0.0)).max()) if rows.size else first
-    start = first if window.start_ns is None else min(window.start_ns, first)
-    end = last if window.end_ns is None else max(window.end_ns, last)
-    return start, end
+    order = np.argsort(ts, kind="stable")
+    at = np.clip(np.searchsorted(ts[order], launch_ts), 0, ts.size - 1)
+    return np.where(np.abs(ts[order][at] - launch_ts) < 0.5, order[at], -1)
 
 
-def span_ns(calls: Calls, window: Window) -> float:
-    """How long the window lasts."""
-    start, end = extent_ns(calls, window)
-    return max(end - start, 1.0)
+class _Builder:
+    """Accumulates the held runs' parts of the page's timeline data."""
+
+    def __init__(self, calls: Calls, kernels: KernelTable | None) -> None:
+        self.calls, self.kernels = calls, kernels
+        self.names, self.types, self.knames = _Table(), _Table(), _Table()
+        self.lanes = _Lanes(calls)
+        self.name_type: dict[int, int] = {}
+        self.kind = kinds(kernels) if kernels is not None else np.zeros(0, dtype=object)
+        self.devices = _Table()
+
+    def calls_part(self, rows: np.ndarray, start_ns: float) -> tuple[dict[str, Any], np.ndarray]:
+        """A run's calls, by lane, depth and start, and where each of ``rows`` went in that order."""
+        c = self.calls
+        ts = c.ts_ns[rows] - start_ns
+        dur = np.nan_to_num(c.incl_ns[rows], nan=0.0)
+        lane = np.asarray([self.lanes.of("cpu", p, t) for p, t in zip(c.pid[rows].tolist(), c.tid[rows].tolist(),
+                                                                       strict=True)], dtype=np.int64)
+        order, depth = _placed(lane, ts, dur)
+        names = self.names.codes([c.name[int(r)] for r in rows[order]])
+        types = self.types.codes([c.op_type[int(r)] for r in rows[order]])
+        for n, y in zip(names, types, strict=True):
+            self.name_type.setdefault(n, y)
+        position = np.empty(rows.size, dtype=np.int64)
+        position[order] = np.arange(rows.size)
+        part = {"t": _deltas(ts[order]), "d": np.rint(dur[order]).astype(np.int64).tolist(), "n": names,
+                "l": lane[order].tolist(), "z": depth[order].tolist()}
+        return part, position
+
+    def kernels_part(self, picked: np.ndarray, rows: np.ndarray, position: np.ndarray,
+                     start_ns: float) -> dict[str, Any]:
+        """A run's device activities, by lane, depth and start, each with its launching call and its op
+        (positions in the run's calls; -1: none held)."""
+        k = self.kernels
+        assert k is not None
+        ts = k.ts_ns[picked] - start_ns
+        dur = k.dur_ns[picked]
+        devices = self.devices.codes(k.device.take(picked).tolist())
+        lane = np.asarray([self.lanes.of("gpu", d, s) for d, s in zip(devices, k.stream[picked].tolist(),
+                                                                      strict=True)], dtype=np.int64)
+        order, depth = _placed(lane, ts, dur)
+        picked, ts, dur, lane, depth = picked[order], ts[order], dur[order], lane[order], depth[order]
+        launch = _launchers(self.calls, rows, k.launch_ts_ns[picked])
+        row_pos = np.full(len(self.calls), -1, dtype=np.int64)
+        row_pos[rows] = position
+        owner = k.owner[picked]
+        own = np.where(owner >= 0, row_pos[np.maximum(owner, 0)], -1)
+        return {"t": _deltas(ts), "d": np.rint(dur).astype(np.int64).tolist(), "l": lane.tolist(),
+                "z": depth.tolist(), "n": self.knames.codes(k.name.take(picked).tolist()),
+                "k": [KINDS.index(x) for x in self.kind[picked].tolist()],
+                "src": np.where(launch >= 0, position[np.maximum(launch, 0)] if rows.size else -1, -1).tolist(),
+                "own": own.tolist()}
 
 
-def gantt_svg(calls: Calls, window: Window, colors: Mapping[str, str], element_id: str = "timeline",
-                 scale_ns: float | None = None) -> str:
-    """The window's calls as bars; ``scale_ns``: the time the width stands for (two timelines drawn to one
-    scale), the window's own span when None."""
-    rows = window.rows
-    ts = calls.ts_ns[rows]
-    dur = np.nan_to_num(calls.incl_ns[rows], nan=0.0)
-    t0 = extent_ns(calls, window)[0]
-    span = max(scale_ns or 0.0, span_ns(calls, window))
-    lanes: dict[tuple[int, int], list[int]] = {}
-    for j, (p, t) in enumerate(zip(calls.pid[rows].tolist(), calls.tid[rows].tolist(), strict=True)):
-        lanes.setdefault((p, t), []).append(j)
-    placed: list[tuple[int, int, int]] = []  # (row position, lane, depth)
-    lane_depth: list[int] = []
-    for lane, members in enumerate(lanes.values()):
-        idx = np.asarray(members)
-        order = idx[np.lexsort((-dur[idx], ts[idx]))]
-        depths = _depths(ts[order], ts[order] + dur[order])
-        placed += [(int(j), lane, d) for j, d in zip(order.tolist(), depths, strict=True)]
-        lane_depth.append(max(depths, default=0) + 1)
-    lane_top = np.concatenate([[0], np.cumsum([d * BAR_H + LANE_GAP for d in lane_depth])]) + 34
-    height = float(lane_top[-1]) + 10
-    # a run of many calls gets a wider picture (the page scrolls it) rather than bars too thin to tell apart
-    width = float(min(max(WIDTH, PX_PER_CALL * rows.size), MAX_WIDTH))
-    svg = Svg(element_id, width, height, "timeline of one run")
-    x0, x1 = LEFT, width - RIGHT
+def _counters(calls: Calls, rows: np.ndarray, position: np.ndarray, labels: Sequence[str]) -> dict[str, list[Any]]:
+    out = {}
+    for label in labels:
+        values = np.empty(rows.size)
+        values[position] = calls.counters[label][rows]
+        out[label] = [None if v != v else float(f"{v:.4g}") for v in values.tolist()]
+    return out
 
-    def sx(t: float) -> float:
-        return x0 + (t - t0) / span * (x1 - x0)
 
-    step, unit = time_ticks(span)
-    for k in range(int(span // step) + 1):
-        x = sx(t0 + k * step)
-        svg.line(x, 26, x, height - 6, "#eee")
-        svg.text(x, 20, time_label(k * step, unit), 'text-anchor="middle" fill="#555" font-size="11"')
-    for lane, ((pid, tid), depth) in enumerate(zip(lanes, lane_depth, strict=True)):
-        y = float(lane_top[lane])
-        svg.rect(0, y - 2, width, depth * BAR_H + 4, "#f6f6f8" if lane % 2 == 0 else "#ffffff")
-        who = ("thread ?" if tid < 0 else f"thread {tid}") + ("" if pid < 0 or len({p for p, _ in lanes}) < 2
-                                                              else f" (pid {pid})")
-        svg.text(8, y + 11, clip(who, LEFT - 12))
-    names, types = calls.name, calls.op_type
-    for n, (j, lane, depth) in enumerate(placed):
-        row = int(rows[j])
-        x, w = sx(float(ts[j])), float(dur[j]) / span * (x1 - x0)
-        y = float(lane_top[lane]) + depth * BAR_H
-        name, op = names[row], types[row]
-        title = (f"{name} ({op}): {units.duration_us(float(dur[j]) / 1e3)}, starts at "
-                 f"{units.duration_us((float(ts[j]) - t0) / 1e3)}" + (f", nested {depth} deep" if depth else ""))
-        svg.add(f'<g class="span" data-name="{esc(name)}"><title>{esc(title)}</title>'
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.6):.1f}" height="{BAR_H - 2}" '
-                f'fill="{shade(color(dict(colors), op), n)}" stroke="#fff" stroke-width="0.3"/>'
-                + (f'<text x="{x + 2:.1f}" y="{y + 10.5:.1f}" font-size="10" fill="#111">{esc(label)}</text>'
-                   if (label := clip(name, w - 4, 5.8)) else "") + "</g>")
-    return svg.render()
+def _medians(calls: Calls, names: Sequence[str]) -> list[float | None]:
+    """Each held name's median drawn duration over all its calls in the trace (ns)."""
+    g = figures.groups(calls.name.codes, len(calls.name.values))
+    med = figures.grouped(calls.incl_ns, g, "median")
+    code = {v: i for i, v in enumerate(calls.name.values)}
+    return [None if (m := float(med[code[n]])) != m else round(m) for n in names]
+
+
+def timeline_data(calls: Calls, runs: RunSet, colors: Mapping[str, str], counters: Sequence[Mapping[str, str]] = (),
+                  scale_ns: float | None = None) -> dict[str, Any]:
+    """What ``timeline.js`` draws (see the module's docstring); ``counters``: the counter tracks
+    (``label``, ``header``, ``unit``); ``scale_ns``: the time the first view spans (two timelines drawn to
+    one scale), the drawn run's own when None."""
+    kernels = kernel_table(calls)
+    per_run = _kernel_runs(kernels, runs)
+    held = held_runs(runs, [k.size for k in per_run])
+    b = _Builder(calls, kernels)
+    parts = []
+    for k in held.runs:
+        rows = runs.rows[k][:MAX_RUN_CALLS]
+        part, position = b.calls_part(rows, runs.starts_ns[k])
+        doc: dict[str, Any] = {"run": k, "calls": part}
+        if per_run[k].size:
+            doc["kernels"] = b.kernels_part(per_run[k], rows, position, runs.starts_ns[k])
+        if counters:
+            doc["counters"] = _counters(calls, rows, position, [c["label"] for c in counters])
+        parts.append(doc)
+    names, types = b.names.values(), b.types.values()
+    durations = runs.durations_ns
+    return {
+        "noun": runs.noun, "how": runs.how, "far": FAR, "scale": scale_ns,
+        "runs": {"start": np.rint(runs.starts_ns).astype(np.int64).tolist(),
+                 "dur": np.rint(durations).astype(np.int64).tolist(), "warmup": runs.warmup,
+                 "outliers": list(runs.outliers), "drawn": runs.representative, "median": runs.median_ns,
+                 "held": list(held.runs), "split": runs.split},
+        "cut": held.cut,
+        "lanes": b.lanes.doc(b.devices.values()),
+        "names": names, "types": types, "ntype": [b.name_type[i] for i in range(len(names))],
+        "colors": [colors.get(t, OTHER_COLOR) for t in types],
+        "medians": _medians(calls, names),
+        "knames": b.knames.values(), "kshort": [short_kernel(n) for n in b.knames.values()],
+        "kinds": list(KINDS), "kcolors": [KIND_COLORS[k] for k in KINDS],
+        "counters": list(counters), "parts": parts,
+    }

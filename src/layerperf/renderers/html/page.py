@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -57,12 +57,21 @@ def csp(script: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Table:
     """A sortable, filterable table: its element id, the section it shows, and the row key whose value
-    names a row (``data-name``, and what the filter matches with ``op_type``)."""
+    names a row (``data-name``, and what the filter matches with ``op_type``). ``groups``: what a chart's
+    op type selects exactly, per row (default: its ``op_type``); ``hints``: a header's explanation (its
+    unit, its statistic) by column key; ``marked``: per column key, which rows' cells are marked (a
+    figure far from its median); ``pinned``: the column kept in view when the table scrolls sideways;
+    ``filtered``: whether the filter box and a chart's selection apply to it."""
 
     element_id: str
     section: Section
     name_key: str = "name"
     noun: str = "layers"
+    groups: Sequence[str] | None = None
+    hints: Mapping[str, str] = field(default_factory=dict)
+    marked: Mapping[str, Callable[[Row], bool]] = field(default_factory=dict)
+    pinned: str = "name"
+    filtered: bool = True  # whether the filter and a chart's selection apply to it
 
 
 def _numeric(rows: Sequence[Row], key: str) -> bool:
@@ -78,31 +87,52 @@ def _cell_value(value: Any) -> Any:
     return str(value)
 
 
+def _th(table: Table, column: Column, numeric: bool) -> str:
+    cls = ("num" if numeric else "t") + (" pin" if column.key == table.pinned else "")
+    hint = table.hints.get(column.key)
+    title = f' title="{esc(hint)}"' if hint else ""
+    return (f'<th data-key="{esc(column.key)}" scope="col" class="{cls}" tabindex="0"{title}>'
+            f"{esc(column.header)}</th>")
+
+
+def _td(table: Table, column: Column, numeric: bool, shown: Row, row: Row) -> str:
+    classes = [] if numeric else ["t"]
+    if column.key == table.pinned:
+        classes.append("pin")
+    mark = table.marked.get(column.key)
+    if mark is not None and mark(row):
+        classes.append("far")
+    cls = f' class="{" ".join(classes)}"' if classes else ""
+    return f"<td{cls}>{esc(column.cell(shown))}</td>"
+
+
 def table_html(table: Table) -> str:
     """The table's markup (rows escaped, in the section's order) with ``data-key`` headers."""
     section = table.section
     columns: Sequence[Column] = section.columns
     numeric = [_numeric(section.rows, c.key) for c in columns]
-    head = "".join(f'<th data-key="{esc(c.key)}" scope="col" class="{"num" if n else "t"}" tabindex="0">'
-                   f"{esc(c.header)}</th>" for c, n in zip(columns, numeric, strict=True))
+    head = "".join(_th(table, c, n) for c, n in zip(columns, numeric, strict=True))
     body = []
     for i, shown in enumerate(section.people_rows):
+        row = section.rows[i]
         # numbers are most cells: they go bare (right-aligned by the style), text cells are marked
-        cells = "".join(f"<td>{esc(c.cell(shown))}</td>" if n else f'<td class="t">{esc(c.cell(shown))}</td>'
-                        for c, n in zip(columns, numeric, strict=True))
-        body.append(f'<tr data-name="{esc(section.rows[i].get(table.name_key, ""))}">{cells}</tr>')
+        cells = "".join(_td(table, c, n, shown, row) for c, n in zip(columns, numeric, strict=True))
+        body.append(f'<tr data-name="{esc(row.get(table.name_key, ""))}">{cells}</tr>')
     return (f'<table id="{esc(table.element_id)}" class="sortable"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
 
 
 def table_data(table: Table) -> dict[str, Any]:
-    """What the script sorts and filters by: each column's raw values (None unknown), names, op types."""
+    """What the script sorts and filters by: each column's raw values (None unknown), names, op types,
+    and the group (op type, or op family) a chart's bar selects exactly."""
     section = table.section
     keys = [c.key for c in section.columns]
+    types = [str(r.get("op_type") or "") for r in section.rows]
     return {"keys": keys, "numeric": [_numeric(section.rows, k) for k in keys],
             "rows": [[_cell_value(r.get(k)) for k in keys] for r in section.rows],
             "names": [str(r.get(table.name_key) or "") for r in section.rows],
-            "types": [str(r.get("op_type") or "") for r in section.rows], "noun": table.noun}
+            "types": types, "groups": list(table.groups) if table.groups is not None else types,
+            "noun": table.noun, "filtered": table.filtered}
 
 
 def filter_bar(tables: Sequence[Table]) -> str:
@@ -110,6 +140,8 @@ def filter_bar(tables: Sequence[Table]) -> str:
     noun = tables[0].noun if tables else "rows"
     return ('<div class="filter"><label>filter by name or op type <input id="filter" type="search" '
             'autocomplete="off" spellcheck="false"></label> '
+            '<span id="selection" class="chip" hidden>selected from a chart: <span class="what"></span> '
+            '<button type="button">show all</button></span> '
             f'<span id="row-count">{n} of {n} {esc(noun)}</span></div>')
 
 
@@ -131,7 +163,8 @@ def section_html(element_id: str, title: str, body: str, intro: str = "") -> str
 def document(title: str, subtitle: str, sections: Sequence[str], tables: Sequence[Table],
              data: Mapping[str, Any]) -> str:
     """The whole page: sections (markup already escaped), the tables' data and the script."""
-    script = asset("report.js")
+    # one script: the page's policy allows it by its hash
+    script = asset("timeline.js") + asset("timeline_input.js") + asset("report.js")
     if "</script" in script.lower():  # our own file: a mistake there must not pass unseen
         raise ValueError("report.js must not contain </script")
     payload = {**data, "tables": {t.element_id: table_data(t) for t in tables}}

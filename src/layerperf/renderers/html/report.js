@@ -1,11 +1,13 @@
-// layerperf report: sorting, filtering and linking charts to the table. Data comes from the JSON
-// block and goes into the page as text (textContent, attributes), never as markup.
+// layerperf report: sorting, filtering, exact selection from the charts, tooltips, the timeline. Data
+// comes from the JSON block and goes into the page as text (textContent, attributes), never as markup.
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var filter = document.getElementById("filter");
   var counter = document.getElementById("row-count");
+  var chip = document.getElementById("selection");
   var states = [];
+  var selection = null;  // {kind: "type" | "name", value}: rows whose op type (family) or name is exactly it
 
   function compare(a, b, numeric) {
     if (numeric) { return a - b; }
@@ -39,18 +41,37 @@
     });
   }
 
+  function selected(state, i) {
+    if (!selection) { return true; }
+    if (selection.kind === "name") { return state.spec.names[i] === selection.value; }
+    return state.spec.groups[i] === selection.value;
+  }
+
   function applyFilter() {
     var text = filter ? filter.value.trim().toLowerCase() : "";
     states.forEach(function (state, n) {
+      if (state.spec.filtered === false) { return; }
       var shown = 0;
       state.trs.forEach(function (tr, i) {
-        var hit = !text || state.names[i].indexOf(text) >= 0 || state.types[i].indexOf(text) >= 0;
+        var hit = selected(state, i) && (!text || state.names[i].indexOf(text) >= 0 || state.types[i].indexOf(text) >= 0);
         if (hit) { tr.removeAttribute("hidden"); shown += 1; } else { tr.setAttribute("hidden", ""); }
       });
       if (n === 0 && counter) {
         counter.textContent = shown + " of " + state.trs.length + " " + state.spec.noun;
       }
     });
+    if (chip) {
+      chip.hidden = !selection;
+      var label = chip.querySelector(".what");
+      if (label && selection) { label.textContent = (selection.kind === "name" ? "name = " : "type = ") + selection.value; }
+    }
+  }
+
+  function select(kind, value) {
+    selection = value === null ? null : {kind: kind, value: value};
+    applyFilter();
+    var box = document.querySelector(".filter");
+    if (box && value !== null) { box.scrollIntoView({block: "center"}); }
   }
 
   Object.keys(data.tables || {}).forEach(function (id) {
@@ -73,20 +94,26 @@
   });
 
   if (filter) { filter.addEventListener("input", applyFilter); }
+  if (chip) {
+    var clear = chip.querySelector("button");
+    if (clear) { clear.addEventListener("click", function () { select(null, null); }); }
+  }
 
-  // a chart element naming a layer (data-name) or an op type (data-filter) filters the table to it
+  // a chart element naming an op type (data-type) or a layer (data-name) selects exactly those rows;
+  // one that folds others away (data-expand) shows the chart it stands for instead
   function pick(e) {
     var el = e.target;
     while (el && el.getAttribute) {
-      var name = el.getAttribute("data-filter") || (el.closest && el.closest("svg") ? el.getAttribute("data-name") : null);
-      if (name) {
-        if (filter) {
-          filter.value = name;
-          applyFilter();
-          filter.scrollIntoView({block: "center"});
-        }
+      var expand = el.getAttribute("data-expand");
+      if (expand) {
+        var other = document.getElementById(expand), here = el.closest(".swap");
+        if (other && here) { here.hidden = true; other.hidden = false; }
         return;
       }
+      var type = el.getAttribute("data-type");
+      if (type !== null) { select("type", type); return; }
+      var name = el.closest && el.closest("svg") ? el.getAttribute("data-name") : null;
+      if (name !== null) { select("name", name); return; }
       el = el.parentNode;
     }
   }
@@ -118,6 +145,15 @@
     svg.addEventListener("mouseleave", function () { if (tip) { tip.hidden = true; } });
   });
 
+  // a heading a nav link jumps to lands below the sticky header, however tall the header wraps
+  var header = document.querySelector("header");
+  function headerHeight() {
+    if (header) { document.documentElement.style.setProperty("--header-h", header.offsetHeight + "px"); }
+  }
+  headerHeight();
+  window.addEventListener("resize", headerHeight);
+
+  window.layerperfTimelines = LayerperfTimeline.start(data.timelines, tip, select);
   applyFilter();
   document.body.dataset.readyMs = String(Math.round(performance.now()));
   document.body.dataset.ready = "1";

@@ -14,9 +14,13 @@ import numpy as np
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
+from layerperf.calibration.device_peaks import trace_device
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
+from layerperf.data.fold import Folded
+from layerperf.data.sketch import ALPHA, EXACT_MAX
 from layerperf.errors import InputError
+from layerperf.readers.dropped import warnings
 from layerperf.renderers.view import KEEP, LOW, Column, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import (
@@ -48,6 +52,10 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
     text("device", "device", priority=4),
     Column("calls", "calls"),
     Column("mean_us", "mean", units.duration_us),
+    Column("median_us", "median", units.duration_us),
+    Column("min_us", "min", units.duration_us, priority=3),
+    Column("max_us", "max", units.duration_us),
+    Column("stddev_us", "stddev", units.duration_us, priority=3),
     Column("launcher_share", "of launchers' device time", units.percent, priority=3),
     text("launched_by", "launched by (calls)", priority=LOW, min_width=16),
 )
@@ -63,35 +71,48 @@ def default_top(top: int | None, fmt: str) -> int:
     return DEFAULT_TOP if for_people(fmt) else 0
 
 
-def _columns(table: Calls, result: Calls, ranked: str) -> list[Column]:
+def _calls(table: Calls | Folded) -> int:
+    return table.calls if isinstance(table, Folded) else len(table)
+
+
+def _nested(table: Calls | Folded) -> bool:
+    if isinstance(table, Folded):
+        return table.nested
+    return bool(len(table)) and not bool((table.incl_ns == table.dur_ns).all())
+
+
+def _counter_labels(table: Calls | Folded) -> list[str]:
+    return list(table.counter_labels) if isinstance(table, Folded) else list(table.counters)
+
+
+def _columns(table: Calls | Folded, result: Calls, ranked: str) -> list[Column]:
     columns = list(ANALYZE_COLUMNS)
     if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
         columns = with_int_columns(columns)
-    nested = bool(len(table)) and not bool((table.incl_ns == table.dur_ns).all())
-    if nested:
+    if _nested(table):
         columns.insert(3, INCLUSIVE)
     if result.has_device:
         columns[3:3] = [DEVICE, DEVICE_INCL]
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, RATE_TIME)
-    return ranked_by(columns + counter_columns(list(table.counters)), analysis.PUBLISHED.get(ranked, ranked))
+    return ranked_by(columns + counter_columns(_counter_labels(table)), analysis.PUBLISHED.get(ranked, ranked))
 
 
-def _ranked(table: Calls, how: str, order_by: str | None) -> str:
+def _ranked(table: Calls | Folded, how: str, order_by: str | None) -> str:
     """The key of the column the rows are ranked by."""
     return analysis.resolve_column(table, order_by or ("calls" if how == "count" else analysis.SELF_US))[0]
 
 
-def _title(table: Calls, shown: int, total: int, *, by: str, how: str, order_by: str | None) -> str:
+def _title(table: Calls | Folded, shown: int, total: int, *, by: str, how: str, order_by: str | None) -> str:
     meta = table.meta
     order = order_by or ("calls" if how == "count" else "self time")
     count = f"top {shown} of {total}" if shown < total else f"{total}"
     return f"{meta.get('source')} ({meta.get('format')}): {count} {GROUPS[by]} by {order}, {how} over calls"
 
 
-def _notes(table: Calls) -> list[str]:
+def _notes(table: Calls | Folded) -> list[str]:
     meta = table.meta
     runs = meta.get("runs")
-    lines = [f"{meta.get('events', 0)} events, {len(table)} op calls"
+    lines = [f"{meta.get('events', 0)} events, {_calls(table)} op calls"
              + (f", {units.count(runs, 'run')}" if runs else "")
              + f"; total self time {units.duration_us(analysis.grand_total_ns(table) / 1e3)}"]
     if meta.get("empty"):  # a profile of no timed run says why
@@ -102,15 +123,18 @@ def _notes(table: Calls) -> list[str]:
         lines.append("device self = kernels, copies and sets the op launched itself; device incl = also those of "
                      "the ops nested in it; FLOPS and bandwidth are over device incl where an op has some "
                      "(FLOPS over: device), else over its CPU self time (cpu)")
-    if table.outer:
+    if table.has_outer if isinstance(table, Folded) else table.outer:
         lines.append("summed inclusive figures count a call nested in a call of its own group once")
+    if meta.get("streamed"):
+        lines.append("read as a stream in bounded memory: every figure exact, medians exact for groups of up to "
+                     f"{EXACT_MAX} calls and within {ALPHA:.1%} beyond")
     lines.append("self time excludes nested events; cumulative = running share of total self time; "
                  "computation in FLOPs (floating point), int ops (integer); ? = unknown")
     return lines
 
 
-def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: str | None = None, top: int = 0,
-                 types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None,
+def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", order_by: str | None = None,
+                 top: int = 0, types: Sequence[str] = (), name: str | None = None, min_time_s: float | None = None,
                  peaks: Peaks | None | str = peak.AUTO) -> View:
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
     the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration
@@ -118,7 +142,8 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
-    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks)
+    device = trace_device(table.meta)  # a GPU trace's work is rated against its GPU, never this CPU
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks, device)
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
     columns = _columns(table, result, _ranked(table, how, order_by))
@@ -126,27 +151,31 @@ def analyze_view(table: Calls, *, by: str = "name", how: str = "sum", order_by: 
         columns = peak.with_column(columns)
     section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=(*notes(_notes(table)), *peak_notes))
+                      notes=(*notes(_notes(table)), *notes(warnings(table.meta), "warning"), *peak_notes))
     return View(sections=(section,), doc=rows)
 
 
-def kernels_view(table: Calls, *, name: str | None = None, order_by: str | None = None, top: int = 0) -> View:
-    """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (device
-    time when None); the first ``top`` rows (all when 0). InputError when the trace has no kernels."""
+def kernels_view(table: Calls | Folded, *, name: str | None = None, order_by: str | None = None, top: int = 0,
+                 how: str = "sum") -> View:
+    """The device activities of ``table`` (a GPU trace) by kernel name, ranked by ``order_by`` (when None,
+    by the per-kernel figure ``how`` names: total, mean, median, max or min time, or calls); the first
+    ``top`` rows (all when 0). InputError when the trace has no kernels."""
 
     meta = table.meta
     kernel_table = kernels.of(table)
     if kernel_table is None:
         raise InputError(f"{meta.get('source')} has no GPU kernels to aggregate ({meta.get('format')} trace)",
                          hint="--aggregate-by kernel reads PyTorch GPU traces")
-    rows = kernels.order(kernels.aggregate(kernel_table, name=name), order_by)
+    rows = kernels.order(kernels.aggregate(kernel_table, name=name), order_by, how)
     shown = rows[:top] if top else rows
     total_us = float(kernel_table.dur_ns.sum()) / 1e3
+    ranked = order_by or {"sum": "device time", "count": "calls"}.get(how, f"{how} device time per call")
     title = (f"{meta.get('source')} ({meta.get('format')}): {len(shown)} of {len(rows)} kernels "
-             f"by {order_by or 'device time'}")
+             f"by {ranked}")
     lines = [f"{len(kernel_table)} device activities, {units.duration_us(total_us)} of device time; share = of all "
              "device time; of launchers' device time = of all device time of the ops that launched the kernel"]
-    columns = ranked_by(KERNEL_COLUMNS, kernels.ORDERS.get((order_by or "").lstrip("+-")))
+    ranked_key = kernels.ORDERS.get(order_by.lstrip("+-")) if order_by else kernels.BY_AGGREGATE[how]
+    columns = ranked_by(KERNEL_COLUMNS, ranked_key)
     section = Section(columns=columns, rows=shown, keys=kernels.KERNEL_COLUMNS, title=title,
-                      notes=notes(lines))
+                      notes=(*notes(lines), *notes(warnings(meta), "warning")))
     return View(sections=(section,), doc=shown)

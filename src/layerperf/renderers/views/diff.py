@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.data.calls import Calls
+from layerperf.data.fold import Folded
+from layerperf.readers.dropped import warnings
 from layerperf.renderers.view import KEEP, Column, Section, View, notes
 from layerperf.renderers.views.columns import TYPE_MIN, name_column, ranked_by, text
 from layerperf.util import units
@@ -72,7 +74,7 @@ def _notes(totals: Mapping[str, Any], by: str, match: str) -> list[str]:
     return lines
 
 
-def _source(table: Calls) -> str:
+def _source(table: Calls | Folded) -> str:
     return f"{table.meta.get('source')} ({table.meta.get('format')})"
 
 
@@ -102,7 +104,7 @@ def _columns(rows: list[dict[str, Any]], by: str, match: str,
     return columns, shown
 
 
-def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match: str = "normalized",
+def diff_view(a: Calls | Folded, b: Calls | Folded, *, by: str = "name", how: str = "mean", match: str = "normalized",
               order_by: str = "delta", top: int = 0) -> View:
     """``a`` and ``b`` compared node by node (``by`` name) or op type by op type; rows ranked by
     ``order_by``, the first ``top`` of them (all when 0)."""
@@ -113,8 +115,11 @@ def diff_view(a: Calls, b: Calls, *, by: str = "name", how: str = "mean", match:
         rows = rows[:top]
     columns, shown = _columns(rows, by, match, order_by)
     title = f"A = {_source(a)}, B = {_source(b)}: {time_label(by, how)}"
+    left_out = [f"{side}: {line}" for side, t in (("A", a), ("B", b)) for line in warnings(t.meta)]
     section = Section(columns=columns, rows=rows, shown=shown, keys=analysis.DIFF_COLUMNS, title=title,
-                      notes=notes(_notes(totals, by, match)))
+                      notes=(*notes(_notes(totals, by, match)), *notes(left_out, "warning")))
     doc = {"rows": rows, "totals": totals, "a": a.meta.get("source"), "b": b.meta.get("source"),
            "time": time_label(by, how)}
+    if left_out:  # events a reader left out, by reason (absent when none)
+        doc["dropped"] = {"a": a.meta.get("dropped") or {}, "b": b.meta.get("dropped") or {}}
     return View(sections=(section,), doc=doc)

@@ -1,5 +1,7 @@
 """The "% of peak" column of the profile and analyze tables: each row's achieved rate over the peak
-``layerperf calibrate`` measured on the machine the run was taken on, at its thread count.
+``layerperf calibrate`` measured on the machine the run was taken on, at its thread count — or, for
+the GPU work of a trace that ran on a GPU, over that device's published peak
+(:mod:`layerperf.calibration.device_peaks`): a CPU calibration never rates GPU work.
 
 The figure itself is :func:`layerperf.data.figures.peak_pcts`; this module finds the peaks that apply
 and adds the column. Without a calibration (or a FLOP count) the figure is unknown, never 0; a
@@ -12,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from layerperf.calibration.device_peaks import DevicePeaks, TraceDevice
 from layerperf.calibration.peaks import Peaks, for_machine
 from layerperf.data.figures import integer_kernels, rows_peak_pcts
 from layerperf.errors import InputError
@@ -24,17 +27,27 @@ PCT_OF_PEAK = Column(KEY, "% of peak", lambda v: f"{v:.1f}%")
 
 @dataclass(frozen=True, slots=True)
 class Reference:
-    """The peaks a run is compared to, and the thread counts they were measured at."""
+    """The peaks a run is compared to, and the thread counts they were measured at; or a GPU's published
+    peaks (``device``), which rate only the rows rated over device time."""
 
-    peaks: Peaks
+    peaks: Peaks | None
     flops_per_s: float | None
     int_ops_per_s: float | None
     flops_threads: int | None
     int_threads: int | None
     asked_threads: int | None  # the run's thread count; None: unknown
+    device: DevicePeaks | None = None
+    device_name: str = ""
 
     def note(self) -> Note:
+        if self.device is not None:
+            d = self.device
+            int8 = f", int8 {_si(d.int8_ops_per_s, 'OP/s')}" if d.int8_ops_per_s else ""
+            return Note(f"% of peak = FLOP/s over device time against the published peak of {self.device_name} "
+                        f"({d.model}: float32 {_si(d.fp32_flops_per_s, 'FLOP/s')}{int8}, dense; {d.source}); "
+                        "ops rated over CPU time have none")
         p = self.peaks
+        assert p is not None
         parts = []
         if self.flops_per_s is not None:
             parts.append(f"float32 {_si(self.flops_per_s, 'FLOP/s')} at {threads_text(self.flops_threads)}")
@@ -49,7 +62,7 @@ class Reference:
 
     def quick_warning(self) -> list[Note]:
         """Where the peaks are a --quick calibration's: a warning that says so and how to replace them."""
-        if not self.peaks.quick:
+        if self.peaks is None or not self.peaks.quick:
             return []
         return [Note("% of peak is over a --quick calibration (small sizes, short repeats: a smoke test, not this "
                      f"machine's peaks); {REPLACE_QUICK}", "warning")]
@@ -89,12 +102,32 @@ def _si(value: float, unit: str) -> str:
 AUTO: Any = "auto"  # the peaks of the machine the run was taken on, from the cache directory
 
 
+def device_reference(device: TraceDevice, peaks: Peaks | None | str = AUTO) -> tuple[Reference | None, list[Note]]:
+    """The published peaks of the GPU a trace ran on, when listed; never a CPU calibration (one given is
+    refused, and a note says so)."""
+    if peaks is None:
+        return None, []
+    if peaks is not AUTO:
+        return None, [Note(f"the calibration given is of a CPU: {device.label()}'s work is not rated against it "
+                           "(no % of peak)", "warning")]
+    if device.peaks is None:
+        return None, [Note(f"% of peak unknown: {device.label()} is not among the GPUs whose published peaks "
+                           "layerperf lists; this machine's CPU calibration does not apply to GPU work")]
+    d = device.peaks
+    ref = Reference(None, d.fp32_flops_per_s, d.int8_ops_per_s, None, None, None, d, device.name or "")
+    return ref, [ref.note()]
+
+
 def reference(machine: Mapping[str, Any] | None, threads: int | None,
-              peaks: Peaks | None | str = AUTO) -> tuple[Reference | None, list[Note]]:
+              peaks: Peaks | None | str = AUTO, device: TraceDevice | None = None) -> tuple[Reference | None,
+                                                                                        list[Note]]:
     """The peaks of ``machine`` (a profile's ``metadata["machine"]``; None: this machine) at ``threads``,
     or None with the warning saying why not when its calibration file is unreadable. ``peaks`` given
-    (not :data:`AUTO`): those peaks, or None for no column at all."""
+    (not :data:`AUTO`): those peaks, or None for no column at all. ``device``: the GPU a trace ran on,
+    whose published peaks apply instead (:func:`device_reference`)."""
 
+    if device is not None:
+        return device_reference(device, peaks)
     if peaks is AUTO:
         try:
             peaks = for_machine(machine)
@@ -115,6 +148,8 @@ def with_pcts(rows: Sequence[Mapping[str, Any]], ref: Reference | None) -> list[
     if ref is None:
         return [dict(r) for r in rows]
     pcts = rows_peak_pcts(rows, ref.flops_per_s, ref.int_ops_per_s)
+    if ref.device is not None:  # a GPU's peak rates GPU work only
+        pcts = [p if r.get("rate_time") == "device" else None for r, p in zip(rows, pcts, strict=True)]
     return [{**r, KEY: p} for r, p in zip(rows, pcts, strict=True)]
 
 
@@ -136,6 +171,11 @@ def above_peak(rows: Sequence[Mapping[str, Any]], ref: Reference | None, run: st
     over = [r for r in rows if (r.get(KEY) or 0) > 100]
     if not over or ref is None:
         return []
+    if ref.device is not None:  # a GPU's published peak: only rows rated over device time have a figure
+        top_pct = max(float(r[KEY]) for r in over)
+        return [Note(f"{len(over)} {what} ran above the device's float32 peak (up to {top_pct:.0f}%): their float32 "
+                     "work ran on tensor cores (TF32: cuDNN convolutions do by default), whose ceiling is higher")]
+    assert ref.peaks is not None
     top = max(over, key=lambda r: float(r[KEY]))
     kind, peak, threads, rate_key = ref.peak_of(top)
     unit = kind.partition(" ")[2]

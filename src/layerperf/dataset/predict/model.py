@@ -1,0 +1,261 @@
+"""The predictor: a regressor per op type, a roofline for op types the store never saw, and the run's
+own cost between layers.
+
+- **Layers.** For each op type (backend, domain, op type) with at least :data:`MIN_ROWS` rows in the
+  store, a gradient-boosted tree ensemble (scikit-learn's HistGradientBoostingRegressor) learns the
+  log of the time per unit of work from :mod:`.features`; an op type with fewer rows takes the median
+  rate of its rows (at the same thread count where it has some).
+- **Op types never seen** fall back to a roofline on this machine's calibrated peaks
+  (:mod:`layerperf.calibration.peaks`: FLOP/s, integer op/s and bytes/s at the thread count), scaled
+  by the median ratio of measured time to roofline time over the store's layers at that thread count
+  bound the same way, by compute or by memory (kernels do not run at peak); without a calibration
+  their time is unknown. Both are flagged.
+- **Between layers.** A run takes longer than its layers' self times (the executor's own work, thread
+  pool hand-offs, what the layers' medians leave out): the log of whole-run latency over the sum of
+  the layers is fitted by least squares on the log of that sum, the log of the layer count and the
+  thread count, over the store's configurations.
+
+scikit-learn is an optional extra (``pip install 'layerperf[predict]'``), imported when a predictor is
+trained.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from layerperf.calibration.peaks import Peaks
+from layerperf.dataset.predict.features import Op, RunFactors, feature_matrix, work
+from layerperf.dataset.predict.training import MeasuredConfig
+from layerperf.errors import InputError
+
+MIN_ROWS = 24  # rows an op type needs for a regressor of its own
+SEED = 0
+
+LEARNED = "learned"  # the op type's regressor
+FEW_ROWS = "median rate"  # an op type with too few rows for a regressor: the median rate of its rows
+ROOFLINE = "roofline"  # an op type the store never saw, with a calibration
+UNKNOWN = "unknown"  # never seen and no calibration: no figure
+INSTALL_HINT = "pip install 'layerperf[predict]'"
+
+
+def sklearn_regressor() -> Any:
+    """A HistGradientBoostingRegressor, or an InputError saying how to install scikit-learn."""
+    try:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+    except ImportError:
+        raise InputError("layerperf predict needs scikit-learn, which is not installed",
+                         hint=INSTALL_HINT) from None
+    return HistGradientBoostingRegressor(max_iter=150, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=4,
+                                         l2_regularization=1.0, early_stopping=False, random_state=SEED)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerPrediction:
+    """One layer's predicted self time (µs; None: unknown) and how it was predicted (:data:`LEARNED`,
+    :data:`FEW_ROWS`, :data:`ROOFLINE`, :data:`UNKNOWN`)."""
+
+    name: str
+    op_type: str
+    domain: str
+    us: float | None
+    how: str
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the store never saw its op type."""
+        return self.how in (ROOFLINE, UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A model's predicted layers, their sum, the run's cost between them and the end-to-end latency (µs).
+    ``latency_us`` and ``between_us`` are None where a layer's time is unknown; ``known_layers_us`` sums
+    the layers that have one."""
+
+    layers: tuple[LayerPrediction, ...]
+    known_layers_us: float
+    between_us: float | None
+    latency_us: float | None
+
+    @property
+    def unseen_op_types(self) -> list[str]:
+        """The op types the store never saw, sorted."""
+        return sorted({f"{p.domain + '.' if p.domain else ''}{p.op_type}" for p in self.layers if p.flagged})
+
+
+@dataclass(frozen=True, slots=True)
+class _Rates:
+    """An op type's few rows: the log rates by thread count, and all of them."""
+
+    by_threads: dict[int, float]
+    overall: float
+
+    def at(self, threads: int) -> float:
+        return self.by_threads.get(threads, self.overall)
+
+
+@dataclass(frozen=True, slots=True)
+class _Regressor:
+    """A fitted regressor and the feature columns it was given: those with a value in some row (a column
+    all NaN, such as the cache sizes of a store without them, is left out)."""
+
+    model: Any
+    columns: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray) -> _Regressor:
+        columns = np.flatnonzero(~np.all(np.isnan(x), axis=0))
+        model = sklearn_regressor()
+        with _one_thread():
+            model.fit(x[:, columns], y)
+        return cls(model, columns)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        with _one_thread():
+            return np.asarray(self.model.predict(x[:, self.columns]))
+
+
+def _one_thread() -> Any:
+    """OpenMP held to one thread: the fits are small, and OpenMP's threads waiting on each other on a busy
+    host made them 50x slower (2 cores, load 10)."""
+    from threadpoolctl import threadpool_limits  # installed with scikit-learn
+
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
+class Predictor:
+    """Regressors per op type and the between-layers fit, trained on a store's configurations."""
+
+    def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates],
+                 efficiency: dict[tuple[int, str], float],
+                 between: np.ndarray | None, peaks: Peaks | None) -> None:
+        self.regressors, self.rates, self.efficiency = regressors, rates, efficiency
+        self.between, self.peaks = between, peaks
+
+    @classmethod
+    def fit(cls, configs: Sequence[MeasuredConfig], peaks: Peaks | None = None) -> Predictor:
+        """Train on ``configs`` (their layers with a measured time > 0); ``peaks`` for the roofline."""
+        groups: dict[str, list[tuple[Op, RunFactors, float]]] = defaultdict(list)
+        for cfg in configs:
+            for op, us in zip(cfg.ops, cfg.layer_us, strict=True):
+                if us is not None and us > 0:
+                    groups[op.key(cfg.factors.backend)].append((op, cfg.factors, us))
+        regressors: dict[str, _Regressor] = {}
+        rates: dict[str, _Rates] = {}
+        for key, rows in groups.items():
+            y = np.array([math.log(us / work(op)[0]) for op, _, us in rows])
+            if len(rows) >= MIN_ROWS:
+                regressors[key] = _Regressor.fit(feature_matrix([(op, run) for op, run, _ in rows]), y)
+            else:
+                by: dict[int, list[float]] = defaultdict(list)
+                for (_, run, _), v in zip(rows, y, strict=True):
+                    by[run.threads].append(float(v))
+                rates[key] = _Rates({t: float(np.median(v)) for t, v in by.items()}, float(np.median(y)))
+        if not regressors:
+            sklearn_regressor()  # without scikit-learn, say so here as anywhere
+        efficiency = _efficiency(configs, peaks) if peaks is not None else {}
+        return cls(regressors, rates, efficiency, _fit_between(configs), peaks)
+
+    def layer_times(self, ops: Sequence[Op], run: RunFactors) -> list[LayerPrediction]:
+        """Each layer's predicted self time and how it was found."""
+        out: list[LayerPrediction | None] = [None] * len(ops)
+        batches: dict[str, list[int]] = defaultdict(list)
+        for i, op in enumerate(ops):
+            key = op.key(run.backend)
+            if key in self.regressors:
+                batches[key].append(i)
+            elif key in self.rates:
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
+                                         math.exp(self.rates[key].at(run.threads)) * work(op)[0], FEW_ROWS)
+            else:
+                us = self._roofline_us(op, run.threads)
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain, us, UNKNOWN if us is None else ROOFLINE)
+        for key, idx in batches.items():
+            logs = self.regressors[key].predict(feature_matrix([(ops[i], run) for i in idx]))
+            for i, v in zip(idx, logs, strict=True):
+                op = ops[i]
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain, math.exp(float(v)) * work(op)[0], LEARNED)
+        return [p for p in out if p is not None]
+
+    def predict(self, ops: Sequence[Op], run: RunFactors) -> Prediction:
+        """The layers' times, the cost between them, and the whole run's latency."""
+        layers = self.layer_times(ops, run)
+        known = float(sum(p.us for p in layers if p.us is not None))
+        if any(p.us is None for p in layers) or not layers:
+            return Prediction(tuple(layers), known, None, None)
+        latency = known * self.between_ratio(known, len(layers), run.threads)
+        return Prediction(tuple(layers), known, latency - known, latency)
+
+    def between_ratio(self, layers_us: float, n_layers: int, threads: int) -> float:
+        """Whole-run latency over the layers' sum, as fitted on the store (1 where nothing was fitted)."""
+        if self.between is None:
+            return 1.0
+        return math.exp(float(_between_x(layers_us, n_layers, threads) @ self.between))
+
+    def _roofline_us(self, op: Op, threads: int) -> float | None:
+        if self.peaks is None:
+            return None
+        bound = roofline_us(op, self.peaks, threads)
+        if bound is None:
+            return None
+        us, kind = bound
+        same = [v for (_, k), v in self.efficiency.items() if k == kind]
+        return us * self.efficiency.get((threads, kind), float(np.median(same)) if same else 1.0)
+
+
+def roofline_us(op: Op, peaks: Peaks, threads: int) -> tuple[float, str] | None:
+    """The least time the layer's work and bytes take at ``peaks``' rates for ``threads`` (µs), and what
+    bounds it (``compute`` or ``memory``); None where neither its work nor its bytes has a known rate."""
+    terms = []
+    for amount, rates, bound in ((op.flops, peaks.flops_per_s, "compute"), (op.int_ops, peaks.int_ops_per_s, "compute"),
+                                 (_moved(op), peaks.bytes_per_s, "memory")):
+        rate = peaks.at(rates, threads)
+        if amount and rate:
+            terms.append((amount / rate * 1e6, bound))
+    return max(terms) if terms else None
+
+
+def _moved(op: Op) -> int | None:
+    if op.bytes_read is None and op.bytes_written is None:
+        return None
+    return (op.bytes_read or 0) + (op.bytes_written or 0)
+
+
+def _efficiency(configs: Sequence[MeasuredConfig], peaks: Peaks) -> dict[tuple[int, str], float]:
+    """Per thread count and bound (compute, memory), the median of measured time over roofline time across
+    the store's layers: how far from the peaks its kernels run."""
+    ratios: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for cfg in configs:
+        for op, us in zip(cfg.ops, cfg.layer_us, strict=True):
+            bound = roofline_us(op, peaks, cfg.factors.threads)
+            if us and bound:
+                ratios[(cfg.factors.threads, bound[1])].append(us / bound[0])
+    return {key: float(np.median(v)) for key, v in ratios.items()}
+
+
+def _between_x(layers_us: float, n_layers: int, threads: int) -> np.ndarray:
+    return np.array([1.0, math.log(max(layers_us, 1.0)), math.log(max(n_layers, 1)), float(threads)])
+
+
+def _fit_between(configs: Sequence[MeasuredConfig]) -> np.ndarray | None:
+    """Least squares of log(latency / layers' sum) on :func:`_between_x`; None without a configuration
+    whose both are known. Too few configurations for every term keep the intercept alone."""
+    xs, ys = [], []
+    for cfg in configs:
+        total = cfg.layers_us
+        if cfg.latency_us and total:
+            xs.append(_between_x(total, len(cfg.ops), cfg.factors.threads))
+            ys.append(math.log(cfg.latency_us / total))
+    if not xs:
+        return None
+    x, y = np.array(xs), np.array(ys)
+    if len(xs) < 2 * x.shape[1]:
+        return np.array([float(np.median(y)), 0.0, 0.0, 0.0])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return np.asarray(coef, dtype=np.float64)

@@ -1,0 +1,331 @@
+"""A PyTorch (Kineto) trace folded in bounded memory: :mod:`layerperf.readers.kineto`'s figures, streamed.
+
+Kineto writes every CPU operator first and the runtime calls that launched kernels after them, so no
+op's self time is known before the end of the file. As for the other formats
+(:mod:`layerperf.readers.streaming`), each CPU event becomes a record spilled in sorted runs, the runs
+are merged by thread and start and cut where nothing is open, and each segment's rows — self time,
+inclusive time, FLOPs counted on the outermost op, device self and inclusive time — are computed by
+the rules of :func:`layerperf.readers.kineto.read` and folded. Device activities are kept (compactly:
+a few numbers each) because linking them to ops needs every op's External id first: before the
+segments, each activity is resolved to the op with its External id, or through its runtime call's
+correlation to the op with that call's External id, or to the op around that call (found in the
+call's segment); what links to nothing is a row of its own, as in the whole-file reading. Memory is
+one segment, the accumulators, and ~40 bytes per device activity and per op's External id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
+from layerperf.data.fold import Folded
+from layerperf.data.nesting import enclosing, outermost, self_times
+from layerperf.readers import kineto, streaming
+from layerperf.readers.devices import from_skeleton
+from layerperf.readers.dropped import Dropped
+from layerperf.readers.spill import Spill, temp_dir
+from layerperf.readers.stream import EventStream
+from layerperf.readers.streaming import thread_key
+from layerperf.readers.tef import thread_ids, to_ns
+
+RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
+                   ("thread", "<i4"), ("ident", "<i4"), ("is_op", "?"), ("flops", "<f8"), ("bytes", "<f8"),
+                   ("external", "<i8"), ("correlation", "<i8")])
+_NONE = -1
+
+
+@dataclass
+class _Links:
+    """Device time to hand out while the segments go by (ns): per op External id, and per runtime call
+    correlation for the op around the call."""
+
+    ext: np.ndarray  # sorted External ids of ops that own device time
+    ext_ns: np.ndarray
+    around: np.ndarray  # sorted correlation ids of calls whose enclosing op owns device time
+    around_ns: np.ndarray
+    lone: np.ndarray  # device activities linked to nothing known yet (bool)
+    around_of: np.ndarray  # per activity: the correlation it waits on (-1: none)
+    launcher: np.ndarray  # per activity: the identity of the op it is device time of (-1: none, or not yet)
+    waiting: np.ndarray  # the activities that wait on a call's correlation, by that correlation
+
+
+def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
+           op_ext: list[np.ndarray], runtime: list[np.ndarray], idents: bool) -> int:
+    """Move the CPU events gathered so far into the spill; keep what linking needs (``idents``: each
+    op's identity beside its External id, for the activities' launching ops)."""
+    n = len(cpu.ts_us)
+    if not n:
+        return seq
+    values = threads.values()
+    keys.extend(thread_key(v) for v in values[len(keys):])
+    rec = np.zeros(n, dtype=RECORD)
+    thread = np.asarray(cpu.thread, dtype=np.int64)
+    dur = np.asarray(cpu.dur_us, dtype=np.float64)
+    rec["thread_key"] = np.asarray(keys, dtype=np.int64)[thread]
+    rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.ts_us, dur != 0, -dur
+    rec["seq"] = seq + np.arange(n)
+    rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.ident, cpu.is_op
+    rec["flops"], rec["bytes"], rec["external"], rec["correlation"] = cpu.flops, cpu.bytes, cpu.external, \
+        cpu.correlation
+    spill.add(rec)
+    ops = rec["is_op"] & (rec["external"] != _NONE)
+    op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]) if idents
+                  else rec["external"][ops][np.newaxis])
+    calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
+    runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
+    for column in vars(cpu).values():
+        column.clear()
+    return seq + n
+
+
+@dataclass
+class _DeviceColumns:
+    """The device activities as numpy columns, gathered chunk by chunk (no Python object per activity)."""
+
+    parts: dict[str, list[np.ndarray]]
+
+    FIELDS = (("ts_us", np.float64), ("dur_us", np.float64), ("ident", np.int64), ("external", np.int64),
+              ("correlation", np.int64), ("pid", np.int64), ("tid", np.int64))
+
+    @classmethod
+    def empty(cls) -> _DeviceColumns:
+        return cls({name: [] for name, _ in cls.FIELDS})
+
+    def take(self, dev: kineto._Device) -> None:
+        """Move ``dev``'s lists into columns (and empty them)."""
+        for name, dtype in self.FIELDS:
+            values = getattr(dev, name)
+            self.parts[name].append(np.asarray(values, dtype=dtype))
+        for values in vars(dev).values():
+            values.clear()
+
+    def column(self, name: str) -> np.ndarray:
+        parts = self.parts[name]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False) -> Folded:
+    """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
+    activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
+    correlation each: what ``--aggregate-by kernel`` groups)."""
+    builder, threads = TableBuilder(), Interner()
+    cpu, dev = kineto._Cpu(), kineto._Device()
+    steps: list[tuple[float, float]] = []
+    dropped = Dropped()
+    notes: list[tuple[str, bool, float, float]] = []
+    keys: list[int] = []
+    op_ext: list[np.ndarray] = []
+    runtime: list[np.ndarray] = []
+    seq = n_events = 0
+    min_ts = np.inf
+    device = _DeviceColumns.empty()
+    with Spill(False, temp_dir(), dtype=RECORD) as spill:
+        for chunk in stream.chunks():
+            n_events += len(chunk)
+            kineto._collect(chunk, threads, builder, cpu, dev, steps, dropped, notes)
+            if len(cpu.ts_us) >= streaming.DRAIN_ROWS:
+                min_ts = min(min_ts, min(cpu.ts_us))
+                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
+            if len(dev.ts_us) >= streaming.DRAIN_ROWS:
+                device.take(dev)
+        if cpu.ts_us:
+            min_ts = min(min_ts, min(cpu.ts_us))
+        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
+        device.take(dev)
+        dev_ts = device.column("ts_us")
+        origin = float(min(min_ts, dev_ts.min() if dev_ts.size else np.inf))
+        origin = 0.0 if not np.isfinite(origin) else origin
+        dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
+        links = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else np.zeros((1, 0), dtype=np.int64),
+                       np.concatenate(runtime, axis=1) if runtime else np.zeros((2, 0), dtype=np.int64))
+        folded = Folded(quantiles=quantiles)
+        folded.declare(builder.idents())
+        has_device = bool(dev_ts.size)
+        total = 0.0
+        for seg in _segments(spill, origin):
+            table = _segment_table(seg, builder, threads, links, origin, has_device)
+            total += float(table.total_ns.sum())
+            folded.add(table)
+        lone = np.flatnonzero(links.lone)
+        if lone.size:
+            table = _lone_table(builder, device, lone, dev_dur, dev_ts, origin)
+            total += float(table.total_ns.sum())
+            folded.add(table)
+    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": int(dev_ts.size),
+                            "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin,
+                            "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
+    if dropped:
+        info["dropped"] = dropped.doc()
+    if kernels and has_device:
+        info["kernels"] = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
+                                        to_ns(dev_ts - origin).astype(np.float64))
+    if devices := from_skeleton(stream.skeleton):
+        info["devices"] = devices
+    folded.meta = {**info, **meta}
+    return folded
+
+
+def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
+    """Resolve each device activity to an op's External id, or to the op around a runtime call
+    (``op_ext``: the ops' External ids, in file order, over their identities when kept)."""
+    if op_ext.shape[0] > 1:
+        ops, first = np.unique(op_ext[0], return_index=True)
+        op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
+    else:
+        ops = np.unique(op_ext[0])
+        op_ident = np.full(ops.size, _NONE, dtype=np.int64)
+    ext = dev.column("external").astype(np.int64)
+    corr = dev.column("correlation").astype(np.int64)
+    direct = _member(ext, ops) & (ext != _NONE)
+    call_corr, call_ext = runtime
+    order = np.argsort(call_corr, kind="stable")
+    call_corr, call_ext = call_corr[order], call_ext[order]
+    at = np.clip(np.searchsorted(call_corr, corr), 0, max(call_corr.size - 1, 0))
+    has_call = (call_corr.size > 0) & (corr != _NONE) & (call_corr[at] == corr) if call_corr.size else \
+        np.zeros(corr.size, dtype=bool)
+    via = np.where(has_call, call_ext[at] if call_ext.size else _NONE, _NONE)
+    via_op = ~direct & has_call & _member(via, ops) & (via != _NONE)
+    around = ~direct & has_call & ~via_op
+    target = np.where(direct, ext, np.where(via_op, via, _NONE))
+    owned = target != _NONE
+    ext_keys, inverse = np.unique(target[owned], return_inverse=True)
+    ext_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[owned], minlength=ext_keys.size)
+    around_keys, inverse = np.unique(corr[around], return_inverse=True)
+    around_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[around], minlength=around_keys.size)
+    launcher = np.full(corr.size, _NONE, dtype=np.int64)
+    launcher[owned] = op_ident[np.searchsorted(ops, target[owned])]
+    waiting = np.flatnonzero(around)
+    waiting = waiting[np.argsort(corr[waiting], kind="stable")]
+    return _Links(ext_keys, ext_ns, around_keys, around_ns, ~owned & ~around, np.where(around, corr, _NONE),
+                  launcher, waiting)
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which ``values`` are in ``sorted_set`` (sorted, unique): a binary search each, no big temporaries."""
+    if not sorted_set.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.clip(np.searchsorted(sorted_set, values), 0, sorted_set.size - 1)
+    return sorted_set[at] == values
+
+
+def _segments(spill: Spill, origin: float) -> Any:
+    """The CPU records in nesting order, cut where nothing is open (:func:`streaming.cuts`)."""
+    carry: np.ndarray | None = None
+    for block in spill.sorted_blocks():
+        recs = block if carry is None else np.concatenate([carry, block])
+        if recs.size < streaming.SEGMENT_RECORDS:
+            carry = recs
+            continue
+        start = to_ns(recs["ts_us"] - origin)
+        done = 0
+        for cut in streaming.cuts(recs["thread_key"], start, start + to_ns(-recs["neg_dur"])):
+            yield recs[done:cut]
+            done = cut
+        carry = recs[done:]
+    if carry is not None and carry.size:
+        yield carry
+
+
+def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links, origin: float,
+                   has_device: bool) -> Calls:
+    """One segment's rows, as :func:`layerperf.readers.kineto.read` makes them."""
+    thread = seg["thread"].astype(np.int64)
+    start = to_ns(seg["ts_us"] - origin)
+    end = start + to_ns(-seg["neg_dur"])
+    parent = enclosing(thread, start, end - start, zero_first=False)
+    self_ns = self_times(parent, start, end, clip=False)
+    is_op = seg["is_op"]
+    device = np.zeros(seg.size)
+    ext = seg["external"]
+    at = np.clip(np.searchsorted(links.ext, ext), 0, max(links.ext.size - 1, 0))
+    hit = is_op & (links.ext.size > 0) & (links.ext[at] == ext) if links.ext.size else np.zeros(seg.size, bool)
+    device[hit] = links.ext_ns[at[hit]]
+    corr = seg["correlation"]
+    at = np.clip(np.searchsorted(links.around, corr), 0, max(links.around.size - 1, 0))
+    calls = np.flatnonzero(~is_op & (links.around[at] == corr) & (corr != _NONE)) if links.around.size else \
+        np.zeros(0, dtype=np.int64)
+    if calls.size:
+        op = kineto._enclosing_op(parent, is_op, calls)
+        has_op = op >= 0
+        np.add.at(device, op[has_op], links.around_ns[at[calls[has_op]]])
+        _launched_in(links, corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
+        links.lone[np.isin(links.around_of, corr[calls[~has_op]]) & (links.around_of != _NONE)] = True
+    incl = _inclusive(parent, device)
+    idents = seg["ident"].astype(np.int64)
+    rows = np.flatnonzero(idents >= 0)
+    pid, tid = thread_ids(threads.values(), thread[rows])
+    flops, moved = outermost(seg["flops"], parent), outermost(seg["bytes"], parent)
+    b = _builder_like(builder)
+    b.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
+             device_us=device[rows] / 1e3 if has_device else None, flops=flops[rows], bytes_=moved[rows],
+             device_incl_us=incl[rows] / 1e3 if has_device else None, ts_us=start[rows] / 1e3, pid=pid, tid=tid)
+    return with_outer(b.build({"inclusive_flops": True}), kineto._row_parents(parent, rows))
+
+
+def _launched_in(links: _Links, corr: np.ndarray, ident: np.ndarray) -> None:
+    """The activities waiting on these runtime calls' correlation ids are device time of ``ident``, the
+    op around each call."""
+    waiting_corr = links.around_of[links.waiting]
+    lo, hi = np.searchsorted(waiting_corr, corr, "left"), np.searchsorted(waiting_corr, corr, "right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    links.launcher[links.waiting[np.repeat(lo, counts) + offsets]] = np.repeat(ident, counts)
+
+
+def _kernel_table(idents: list[Any], dev: _DeviceColumns, launcher: np.ndarray, dur_ns: np.ndarray,
+                  ts_ns: np.ndarray) -> KernelTable:
+    """The device activities as :func:`layerperf.readers.kineto.read` tables them, less what the views
+    alone read (the launching call's times, bytes moved, the owning row: unknown here)."""
+    ident = dev.column("ident").astype(np.int64)
+    names = [i[0] for i in idents]
+    return KernelTable(_labels(ident, names), _labels(ident, [i[1] for i in idents]),
+                       _labels(ident, [i[2] for i in idents]), _labels(launcher, names), dur_ns, ts_ns=ts_ns,
+                       stream=dev.column("tid").astype(np.int64),
+                       correlation=dev.column("correlation").astype(np.int64))
+
+
+def _labels(codes: np.ndarray, text: list[str]) -> Labels:
+    """A column of identity codes (-1: none, "") as the strings they stand for, numbered in the order
+    each string first comes (as :meth:`Labels.of` numbers them)."""
+    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    table: dict[str, int] = {}
+    code = np.empty(distinct.size, dtype=np.int32)
+    for k in np.argsort(first, kind="stable").tolist():
+        value = int(distinct[k])
+        code[k] = table.setdefault(text[value] if value >= 0 else "", len(table))
+    return Labels(code[inverse.reshape(-1)], tuple(table))
+
+
+def _inclusive(parent: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Per event, its own device time plus that of every event nested in it."""
+    out = np.zeros(parent.size)
+    at = np.flatnonzero(own)
+    values = own[at]
+    while at.size:
+        np.add.at(out, at, values)
+        at = parent[at]
+        keep = at >= 0
+        at, values = at[keep], values[keep]
+    return out
+
+
+def _builder_like(builder: TableBuilder) -> TableBuilder:
+    """A builder with ``builder``'s identities, in their order (so codes mean the same)."""
+    b = TableBuilder()
+    b.ident_codes(builder.idents())
+    return b
+
+
+def _lone_table(builder: TableBuilder, dev: _DeviceColumns, lone: np.ndarray, dur_ns: np.ndarray,
+                dev_ts: np.ndarray, origin: float) -> Calls:
+    b = _builder_like(builder)
+    b.extend(dev.column("ident").astype(np.int64)[lone], dur_ns[lone] / 1e3, device_us=dur_ns[lone] / 1e3,
+             ts_us=to_ns(dev_ts[lone] - origin) / 1e3, pid=dev.column("pid").astype(np.int64)[lone],
+             tid=dev.column("tid").astype(np.int64)[lone])
+    return b.build({"inclusive_flops": True})

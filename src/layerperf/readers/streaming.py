@@ -1,0 +1,305 @@
+"""Analysis of a trace of any size in bounded memory: events folded into per-op accumulators.
+
+``layerperf analyze`` and ``diff`` need, per group of calls, sums, counts, extremes and medians — not
+the calls themselves. So an ONNX Runtime profile or any Trace Event Format file is read like this:
+
+1. events are decoded a chunk at a time (two processes for a big plain file, the second core
+   inflating ahead for a gzipped one) and each timed event becomes a fixed-size record, spilled to
+   disk in sorted runs (:mod:`layerperf.readers.spill`);
+2. the runs are merged in the order the nesting rule opens events (thread, start, longer first);
+3. that stream is cut into *segments* where nothing is open on the thread — no event before the cut
+   ends after it — so each segment holds whole nesting trees, and the reader's own table code
+   (self time, control-flow bodies, inclusive sums, per-grouping outer flags) runs on each segment
+   exactly as on the whole file;
+4. each segment's calls are folded into a :class:`~layerperf.data.fold.Folded` and dropped.
+
+Memory is the records of one segment plus the accumulators: a segment ends at the first safe cut past
+:data:`SEGMENT_RECORDS`, so it is as small as the trace's longest top-level call allows (one run of a
+model at most, in the traces profilers write). Every figure equals the whole-file table's; medians are
+exact for groups of up to 4096 calls and within 0.5% beyond (:mod:`layerperf.data.sketch`).
+PyTorch (Kineto) and layerperf traces are read whole (:func:`layerperf.readers.detect.read_table`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from layerperf.data.calls import Interner, TableBuilder
+from layerperf.data.fold import Folded
+from layerperf.readers import ort, parallel, tef
+from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
+from layerperf.readers.spill import RECORD, Spill, temp_dir
+from layerperf.readers.stream import EventStream, open_events, split_events
+from layerperf.readers.tef import Idents, Part, Slices
+
+SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
+DRAIN_ROWS = 1 << 16  # timed events gathered before they become records (fewer, larger numpy steps)
+_SEQ_PART = 40  # a record's file order: its part in the high bits, its place in the part below
+
+
+def thread_key(value: Any) -> int:
+    """The same int64 for the same (pid, tid) in every process: what records sort by first."""
+    pid, tid = value if isinstance(value, tuple) and len(value) == 2 else (value, None)
+    high = zlib.crc32(repr(pid).encode()) & 0x7FFFFFFF
+    return (high << 32) | zlib.crc32(repr(tid).encode())
+
+
+class SpillSlices(Slices):
+    """Slices that hand each chunk's timed events on to a spill as records, keeping none."""
+
+    def __init__(self, spill: Spill, threads: Interner, part_index: int) -> None:
+        super().__init__()
+        self.spill, self.threads, self.part_index = spill, threads, part_index
+        self.keys: list[int] = []
+        self.seq = 0
+        self.pending = 0
+        self.min_ts_us = np.inf
+
+    def add(self, thread: Any, ts_us: Any, dur_us: Any, ident: Any, flops: Any, nbytes: Any,
+            names: Sequence[Any] | None = None) -> None:
+        super().add(thread, ts_us, dur_us, ident, flops, nbytes, names)
+        self.pending += len(ts_us)
+        if self.pending >= DRAIN_ROWS:
+            self.drain()
+
+    def add_columns(self, columns: tuple[np.ndarray, ...]) -> None:
+        super().add_columns(columns)
+        self.drain()
+
+    def drain(self) -> None:
+        """Hand what was gathered on to the spill."""
+        self.pending = 0
+        if not self.ts_us:
+            return
+        columns = (self.thread, self.ts_us, self.dur_us, self.ident, self.flops, self.nbytes)
+        thread, ts, dur, ident, flops, nbytes = (np.concatenate(c) if len(c) > 1 else c[0] for c in columns)
+        for c in columns:
+            c.clear()
+        if not ts.size:
+            return
+        values = self.threads.values() if len(self.keys) < len(self.threads.table) else ()
+        self.keys.extend(thread_key(v) for v in values[len(self.keys):])
+        rec = np.zeros(ts.size, dtype=RECORD)
+        thread = thread.astype(np.int64)
+        rec["thread_key"] = np.asarray(self.keys, dtype=np.int64)[thread]
+        rec["ts_us"], rec["nonzero"], rec["neg_dur"] = ts, dur != 0, -dur
+        rec["seq"] = (self.part_index << _SEQ_PART) + self.seq + np.arange(ts.size)
+        rec["thread"], rec["ident"], rec["flops"], rec["bytes"] = thread, ident, flops, nbytes
+        rec["part"] = self.part_index
+        self.seq += ts.size
+        self.min_ts_us = min(self.min_ts_us, float(ts.min()))
+        self.spill.add(rec)
+
+
+@dataclass
+class _Spilled:
+    """What one process read of its stretch: the part (without columns), its runs, its earliest start."""
+
+    part: Part
+    runs: list[tuple[Path, int]]
+    min_ts_us: float
+
+
+def _spill_part(stream: EventStream, reader: ModuleType, directory: Path, part_index: int,
+                zero_first: bool) -> _Spilled:
+    spill = Spill(zero_first, str(directory))  # inside the parent's directory: removed with it
+    threads = Interner()
+    slices = SpillSlices(spill, threads, part_index)
+    part = reader.part(stream, slices, threads)
+    slices.drain()
+    spill.flush()
+    return _Spilled(part, spill.runs, slices.min_ts_us)
+
+
+def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[str, Any], *,
+         split: bool, quantiles: bool = False) -> Folded:
+    """The trace at ``path`` (``reader``: :mod:`~layerperf.readers.ort` or :mod:`~layerperf.readers.tef`)
+    folded; ``stream`` the file opened at its events (None when ``split``: two processes read it)."""
+    zero_first = reader is ort
+    with Spill(zero_first, temp_dir()) as spill:
+        spilled = _two_processes(path, reader, spill.dir, zero_first) if split else None
+        if spilled is None:
+            spilled = [_spill_part(stream or open_events(path), reader, spill.dir, 0, zero_first)]
+        for s in spilled:
+            spill.adopt(s.runs)
+        return _fold_sorted(spill, spilled, reader, meta, quantiles)
+
+
+def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
+    try:
+        streams = split_events(path, 2)
+    except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
+        return None
+    if streams is None:
+        return None
+    first, second = streams
+    child = parallel.fork(lambda: _spill_part(second(), reader, directory, 1, zero_first))
+    if child is None:
+        return None
+    try:
+        mine = _spill_part(first(), reader, directory, 0, zero_first)
+    except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
+        mine = None
+    finally:
+        theirs = child()
+    if mine is None or theirs is None:
+        return None
+    return [mine, theirs]
+
+
+def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta: dict[str, Any],
+                 quantiles: bool) -> Folded:
+    builder, threads = TableBuilder(), Interner()
+    ident_maps = [np.asarray(builder.ident_codes(s.part.idents), dtype=np.int64) for s in spilled]
+    thread_maps = [np.asarray(threads.codes(s.part.threads), dtype=np.int64) for s in spilled]
+    dropped = Dropped()
+    for s in spilled:
+        dropped.merge(s.part.dropped)
+    extra = _cross_pairs([s.part for s in spilled], builder, threads, dropped)
+    if extra[0].size:  # sorted in with the rest: they may enclose, or lie in, events of either part
+        ident_maps.append(np.arange(len(builder.idents()), dtype=np.int64))
+        thread_maps.append(np.arange(len(threads.table), dtype=np.int64))
+        spill.add(_records(extra, len(spilled), threads))
+    counters: dict[int, dict[str, float]] = {}
+    int_ops: dict[int, float] = {}
+    for s, imap in zip(spilled, ident_maps, strict=True):
+        counters.update({int(imap[k]): v for k, v in s.part.ident_counters.items()})
+        int_ops.update({int(imap[k]): v for k, v in s.part.ident_int_ops.items()})
+    origin = min([s.min_ts_us for s in spilled] + ([float(extra[1].min())] if extra[1].size else []))
+    origin = 0.0 if not np.isfinite(origin) else origin
+
+    folded = Folded(quantiles=quantiles)
+    folded.declare(builder.idents())
+    total_ns = 0.0
+    proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)
+    for columns in _segments(spill, ident_maps, thread_maps, origin):
+        table = reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
+                             {}, origin_us=origin)
+        total_ns += float(table.total_ns.sum())
+        folded.add(table)
+    parts = [s.part for s in spilled]
+    info: dict[str, Any] = {"format": "ort" if reader is ort else "tef", "events": sum(p.events for p in parts),
+                            "ts_origin_us": 0.0 if reader is ort else origin, "streamed": True,
+                            "total_ns": total_ns, "spilled_records": spill.records}
+    if reader is ort:
+        info.update(runs=sum(p.runs for p in parts), inclusive_flops=True)
+    if len(spilled) > 1:
+        info["processes"] = len(spilled)
+    if dropped:
+        info["dropped"] = dropped.doc()
+    folded.meta = {**info, **meta}
+    return folded
+
+
+def _cross_pairs(parts: list[Part], builder: TableBuilder, threads: Interner,
+                 dropped: Dropped) -> tuple[np.ndarray, ...]:
+    """B/E pairs that span two parts (as :func:`layerperf.readers.tef.merge` joins them), as columns in
+    the global codes; every B never closed and E never opened is counted."""
+    slices = Slices()
+    carry: dict[Any, list[Any]] = {}
+    idents = Idents(tef.generic_key(builder), tef.arg_key)
+    for p in parts:
+        loose: list[Any] = []
+        if p.loose_e:
+            tef.add_timed(tef.pairs(p.loose_e, ["E"] * len(p.loose_e), carry, loose), threads, idents, slices)
+        for ev in loose:
+            dropped.add(E_WITHOUT_B, 1, ev.name)
+        for key, stack in p.open_b.items():
+            carry.setdefault(key, []).extend(stack)
+    for stack in carry.values():
+        for ev in stack:
+            dropped.add(B_WITHOUT_E, 1, ev.name)
+    dropped.merge(slices.dropped)
+    thread, ts, dur, ident, flops, nbytes = slices.joined()
+    return thread.astype(np.int64), ts, dur, ident.astype(np.int64), flops, nbytes
+
+
+def _records(columns: tuple[np.ndarray, ...], part_index: int, threads: Interner) -> np.ndarray:
+    """Records of columns (thread, ts, dur, ident, flops, bytes) already in the global codes."""
+    thread, ts, dur, ident, flops, nbytes = columns
+    rec = np.zeros(ts.size, dtype=RECORD)
+    keys = np.asarray([thread_key(v) for v in threads.values()], dtype=np.int64)
+    rec["thread_key"] = keys[thread]
+    rec["ts_us"], rec["nonzero"], rec["neg_dur"] = ts, dur != 0, -dur
+    rec["seq"] = (part_index << _SEQ_PART) + np.arange(ts.size)
+    rec["thread"], rec["ident"], rec["flops"], rec["bytes"], rec["part"] = thread, ident, flops, nbytes, part_index
+    return rec
+
+
+def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray],
+              origin_us: float) -> Iterator[tuple[np.ndarray, ...]]:
+    """The records in nesting order, in global codes, as columns (thread, ts, dur, ident, flops, bytes),
+    cut where nothing is open on the thread."""
+    carry: tuple[np.ndarray, ...] | None = None
+    for block in spill.sorted_blocks():
+        cols = _columns(block, ident_maps, thread_maps)
+        cols = cols if carry is None else tuple(np.concatenate([a, b]) for a, b in zip(carry, cols, strict=True))
+        if cols[0].size < SEGMENT_RECORDS:
+            carry = cols
+            continue
+        done = 0
+        for cut in _cuts(cols, origin_us):
+            yield tuple(c[done:cut] for c in cols[:6])
+            done = cut
+        carry = tuple(c[done:] for c in cols) if done else cols
+    if carry is not None and carry[0].size:
+        yield carry[:6]
+
+
+def _columns(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    part = block["part"].astype(np.int64)
+    ident = block["ident"].astype(np.int64)
+    thread = block["thread"].astype(np.int64)
+    for k, (imap, tmap) in enumerate(zip(ident_maps, thread_maps, strict=True)):
+        mine = part == k
+        if mine.any():
+            ident[mine] = imap[ident[mine]]
+            thread[mine] = tmap[thread[mine]]
+    return (thread, block["ts_us"].copy(), -block["neg_dur"], ident, block["flops"].copy(), block["bytes"].copy(),
+            block["thread_key"].copy())
+
+
+def _cuts(cols: tuple[np.ndarray, ...], origin_us: float) -> list[int]:
+    """Where to cut the stream into segments of about :data:`SEGMENT_RECORDS` (:func:`cuts`)."""
+    _, ts, dur, *_rest, key = cols
+    start = tef.to_ns(ts - origin_us)
+    return cuts(key, start, start + tef.to_ns(dur))
+
+
+def cuts(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
+    """Where to cut records (by thread ``key``, then start; ns as the table computes them: ``to_ns`` of
+    the start from the origin, plus ``to_ns`` of the duration) into segments of about
+    :data:`SEGMENT_RECORDS`: at the first safe place past each such stretch (:func:`safe_cuts`)."""
+    safe = safe_cuts(key, start, end)
+    out: list[int] = []
+    done = 0
+    while True:
+        k = int(np.searchsorted(safe, done + SEGMENT_RECORDS))
+        if k >= safe.size:
+            return out
+        done = int(safe[k])
+        out.append(done)
+
+
+def safe_cuts(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The indices before which the stream can be cut: on its thread no earlier event ends after the
+    event starts, and it starts later than the event before it (so a group of events starting in the
+    same ns stays together whatever their order)."""
+    n = start.size
+    new_thread = np.ones(n, dtype=bool)
+    new_thread[1:] = key[1:] != key[:-1]
+    bounds = np.flatnonzero(new_thread).tolist() + [n]
+    ok = np.zeros(n, dtype=bool)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        run_max = np.maximum.accumulate(end[a:b])
+        ok[a + 1:b] = (start[a + 1:b] >= run_max[:-1]) & (start[a + 1:b] > start[a:b - 1])
+        ok[a] = True
+    ok[0] = False
+    return np.flatnonzero(ok)

@@ -1,0 +1,91 @@
+"""Constructed traces for the streaming tests: nesting, B/E pairs, control flow, out-of-order files."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from layerperf.readers import spill, streaming
+
+
+def shrink(monkeypatch: pytest.MonkeyPatch, *, segment: int, run: int, merge: int, block: int) -> None:
+    """The streaming reader's buffers made small (records per segment, sorted run, merge, least merge
+    block), so that small traces cross many of their boundaries."""
+    monkeypatch.setattr(streaming, "SEGMENT_RECORDS", segment)
+    monkeypatch.setattr(spill, "RUN_RECORDS", run)
+    monkeypatch.setattr(spill, "MERGE_RECORDS", merge)
+    monkeypatch.setattr(spill, "MIN_BLOCK", block)
+
+
+def tef_nested(path: Path, n_top: int = 150, seed: int = 0, shuffle: bool = True) -> Path:
+    """Three threads of top-level ops with children (X and B/E), grandchildren that spill past their
+    parent's end, zero-length events, fractional µs; X events shuffled (a producer's own order)."""
+    rng = random.Random(seed)
+    ev: list[dict[str, Any]] = []
+    for tid in (1, 2, 3):
+        ts = 1000.0
+        for i in range(n_top):
+            d = rng.randint(20, 60) + rng.random()
+            ev.append({"ph": "X", "name": f"top{i % 7}", "cat": "op", "pid": 9, "tid": tid, "ts": ts, "dur": d,
+                       "args": {"op_type": f"T{i % 3}", "flops": 1000 * (i % 4)}})
+            c = ts + 1.5
+            for k in range(rng.randint(0, 3)):
+                cd = rng.randint(1, 5) + rng.random()
+                if rng.random() < 0.3:
+                    ev.append({"ph": "B", "name": f"b{k}", "pid": 9, "tid": tid, "ts": c, "args": {"op_type": "B"}})
+                    ev.append({"ph": "E", "pid": 9, "tid": tid, "ts": c + cd})
+                else:
+                    ev.append({"ph": "X", "name": f"child{k}", "cat": "op", "pid": 9, "tid": tid, "ts": c, "dur": cd,
+                               "args": {"op_type": "C", "flops": 100 * k}})
+                    if rng.random() < 0.2:
+                        ev.append({"ph": "X", "name": "gc", "cat": "op", "pid": 9, "tid": tid, "ts": c + 0.5,
+                                   "dur": cd + (2 if rng.random() < 0.3 else -0.4), "args": {"op_type": "C"}})
+                c += cd + 0.25
+            if rng.random() < 0.1:
+                ev.append({"ph": "X", "name": "zero", "pid": 9, "tid": tid, "ts": ts, "dur": 0})
+            ts += d + rng.choice([0, 0.5, 3])
+    if shuffle:
+        xs = [e for e in ev if e["ph"] == "X"]
+        rest = [e for e in ev if e["ph"] != "X"]  # B before its E: kept in order
+        rng.shuffle(xs)
+        ev = xs[: len(xs) // 2] + rest + xs[len(xs) // 2:]
+    path.write_bytes(orjson.dumps({"traceEvents": ev}))
+    return path
+
+
+def ort_loop(path: Path, runs: int = 40, seed: int = 1) -> Path:
+    """An ONNX Runtime profile whose runs hold a Loop node with a body, each event written when it ends
+    (the body before its Loop), a model_run per run."""
+    rng = random.Random(seed)
+    ev: list[dict[str, Any]] = []
+    ts = 0
+    shapes = {"input_type_shape": [{"float": [1, 3, 8, 8]}], "output_type_shape": [{"float": [1, 3, 8, 8]}]}
+    for _ in range(runs):
+        r0 = ts
+        for i in range(20):
+            if i == 10:
+                loop_ts = ts
+                for _it in range(3):
+                    for body, op in (("badd", "Add"), ("bmul", "Mul")):
+                        d = rng.randint(1, 4)
+                        ev.append({"cat": "Node", "name": f"{body}_kernel_time", "ph": "X", "pid": 1, "tid": 7,
+                                   "ts": ts, "dur": d, "args": {"op_name": op, "provider": "CPUExecutionProvider",
+                                                                "input_type_shape": [{"float": [1, 8]}] * 2,
+                                                                "output_type_shape": [{"float": [1, 8]}]}})
+                        ts += d
+                ev.append({"cat": "Node", "name": "loop_kernel_time", "ph": "X", "pid": 1, "tid": 7, "ts": loop_ts,
+                           "dur": ts - loop_ts, "args": {"op_name": "Loop", "provider": "CPUExecutionProvider"}})
+                continue
+            d = rng.randint(0, 30)
+            ev.append({"cat": "Node", "name": f"n{i}_kernel_time", "ph": "X", "pid": 1, "tid": 7, "ts": ts, "dur": d,
+                       "args": {"op_name": ["Conv", "Relu", "Add"][i % 3], "provider": "CPUExecutionProvider",
+                                **shapes}})
+            ts += d
+        ev.append({"cat": "Session", "name": "model_run", "ph": "X", "pid": 1, "tid": 7, "ts": r0, "dur": ts - r0})
+        ts += 5
+    path.write_bytes(orjson.dumps(ev))
+    return path

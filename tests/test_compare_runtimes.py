@@ -1,0 +1,184 @@
+"""Layers set side by side across runtimes without running any: the names TVM's kernels get, a fused
+kernel paired with the ONNX nodes it covers (``diff``'s ``covers`` rule), and ``compare``'s rows —
+groups of layers joined by pairings and by what a kernel covers — with each runtime's time, the
+fastest and the totals. Names are as real profiles of the zoo's resnet18 have them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from layerperf.analysis.compare import compare, per_run_us
+from layerperf.analysis.matching import Node, pair_nodes
+from layerperf.backends.tvm.calls import CallSite
+from layerperf.backends.tvm.naming import kernel_name, layer_names, short, unique
+from layerperf.data.calls import Calls, Labels
+from layerperf.data.extension import TvmKernel
+from layerperf.data.layer import Layer
+from layerperf.data.schedule import KernelSchedule, Loop, Placement, Tile, default_schedule
+
+
+def test_a_fused_kernel_is_named_after_its_anchor_and_the_nodes_it_covers() -> None:
+    names = ["layer1.0.conv2", "layer1.0.bn2", "layer1.0.add", "layer1.0.relu2"]
+    assert kernel_name([1, 2, 3], names, 1) == "layer1.0.bn2+add+relu2"
+    assert short("/encoder/layer.0/output/dense/Add", "/encoder/layer.0/output/dense/MatMul") == "Add"
+    assert short("relu", "bn1") == "relu"
+    assert unique(["a", "b", "a", "a"]) == ["a", "b", "a#2", "a#3"]
+
+
+def test_layer_names_of_kernels_helpers_and_builtins() -> None:
+    node_names = ["clip", "conv", "relu"]
+    sites = [CallSite(0, "vm.builtin.check_tensor_info"), CallSite(1, "vm.builtin.alloc_tensor", serves=2),
+             CallSite(2, "fused_conv2d_relu", (1, 2), 2), CallSite(3, "maximum", (0,), 1),
+             CallSite(4, "minimum", (0,), 1), CallSite(5, "vm.builtin.null_value", serves=4)]
+    owner = {0: 4, 1: 2, 2: 2}  # node -> the call writing its output
+    names, anchors = layer_names(sites, sites, node_names, [10, 100, 1], owner)
+    assert names == ["vm/check_tensor_info", "conv+relu/alloc_tensor", "conv+relu", "clip:maximum", "clip",
+                     "clip/null_value"]
+    assert anchors == [None, None, 1, 0, 0, None]
+
+
+def _node(name: str, op: str, covers: tuple[str, ...] = (), outputs: tuple[str, ...] = ()) -> Node:
+    return Node(name, op, outputs, covers=covers)
+
+
+# ONNX Runtime at --opt-level basic (BN folded into the convolutions) and TVM's default pipeline
+ORT = [_node("conv1", "Conv"), _node("relu", "Relu"), _node("layer1.0.conv1", "Conv"),
+       _node("layer1.0.relu1", "Relu")]
+TVM = [_node("conv1", "Conv", ("conv1",)), _node("bn1+relu", "BatchNormalization", ("bn1", "relu")),
+       _node("layer1.0.conv1", "Conv", ("layer1.0.conv1",)),
+       _node("layer1.0.bn1+relu1", "BatchNormalization", ("layer1.0.bn1", "layer1.0.relu1"))]
+
+
+def test_covers_pairs_a_node_with_the_kernel_of_its_family_that_computes_it() -> None:
+    ort = [_node("relu_nchwc", "Conv"), _node("fc", "Gemm")]
+    tvm = [_node("conv1", "Conv", ("conv1", "bn1", "relu")), _node("fc", "Gemm", ("fc",))]
+    pairing = pair_nodes(ort, tvm)
+    assert {(i, j, rule) for i, j, rule in pairing.pairs} == {(0, 0, "covers"), (1, 1, "exact")}
+    assert pairing.counts()["covers"] == 1
+    # not across families: ONNX Runtime's Relu is no batch-norm kernel, though that kernel covers it
+    assert (1, 1, "covers") not in pair_nodes(ORT, TVM).pairs
+
+
+def test_a_kernel_is_scoped_by_its_anchor() -> None:
+    ort = [_node("layer2.0.relu1_nchwc", "Conv"), _node("layer2.0.downsample.1_nchwc", "Conv")]
+    tvm = [_node("layer2.0.downsample.0", "Conv", ("layer2.0.downsample.0",)),
+           _node("layer2.0.conv1+x", "Conv", ("layer2.0.conv1",))]
+    assert {rule for _, _, rule in pair_nodes(ort, tvm).pairs} == {"scope"}
+
+
+def _calls(rows: list[tuple[str, str, float]], covers: dict[str, tuple[str, ...]] | None = None,
+           runs: int = 2) -> Calls:
+    """A per-layer table: (name, op type, µs per call), each layer called once per run."""
+    n = len(rows)
+    nan = np.full(n, np.nan)
+    return Calls(name=Labels.of([r[0] for r in rows]), op_type=Labels.of([r[1] for r in rows]),
+                 provider=Labels.of(["cpu"] * n), in_shapes=Labels.of([""] * n), out_shapes=Labels.of([""] * n),
+                 dur_ns=np.array([r[2] * 1e3 for r in rows]), total_ns=np.array([r[2] * 1e3 * runs for r in rows]),
+                 incl_ns=nan.copy(), device_ns=nan.copy(), device_incl_ns=nan.copy(),
+                 calls=np.full(n, runs, dtype=np.int64), flops=nan.copy(), bytes=nan.copy(), int_ops=nan.copy(),
+                 meta={"runs": runs, **({"covers": covers} if covers else {})})
+
+
+def test_compare_groups_the_nodes_a_fused_kernel_covers() -> None:
+    ort = _calls([("conv1", "Conv", 10.0), ("relu", "Relu", 2.0), ("maxpool", "MaxPool", 3.0)])
+    tvm = _calls([("conv1", "Conv", 30.0), ("bn1+relu", "BatchNormalization", 4.0), ("maxpool", "MaxPool", 1.0),
+                  ("vm/alloc", "alloc_storage", 0.5)],
+                 covers={"conv1": ("conv1",), "bn1+relu": ("bn1", "relu"), "maxpool": ("maxpool",)})
+    c = compare({"onnxruntime": ort, "tvm": tvm}, latency_ms={"onnxruntime": 0.02, "tvm": None})
+    by_key = {r.key: r for r in c.rows}
+    assert by_key["conv1"].layers == {"onnxruntime": ("conv1",), "tvm": ("conv1",)}
+    assert by_key["relu"].layers == {"onnxruntime": ("relu",), "tvm": ("bn1+relu",)}
+    assert by_key["relu"].time_us == {"onnxruntime": 2.0, "tvm": 4.0} and by_key["relu"].fastest == "onnxruntime"
+    assert by_key["maxpool"].fastest == "tvm"
+    alone = by_key["vm/alloc"]
+    assert alone.layers == {"tvm": ("vm/alloc",)} and alone.time_us["onnxruntime"] is None and alone.fastest is None
+    assert c.total_us == {"onnxruntime": 15.0, "tvm": 35.5} and c.fastest_total() == "onnxruntime"
+    assert c.layers == {"onnxruntime": 3, "tvm": 4} and c.grouped == {"onnxruntime": 3, "tvm": 3}
+    types = {r.key: r.time_us for r in c.types}
+    assert types["Conv"] == {"onnxruntime": 10.0, "tvm": 30.0} and types["Relu"] == {"onnxruntime": 2.0, "tvm": None}
+    doc = c.to_json()
+    assert doc["totals"]["latency_ms"] == {"onnxruntime": 0.02, "tvm": None}
+    assert doc["rows"][0] == {"key": "conv1", "op_type": "Conv", "layers": {"onnxruntime": ["conv1"],
+                              "tvm": ["conv1"]}, "time_us": {"onnxruntime": 10.0, "tvm": 30.0},
+                              "fastest": "onnxruntime"}
+
+
+def test_one_fused_node_against_two_kernels_is_one_row() -> None:
+    # ONNX Runtime's NCHWc convolution (conv + batch norm + relu, named after the relu's output) against
+    # TVM's convolution and its batch-norm kernel: paired by scope, and joined by what TVM's second covers
+    ort = _calls([("layer1.0.relu1_nchwc", "Conv", 50.0)])
+    tvm = _calls([("layer1.0.conv1", "Conv", 60.0), ("layer1.0.bn1+relu1", "BatchNormalization", 5.0)],
+                 covers={"layer1.0.conv1": ("layer1.0.conv1",),
+                         "layer1.0.bn1+relu1": ("layer1.0.bn1", "layer1.0.relu1")})
+    (row,) = compare({"onnxruntime": ort, "tvm": tvm}).rows
+    assert row.layers["tvm"] == ("layer1.0.conv1", "layer1.0.bn1+relu1") and row.time_us["tvm"] == 65.0
+
+
+def test_time_per_run_is_the_median_call_times_calls_per_run() -> None:
+    assert per_run_us(_calls([("a", "Relu", 3.0)], runs=4)) == [3.0]
+
+
+def test_the_schedule_record_round_trips_and_reads_in_one_line() -> None:
+    s = KernelSchedule("fused_conv2d_add_relu", "metaschedule", (Tile("conv2d_nchw", "ff", (2, 8, 4, 1)),),
+                       (("conv2d_nchw", ("ff_0", "yy_0")),), (Placement("pad_temp", "inline"),
+                                                              Placement("T_relu", "reverse_compute_at", "xx_2")),
+                       16, 64, 64, True, (Loop("ff_0_yy_0_fused", 56, "parallel"), Loop("xx_3", 8, "vectorized")),
+                       1.5e-4, ("sch.get_sblock(...)",))
+    assert KernelSchedule.from_json(s.to_json()) == s
+    assert s.compact() == ("tiles=ff:2x8x4x1;order=ff_0,yy_0;parallel=56;vectorize=8;unroll=64;inline=pad_temp;"
+                           "at=T_relu@xx_2")
+    assert default_schedule("conv2d").compact() == "default schedule"
+    ext = TvmKernel("fused_conv2d_add_relu", ("conv", "relu"), "conv", 4, s)
+    assert TvmKernel.from_json(ext.to_json()) == ext and ext.figures() == {}
+
+
+def test_a_layers_tvm_facts_are_saved_under_their_own_key() -> None:
+    from layerperf.data.codec import layer_from_json, layer_to_json
+
+    layer = Layer("conv+relu", "Conv", extension=TvmKernel("fused_conv2d_relu", ("conv", "relu"), "conv", 2,
+                                                           default_schedule("fused_conv2d_relu")))
+    saved = layer_to_json(layer)
+    assert saved["memory"] == {} and saved["tvm"]["nodes"] == ["conv", "relu"]
+    assert layer_from_json(saved) == layer
+
+
+@pytest.mark.parametrize("backends", ["onnxruntime", "onnxruntime,onnxruntime", "onnxruntime,nope"])
+def test_compare_refuses_a_bad_list_of_runtimes(backends: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from layerperf.cli import main
+
+    assert main(["compare", "m.onnx", "--backends", backends]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runtimes that are not TVM (ONNX Runtime and the toy replay backend), as where TVM is not installed."""
+    import orjson
+    from onnx import TensorProto, helper, numpy_helper
+
+    from layerperf import backends
+    from layerperf.cli import main
+
+    w = numpy_helper.from_array(np.ones((64, 32), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+                               helper.make_node("Tanh", ["h"], ["y"], name="tanh")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])], [w])
+    path = tmp_path / "fc.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    had = "replay" in backends.names()  # the contract test's module registers it for the whole session
+    backends.register("replay", "backends.replay:ReplayBackend")
+    try:
+        assert main(["compare", str(path), "--backends", "onnxruntime,replay", "--runs", "2", "--warmup",
+                     "0", "--format", "json"]) == 0
+    finally:
+        if not had:
+            backends.unregister("replay")
+    doc = orjson.loads(capsys.readouterr().out)
+    rows = {r["key"]: r for r in doc["rows"]}
+    assert rows["fc"]["layers"] == {"onnxruntime": ["fc"], "replay": ["fc"]} and not doc["failed"]
+    assert doc["totals"]["fastest"] in ("onnxruntime", "replay")

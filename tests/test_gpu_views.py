@@ -1,0 +1,182 @@
+"""The GPU timeline views (analysis/gpu/) on real Kineto traces, against references computed here from
+the raw events (plain Python over the JSON, no layerperf code), and the CLI's ``--view``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from layerperf.analysis.gpu.annotations import annotation_times
+from layerperf.analysis.gpu.idle import KERNEL_WAIT_NS, idle
+from layerperf.analysis.gpu.kernel_type import kernel_types
+from layerperf.analysis.gpu.launch import launch
+from layerperf.analysis.gpu.memcpy import memcpy
+from layerperf.analysis.gpu.overlap import overlap
+from layerperf.analysis.gpu.queue import queues
+from layerperf.analysis.gpu.temporal import temporal
+from layerperf.cli import main
+from layerperf.readers.detect import read_table
+
+DATA = Path(__file__).parent / "data"
+H100 = DATA / "torch_resnet18_cuda" / "trace.json.gz"
+V100 = DATA / "torch_cuda" / "trace.json.gz"
+DEVICE = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    """The complete events, times as exact decimals (µs with up to 3 places: whole ns), so that sums of
+    differences of epoch-sized times lose nothing."""
+    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+
+
+def _ns(n: int) -> float:
+    """The tolerance in µs of a figure summed over ``n`` times: the reader rounds each to the ns, from a
+    float64 that holds an epoch-sized µs time to within half a ns."""
+    return max(n, 1) * 1e-3
+
+
+def _device(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((e for e in events if e.get("cat") in DEVICE), key=lambda e: e["ts"])
+
+
+def _corr(e: dict[str, Any]) -> Any:
+    return e.get("args", {}).get("correlation")
+
+
+def _runtime(events: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    return {_corr(e): e for e in events if e.get("cat") in ("cuda_runtime", "Runtime") and _corr(e) is not None}
+
+
+def _union_us(spans: list[tuple[Any, Any]]) -> Any:
+    total: Any = 0
+    end: Any = None
+    start: Any = 0
+    for s, e in sorted(spans):
+        if end is None or s > end:
+            if end is not None:
+                total += end - start
+            start, end = s, e
+        else:
+            end = max(end, e)
+    return total + (end - start if end is not None else 0.0)
+
+
+@pytest.mark.parametrize("path", [H100, V100], ids=["h100", "v100"])
+def test_temporal_and_kinds(path: Path) -> None:
+    dev = _device(_events(path))
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in dev]
+    span = max(e for _, e in spans) - min(s for s, _ in spans)
+    busy = _union_us(spans)
+    compute = _union_us([(e["ts"], e["ts"] + e["dur"]) for e in dev if e["cat"] in ("kernel", "Kernel")])
+    kernels = read_table(path).meta["kernels"]
+    whole = temporal(kernels).whole
+    assert whole.span_ns / 1e3 == pytest.approx(float(span), abs=_ns(2))
+    assert whole.idle_ns / 1e3 == pytest.approx(float(span - busy), abs=_ns(2 * len(dev)))
+    assert whole.compute_ns / 1e3 == pytest.approx(float(compute), abs=_ns(2 * len(dev)))  # all computation here
+    kinds = {k.kind: k for k in kernel_types(kernels)}
+    memory = [e["dur"] for e in dev if e["name"].startswith(("Memcpy", "Memset"))]
+    assert kinds["computation"].calls == len(dev) - len(memory)
+    if memory:
+        assert kinds["memory"].total_ns / 1e3 == pytest.approx(float(sum(memory)), abs=_ns(len(memory)))
+        assert kinds["memory"].stddev_ns / 1e3 == pytest.approx(float(statistics.pstdev(memory)), abs=_ns(1))
+
+
+def test_h100_idle_breakdown() -> None:
+    """87.77% idle: 10,275 µs of host wait in 177 gaps, 264 µs of kernel wait in 60 (one stream)."""
+    events = _events(H100)
+    dev, runtime = _device(events), _runtime(events)
+    host: list[float] = []
+    short: list[float] = []
+    for prev, cur in zip(dev, dev[1:], strict=False):
+        gap = cur["ts"] - (prev["ts"] + prev["dur"])
+        if runtime[_corr(cur)]["ts"] > prev["ts"] + prev["dur"]:
+            host.append(gap)
+        elif gap * 1000 < Decimal(KERNEL_WAIT_NS):
+            short.append(gap)
+    got = {g.cause: g for g in idle(read_table(H100).meta["kernels"])}
+    assert got["host wait"].gaps == len(host) == 177
+    assert got["host wait"].idle_ns / 1e3 == pytest.approx(float(sum(host)), abs=_ns(2 * len(host)))
+    assert round(sum(host)) == 10275
+    assert got["kernel wait"].gaps == len(short) == 60 and round(sum(short)) == 264
+    assert got["kernel wait"].idle_ns / 1e3 == pytest.approx(float(sum(short)), abs=_ns(2 * len(short)))
+    assert got["host wait"].median_ns / 1e3 == pytest.approx(float(statistics.median(host)), abs=_ns(2))
+    whole = temporal(read_table(H100).meta["kernels"]).whole
+    assert round(100 * whole.idle_ns / whole.span_ns, 2) == 87.77
+
+
+@pytest.mark.parametrize("path", [H100, V100], ids=["h100", "v100"])
+def test_launch_and_queue(path: Path) -> None:
+    events = _events(path)
+    dev, runtime = _device(events), _runtime(events)
+    delays = [max(e["ts"] - runtime[_corr(e)]["ts"] - runtime[_corr(e)]["dur"], 0) for e in dev
+              if _corr(e) in runtime]
+    kernels = read_table(path).meta["kernels"]
+    result = launch(kernels)
+    assert result.launches == len(delays)
+    assert result.delay_ns / 1e3 == pytest.approx(float(sum(delays)), abs=_ns(3 * len(delays)))
+    cpu = sum(runtime[_corr(e)]["dur"] for e in dev if _corr(e) in runtime)
+    assert result.cpu_ns / 1e3 == pytest.approx(float(cpu), abs=_ns(len(delays)))
+    # queue: +1 at each launch, -1 at each start, one stream
+    steps = sorted([(runtime[_corr(e)]["ts"], 0, 1) for e in dev if _corr(e) in runtime]
+                   + [(e["ts"], 1, -1) for e in dev if _corr(e) in runtime])
+    length, most = 0, 0
+    for _, _, step in steps:
+        length += step
+        most = max(most, length)
+    (stats,) = queues(kernels)
+    assert stats.max_length == most and stats.changes == len(steps) and stats.full_ns == 0
+
+
+def test_op_kernel_sequences_h100() -> None:
+    """Each cudnn_convolution call's kernels, in order: every call that launched any is one sequence."""
+    events = _events(H100)
+    calls = {e["args"]["External id"] for e in events if e["name"] == "aten::cudnn_convolution"}
+    launched = {e["args"]["External id"] for e in _device(events)} & calls
+    sequences = launch(read_table(H100).meta["kernels"]).sequences
+    conv = [s for s in sequences if s.op == "aten::cudnn_convolution"]
+    assert sum(s.calls for s in conv) == len(launched) == 40  # 20 convolutions, two forward passes
+    first = {e["args"]["External id"]: e["name"] for e in reversed(_device(events))}  # each call's first kernel
+    assert {s.sequence[0] for s in conv} == {first[x] for x in launched}
+
+
+def test_memcpy_and_annotations_v100() -> None:
+    events = _events(V100)
+    copies = [e for e in events if e.get("cat") == "Memcpy"]
+    kernels = read_table(V100).meta["kernels"]
+    (d,) = memcpy(kernels).directions
+    assert d.direction == "Memcpy HtoD" and d.calls == len(copies)
+    assert d.bytes == sum(e["args"]["bytes"] for e in copies)
+    table = read_table(V100)
+    (step,) = annotation_times(table.meta["annotations"], kernels)
+    raw = next(e for e in events if e["name"].startswith("ProfilerStep#"))
+    assert (step.name, step.cpu_calls, step.cpu_ns / 1e3) == (raw["name"], 1, float(raw["dur"]))
+    runtime = _runtime(events)
+    inside = [e["dur"] for e in _device(events) if raw["ts"] <= runtime[_corr(e)]["ts"] < raw["ts"] + raw["dur"]]
+    assert step.launched_device_ns / 1e3 == pytest.approx(float(sum(inside)))
+    assert overlap(kernels).share is None  # no communication kernels
+
+
+def test_views_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    for view in ("temporal", "idle", "kernel-type", "launch", "queue", "memcpy", "overlap", "annotations"):
+        assert main(["analyze", str(V100), "--view", view, "--format", "json"]) == 0
+        doc = orjson.loads(capsys.readouterr().out)
+        assert doc["view"] == view and doc["device"] is True and doc["rows"]
+    assert main(["analyze", str(V100), "--view", "temporal", "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)["rows"]
+    assert [r["label"] for r in rows] == ["whole trace", "ProfilerStep#2"]  # per step where the trace has steps
+
+
+def test_cpu_only_trace_has_no_device(capsys: pytest.CaptureFixture[str]) -> None:
+    cpu = DATA / "torch_cpu" / "trace.json.gz"
+    assert main(["analyze", str(cpu), "--view", "idle"]) == 0
+    assert "no device" in capsys.readouterr().out
+    assert main(["analyze", str(cpu), "--view", "idle", "--format", "json"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == {"view": "idle", "source": str(cpu), "device": False, "rows": []}

@@ -1,0 +1,122 @@
+"""Nothing silent: every event a reader leaves out is counted and named; detection by content; the
+kernel view honours every --aggregate."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from layerperf.cli import main
+from layerperf.readers.detect import read_folded, read_table
+from layerperf.readers.dropped import NEGATIVE, NO_DURATION, NOT_A_NUMBER, NOT_EVENT
+
+from conftest import run_cli
+
+H100 = Path(__file__).parent / "data" / "torch_resnet18_cuda" / "trace.json.gz"
+
+
+def _damaged(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """The H100 trace with its first kernel's duration negated, two ops' made null and "NaN", a 5 added."""
+    doc = json.loads(gzip.decompress(H100.read_bytes()))
+    events = doc["traceEvents"]
+    kernel = next(e for e in events if e.get("cat") == "kernel")
+    kernel["dur"] = -kernel["dur"]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    ops[5]["dur"], ops[6]["dur"] = None, "NaN"
+    events.append(5)
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(doc))
+    return path, kernel
+
+
+def test_left_out_events_are_counted_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, kernel = _damaged(tmp_path)
+    dropped = read_table(path).meta["dropped"]
+    assert {k: v["events"] for k, v in dropped.items()} == {NEGATIVE: 1, NO_DURATION: 1, NOT_A_NUMBER: 1,
+                                                            NOT_EVENT: 1}
+    assert dropped[NEGATIVE]["example"] == kernel["name"]
+    # the kernel's device time is refused, not subtracted: its op loses it, as if it had not run
+    whole = read_table(H100).meta["kernels"]
+    assert len(read_table(path).meta["kernels"]) == len(whole) - 1
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 1 event left out: negative duration" in out and "refused" in out
+    assert main(["analyze", str(path), "--format", "json"]) == 0  # JSON stays the rows; warnings on stderr
+    captured = capsys.readouterr()
+    assert isinstance(orjson.loads(captured.out), list) and "negative duration" in captured.err
+
+
+def test_left_out_in_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = _damaged(tmp_path)
+    assert main(["diff", str(H100), str(path), "--format", "json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["dropped"]["a"] == {} and doc["dropped"]["b"][NEGATIVE]["events"] == 1
+
+
+def test_streamed_trace_counts_what_it_leaves_out(tmp_path: Path) -> None:
+    events = [{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ph": "X", "name": "bad", "ts": 5, "dur": -1},
+              {"ph": "X", "name": "nan", "ts": 5, "dur": "NaN"}, {"ph": "E", "name": "lonely", "ts": 9},
+              {"ph": "B", "name": "open", "ts": 9}]
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps(events))
+    folded = read_folded(path)
+    counts = {k: v["events"] for k, v in folded.meta["dropped"].items()}
+    assert counts == {k: v["events"] for k, v in read_table(path).meta["dropped"].items()}
+    assert counts[NEGATIVE] == 1 and counts[NOT_A_NUMBER] == 1 and len(counts) == 4
+
+
+def test_ort_events_in_an_object_are_ort(tmp_path: Path) -> None:
+    """Detection by content: ONNX Runtime's events wrapped in {"traceEvents": ...} read as ONNX Runtime's
+    (node name without the _kernel_time suffix, FLOPs from the shapes)."""
+    event = {"ph": "X", "cat": "Node", "name": "conv_kernel_time", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+             "args": {"op_name": "Conv", "provider": "CPUExecutionProvider",
+                      "input_type_shape": [{"float": [1, 3, 8, 8]}, {"float": [4, 3, 3, 3]}],
+                      "output_type_shape": [{"float": [1, 4, 6, 6]}]}}
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": [event]}))
+    table = read_table(path)
+    assert table.meta["format"] == "ort" and table.name.tolist() == ["conv"]
+    assert table.flops[0] == 2 * 4 * 6 * 6 * 3 * 3 * 3
+
+
+def test_empty_gzip_is_empty(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(b"")
+    result = run_cli("analyze", str(path))
+    assert result.returncode == 2 and "is empty" in result.stderr and "not gzip" not in result.stderr
+
+
+def test_truncated_gzip_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(gzip.decompress(H100.read_bytes()))[:-4000])
+    result = run_cli("analyze", str(path))
+    assert result.returncode == 2 and "not valid gzip" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("how", ["sum", "mean", "median", "max", "min", "count"])
+def test_kernel_view_honours_aggregate(how: str, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(gzip.decompress(H100.read_bytes()))
+    per: dict[str, list[float]] = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            per.setdefault(e["name"], []).append(e["dur"])
+    figure = {"sum": sum, "mean": statistics.mean, "median": statistics.median, "max": max, "min": min,
+              "count": len}[how]
+    assert main(["analyze", str(H100), "--aggregate-by", "kernel", "--aggregate", how, "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)
+    key = {"sum": "total_us", "mean": "mean_us", "median": "median_us", "max": "max_us", "min": "min_us",
+           "count": "calls"}[how]
+    got = [r[key] for r in rows]
+    assert got == sorted(got, reverse=True)  # ranked by the figure --aggregate names
+    for r in rows:
+        ref = per[r["name"]]
+        assert r[key] == pytest.approx(figure(ref), abs=1e-3 * len(ref))
+        assert r["stddev_us"] == pytest.approx(statistics.pstdev(ref), abs=1e-3)
+        assert not math.isnan(r["min_us"])

@@ -1,0 +1,220 @@
+"""`layerperf predict`: the predictor trained on a store, evaluated leave-one-model-out on a synthetic store
+whose times follow known rates, a model it never saw predicted from a tiny collected store (an op type the
+store lacks by the roofline, flagged), the JSON keys, and bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from layerperf.calibration import peaks as calibration
+from layerperf.calibration.peaks import Peaks
+from layerperf.cli import main
+from layerperf.data.machine import fingerprint
+from layerperf.dataset.predict import training
+from layerperf.dataset.predict.evaluate import leave_one_model_out
+from layerperf.dataset.predict.features import FEATURES, Op, RunFactors, feature_row
+from layerperf.dataset.predict.model import LEARNED, ROOFLINE, UNKNOWN, Predictor
+from predict_store import MODELS, write_store
+
+from conftest import from_another_machine, tiny_cnn
+
+sklearn = pytest.importorskip("sklearn", reason="the predict extra (scikit-learn) is not installed")
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_store(tmp_path_factory.mktemp("predict") / "synthetic.db")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three models: enough for the command's leave-one-model-out, quicker than five."""
+    models = {m: MODELS[m] for m in ("synth-a", "synth-b", "synth-c")}
+    return write_store(tmp_path_factory.mktemp("predict-small") / "small.db", models)
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LAYERPERF_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _calibrate() -> None:
+    """A calibration of this machine (made-up peaks: the roofline needs some)."""
+    fp = fingerprint()
+    calibration.save(Peaks(cpu_model=str(fp["cpu"]), cores=int(fp["cores"] or 1), flops_per_s={1: 2e10, 2: 4e10},
+                           bytes_per_s={1: 1e10, 2: 1.5e10}))
+
+
+def test_features_are_numbers_nan_where_unknown() -> None:
+    op = Op("c", "Conv", "", "1x8x16x16;8x8x3x3;8", "1x8x16x16", "float32;float32;float32", "float32", 2 * 8 * 8 * 9 *
+            256, None, 9000, 8192, 2336, None)
+    row = feature_row(op, RunFactors("onnxruntime", None, 2))
+    assert len(row) == len(FEATURES)
+    named = dict(zip(FEATURES, row, strict=True))
+    assert named["in1_window"] == 9 and named["in0_dim1"] == 8 and named["threads"] == 2
+    assert math.isnan(named["batch"]) and math.isnan(named["log2_int_ops"]) and math.isnan(named["padded_ratio"])
+
+
+def test_leave_one_model_out_on_known_rates(synthetic: Path) -> None:
+    ev = leave_one_model_out(training.read(synthetic))
+    assert ev.overall.pairs == 5 * 4 and set(ev.per_model) == {"synth-a", "synth-b", "synth-c", "synth-d", "synth-e"}
+    # the rates are the same in every model: a model left out is predicted from the others
+    assert ev.overall.within_10pct is not None and ev.overall.within_10pct >= 0.9
+    assert ev.overall.rmspe is not None and ev.overall.rmspe < 0.1
+    assert all(p.layers == "store" and not p.unseen for p in ev.pairs)
+
+
+def test_an_op_type_never_seen_takes_the_roofline_flagged_or_is_unknown(synthetic: Path) -> None:
+    data = training.read(synthetic)
+    softmax = Op("sm", "Softmax", "", "1x1000", "1x1000", "float32", "float32", 5000, None, 4000, 4000, 0, None)
+    conv = data.configs[0].ops[0]
+    run = data.configs[0].factors
+    peaks = Peaks("cpu", 2, flops_per_s={1: 2e10}, bytes_per_s={1: 1e10})
+    with_peaks = Predictor.fit(data.configs, peaks).predict([conv, softmax], run)
+    assert [p.how for p in with_peaks.layers] == [LEARNED, ROOFLINE]
+    assert with_peaks.layers[1].flagged and with_peaks.unseen_op_types == ["Softmax"]
+    assert with_peaks.latency_us is not None and with_peaks.layers[1].us is not None and with_peaks.layers[1].us > 0
+    without = Predictor.fit(data.configs, None).predict([conv, softmax], run)
+    assert without.layers[1].how == UNKNOWN and without.layers[1].us is None
+    assert without.latency_us is None and without.between_us is None and without.known_layers_us > 0
+
+
+def test_evaluate_json_keys(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--store", str(small), "--evaluate", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert 0.9 <= doc["within_10pct"] <= 1 and 0 <= doc["rmspe"] < 0.1
+    assert {"pairs", "mean_abs_error", "per_model", "configurations", "clean", "layers_sum"} <= set(doc)
+    assert set(doc["per_model"]) == {"synth-a", "synth-b", "synth-c"}
+    assert set(doc["per_model"]["synth-a"]) == {"pairs", "within_10pct", "rmspe", "mean_abs_error"}
+    pair = doc["configurations"][0]
+    assert {"model", "configuration", "predicted_us", "measured_us", "error", "layers", "unseen_op_types",
+            "runs_slowed", "runs_disturbed", "flagged"} <= set(pair)
+
+
+def test_evaluate_table(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--store", str(small), "--evaluate"]) == 0
+    out = capsys.readouterr().out
+    assert "synth-c b4 t2" in out and "within ±10%" in out and "RMSPE" in out
+
+
+def _unseen_model() -> onnx.ModelProto:
+    """tiny_cnn with a Softsign after its Relu: an op type no collected tiny_cnn has."""
+    model = tiny_cnn()
+    nodes = list(model.graph.node)
+    nodes[1].output[0] = "r0"
+    nodes.insert(2, helper.make_node("Softsign", ["r0"], ["r"], name="softsign"))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    return model
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A store of tiny_cnn collected for real (one configuration), and a model it never saw."""
+    root = tmp_path_factory.mktemp("predict-collected")
+    model, unseen, store = root / "tiny.onnx", root / "unseen.onnx", root / "tiny.db"
+    onnx.save(tiny_cnn(), model)
+    onnx.save(_unseen_model(), unseen)
+    assert main(["collect", "--models", str(model), "--store", str(store), "--runs", "3", "--warmup", "1"]) == 0
+    return store, unseen
+
+
+def test_an_unseen_model_with_an_op_type_never_seen(collected: tuple[Path, Path], cache: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    store, unseen = collected
+    _calibrate()
+    assert main(["predict", str(unseen), "--store", str(store), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    hows = {layer["op_type"]: layer["how"] for layer in doc["layers"]}
+    assert hows["Softsign"] == "roofline" and doc["unseen_op_types"] == ["Softsign"]
+    assert "median rate" in hows.values()  # the store's op types, from its few rows
+    assert doc["latency_us"] > 0 and doc["layers_us"] > 0 and doc["between_us"] is not None
+    assert {"model", "batch", "threads", "opt_level", "known_layers_us", "store", "calibration"} <= set(doc)
+    assert main(["predict", str(unseen), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "softsign" in out and "roofline (op type not in the store)" in out and "end to end" in out
+
+
+def test_without_a_calibration_an_unseen_op_type_is_unknown(collected: tuple[Path, Path], cache: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    store, unseen = collected
+    assert main(["predict", str(unseen), "--store", str(store), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["latency_us"] is None and doc["layers_us"] is None and doc["known_layers_us"] > 0
+    assert [la["predicted_us"] for la in doc["layers"] if la["op_type"] == "Softsign"] == [None]
+    assert main(["predict", str(unseen), "--store", str(store)]) == 0
+    assert "no calibration for a roofline: Softsign" in capsys.readouterr().out
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["predict", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("layerperf: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_bad_stores(tmp_path: Path, synthetic: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "no store at" in one_line_error(capsys, "--store", str(tmp_path / "none.db"), "--evaluate")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database " * 100)
+    assert "is not a layerperf store" in one_line_error(capsys, "--store", str(garbage), "--evaluate")
+    empty = tmp_path / "empty.db"
+    write_store(empty, {})
+    assert "holds no measured configuration" in one_line_error(capsys, "--store", str(empty), "--evaluate")
+    one = tmp_path / "one.db"
+    write_store(one, {"synth-a": [8, 16]})
+    assert "needs two models or more" in one_line_error(capsys, "--store", str(one), "--evaluate")
+    assert "nothing to predict" in one_line_error(capsys, "--store", str(synthetic))
+    assert "not both" in one_line_error(capsys, "resnet18", "--store", str(synthetic), "--evaluate")
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_a_model_whose_op_types_were_never_seen(tmp_path: Path, cache: Path, synthetic: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "softsign.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
+    graph = helper.make_graph([helper.make_node("Softsign", ["x"], ["y"], name="s")], "softsign", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
+    err = one_line_error(capsys, str(model), "--store", str(synthetic))
+    assert "op types is in the store" in err and "no calibration" in err
+
+
+def test_a_store_of_another_machine_is_told(tmp_path: Path, small: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    other = from_another_machine(small, tmp_path / "other.db")
+    assert main(["predict", "--store", str(other), "--evaluate", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert "holds measurements of another machine" in err
+    assert "store:   Some Other CPU 9000, 96 cores" in err and "\n  here:    " in err
+
+
+def test_without_scikit_learn_it_says_how_to_install(synthetic: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "sklearn.ensemble", None)
+    err = one_line_error(capsys, "--store", str(synthetic), "--evaluate")
+    assert "needs scikit-learn" in err and "pip install 'layerperf[predict]'" in err
+
+
+def test_a_store_collected_before_the_disturbed_counts(tmp_path: Path, small: Path) -> None:
+    old = tmp_path / "old.db"
+    old.write_bytes(small.read_bytes())
+    db = sqlite3.connect(old)
+    db.execute("DROP VIEW measured_layers")
+    for column in ("runs_disturbed", "disturbed_used"):
+        db.execute(f"ALTER TABLE configs DROP COLUMN {column}")
+    db.commit()
+    db.close()
+    data = training.read(old)
+    assert len(data.configs) == 12 and all(c.runs_disturbed is None and not c.flagged for c in data.configs)

@@ -1,0 +1,60 @@
+"""Streaming keeps memory flat as the trace grows (fast; ``test_memory_bound.py`` is the slow RLIMIT test).
+
+The reader's buffers are shrunk (segments, sorted runs, merge blocks, decoded blocks) so that a trace of
+a few thousand events already spans many of each, and the memory Python and numpy allocate while a
+trace is folded (``tracemalloc``: numpy reports its buffers there) is compared between a trace and one
+four times its size. Reading whole grows with the file; streaming must not.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from layerperf.data import sketch
+from layerperf.data.fold import Folded
+from layerperf.readers import detect, streaming
+from stream_traces import ort_loop, shrink, tef_nested
+
+BLOCK_BYTES = 16 << 10
+
+
+@pytest.fixture()
+def small_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    shrink(monkeypatch, segment=512, run=4096, merge=4096, block=64)
+    monkeypatch.setattr(streaming, "DRAIN_ROWS", 256)
+    monkeypatch.setattr(sketch, "EXACT_MAX", 64)  # a group's exact values are bounded too, at 4096 by default
+
+
+def _peak_bytes(read: Callable[[], Any]) -> tuple[int, Any]:
+    """The most memory traced at once while ``read`` runs, and what it returned."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = read()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, result
+
+
+@pytest.mark.parametrize(("make", "small", "large"), [(ort_loop, {"runs": 100}, {"runs": 400}),
+                                                       (tef_nested, {"n_top": 600}, {"n_top": 2400})],
+                         ids=["ort", "tef"])
+def test_streamed_memory_flat_as_the_trace_grows(small_buffers: None, tmp_path: Path, make: Any,
+                                                  small: dict[str, int], large: dict[str, int]) -> None:
+    paths = [make(tmp_path / "small.json", **small), make(tmp_path / "large.json", **large)]
+    streamed, whole = [], []
+    for path in paths:
+        peak, folded = _peak_bytes(lambda p=path: detect.read_folded(p, quantiles=True, block=BLOCK_BYTES))
+        assert isinstance(folded, Folded) and folded.meta["streamed"]
+        streamed.append(peak)
+        whole.append(_peak_bytes(lambda p=path: detect.read_table(p, block=BLOCK_BYTES))[0])
+    assert whole[1] > 2.5 * whole[0]  # the yardstick: reading whole grows with the file
+    assert streamed[1] < 1.3 * streamed[0], (streamed, whole)
+    assert streamed[1] < whole[1] / 2

@@ -1,0 +1,170 @@
+"""Streaming analysis (readers/streaming.py, data/fold.py, data/sketch.py) gives the whole-file figures.
+
+Every grouping and aggregate of ``read_folded`` is compared with ``aggregate`` over ``read_table`` on
+traces whose nesting, B/E pairs and control-flow bodies straddle chunk, run and segment boundaries
+(the sizes made tiny here), read in one process and in two, plain and gzipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from layerperf.analysis import aggregate as analysis
+from layerperf.analysis import gpu_kernels as kernels
+from layerperf.data.calls import STRING_COLUMNS, Calls
+from layerperf.data.fold import Folded
+from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
+from layerperf.readers import detect, parallel
+from stream_traces import ort_loop, shrink, tef_nested
+
+FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
+
+
+def _same(ref: Calls, got: Calls, how: str) -> None:
+    assert len(ref) == len(got)
+    for column in STRING_COLUMNS:
+        assert ref.labels(column).tolist() == got.labels(column).tolist(), column
+    for name in (*FIGURES, "device_incl"):
+        a, b = getattr(ref, name), getattr(got, name)
+        if how == "median":
+            assert np.allclose(a, b, equal_nan=True, rtol=ALPHA), name
+        else:  # sums in another order may differ in the last bit
+            assert np.allclose(a, b, equal_nan=True, rtol=1e-12, atol=1e-9), name
+
+
+def _check(path: Path) -> Folded:
+    table = detect.read_table(path)
+    folded = detect.read_folded(path, quantiles=True)
+    assert isinstance(folded, Folded)
+    assert folded.calls == len(table)
+    assert folded.meta["total_ns"] == pytest.approx(table.meta["total_ns"])
+    for by in ("name", "type", "provider", "shape"):
+        for how in analysis.AGGREGATES:
+            _same(analysis.aggregate(table, by, how), folded.table(by, how), how)
+    return folded
+
+
+@pytest.fixture()
+def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments, runs and merge blocks of a few records: every boundary falls inside nesting."""
+    shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
+
+
+@pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
+def test_streaming_equals_whole_file(tiny: None, tmp_path: Path, make: object) -> None:
+    path = make(tmp_path / "t.json")  # type: ignore[operator]
+    _check(path)
+    zipped = tmp_path / "t.json.gz"
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    _check(zipped)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("path", [DATA / "torch_cuda" / "trace.json.gz", DATA / "torch_cpu" / "trace.json.gz",
+                                  DATA / "torch_resnet18_cuda" / "trace.json.gz"], ids=["v100", "cpu", "h100"])
+def test_kineto_streaming_equals_whole_file(tiny: None, path: Path) -> None:
+    """PyTorch traces: operators first, runtime calls and kernels after; device time linked across segments."""
+    folded = _check(path)
+    assert folded.meta["device_unlinked"] == detect.read_table(path).meta["device_unlinked"]
+
+
+def _same_kernels(path: Path) -> None:
+    """The device activities folded with the ops: every column ``--aggregate-by kernel`` reads, and its
+    rows, as the whole-file reading gives them."""
+    whole, folded = kernels.of(detect.read_table(path)), kernels.of(detect.read_folded(path, kernels=True))
+    assert whole is not None and folded is not None
+    for column in ("name", "kind", "device", "launcher"):
+        assert getattr(whole, column).tolist() == getattr(folded, column).tolist(), column
+    for column in ("dur_ns", "ts_ns", "stream", "correlation"):
+        assert np.array_equal(getattr(whole, column), getattr(folded, column)), column
+    for how in kernels.BY_AGGREGATE:
+        assert kernels.order(kernels.aggregate(whole), None, how) == kernels.order(kernels.aggregate(folded), None, how)
+
+
+@pytest.mark.parametrize("path", [DATA / "torch_cuda" / "trace.json.gz",
+                                  DATA / "torch_resnet18_cuda" / "trace.json.gz"],
+                         ids=["v100", "h100"])
+def test_kineto_kernels_streamed(tiny: None, path: Path) -> None:
+    _same_kernels(path)
+    assert "kernels" not in detect.read_folded(path).meta  # kept only when asked for
+
+
+def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:
+    """A kernel with no launching call, and one whose call lies in no op: rows of their own, as read whole;
+    two kernels of a call with no External id inside an op: that op's device time (and their launcher)."""
+    doc = json.loads(gzip.decompress((DATA / "torch_cuda" / "trace.json.gz").read_bytes()))
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "Kernel", "name": "orphan", "pid": 0, "tid": "stream 7", "ts": 1621401187225275,
+         "dur": 3, "args": {"correlation": 999999}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 24572, "tid": "24572",
+         "ts": 1621401100000000, "dur": 5, "args": {"correlation": 888888}},
+        {"ph": "X", "cat": "Kernel", "name": "outside", "pid": 0, "tid": "stream 7", "ts": 1621401100000010,
+         "dur": 4, "args": {"correlation": 888888}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 24572, "tid": "24572",
+         "ts": 1621401187223272, "dur": 3, "args": {"correlation": 777777}},
+        *({"ph": "X", "cat": "Kernel", "name": f"inside{k}", "pid": 0, "tid": "stream 7",
+           "ts": 1621401187225300 + 10 * k, "dur": 2, "args": {"correlation": 777777}} for k in range(2))]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert _check(path).meta["device_unlinked"] == 2
+    _same_kernels(path)
+    table = kernels.of(detect.read_table(path))
+    assert table is not None
+    assert {table.launcher[k] for k in range(len(table)) if table.name[k].startswith("inside")} == {"aten::zeros"}
+
+
+def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file split between two processes (its B/E pairs on both sides) folds to the same figures."""
+    path = tef_nested(tmp_path / "t.json", n_top=400, shuffle=False)
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    folded = _check(path)
+    assert folded.meta.get("processes") == 2
+
+
+def test_analyze_cli_streams_the_same_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layerperf.cli import main
+
+    cases = [(ort_loop(tmp_path / "t.json"), ["--aggregate", how]) for how in ("sum", "median")]
+    cases += [(DATA / "torch_cuda" / "trace.json.gz", ["--aggregate-by", "kernel", "--aggregate", how])
+              for how in ("sum", "median", "max")]
+    for path, args in cases:
+        assert main(["analyze", str(path), "--format", "csv", *args]) == 0
+        streamed = capsys.readouterr().out
+        assert main(["analyze", str(path), "--format", "csv", *args, "--timeline",
+                     str(tmp_path / "tl.json")]) == 0  # a timeline needs every call: read whole
+        assert capsys.readouterr().out == streamed
+
+
+def test_sketch_exact_when_small_and_within_alpha_when_large() -> None:
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, EXACT_MAX):
+        v = rng.lognormal(3, 2, n)
+        s = Sketch()
+        s.add(v)
+        assert s.is_exact and s.median() == np.median(v) and s.quantile(90) == np.percentile(v, 90)
+    v = rng.lognormal(3, 2, 50_000)
+    whole, parts = Sketch(), Sketch()
+    whole.add(v)
+    for chunk in np.array_split(v, 13):  # merged in pieces: the same buckets
+        piece = Sketch()
+        piece.add(chunk)
+        parts.merge(piece)
+    assert not whole.is_exact
+    for q in (50, 90):
+        assert whole.quantile(q) == parts.quantile(q)
+        assert abs(whole.quantile(q) / np.percentile(v, q) - 1) <= ALPHA
+
+
+def test_sketch_nan_and_zero() -> None:
+    s = Sketch()
+    s.add(np.zeros(EXACT_MAX + 5))
+    assert s.median() == 0.0
+    s.add(np.array([np.nan]))
+    assert np.isnan(s.median())  # unknown stays unknown
