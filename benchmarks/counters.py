@@ -6,11 +6,19 @@ and through the perf-counter collector (its start and stop: the two raw reads, k
 until the pass is over).
 
     python benchmarks/counters.py [--models resnet50,bert-base] [--events task-clock,page-faults]
+        [--threads 1,2] [--skip-read-cost]
+
+Each model's line gives the host's 1-minute load (``uptime``) when it ended; the fidelity is against
+the in-situ runs that alternated with the timed stepwise passes (``layerperf profile``'s own), the
+profile's separately measured in-situ medians beside it ("vs profile runs"); "off" counts the layers
+more than 20% off; "busy" the timed pass pairs that waited for a CPU or ran slowed; the last column the
+stepwise task-clock summed over the layers over the same count sampled in situ, and their rank correlation.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -66,9 +74,17 @@ def main() -> int:
     ap.add_argument("--events", default="task-clock,page-faults")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--threads", default="0", help="intra-op threads, comma-separated (0: ONNX Runtime's default)")
+    ap.add_argument("--skip-read-cost", action="store_true", help="only the fidelity table")
     args = ap.parse_args()
     events = args.events.split(",")
+    if not args.skip_read_cost:
+        _read_costs(events)
+    _fidelity(args, events)
+    return 0
 
+
+def _read_costs(events: list[str]) -> None:
     import onnxruntime as ort  # a session's pool threads make "all" a realistic thread count
 
     from layerperf.backends.ort.stepwise import calibration_model
@@ -83,16 +99,34 @@ def main() -> int:
               f"{boundary:6.2f} µs; collector boundary (start + stop) {collected:6.2f} µs")
     del _keep
 
-    print(f"\nstepwise vs in-situ ({args.runs} in-situ runs, {args.passes} stepwise passes)")
-    print(f"{'model':12s} {'in-situ sum ms':>15s} {'stepwise sum ms':>16s} {'time ratio':>11s} {'rank corr':>10s}"
-          f" {'call overhead µs':>17s}")
-    for model in args.models.split(","):
-        prof = layerperf.profile(model, warmup=5, runs=args.runs, events=events, passes=args.passes, latency=False)
-        fid = summary(prof)["fidelity"]
-        call_us = prof.extra["counters"]["call_overhead_ns"] / 1e3
-        print(f"{model:12s} {fid['insitu_sum_us'] / 1e3:15.2f} {fid['stepwise_sum_us'] / 1e3:16.2f} "
-              f"{fid['time_ratio']:11.3f} {fid['rank_correlation']:10.3f} {call_us:17.1f}")
-    return 0
+
+def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
+    print(f"\nstepwise vs in-situ ({args.runs} in-situ runs, {args.passes} stepwise passes per group)")
+    print(f"{'model':12s} {'thr':>3s} {'in-situ sum ms':>15s} {'stepwise sum ms':>16s} {'time ratio':>11s} "
+          f"{'rank corr':>10s} {'off':>7s} {'busy':>6s} {'vs profile runs':>16s} {'call µs':>8s} {'load':>5s}"
+          f"  task-clock stepwise/sampled in situ (rank)")
+    for threads in (int(t) for t in args.threads.split(",")):
+        for model in args.models.split(","):
+            prof = layerperf.profile(model, warmup=5, runs=args.runs, events=events, passes=args.passes,
+                                     latency=False, threads=threads)
+            fid = summary(prof)["fidelity"]
+            call_us = prof.extra["counters"]["call_overhead_ns"] / 1e3
+            busy = f"{fid['passes_disturbed']}/{fid['timing_passes']}" if fid.get("timing_passes") else "-"
+            print(f"{model:12s} {threads:3d} {fid['insitu_sum_us'] / 1e3:15.2f} {fid['stepwise_sum_us'] / 1e3:16.2f} "
+                  f"{_num(fid['time_ratio'])} {_num(fid['rank_correlation'], 10)} "
+                  f"{len(fid['flagged_layers']):3d}/{len(prof.layers):<3d} {busy:>6s} "
+                  f"{_num(fid['profile_time_ratio'], 7)}/{_num(fid['profile_rank_correlation'], 5).strip():5s} "
+                  f"{call_us:11.1f} {os.getloadavg()[0]:5.2f}  {_sampled(fid)}", flush=True)
+
+
+def _sampled(fid: dict[str, object]) -> str:
+    got = fid.get("insitu_counts")
+    tc = got["by_label"].get("task-clock") if isinstance(got, dict) else None
+    return f"{_num(tc['stepwise_over_insitu'], 5)} ({_num(tc['rank_correlation'], 5).strip()})" if tc else "-"
+
+
+def _num(x: float | None, width: int = 11) -> str:
+    return f"{x:{width}.3f}" if x is not None else f"{'?':>{width}s}"
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from layerperf.analysis import overhead
+from layerperf.data import fidelity as data_fidelity
 from layerperf.data.figures import distribution, known, total, total_text
 from layerperf.data.table import LayerStats
 from layerperf.util import units
@@ -35,16 +37,54 @@ def spearman(a: Any, b: Any) -> float | None:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+def _agreement(stepwise: Sequence[float], insitu: Sequence[float]) -> tuple[float | None, float | None]:
+    """Summed time ratio and rank correlation over the layers both know."""
+    both = [(s, i) for s, i in zip(stepwise, insitu, strict=True) if math.isfinite(s) and math.isfinite(i)]
+    total = sum(i for _, i in both)
+    return (sum(s for s, _ in both) / total if total else None,
+            spearman([s for s, _ in both], [i for _, i in both]))
+
+
 def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dict[str, Any] | None:
-    """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran);
-    ``stats``: the profile's, when already computed."""
-    stepwise = profile.counters.stepwise_median_ns if profile.counters is not None else None
-    if not stepwise:
+    """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran):
+    summed time ratio and rank correlation against the in-situ runs that alternated with the timed
+    passes where they ran (``reference`` says which), the layers off by more than 20%, how many timed
+    passes were set aside for a busy host; ``stats``: the profile's, when already computed."""
+    info = profile.counters
+    if info is None or not info.stepwise_median_ns:
         return None
-    insitu = [st.median_us * 1e3 if st.calls else 0.0 for st in stats or profile.stats()]
-    total = sum(insitu)
-    return {"time_ratio": sum(stepwise) / total if total else None, "rank_correlation": spearman(stepwise, insitu),
-            "stepwise_sum_us": sum(stepwise) / 1e3, "insitu_sum_us": total / 1e3}
+    stats = stats or profile.stats()
+    medians = [st.median_us if st.calls else math.nan for st in stats]
+    reference, source = data_fidelity.reference_ns(info, medians)
+    stepwise = [x if math.isfinite(x) else math.nan for x in info.stepwise_median_ns]
+    ratio, corr = _agreement(stepwise, reference)
+    profiled = [u * 1e3 for u in medians]
+    ratios = data_fidelity.layer_ratios(stepwise, reference)
+    flagged = [layer.name for layer, r in zip(profile.layers, ratios, strict=False) if data_fidelity.off(r)]
+    return {"time_ratio": ratio, "rank_correlation": corr,
+            "stepwise_sum_us": float(np.nansum(stepwise)) / 1e3,
+            "insitu_sum_us": float(np.nansum(reference)) / 1e3,
+            "reference": source,
+            "profile_time_ratio": _agreement(stepwise, profiled)[0],
+            "profile_rank_correlation": _agreement(stepwise, profiled)[1],
+            "flagged_layers": flagged, "off_share": data_fidelity.OFF_SHARE,
+            "timing_passes": info.timing_passes, "passes_disturbed": info.passes_disturbed,
+            "disturbed_used": info.disturbed_used, "insitu_counts": _counts_agreement(profile)}
+
+
+def _counts_agreement(profile: Profile) -> dict[str, Any] | None:
+    """Per label, the stepwise counts summed over the layers against the counts sampled in situ, and their
+    rank correlation; None where no counts were sampled in situ."""
+    info = profile.counters
+    if info is None or not info.insitu_counts:
+        return None
+    out: dict[str, Any] = {}
+    for label, sampled in info.insitu_counts.items():
+        per_layer = (layer.counters.get(label) or [] for layer in profile.layers)
+        stepwise = [float(np.nanmedian(v)) if v and not np.all(np.isnan(v)) else math.nan for v in per_layer]
+        ratio, corr = _agreement(stepwise, sampled)
+        out[label] = {"stepwise_over_insitu": ratio, "rank_correlation": corr}
+    return {"by_label": out, "sample_period_ns": info.sample_period_ns, "runs": info.sampled_runs}
 
 
 def _rounded(x: float | None) -> int | None:

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import gc
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from layerperf.errors import InputError
+from layerperf.util.cpu_speed import SLOW_FACTOR, YARDSTICK_ITERATIONS, run_queue_wait_ns, yardstick_ns
 
 Clock = Callable[[], int]
+__all__ = ["SLOW_FACTOR", "YARDSTICK_ITERATIONS", "run_queue_wait_ns", "yardstick_ns"]  # their home before util
 
 MIN_SAMPLES = 3  # the fewest samples a figure stands on
 # `layerperf bench`'s defaults. 100 samples of >= 1 ms span a third of a second or more: a median over
@@ -94,38 +95,6 @@ class Samples:
     @property
     def slowed(self) -> int:
         return len(self.slowed_ns)
-
-
-def run_queue_wait_ns() -> int | None:
-    """Total time this process's threads have waited for a CPU (schedstat field 2), or None."""
-    total = 0
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return None
-    for tid in tids:
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
-                total += int(f.read().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # a thread that exited meanwhile
-    return total
-
-
-YARDSTICK_ITERATIONS = 500
-SLOW_FACTOR = 1.3  # a yardstick this much slower than full speed: the CPU is slowed
-
-
-def yardstick_ns(clock: Clock = time.perf_counter_ns) -> float:
-    """Best of two timings of a fixed pure-Python loop: how fast this CPU runs right now."""
-    best = math.inf
-    for _ in range(2):
-        t0 = clock()
-        x = 0
-        for i in range(YARDSTICK_ITERATIONS):
-            x += i
-        best = min(best, clock() - t0)
-    return best
 
 
 def loops_for(per_call_ns: float, min_time_ms: float) -> int:

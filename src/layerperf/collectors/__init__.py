@@ -44,8 +44,10 @@ class Collectors:
             counters.check()
         return cls(counters, MemoryRequest.make(memory, sample_rate), progress)
 
-    def driver(self, n_layers: int, *, threads: str = "all", calibrate: PassFn = empty_pass) -> Driver:
+    def driver(self, n_layers: int, *, threads: str = "all", calibrate: PassFn = empty_pass,
+               reference: Callable[[], object] | None = None) -> Driver:
         """The object that runs the passes these requests need over a backend's ``n_layers`` layers (see
         :mod:`layerperf.collectors.driver`). ``threads``: the counter group's, ``"all"`` (this process's)
-        or ``"self"``; ``calibrate``: one pass over a layer that does nothing, run as a real one is."""
-        return Driver(self, n_layers, threads=threads, calibrate=calibrate)
+        or ``"self"``; ``calibrate``: one pass over a layer that does nothing, run as a real one is;
+        ``reference``: one in-situ run, alternated with the timing passes."""
+        return Driver(self, n_layers, threads=threads, calibrate=calibrate, reference=reference)

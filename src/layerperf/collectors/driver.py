@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from layerperf.analysis.memory.report import analyze_memory
+from layerperf.collectors import disturbance
 from layerperf.collectors.boundary import Collector, PassFn, empty_pass
 from layerperf.collectors.perf import CounterRequest, PerfCounters
 from layerperf.collectors.perf_counts import CounterResult
@@ -44,6 +45,7 @@ class Request(Protocol):
 
 
 CALIBRATION_PASSES = 50
+INTERLEAVED_PASSES = 10  # timing passes at least, when a reference run comes before each
 MEMORY_PASSES = 2  # as a fresh session's first run allocates, and the second reuses
 
 
@@ -53,15 +55,18 @@ class Driver:
     ``threads``: the threads the counter group is opened on (``"all"`` of this process: a runtime's
     pool workers are counted; ``"self"``: the calling thread). ``calibrate`` runs a pass over one
     layer (index 0) that does nothing, the way the backend runs a real one (default: two bare
-    boundaries); its median counts and time are subtracted from every layer's.
+    boundaries); its median counts and time are subtracted from every layer's. ``reference``, when given,
+    runs the model the real way (in situ) before each timing pass: the two alternate, so that the host's
+    drift hits both, and each pair is checked for a CPU taken or slowed (:mod:`.disturbance`).
     """
 
     def __init__(self, request: Request, n_layers: int, *, threads: str = "all",
-                 calibrate: PassFn = empty_pass) -> None:
+                 calibrate: PassFn = empty_pass, reference: Callable[[], object] | None = None) -> None:
         self.request = request
         self.n_layers = n_layers
         self.threads = threads
         self.calibrate = calibrate
+        self.reference = reference
         self.counted: CounterResult | None = None
         self.memory: RuntimeMemory | None = None
         self._done = self._total = 0
@@ -72,7 +77,8 @@ class Driver:
         counters, memory = self.request.counters, self.request.memory
         labels, groups = counter_groups(counters) if counters else ({}, [])
         rate = memory.sample_rate if memory else 0
-        self._total = (MEMORY_PASSES if rate else 0) + (len(groups) + 1) * (counters.passes if counters else 0)
+        passes = counters.passes if counters else 0
+        self._total = (MEMORY_PASSES if rate else 0) + len(groups) * passes + self._timing_passes(passes)
         if memory is not None:
             self.memory = self._sample_memory(one_pass, rate)
         if counters is not None:
@@ -119,21 +125,33 @@ class Driver:
             counts.update({name_label[k]: v for k, v in tally.counts.items()})
             inclusive.update({name_label[k]: v for k, v in tally.inclusive.items()})
             fraction.update({name_label[spec.name]: tally.fraction for spec in group})
-        call_ns, node_ns = self._time(one_pass, passes)
+        call_ns, node_ns, disturbed = self._time(one_pass, passes)
         return CounterResult(counts=counts, fraction=fraction, calibration=calibration, call_overhead_ns=call_ns,
                              node_ns=node_ns, schedule=[[spec.name for spec in group] for group in groups],
-                             inclusive=inclusive)
+                             inclusive=inclusive, disturbed=disturbed)
 
     def _counter_overhead(self, cs: CounterSet) -> dict[str, float]:
         return counter_overhead(cs, self.calibrate)
 
-    def _time(self, one_pass: PassFn, passes: int) -> tuple[float, list[list[int]]]:
-        """What an empty layer takes (median ns), and each layer's call durations over ``passes`` passes
-        (self time: less the calls made directly inside each, as the counts)."""
+    def _timing_passes(self, passes: int) -> int:
+        return passes if self.reference is None or not passes else max(passes, INTERLEAVED_PASSES)
+
+    def _time(self, one_pass: PassFn, passes: int) -> tuple[float, list[list[int]], list[bool] | None]:
+        """What an empty layer takes (median ns); each layer's call durations over the timing passes (self
+        time: less the calls made directly inside each, as the counts); with a reference, whether each
+        pass or the reference run before it was disturbed."""
         call_ns = boundary_ns(self.calibrate)
         timing = Timing()
-        self._passes(timing, one_pass, passes)
-        return call_ns, timing.self_calls_ns(self.n_layers)
+        if self.reference is None:
+            self._passes(timing, one_pass, passes)
+            return call_ns, timing.self_calls_ns(self.n_layers), None
+        marks = [disturbance.mark()]
+        for _ in range(self._timing_passes(passes)):
+            self.reference()
+            marks.append(disturbance.mark())
+            self._passes(timing, one_pass, 1)
+            marks.append(disturbance.mark())
+        return call_ns, timing.self_calls_ns(self.n_layers), disturbance.pairs_disturbed(marks)
 
 
 def progress_label(request: Request) -> str:

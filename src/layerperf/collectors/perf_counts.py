@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.collectors.disturbance import kept
 from layerperf.collectors.perf import CounterRequest
 from layerperf.data.profile import CounterInfo, Layer
 from layerperf.errors import LayerperfError
@@ -24,7 +25,9 @@ class CounterResult:
     inside it counted; ``inclusive`` with theirs), with an empty boundary's own counts subtracted; the share of
     its time each layer's group was counted, ``[layer][pass]``; what an empty boundary counts
     (``calibration``, by label) and takes (``call_overhead_ns``); each layer's call durations in
-    passes timed without counters (``node_ns``); and the event groups counted apart (``schedule``)."""
+    passes timed without counters (``node_ns``); and the event groups counted apart (``schedule``).
+    Where in-situ runs alternated with the timed passes: each layer's time in them (``insitu_ns``,
+    ``[layer][run]``, NaN where a run lacks the layer) and whether each pair was disturbed."""
 
     counts: dict[str, list[list[float]]]
     fraction: dict[str, list[list[float]]]
@@ -33,6 +36,10 @@ class CounterResult:
     node_ns: list[list[int]]
     schedule: list[list[str]]
     inclusive: dict[str, list[list[float]]] | None = None  # by label, [layer][pass], children's included
+    disturbed: list[bool] | None = None  # per timed pass: it or the in-situ run before it waited or ran slowed
+    insitu_ns: list[list[float]] | None = None  # [layer][run], the in-situ runs alternating with the timed passes
+    insitu_counts: dict[str, list[list[float]]] | None = None  # by label, [layer][run]: sampled in situ
+    sample_period_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,7 +49,8 @@ class CounterResult:
         try:
             return cls(counts=d["counts"], fraction=d["fraction"], calibration=d["calibration"],
                        call_overhead_ns=float(d["call_overhead_ns"]), node_ns=d["node_ns"], schedule=d["schedule"],
-                       inclusive=d.get("inclusive"))
+                       inclusive=d.get("inclusive"), disturbed=d.get("disturbed"), insitu_ns=d.get("insitu_ns"),
+                       insitu_counts=d.get("insitu_counts"), sample_period_ns=d.get("sample_period_ns"))
         except (KeyError, TypeError, ValueError) as exc:
             raise LayerperfError(f"the counting result is incomplete ({type(exc).__name__}: {exc})") from None
 
@@ -57,11 +65,19 @@ class CounterResult:
         inclusive = _medians(self.inclusive) if nests and self.inclusive is not None else None
         fractions = ({label: [float(np.mean(f)) for f in per_layer] for label, per_layer in self.fraction.items()}
                      if request.multiplex else None)
+        use = kept(self.disturbed) if self.disturbed else None
         return CounterInfo(
             events=dict(zip(request.labels, request.events, strict=True)), passes=request.passes,
             multiplex=request.multiplex, schedule=self.schedule, calibration=self.calibration,
-            call_overhead_ns=call_ns, stepwise_median_ns=[_less(t, call_ns) for t in self.node_ns],
-            fraction_counted=fractions, inclusive=inclusive)
+            call_overhead_ns=call_ns, stepwise_median_ns=[_less(_chosen(t, use), call_ns) for t in self.node_ns],
+            fraction_counted=fractions, inclusive=inclusive,
+            insitu_median_ns=[_median(_chosen(t, use)) for t in self.insitu_ns] if self.insitu_ns else [],
+            timing_passes=len(self.disturbed) if self.disturbed is not None else None,
+            passes_disturbed=sum(self.disturbed) if self.disturbed is not None else None,
+            disturbed_used=use is not None and all(use) and any(self.disturbed or []),
+            insitu_counts=_medians(self.insitu_counts) if self.insitu_counts else None,
+            sample_period_ns=self.sample_period_ns,
+            sampled_runs=len(next(iter(self.insitu_counts.values()))[0]) if self.insitu_counts else None)
 
 
 def _same(a: dict[str, list[list[float]]], b: dict[str, list[list[float]]]) -> bool:
@@ -79,6 +95,18 @@ def _medians(by_label: dict[str, list[list[float]]]) -> dict[str, list[float]]:
         out[label] = [float(np.nanmedian(v)) if v and not all(math.isnan(x) for x in v) else math.nan
                       for v in per_layer]
     return out
+
+
+def _chosen(values: list[Any], use: list[bool] | None) -> list[Any]:
+    """The values of the passes ``use`` keeps (all when None or when the lengths differ)."""
+    if use is None or len(use) != len(values):
+        return values
+    return [v for v, u in zip(values, use, strict=True) if u]
+
+
+def _median(values: list[float]) -> float:
+    known_ = [v for v in values if not math.isnan(v)]
+    return float(np.median(known_)) if known_ else math.nan
 
 
 def _less(calls_ns: list[int], call_ns: float) -> float:

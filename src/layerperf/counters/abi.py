@@ -75,6 +75,13 @@ PERF_FORMAT_ID = 1 << 2
 PERF_FORMAT_GROUP = 1 << 3
 PERF_FORMAT_LOST = 1 << 4
 
+# --- attr.sample_type, the records of a sampling event's ring buffer, attr.clockid ---------------------
+PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_READ = 1 << 1, 1 << 2, 1 << 4
+PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
+CLOCK_REALTIME = 0
+# offsets of data_head and data_tail in struct perf_event_mmap_page, the ring buffer's first page
+MMAP_DATA_HEAD, MMAP_DATA_TAIL = 1024, 1032
+
 # --- perf_event_open flags ---------------------------------------------------------------------------
 PERF_FLAG_FD_NO_GROUP = 1 << 0
 PERF_FLAG_FD_OUTPUT = 1 << 1

@@ -30,6 +30,12 @@ class CounterInfo:
     holds each layer's median count with its children's, per label (None where no layer ran inside
     another, the counts then being both; absent from profiles written before counts were made self,
     whose nested layers' counts include their children's). ``stepwise_median_ns`` is self time too.
+    ``insitu_median_ns``: each layer's median in in-situ runs alternated with the timed passes (the
+    stepwise executor's reference; empty where none ran); of ``timing_passes`` such pairs,
+    ``passes_disturbed`` waited for a CPU or ran slowed and were set aside, unless too few were left
+    (``disturbed_used``: every pair was used). ``insitu_counts``: each layer's median count per label in
+    ``sampled_runs`` in-situ runs, sampled every ``sample_period_ns`` of each thread's CPU time and laid
+    over the profiler's node intervals (software events only; None where not taken).
     """
 
     events: dict[str, str]
@@ -41,6 +47,13 @@ class CounterInfo:
     stepwise_median_ns: list[float] = field(default_factory=list)
     fraction_counted: dict[str, list[float]] | None = None
     inclusive: dict[str, list[float]] | None = None
+    insitu_median_ns: list[float] = field(default_factory=list)
+    timing_passes: int | None = None
+    passes_disturbed: int | None = None
+    disturbed_used: bool = False
+    insitu_counts: dict[str, list[float]] | None = None
+    sample_period_ns: int | None = None
+    sampled_runs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,14 @@ columns of ``layers.csv`` (:data:`COLUMNS`), built from the figures of :mod:`lay
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.data import fidelity
 from layerperf.data.figures import (
     column,
     cumulative_shares,
@@ -175,13 +177,31 @@ def rows(profile: RawProfile) -> list[dict[str, Any]]:
     flops = column([layer.flops for layer in profile.layers])
     per_flop_ = {label: listed(per_flops(m, flops)) for label, m in medians.items()}
     counts = {label: listed(m) for label, m in medians.items()}
+    ratios = stepwise_ratios(profile, stats)
+    insitu_counts = (profile.counters.insitu_counts if profile.counters is not None else None) or {}
     out = []
     for i, (layer, st) in enumerate(zip(profile.layers, stats, strict=True)):
         row = _row(layer, st, {k: v[i] for k, v in rated.items()})
         if labels:
             row.update(_counter_cells(profile, i, labels, counts, per_flop_))
+        # added after the counter columns, last in layers.csv so that a reader by position keeps working
+        row.update({f"{label}_cv": fidelity.count_cv(layer.counters.get(label) or []) for label in labels})
+        row.update({f"{label}_insitu": known(values[i]) for label, values in insitu_counts.items()})
+        if ratios:
+            row.update(stepwise_ratio=ratios[i], stepwise_off=fidelity.off(ratios[i]))
         out.append(row)
     return out
+
+
+def stepwise_ratios(profile: RawProfile, stats: Sequence[LayerStats] | None = None) -> list[float | None]:
+    """Each layer's time in the counting passes over its in-situ time (:mod:`layerperf.data.fidelity`);
+    empty when the profile has no counting passes' times."""
+    info = profile.counters
+    if info is None or not info.stepwise_median_ns:
+        return []
+    medians = [st.median_us if st.calls else math.nan for st in stats or layer_stats(profile)]
+    reference, _ = fidelity.reference_ns(info, medians)
+    return fidelity.layer_ratios(info.stepwise_median_ns, reference)
 
 
 def extra_columns(profile: RawProfile) -> list[str]:

@@ -31,10 +31,13 @@ import onnxruntime as ort
 import onnxruntime.capi._pybind_state as ort_state
 
 from layerperf.backends.ort.measure import OPT_LEVELS
+from layerperf.backends.ort.reference import SAMPLE_PERIOD_NS, InSituRuns
 from layerperf.backends.ort.session import Session
 from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 from layerperf.collectors import Collectors, CounterRequest, PassFn
 from layerperf.collectors.perf_counts import CounterResult
+from layerperf.counters import EventSpec, resolve
+from layerperf.counters.abi import PERF_TYPE_SOFTWARE
 from layerperf.data.profile import CounterInfo
 from layerperf.data.tensor import lacks_numpy, numpy_dtype
 from layerperf.errors import BackendError, CounterError, LayerperfError
@@ -119,6 +122,8 @@ def _calibration_pass(opts: dict[str, Any]) -> PassFn:
     """One stepwise pass over an empty Identity node: what a stepwise call costs when the node does nothing."""
     executor = StepwiseExecutor(calibration_model(), ["empty"], provider=opts["provider"], global_threads=True)
     feed = {"x": np.zeros(1, np.float32)}
+    for _ in range(3):  # sessions built, calls bound (as the model's are before they are counted)
+        executor.run_pass(feed)
     return lambda collector: executor.run_pass(feed, collector=collector)
 
 
@@ -138,16 +143,47 @@ def work(job: dict[str, Any]) -> dict[str, Any]:
         os.chdir(workdir)  # where the node sessions' weights now are
         executor = StepwiseExecutor(optimized, job["order"], provider=opts["provider"], global_threads=True,
                                     data_dir=workdir, original=read_skeleton(Path(job["model"])))
-        # The first pass builds every node's session, each reading its weights; the second warms the caches.
+        # The first pass builds every node's session, each reading its weights; the second warms the caches
+        # and shows the tensors' shapes repeat.
         for _ in range(2):
             executor.run_pass(feed)
+        executor.run_pass(feed)  # the calls bound now (:mod:`.bound`)
         os.chdir(data_dir)  # out of the folder about to go
+    # built after the stepwise sessions: its threads are counted too, but it runs outside the counted passes
+    insitu = InSituRuns(job["model"], opts, data_dir, feed)
     request = CounterRequest(tuple(req["events"]), tuple(req["labels"]), int(req["passes"]), bool(req["multiplex"]))
     driver = Collectors(counters=request).driver(len(executor.steps), threads="all",
-                                                 calibrate=_calibration_pass(opts))
+                                                 calibrate=_calibration_pass(opts), reference=insitu.run)
     driver.run(lambda collector: executor.run_pass(feed, collector=collector))
     assert driver.counted is not None
-    return driver.counted.to_json()
+    sampled = _sampled_specs(request)
+    if sampled is not None:
+        insitu.sample(sampled[1])
+    times, counts = insitu.finish(job["order"], len(sampled[1]) if sampled else 0)
+    out = {**driver.counted.to_json(), "insitu_ns": times}
+    if sampled is not None:
+        labels, _ = sampled
+        out.update(sample_period_ns=SAMPLE_PERIOD_NS, insitu_counts={
+            label: [[float(run[layer][e]) for run in counts] for layer in range(len(job["order"]))]
+            for e, label in enumerate(labels) if label is not None})
+    return out
+
+
+def _sampled_specs(request: CounterRequest) -> tuple[list[str | None], list[EventSpec]] | None:
+    """The group sampled in situ, task-clock first (its count is the period), with each member's label
+    (None for a task-clock not asked for); None unless every event asked for is a software event."""
+    specs = [resolve(e) for e in request.events]
+    if not specs or any(s.type != PERF_TYPE_SOFTWARE for s in specs):
+        return None
+    clock = resolve("task-clock")
+    labels: list[str | None] = [next((lab for s, lab in zip(specs, request.labels, strict=True)
+                                      if s.key == clock.key), None)]
+    group = [clock]
+    for spec, label in zip(specs, request.labels, strict=True):
+        if spec.key != clock.key:
+            group.append(spec)
+            labels.append(label)
+    return labels, group
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from layerperf.backends.ort import bound
 from layerperf.backends.ort.names import nodes_by_name
 from layerperf.backends.ort.session import ORT_ERRORS, Session, elem_type, to_ortvalue
 from layerperf.errors import LayerperfError
@@ -27,6 +28,9 @@ from layerperf.models import extdata
 
 if TYPE_CHECKING:
     from layerperf.collectors import Collector
+
+# Plain passes before calls are bound: the first builds the sessions; a second shows the shapes repeat.
+PLAIN_PASSES = 2
 
 Hook = Callable[[int], None]  # called with the node's position, right before / right after it runs
 
@@ -38,6 +42,7 @@ class _Step:
     outputs: list[str]
     name: str  # as the profiler names it (an unnamed node's generated name)
     call: Callable[[dict[str, Any]], Any] | None = None
+    session: Session | None = None
 
 
 def _fast_call(sess: Session, outputs: list[str]) -> Callable[[dict[str, Any]], Any]:
@@ -64,6 +69,13 @@ def _fast_call(sess: Session, outputs: list[str]) -> Callable[[dict[str, Any]], 
                          for v in public(outputs, {k: ort.OrtValue(v) for k, v in args.items()})]
 
 
+def _planned(step: _Step) -> bound.Step:
+    """A step as the buffer plan sees it: an ONNX view op's one output may share its input's memory."""
+    view = step.node.op_type in bound.ALIAS_OPS and step.node.domain in ("", "ai.onnx") and len(step.outputs) == 1
+    source = step.node.input[0] if view and step.node.input and step.node.input[0] in step.inputs else None
+    return bound.Step(step.inputs, step.outputs, source)
+
+
 def _one_node_model(node: onnx.NodeProto, inputs: list[str], types: Mapping[str, int],
                     inits: dict[str, onnx.TensorProto], model: onnx.ModelProto) -> onnx.ModelProto:
     graph = helper.make_graph(
@@ -82,7 +94,7 @@ class StepwiseExecutor:
 
     def __init__(self, model: onnx.ModelProto, order: Sequence[str], *, provider: str = "CPUExecutionProvider",
                  threads: int = 0, global_threads: bool = False, data_dir: Path | None = None,
-                 original: onnx.ModelProto | None = None) -> None:
+                 original: onnx.ModelProto | None = None, bind: bool = True, spin_stop: bool = True) -> None:
         self.model = model
         self.provider = provider
         # names as the profiler gives them, unnamed nodes included: ``order`` is the profiler's own
@@ -100,11 +112,17 @@ class StepwiseExecutor:
         self._so.log_severity_level = 3
         # Pool workers otherwise spin-wait after each node, and that CPU time would land on the
         # next node's counts.
-        self._so.add_session_config_entry("session.force_spinning_stop", "1")
+        if spin_stop:
+            self._so.add_session_config_entry("session.force_spinning_stop", "1")
         if global_threads:
             self._so.use_per_session_threads = False
         extdata.use_folder(self._so, data_dir)
         self._last_use = self._last_uses()
+        # pre-bound calls (:mod:`.bound`) once a plain pass has shown every tensor; None: plain calls
+        self._bind = bind
+        self._tensors: dict[str, bound.TensorShape | None] = {}
+        self.bound: bound.BoundPass | None = None
+        self._plain_passes = 0
 
     def _step(self, node: onnx.NodeProto, name: str) -> _Step:
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
@@ -127,7 +145,30 @@ class StepwiseExecutor:
             sess = Session(one.SerializeToString(), self._so, self.provider,
                            what=f"node '{step.name}' ({step.node.op_type})")
             step.call = _fast_call(sess, step.outputs)
+            step.session = sess
         return step.call
+
+    def _bound_pass(self) -> bound.BoundPass | None:
+        """The bound calls, planned on the first call after a complete plain pass; None where a tensor is
+        no plain numpy-typed one (then every pass stays plain)."""
+        if not self._bind or self.bound is not None:
+            return self.bound
+        tensors = {k: t for k, t in self._tensors.items() if t is not None}
+        written = {name for step in self.steps for name in step.outputs}
+        if self._plain_passes < PLAIN_PASSES or tensors.keys() != written:
+            return None
+        sessions = [s.session for s in self.steps if s.session is not None]
+        outputs = {o.name for o in self.model.graph.output}
+        self.bound = bound.BoundPass(sessions, [_planned(s) for s in self.steps], tensors, self._last_use, outputs)
+        return self.bound
+
+    def _saw(self, names: list[str], results: Any) -> None:
+        """Keep each output's shape and type; a tensor that changed between passes is never bound."""
+        for name, value in zip(names, results, strict=True):
+            now = bound.seen(value)
+            if name in self._tensors and self._tensors[name] != now:
+                now = None
+            self._tensors[name] = now
 
     def run_pass(self, feed: dict[str, Any], before: Hook | None = None, after: Hook | None = None, *,
                  collector: Collector | None = None) -> tuple[dict[str, ort.OrtValue], list[int]]:
@@ -144,6 +185,37 @@ class StepwiseExecutor:
         values = {k: (v if isinstance(v, ort.OrtValue) else to_ortvalue(np.asarray(v)))._get_c_value()
                   for k, v in feed.items()}
         outputs = {o.name for o in self.model.graph.output}
+        bound_pass = self._bound_pass()
+        if bound_pass is not None:
+            times = self._run_bound(bound_pass, values, before, after)
+            got = {name: bound_pass.output(name) if name in bound_pass.arrays else ort.OrtValue(values[name])
+                   for name in outputs}
+        else:
+            times = self._run_plain(values, outputs, before, after)
+            got = {k: ort.OrtValue(v) for k, v in values.items() if k in outputs}
+        if collector is not None:
+            collector.end_pass()
+        return got, times
+
+    def _run_bound(self, bound_pass: bound.BoundPass, values: dict[str, Any], before: Hook | None,
+                   after: Hook | None) -> list[int]:
+        bound_pass.feed(values)
+        times = []
+        clock = time.perf_counter_ns
+        call = bound_pass.call
+        for i in range(len(self.steps)):
+            if before:
+                before(i)
+            t0 = clock()
+            call(i)
+            t1 = clock()
+            if after:
+                after(i)
+            times.append(t1 - t0)
+        return times
+
+    def _run_plain(self, values: dict[str, Any], outputs: set[str], before: Hook | None,
+                   after: Hook | None) -> list[int]:
         times = []
         clock = time.perf_counter_ns
         for i, step in enumerate(self.steps):
@@ -158,12 +230,13 @@ class StepwiseExecutor:
                 after(i)
             times.append(t1 - t0)
             values.update(zip(step.outputs, results, strict=True))
+            if self._bind:
+                self._saw(step.outputs, results)
             for name in step.inputs:  # free what no later node reads
                 if self._last_use.get(name) == i and name not in outputs:
                     values.pop(name, None)
-        if collector is not None:
-            collector.end_pass()
-        return {k: ort.OrtValue(v) for k, v in values.items() if k in outputs}, times
+        self._plain_passes += 1
+        return times
 
 
 def calibration_model() -> onnx.ModelProto:

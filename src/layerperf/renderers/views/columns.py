@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from layerperf.data import fidelity
 from layerperf.renderers.view import KEEP, LOW, Column
 from layerperf.util import units
 
@@ -99,11 +100,32 @@ def _counter_format(label: str) -> Callable[[Any], str]:
     return lambda v: units.duration_us(v / 1000.0) if v is not None else "?"
 
 
+def _time_ratio(v: float) -> str:
+    return f"{v:.2f}" + (" !" if fidelity.off(v) else "")  # "!": off by more than fidelity.OFF_SHARE
+
+
+def _beside(key: str, labels: Sequence[str]) -> bool:
+    """Whether a key is shown beside its count's column rather than on its own (CV, in situ)."""
+    return any(key.endswith(suffix) and key[:-len(suffix)] in labels for suffix in ("_cv", "_insitu"))
+
+
 def counter_columns(labels: Sequence[str]) -> list[Column]:
     """Columns of the counters asked for (``--events``), kept before most others in a narrow terminal
-    (the user named them), and their derived metrics; a clock counted in ns prints as a time."""
-    return [Column(label, label, _counter_format(label), priority=3 if label.endswith(DERIVED) else 1)
-            for label in labels]
+    (the user named them), and their derived metrics; a clock counted in ns prints as a time. Beside each
+    count its CV over the passes (a percentage) and the same count sampled in situ where taken; the
+    stepwise/in-situ time ratio, flagged ``!`` when off by more than 20% (the flag's own key is for
+    programs: the cell says it)."""
+    out = []
+    for label in labels:
+        if label == "stepwise_ratio":
+            out.append(Column(label, "stepwise/in-situ", _time_ratio, priority=2))
+        elif label != "stepwise_off" and not _beside(label, labels):
+            out.append(Column(label, label, _counter_format(label), priority=3 if label.endswith(DERIVED) else 1))
+            if f"{label}_cv" in labels:  # the spread beside its median
+                out.append(Column(f"{label}_cv", "cv", lambda v: f"{100 * v:.0f}%", priority=3))
+            if f"{label}_insitu" in labels:  # the same count, sampled in the real run
+                out.append(Column(f"{label}_insitu", "in situ", _counter_format(label), priority=3))
+    return out
 
 
 def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:

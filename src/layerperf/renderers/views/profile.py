@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.analysis.summary import summary, work_line
 from layerperf.calibration.peaks import Peaks
+from layerperf.data import fidelity
 from layerperf.data.metadata import Metadata
 from layerperf.data.profile import Layer, Profile
 from layerperf.data.table import COLUMNS, extra_columns
@@ -225,10 +226,42 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     fid = summ.get("fidelity")
     if not fid or prof.counters is None:
         return []
-    corr = fid["rank_correlation"]
-    return [f"counters: {counted_how(prof.metadata.backend)}, {_passes(prof.counters.passes)} per event group; "
-            f"fidelity vs in-situ: time ratio {fid['time_ratio']:.3f}, rank correlation "
-            + (f"{corr:.3f}" if corr is not None else "n/a")]
+    corr, ratio = fid["rank_correlation"], fid["time_ratio"]
+    against = " (against in-situ runs alternated with the timed passes)" \
+        if fid.get("reference") == fidelity.INTERLEAVED else ""
+    lines = [f"counters: {counted_how(prof.metadata.backend)}, {_passes(prof.counters.passes)} per event group; "
+             f"fidelity vs in-situ{against}: time ratio " + (f"{ratio:.3f}" if ratio is not None else "?")
+             + ", rank correlation " + (f"{corr:.3f}" if corr is not None else "n/a")]
+    flagged = fid.get("flagged_layers") or []
+    if flagged:
+        lines.append(f"{len(flagged)} of {summ['layers']} layers ran more than {fidelity.OFF_SHARE:.0%} slower or "
+                     "faster node by node than in situ (stepwise/in-situ marked !): their counts describe the "
+                     "layer run apart, not necessarily as it runs in the real run")
+    lines += _disturbed(fid) + _sampled(fid)
+    return lines
+
+
+def _sampled(fid: Mapping[str, Any]) -> list[str]:
+    """How the stepwise counts compare with the same counts sampled in the real run."""
+    got = fid.get("insitu_counts")
+    if not got:
+        return []
+    parts = [f"{label} x{v['stepwise_over_insitu']:.3f}, rank correlation "
+             + (f"{v['rank_correlation']:.3f}" if v["rank_correlation"] is not None else "n/a")
+             for label, v in got["by_label"].items() if v["stepwise_over_insitu"] is not None]
+    return [f"counts sampled in situ (every {got['sample_period_ns'] / 1e3:g} µs of CPU time, {got['runs']} runs; "
+            "the 'in situ' columns): stepwise over in situ " + "; ".join(parts)] if parts else []
+
+
+def _disturbed(fid: Mapping[str, Any]) -> list[str]:
+    """What the host did to the timed passes: how many were set aside, or that all were used though busy."""
+    n, of = fid.get("passes_disturbed"), fid.get("timing_passes")
+    if not n or not of:
+        return []
+    if fid.get("disturbed_used"):
+        return [f"the host was busy: {n} of {of} timed pass pairs waited for a CPU or ran slowed, too many to set "
+                "aside; the fidelity figures hold for a busy host only"]
+    return [f"{n} of {of} timed pass pairs waited for a CPU or ran slowed: set aside"]
 
 
 def counted_how(backend: str | None) -> str:
