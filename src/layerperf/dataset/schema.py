@@ -68,12 +68,16 @@ LAYER_COLUMNS = tuple(_layer_columns())
 TABLES = {"machines": MACHINE_COLUMNS, "configs": CONFIG_COLUMNS, "layers": LAYER_COLUMNS}
 
 
-# version -> the statements that bring a store of the version before it up to it
+# version -> the (table, column, type) it adds to a store of the version before it
 MIGRATIONS = {
-    2: ["ALTER TABLE configs ADD COLUMN target TEXT", "ALTER TABLE configs ADD COLUMN tune INTEGER",
-        "ALTER TABLE layers ADD COLUMN schedule TEXT", "ALTER TABLE layers ADD COLUMN tuning_state TEXT",
-        "ALTER TABLE layers ADD COLUMN target TEXT"],
+    2: [("configs", "target", "TEXT"), ("configs", "tune", "INTEGER"), ("layers", "schedule", "TEXT"),
+        ("layers", "tuning_state", "TEXT"), ("layers", "target", "TEXT")],
 }
+
+
+def add_column(table: str, name: str, kind: str) -> str:
+    """The statement adding one column (NULL in every row already there)."""
+    return f"ALTER TABLE {table} ADD COLUMN {name} {kind}"
 
 
 def _table(name: str, columns: tuple[tuple[str, str], ...], extra: str = "") -> str:

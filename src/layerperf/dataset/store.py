@@ -31,6 +31,7 @@ from layerperf.dataset.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     TABLES,
+    add_column,
 )
 from layerperf.errors import InputError
 
@@ -101,8 +102,8 @@ class Store:
         """A store of an older schema brought up to this one, one version per transaction: columns added."""
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self.transaction():
-                for statement in MIGRATIONS[target]:
-                    self.db.execute(statement)
+                for column in MIGRATIONS[target]:
+                    self.db.execute(add_column(*column))
                 self.db.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (target, __version__, now()))
 
     def _check_schema(self, tables: set[str]) -> int:
@@ -135,7 +136,7 @@ class Store:
                 raise InputError(f"{self.path}: its {table} table has no column {', '.join(required)} "
                                  f"(written by an earlier build of layerperf)",
                                  hint="collect into a new store")
-            addable += [f"ALTER TABLE {table} ADD COLUMN {name} {kind}" for name, kind in lacking]
+            addable += [add_column(table, name, kind) for name, kind in lacking]
         if addable:
             with self.transaction():
                 for statement in addable:
@@ -209,7 +210,7 @@ class Store:
 
 def _added_pairs(version: int) -> set[tuple[str, str]]:
     """(table, column) of every column the migrations after ``version`` add."""
-    return {(st.split()[2], st.split()[5]) for v, sts in MIGRATIONS.items() if v > version for st in sts}
+    return {(table, name) for v, columns in MIGRATIONS.items() if v > version for table, name, _ in columns}
 
 
 def _config_row(r: ConfigResult) -> dict[str, Any]:
