@@ -26,6 +26,7 @@ from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers import kineto, streaming
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
+from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
 from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream
 from layerperf.readers.streaming import thread_key
@@ -52,32 +53,31 @@ class _Links:
     waiting: np.ndarray  # the activities that wait on a call's correlation, by that correlation
 
 
-def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
+def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
            op_ext: list[np.ndarray], runtime: list[np.ndarray], idents: bool) -> int:
     """Move the CPU events gathered so far into the spill; keep what linking needs (``idents``: each
     op's identity beside its External id, for the activities' launching ops)."""
-    n = len(cpu.ts_us)
+    n = len(cpu)
     if not n:
         return seq
     values = threads.values()
     keys.extend(thread_key(v) for v in values[len(keys):])
     rec = np.zeros(n, dtype=RECORD)
-    thread = np.asarray(cpu.thread, dtype=np.int64)
-    dur = np.asarray(cpu.dur_us, dtype=np.float64)
+    thread = cpu.column("thread")
+    dur = cpu.column("dur_us")
     rec["thread_key"] = np.asarray(keys, dtype=np.int64)[thread]
-    rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.ts_us, dur != 0, -dur
+    rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.column("ts_us"), dur != 0, -dur
     rec["seq"] = seq + np.arange(n)
-    rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.ident, cpu.is_op
-    rec["flops"], rec["bytes"], rec["external"], rec["correlation"] = cpu.flops, cpu.bytes, cpu.external, \
-        cpu.correlation
+    rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.column("ident"), cpu.column("is_op")
+    for name in ("flops", "bytes", "external", "correlation"):
+        rec[name] = cpu.column(name)
     spill.add(rec)
     ops = rec["is_op"] & (rec["external"] != _NONE)
     op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]) if idents
                   else rec["external"][ops][np.newaxis])
     calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
     runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
-    for column in vars(cpu).values():
-        column.clear()
+    cpu.clear()
     return seq + n
 
 
@@ -94,13 +94,11 @@ class _DeviceColumns:
     def empty(cls) -> _DeviceColumns:
         return cls({name: [] for name, _ in cls.FIELDS})
 
-    def take(self, dev: kineto._Device) -> None:
-        """Move ``dev``'s lists into columns (and empty them)."""
+    def take(self, dev: Device) -> None:
+        """Move ``dev``'s columns here (and empty it)."""
         for name, dtype in self.FIELDS:
-            values = getattr(dev, name)
-            self.parts[name].append(np.asarray(values, dtype=dtype))
-        for values in vars(dev).values():
-            values.clear()
+            self.parts[name].append(dev.column(name).astype(dtype, copy=False))
+        dev.clear()
 
     def column(self, name: str) -> np.ndarray:
         parts = self.parts[name]
@@ -112,7 +110,7 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
     correlation each: what ``--aggregate-by kernel`` groups)."""
     builder, threads = TableBuilder(), Interner()
-    cpu, dev = kineto._Cpu(), kineto._Device()
+    cpu, dev, kinds = Cpu(), Device(), Kinds()
     steps: list[tuple[float, float]] = []
     dropped = Dropped()
     notes: list[tuple[str, bool, float, float]] = []
@@ -125,14 +123,14 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     with Spill(False, temp_dir(), dtype=RECORD) as spill:
         for chunk in stream.chunks():
             n_events += len(chunk)
-            kineto._collect(chunk, threads, builder, cpu, dev, steps, dropped, notes)
-            if len(cpu.ts_us) >= streaming.DRAIN_ROWS:
-                min_ts = min(min_ts, min(cpu.ts_us))
+            collect(chunk, kinds, threads, builder, cpu, dev, steps, dropped, notes)
+            if len(cpu) >= streaming.DRAIN_ROWS:
+                min_ts = min(min_ts, float(cpu.column("ts_us").min()))
                 seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
-            if len(dev.ts_us) >= streaming.DRAIN_ROWS:
+            if len(dev) >= streaming.DRAIN_ROWS:
                 device.take(dev)
-        if cpu.ts_us:
-            min_ts = min(min_ts, min(cpu.ts_us))
+        if len(cpu):
+            min_ts = min(min_ts, float(cpu.column("ts_us").min()))
         seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
         device.take(dev)
         dev_ts = device.column("ts_us")
