@@ -211,20 +211,24 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
 
 def _segments(spill: Spill, origin: float) -> Any:
     """The CPU records in nesting order, cut where nothing is open (:func:`streaming.cuts`)."""
-    carry: np.ndarray | None = None
+    pieces: list[np.ndarray] = []  # joined once there are enough (not block by block: quadratic)
+    held = 0
     for block in spill.sorted_blocks():
-        recs = block if carry is None else np.concatenate([carry, block])
-        if recs.size < streaming.SEGMENT_RECORDS:
-            carry = recs
+        pieces.append(block)
+        held += block.size
+        if held < streaming.SEGMENT_RECORDS:
             continue
+        recs = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        pieces.clear()
         start = to_ns(recs["ts_us"] - origin)
         done = 0
         for cut in streaming.cuts(recs["thread_key"], start, start + to_ns(-recs["neg_dur"])):
             yield recs[done:cut]
             done = cut
-        carry = recs[done:]
-    if carry is not None and carry.size:
-        yield carry
+        pieces.append(recs[done:])
+        held = pieces[0].size
+    if held:
+        yield np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
 def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links, origin: float,

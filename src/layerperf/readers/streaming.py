@@ -237,20 +237,27 @@ def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.n
               origin_us: float) -> Iterator[tuple[np.ndarray, ...]]:
     """The records in nesting order, in global codes, as columns (thread, ts, dur, ident, flops, bytes),
     cut where nothing is open on the thread."""
-    carry: tuple[np.ndarray, ...] | None = None
+    pieces: list[tuple[np.ndarray, ...]] = []  # joined once there are enough (not block by block: quadratic)
+    held = 0
     for block in spill.sorted_blocks():
-        cols = _columns(block, ident_maps, thread_maps)
-        cols = cols if carry is None else tuple(np.concatenate([a, b]) for a, b in zip(carry, cols, strict=True))
-        if cols[0].size < SEGMENT_RECORDS:
-            carry = cols
+        pieces.append(_columns(block, ident_maps, thread_maps))
+        held += block.size
+        if held < SEGMENT_RECORDS:
             continue
+        cols = _joined(pieces)
+        pieces.clear()
         done = 0
         for cut in _cuts(cols, origin_us):
             yield tuple(c[done:cut] for c in cols[:6])
             done = cut
-        carry = tuple(c[done:] for c in cols) if done else cols
-    if carry is not None and carry[0].size:
-        yield carry[:6]
+        pieces.append(tuple(c[done:] for c in cols) if done else cols)
+        held = pieces[0][0].size
+    if held:
+        yield _joined(pieces)[:6]
+
+
+def _joined(pieces: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    return pieces[0] if len(pieces) == 1 else tuple(np.concatenate(c) for c in zip(*pieces, strict=True))
 
 
 def _columns(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray]) -> tuple[np.ndarray, ...]:

@@ -27,8 +27,10 @@ from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, NOT_EVENT, Dropp
 from layerperf.readers.stream import EventStream
 
 
-def floats(values: list[Any]) -> np.ndarray:
+def floats(values: list[Any] | np.ndarray) -> np.ndarray:
     """float64 array of JSON values: numbers and numeric strings; anything else is NaN."""
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
     try:  # fromiter converts each value without first looking for nested sequences: 1.3-3x asarray's speed
         return np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError, OverflowError):
@@ -36,7 +38,9 @@ def floats(values: list[Any]) -> np.ndarray:
     return np.fromiter(map(num, values), dtype=np.float64, count=len(values))
 
 
-def ints(values: Sequence[int]) -> np.ndarray:
+def ints(values: Sequence[int] | np.ndarray) -> np.ndarray:
+    if isinstance(values, np.ndarray):
+        return values.astype(np.int64, copy=False)
     return np.fromiter(values, dtype=np.int64, count=len(values))
 
 
