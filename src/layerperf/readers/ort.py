@@ -382,7 +382,7 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
         n_nodes = kind.count(_KERNEL)
         nodes = chunk if n_nodes == len(chunk) else list(compress(chunk, map(_KERNEL.__eq__, kind)))
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
-        codes = np.fromiter(idents.codes(list(zip(name)), list(args)), dtype=np.int64, count=n_nodes)
+        codes = np.fromiter(idents.codes(name, args), dtype=np.int64, count=n_nodes)
         flops, nbytes = costs.arrays()
         slices.add(thread_codes(threads, pid, tid), ts, dur, codes, flops[codes], nbytes[codes], name)
         if n_nodes + kind.count(_RUN) < len(chunk):  # other events: any item that is no event object is one
