@@ -19,7 +19,8 @@ from layerperf.analysis import gpu_kernels as kernels
 from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
-from layerperf.readers import detect, parallel
+from layerperf.errors import InputError
+from layerperf.readers import detect, gzsplit, parallel
 from stream_traces import ort_loop, shrink, tef_nested
 
 FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
@@ -126,6 +127,26 @@ def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     folded = _check(path)
     assert folded.meta.get("processes") == 2
+
+
+@pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
+def test_two_processes_gzipped(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: object) -> None:
+    """A gzipped file, both processes inflating it and each parsing its stretch, folds to the same figures;
+    a damaged one is read again in one process, which reports the damage."""
+    options = {"n_top": 400, "shuffle": False} if make is tef_nested else {"runs": 200}
+    path = make(tmp_path / "t.json", **options)  # type: ignore[operator]
+    zipped = tmp_path / "t.json.gz"
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
+    monkeypatch.setattr(gzsplit, "WINDOW", 4096)
+    monkeypatch.setattr(gzsplit, "_SKIP", 1000)
+    folded = _check(zipped)
+    assert folded.meta.get("processes") == 2
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(zipped.read_bytes()[: zipped.stat().st_size * 3 // 4])
+    with pytest.raises(InputError, match="gzip"):
+        detect.read_folded(cut, quantiles=True)
 
 
 def test_analyze_cli_streams_the_same_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

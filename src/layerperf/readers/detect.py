@@ -113,7 +113,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = 
         raise InputError(f"{trace} is an ONNX model, not a trace",
                          hint=f"profile it with: layerperf profile {trace}")
 
-    split = block == BLOCK_BYTES and parallel.worth_it(trace)
+    split = block == BLOCK_BYTES and parallel.worth_it(trace, gzipped_too=quantiles is not None)
     # a file to be read in parts is opened only to tell its format: from a small first block
     stream = open_events(trace, block=parallel.PEEK_BYTES if split else block)
     if stream.form == "other":

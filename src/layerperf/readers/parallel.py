@@ -28,17 +28,19 @@ MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
 PEEK_BYTES = 1 << 20  # what is read of such a file to tell its format
 
 
-def worth_it(path: Path) -> bool:
+def worth_it(path: Path, *, gzipped_too: bool = False) -> bool:
     """Linux with a spare core, no other threads in this process (forking them is unsafe), a big plain
-    (not gzipped) file."""
+    file — or a big gzipped one when ``gzipped_too`` (folding: :mod:`layerperf.readers.gzsplit`)."""
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
     except OSError:
         return False
-    if gzipped:  # a gzip stream has no place to start the second half from: one process inflating ahead
+    if gzipped and not gzipped_too:  # a table read whole: one process inflating ahead
         return False
+    if gzipped:
+        size *= 8  # what it inflates to, at the least ratio worth it
     return (sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
             and size >= MIN_BYTES)
 

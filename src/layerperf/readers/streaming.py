@@ -33,10 +33,10 @@ import numpy as np
 
 from layerperf.data.calls import Interner, TableBuilder
 from layerperf.data.fold import Folded
-from layerperf.readers import ort, parallel, tef
+from layerperf.readers import gzsplit, ort, parallel, tef
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
-from layerperf.readers.stream import EventStream, open_events, split_events
+from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.tef import Idents, Part, Slices
 
 SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
@@ -134,7 +134,7 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
 
 def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
     try:
-        streams = split_events(path, 2)
+        streams = gzsplit.split(path, 2)
     except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
         return None
     if streams is None:
