@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -137,15 +137,20 @@ def _hashable(value: Any) -> Any:
         return ("\x00unhashable", repr(value))
 
 
-@dataclass
 class Kinds:
     """Each event's kind, worked out once per distinct combination (see the module's docstring)."""
 
-    kinds: list[_Kind] = field(default_factory=list)
-    first: dict[Any, tuple[Any, int]] = field(default_factory=dict)  # per head: first inputs, its kind
-    full: dict[Any, int] = field(default_factory=dict)
-    codes: list[int] = field(default_factory=list)  # per kind: its row identity's code (_UNSET, NONE)
-    _arrays: tuple[np.ndarray, ...] | None = None
+    def __init__(self) -> None:
+        self.kinds: list[_Kind] = []
+        self.first: dict[Any, tuple[Any, int]] = {}  # per head: the inputs first seen with it, their kind
+        self.full: dict[Any, int] = {}
+        # per kind, as arrays grown by doubling (a trace names a new ProfilerStep#N every step): class,
+        # identity code (_UNSET, NONE), derived FLOPs and bytes, whether a step or an annotation
+        self._cls = np.zeros(64, dtype=np.int64)
+        self._codes = np.zeros(64, dtype=np.int64)
+        self._flops = np.zeros(64, dtype=np.float64)
+        self._bytes = np.zeros(64, dtype=np.float64)
+        self._mark = np.zeros(64, dtype=bool)
 
     def of(self, heads: list[Any], inputs: list[Any], raw: tuple[list[Any], ...]) -> np.ndarray:
         """Per event (``heads``: (category, name, device); ``inputs``: recorded inputs as raw JSON),
@@ -175,30 +180,30 @@ class Kinds:
         k = self.full.get(key)
         if k is None:
             k = self.full[key] = len(self.kinds)
-            self.kinds.append(_kind(cat, name, device, dims, types, concrete))
-            self.codes.append(_UNSET if self.kinds[-1].ident is not None else NONE)
-            self._arrays = None
+            kind = _kind(cat, name, device, dims, types, concrete)
+            self.kinds.append(kind)
+            if k >= self._cls.size:
+                for attr in ("_cls", "_codes", "_flops", "_bytes", "_mark"):
+                    old = getattr(self, attr)
+                    grown = np.zeros(2 * old.size, dtype=old.dtype)
+                    grown[:old.size] = old
+                    setattr(self, attr, grown)
+            self._cls[k], self._codes[k] = kind.cls, _UNSET if kind.ident is not None else NONE
+            self._flops[k], self._bytes[k], self._mark[k] = kind.flops, kind.bytes, kind.step or bool(kind.note)
         return k
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """Per kind: class, identity code, derived FLOPs and bytes, whether a step or an annotation."""
-        if self._arrays is None:
-            ks = self.kinds
-            self._arrays = (np.asarray([k.cls for k in ks], dtype=np.int64),
-                            np.asarray(self.codes, dtype=np.int64),
-                            np.asarray([k.flops for k in ks], dtype=np.float64),
-                            np.asarray([k.bytes for k in ks], dtype=np.float64),
-                            np.asarray([k.step or bool(k.note) for k in ks], dtype=bool))
-        return self._arrays
+        n = len(self.kinds)
+        return self._cls[:n], self._codes[:n], self._flops[:n], self._bytes[:n], self._mark[:n]
 
     def number(self, kinds: list[int], builder: TableBuilder) -> None:
         """Number the identities of these kinds (in the order given: the events') not numbered yet."""
         for k in dict.fromkeys(kinds):
-            if self.codes[k] == _UNSET:
+            if self._codes[k] == _UNSET:
                 ident = self.kinds[k].ident
                 assert ident is not None
-                self.codes[k] = builder.ident(*ident)
-                self._arrays = None
+                self._codes[k] = builder.ident(*ident)
 
 
 def nums(values: list[Any]) -> np.ndarray:

@@ -173,7 +173,8 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
         ops, first = np.unique(op_ext[0], return_index=True)
         op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
     else:
-        ops = np.unique(op_ext[0])
+        ops = np.sort(op_ext[0])  # np.unique's hashing path takes seconds on millions of distinct ids
+        ops = ops[np.concatenate(([True], ops[1:] != ops[:-1]))] if ops.size else ops
         op_ident = np.full(ops.size, _NONE, dtype=np.int64)
     ext = dev.column("external").astype(np.int64)
     corr = dev.column("correlation").astype(np.int64)
