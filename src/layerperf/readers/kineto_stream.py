@@ -23,10 +23,11 @@ import numpy as np
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers import kineto, streaming
+from layerperf.readers import kineto, kineto_links, streaming
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
+from layerperf.readers.kineto_links import DiskLinks
 from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream
 from layerperf.readers.streaming import thread_key
@@ -51,6 +52,16 @@ class _Links:
     around_of: np.ndarray  # per activity: the correlation it waits on (-1: none)
     launcher: np.ndarray  # per activity: the identity of the op it is device time of (-1: none, or not yet)
     waiting: np.ndarray  # the activities that wait on a call's correlation, by that correlation
+
+    def orphaned(self, corr: np.ndarray) -> None:
+        """Calls with these correlations have no op around them: their activities link to nothing."""
+        self.lone[np.isin(self.around_of, corr) & (self.around_of != _NONE)] = True
+
+    def launched(self, corr: np.ndarray, ident: np.ndarray) -> None:
+        _launched_in(self, corr, ident)
+
+    def release(self) -> None:
+        pass
 
 
 def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
@@ -108,7 +119,8 @@ class _DeviceColumns:
 def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False) -> Folded:
     """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
     activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
-    correlation each: what ``--aggregate-by kernel`` groups)."""
+    correlation each: what ``--aggregate-by kernel`` groups; kept in memory). Without, the activities are
+    linked through files (:mod:`layerperf.readers.kineto_links`)."""
     builder, threads = TableBuilder(), Interner()
     cpu, dev, kinds = Cpu(), Device(), Kinds()
     steps: list[tuple[float, float]] = []
@@ -117,53 +129,107 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     keys: list[int] = []
     op_ext: list[np.ndarray] = []
     runtime: list[np.ndarray] = []
-    seq = n_events = 0
+    seq = n_events = n_dev = 0
     min_ts = np.inf
     device = _DeviceColumns.empty()
-    with Spill(False, temp_dir(), dtype=RECORD) as spill:
+    with Spill(False, temp_dir(), dtype=RECORD) as spill, \
+            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
+            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as calls, \
+            (spill.dir / "activities.bin").open("wb") as activities:
+
+        def drain() -> int:
+            new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
+            if not kernels:  # the ids go to files, sorted there (calls in file order: the first one links)
+                for ext in op_ext:
+                    ops.add(kineto_links.keyed(ext[0], np.zeros(ext.shape[1], dtype=np.int64)))
+                for corr, ext in runtime:
+                    calls.add(kineto_links.keyed(corr, calls.records + np.arange(corr.size, dtype=np.int64),
+                                                 value=ext))
+                op_ext.clear()
+                runtime.clear()
+            return new
+
+        def take() -> float:
+            got = len(dev)
+            low = float(dev.column("ts_us").min()) if got else np.inf
+            if kernels:
+                device.take(dev)
+            elif got:
+                rec = np.empty(got, dtype=kineto_links.ACTIVITY)
+                for name in rec.dtype.names or ():
+                    rec[name] = dev.column(name)
+                rec.tofile(activities)
+                dev.clear()
+            return low
+
         for chunk in stream.chunks():
             n_events += len(chunk)
             collect(chunk, kinds, threads, builder, cpu, dev, steps, dropped, notes)
             if len(cpu) >= streaming.DRAIN_ROWS:
                 min_ts = min(min_ts, float(cpu.column("ts_us").min()))
-                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
+                seq = drain()
             if len(dev) >= streaming.DRAIN_ROWS:
-                device.take(dev)
+                n_dev += len(dev)
+                min_ts = min(min_ts, take())
         if len(cpu):
             min_ts = min(min_ts, float(cpu.column("ts_us").min()))
-        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
-        device.take(dev)
-        dev_ts = device.column("ts_us")
-        origin = float(min(min_ts, dev_ts.min() if dev_ts.size else np.inf))
-        origin = 0.0 if not np.isfinite(origin) else origin
-        dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
-        links = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else np.zeros((1, 0), dtype=np.int64),
-                       np.concatenate(runtime, axis=1) if runtime else np.zeros((2, 0), dtype=np.int64))
+        seq = drain()
+        n_dev += len(dev)
+        min_ts = min(min_ts, take())
+        activities.close()
+        origin = 0.0 if not np.isfinite(min_ts) else float(min_ts)
         folded = Folded(quantiles=quantiles)
         folded.declare(builder.idents())
-        has_device = bool(dev_ts.size)
+        if kernels:
+            dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
+            links: _Links | DiskLinks = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else
+                                               np.zeros((2, 0), dtype=np.int64),
+                                               np.concatenate(runtime, axis=1) if runtime else
+                                               np.zeros((2, 0), dtype=np.int64))
+        else:
+            links = DiskLinks(spill.dir, spill.dir / "activities.bin", ops, calls)
         total = 0.0
         for seg in _segments(spill, origin):
-            table = _segment_table(seg, builder, threads, links, origin, has_device)
+            table = _segment_table(seg, builder, threads, links, origin, n_dev > 0)
             total += float(table.total_ns.sum())
             folded.add(table)
-        lone = np.flatnonzero(links.lone)
-        if lone.size:
-            table = _lone_table(builder, device, lone, dev_dur, dev_ts, origin)
+        for table in _lone_tables(builder, links, device, origin):
             total += float(table.total_ns.sum())
             folded.add(table)
-    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": int(dev_ts.size),
-                            "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin,
+        unlinked = int(links.lone.sum()) if isinstance(links, _Links) else links.unlinked
+        kernel_table = None
+        if isinstance(links, _Links) and n_dev:
+            kernel_table = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
+                                         to_ns(device.column("ts_us") - origin).astype(np.float64))
+        if isinstance(links, DiskLinks):
+            links.close()
+    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": n_dev,
+                            "device_unlinked": unlinked, "runs": len(steps) or None, "ts_origin_us": origin,
                             "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
     if dropped:
         info["dropped"] = dropped.doc()
-    if kernels and has_device:
-        info["kernels"] = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
-                                        to_ns(dev_ts - origin).astype(np.float64))
+    if kernel_table is not None:
+        info["kernels"] = kernel_table
     if devices := from_skeleton(stream.skeleton):
         info["devices"] = devices
     folded.meta = {**info, **meta}
     return folded
+
+
+def _lone_tables(builder: TableBuilder, links: _Links | DiskLinks, device: _DeviceColumns,
+                 origin: float) -> Any:
+    """Rows of their own for the activities that link to no op, as the whole-file reading makes them."""
+    if isinstance(links, DiskLinks):
+        for recs in links.lone_blocks():
+            yield _lone_rows(builder, recs["ident"], to_ns(recs["dur_us"]).astype(np.float64), recs["ts_us"],
+                             recs["pid"], recs["tid"], origin)
+        return
+    lone = np.flatnonzero(links.lone)
+    if lone.size:
+        yield _lone_rows(builder, device.column("ident").astype(np.int64)[lone],
+                         to_ns(device.column("dur_us")[lone]).astype(np.float64), device.column("ts_us")[lone],
+                         device.column("pid").astype(np.int64)[lone], device.column("tid").astype(np.int64)[lone],
+                         origin)
 
 
 def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
@@ -232,7 +298,7 @@ def _segments(spill: Spill, origin: float) -> Any:
         yield np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links, origin: float,
+def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links | DiskLinks, origin: float,
                    has_device: bool) -> Calls:
     """One segment's rows, as :func:`layerperf.readers.kineto.read` makes them."""
     thread = seg["thread"].astype(np.int64)
@@ -254,8 +320,9 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
         op = kineto._enclosing_op(parent, is_op, calls)
         has_op = op >= 0
         np.add.at(device, op[has_op], links.around_ns[at[calls[has_op]]])
-        _launched_in(links, corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
-        links.lone[np.isin(links.around_of, corr[calls[~has_op]]) & (links.around_of != _NONE)] = True
+        links.launched(corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
+        links.orphaned(corr[calls[~has_op]])
+    links.release()
     incl = _inclusive(parent, device)
     idents = seg["ident"].astype(np.int64)
     rows = np.flatnonzero(idents >= 0)
@@ -325,10 +392,9 @@ def _builder_like(builder: TableBuilder) -> TableBuilder:
     return b
 
 
-def _lone_table(builder: TableBuilder, dev: _DeviceColumns, lone: np.ndarray, dur_ns: np.ndarray,
-                dev_ts: np.ndarray, origin: float) -> Calls:
+def _lone_rows(builder: TableBuilder, ident: np.ndarray, dur_ns: np.ndarray, ts_us: np.ndarray, pid: np.ndarray,
+               tid: np.ndarray, origin: float) -> Calls:
     b = _builder_like(builder)
-    b.extend(dev.column("ident").astype(np.int64)[lone], dur_ns[lone] / 1e3, device_us=dur_ns[lone] / 1e3,
-             ts_us=to_ns(dev_ts[lone] - origin) / 1e3, pid=dev.column("pid").astype(np.int64)[lone],
-             tid=dev.column("tid").astype(np.int64)[lone])
+    b.extend(ident.astype(np.int64), dur_ns / 1e3, device_us=dur_ns / 1e3, ts_us=to_ns(ts_us - origin) / 1e3,
+             pid=pid.astype(np.int64), tid=tid.astype(np.int64))
     return b.build({"inclusive_flops": True})
