@@ -7,7 +7,7 @@ often the host itself repeats a measurement within ±10%: no predictor can agree
 the measurement agrees with itself. Prints the load before and after.
 
     python benchmarks/predict.py --store zoo.db
-    python benchmarks/predict.py --store zoo.db --store hf.db --again zoo-again.db
+    python benchmarks/predict.py --store zoo.db --store hf.db --again zoo-again.db [--again more-again.db]
 """
 
 from __future__ import annotations
@@ -61,18 +61,21 @@ def _latencies(path: str) -> dict[tuple[object, ...], float]:
         db.close()
 
 
-def _repeatability(stores: list[str], again: str) -> None:
+def _repeatability(stores: list[str], again: list[str]) -> None:
     """How often a configuration measured again lands within ±10% of its first measurement."""
     first: dict[tuple[object, ...], float] = {}
     for path in stores:
         first.update(_latencies(path))
-    second = _latencies(again)
+    second: dict[tuple[object, ...], float] = {}
+    for path in again:
+        second.update(_latencies(path))
     errors = [second[k] / first[k] - 1 for k in first.keys() & second.keys()]
     if not errors:
-        print(f"--again {again}: no configuration in common with the stores")
+        print(f"--again {', '.join(again)}: no configuration in common with the stores")
         return
     e = np.array(errors)
-    print(f"measured again ({again}): {len(e)} configurations, {_pct(float(np.mean(np.abs(e) <= 0.1)))} within "
+    within = _pct(float(np.mean(np.abs(e) <= 0.1)))
+    print(f"measured again ({len(again)} store(s)): {len(e)} configurations, {within} within "
           f"±10% of the first measurement, RMS difference {_pct(float(np.sqrt(np.mean(e ** 2))))}")
 
 
@@ -81,7 +84,8 @@ def main() -> None:
     p.add_argument("--store", action="append", required=True, help="a store (repeatable)")
     p.add_argument("--layers", choices=("graph", "store"), default="graph",
                    help="each model's layers from its optimized graph (default) or as the store recorded them")
-    p.add_argument("--again", help="a store of the same sweep measured again: the host's own repeatability")
+    p.add_argument("--again", action="append",
+                   help="a store of the same sweep measured again (repeatable): the host's own repeatability")
     args = p.parse_args()
     print(f"load before: {_load()}")
     data = training.read_all(args.store)
