@@ -20,8 +20,8 @@ from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
 from layerperf.errors import InputError
-from layerperf.readers import detect, gzsplit, parallel
-from stream_traces import ort_loop, shrink, tef_nested
+from layerperf.readers import detect, gzsplit, kineto_links, parallel
+from stream_traces import kineto_launches, ort_loop, shrink, tef_nested
 
 FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
 
@@ -147,6 +147,23 @@ def test_two_processes_gzipped(tiny: None, tmp_path: Path, monkeypatch: pytest.M
     cut.write_bytes(zipped.read_bytes()[: zipped.stat().st_size * 3 // 4])
     with pytest.raises(InputError, match="gzip"):
         detect.read_folded(cut, quantiles=True)
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+def test_kineto_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zipped: bool) -> None:
+    """A PyTorch trace read by two processes (ops in the first stretch, their kernels in the second, each
+    numbering identities and threads on its own) folds to the whole-file figures."""
+    path = kineto_launches(tmp_path / "k.json", calls=3000)
+    if zipped:
+        path = tmp_path / "k.json.gz"
+        path.write_bytes(gzip.compress((tmp_path / "k.json").read_bytes()))
+        monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
+        monkeypatch.setattr(gzsplit, "WINDOW", 4096)
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(kineto_links, "BLOCK", 100)
+    folded = _check(path)
+    assert folded.meta.get("processes") == 2
+    assert folded.meta["device_events"] == 3000
 
 
 def test_analyze_cli_streams_the_same_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

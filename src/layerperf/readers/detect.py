@@ -126,7 +126,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = 
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
     elif fmt == "kineto" and quantiles is not None:
-        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels)
+        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels, path=trace, split=split)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
     elif quantiles is not None:

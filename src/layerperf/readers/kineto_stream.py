@@ -16,6 +16,7 @@ one segment, the accumulators, and ~40 bytes per device activity and per op's Ex
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,13 +24,13 @@ import numpy as np
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers import kineto, kineto_links, streaming
+from layerperf.readers import kineto, kineto_links, kineto_parts, streaming
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
 from layerperf.readers.kineto_links import DiskLinks
 from layerperf.readers.spill import Spill, temp_dir
-from layerperf.readers.stream import EventStream
+from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import thread_ids, to_ns
 
@@ -116,11 +117,105 @@ class _DeviceColumns:
         return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False) -> Folded:
+def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False,
+         path: Path | None = None, split: bool = False) -> Folded:
     """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
     activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
     correlation each: what ``--aggregate-by kernel`` groups; kept in memory). Without, the activities are
-    linked through files (:mod:`layerperf.readers.kineto_links`)."""
+    linked through files (:mod:`layerperf.readers.kineto_links`), and with ``split`` the file at ``path`` is
+    read by two processes (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start)."""
+    with Spill(False, temp_dir(), dtype=RECORD) as spill, \
+            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
+            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as calls:
+        parts = None
+        split = split and path is not None
+        if split:  # ``stream`` was opened only to tell the format
+            stream.close()
+        if split and not kernels:
+            parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD)  # type: ignore[arg-type]
+        if parts is not None:
+            read = _Read.of_parts(parts, stream, spill, ops, calls)
+        else:
+            read = _read_one(open_events(path) if split else stream, spill, ops, calls, kernels)  # type: ignore[arg-type]
+        origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
+        folded = Folded(quantiles=quantiles)
+        folded.declare(read.builder.idents())
+        device = read.device
+        if kernels:
+            dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
+            links: _Links | DiskLinks = _links(device, dev_dur, np.concatenate(read.op_ext, axis=1) if read.op_ext
+                                               else np.zeros((2, 0), dtype=np.int64),
+                                               np.concatenate(read.runtime, axis=1) if read.runtime else
+                                               np.zeros((2, 0), dtype=np.int64))
+        else:
+            links = DiskLinks(spill.dir, spill.dir / "activities.bin", ops, calls)
+        total = 0.0
+        for seg in _segments(spill, origin, read.maps):
+            table = _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
+            total += float(table.total_ns.sum())
+            folded.add(table)
+        for table in _lone_tables(read.builder, links, device, origin):
+            total += float(table.total_ns.sum())
+            folded.add(table)
+        unlinked = int(links.lone.sum()) if isinstance(links, _Links) else links.unlinked
+        kernel_table = None
+        if isinstance(links, _Links) and read.n_dev:
+            kernel_table = _kernel_table(read.builder.idents(), device, links.launcher, dev_dur,
+                                         to_ns(device.column("ts_us") - origin).astype(np.float64))
+        if isinstance(links, DiskLinks):
+            links.close()
+    info: dict[str, Any] = {"format": "kineto", "events": read.n_events, "device_events": read.n_dev,
+                            "device_unlinked": unlinked, "runs": read.steps or None, "ts_origin_us": origin,
+                            "inclusive_flops": True, "streamed": True, "total_ns": total,
+                            "spilled_records": read.records}
+    if read.dropped:
+        info["dropped"] = read.dropped.doc()
+    if kernel_table is not None:
+        info["kernels"] = kernel_table
+    if devices := from_skeleton(read.skeleton):
+        info["devices"] = devices
+    if parts is not None:
+        info["processes"] = len(parts)
+    folded.meta = {**info, **meta}
+    return folded
+
+
+@dataclass
+class _Read:
+    """What reading the trace gave, in one process or two."""
+
+    builder: TableBuilder
+    threads: Interner
+    n_events: int
+    n_dev: int
+    records: int
+    steps: int
+    min_ts: float
+    dropped: Dropped
+    skeleton: Any
+    device: _DeviceColumns
+    op_ext: list[np.ndarray]
+    runtime: list[np.ndarray]
+    maps: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # per part: identity and thread maps
+
+    @classmethod
+    def of_parts(cls, parts: list[kineto_parts.Part], stream: EventStream, spill: Spill, ops: Spill,
+                 calls: Spill) -> _Read:
+        builder, threads = TableBuilder(), Interner()
+        maps = kineto_parts.merged(parts, builder, threads, spill, ops, calls, spill.dir / "activities.bin")
+        dropped = Dropped()
+        for p in parts:
+            dropped.merge(p.dropped)
+        tail = parts[-1].skeleton
+        skeleton = {**stream.head, **tail} if isinstance(stream.head, dict) and isinstance(tail, dict) else \
+            stream.head
+        return cls(builder, threads, sum(p.events for p in parts), sum(p.device for p in parts),
+                   sum(p.records for p in parts), sum(p.steps for p in parts), min(p.min_ts for p in parts), dropped,
+                   skeleton, _DeviceColumns.empty(), [], [], maps)
+
+
+def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kernels: bool) -> _Read:
+    """Read the whole trace in this process."""
     builder, threads = TableBuilder(), Interner()
     cpu, dev, kinds = Cpu(), Device(), Kinds()
     steps: list[tuple[float, float]] = []
@@ -132,10 +227,7 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     seq = n_events = n_dev = 0
     min_ts = np.inf
     device = _DeviceColumns.empty()
-    with Spill(False, temp_dir(), dtype=RECORD) as spill, \
-            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
-            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as calls, \
-            (spill.dir / "activities.bin").open("wb") as activities:
+    with (spill.dir / "activities.bin").open("wb") as activities:
 
         def drain() -> int:
             new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
@@ -176,44 +268,8 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
         seq = drain()
         n_dev += len(dev)
         min_ts = min(min_ts, take())
-        activities.close()
-        origin = 0.0 if not np.isfinite(min_ts) else float(min_ts)
-        folded = Folded(quantiles=quantiles)
-        folded.declare(builder.idents())
-        if kernels:
-            dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
-            links: _Links | DiskLinks = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else
-                                               np.zeros((2, 0), dtype=np.int64),
-                                               np.concatenate(runtime, axis=1) if runtime else
-                                               np.zeros((2, 0), dtype=np.int64))
-        else:
-            links = DiskLinks(spill.dir, spill.dir / "activities.bin", ops, calls)
-        total = 0.0
-        for seg in _segments(spill, origin):
-            table = _segment_table(seg, builder, threads, links, origin, n_dev > 0)
-            total += float(table.total_ns.sum())
-            folded.add(table)
-        for table in _lone_tables(builder, links, device, origin):
-            total += float(table.total_ns.sum())
-            folded.add(table)
-        unlinked = int(links.lone.sum()) if isinstance(links, _Links) else links.unlinked
-        kernel_table = None
-        if isinstance(links, _Links) and n_dev:
-            kernel_table = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
-                                         to_ns(device.column("ts_us") - origin).astype(np.float64))
-        if isinstance(links, DiskLinks):
-            links.close()
-    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": n_dev,
-                            "device_unlinked": unlinked, "runs": len(steps) or None, "ts_origin_us": origin,
-                            "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
-    if dropped:
-        info["dropped"] = dropped.doc()
-    if kernel_table is not None:
-        info["kernels"] = kernel_table
-    if devices := from_skeleton(stream.skeleton):
-        info["devices"] = devices
-    folded.meta = {**info, **meta}
-    return folded
+    return _Read(builder, threads, n_events, n_dev, seq, len(steps), min_ts, dropped, stream.skeleton, device,
+                 op_ext, runtime)
 
 
 def _lone_tables(builder: TableBuilder, links: _Links | DiskLinks, device: _DeviceColumns,
@@ -276,12 +332,13 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[at] == values
 
 
-def _segments(spill: Spill, origin: float) -> Any:
-    """The CPU records in nesting order, cut where nothing is open (:func:`streaming.cuts`)."""
+def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np.ndarray]] | None) -> Any:
+    """The CPU records in nesting order (``maps``: renumbered from the parts' codes), cut where nothing is
+    open (:func:`streaming.cuts`)."""
     pieces: list[np.ndarray] = []  # joined once there are enough (not block by block: quadratic)
     held = 0
     for block in spill.sorted_blocks():
-        pieces.append(block)
+        pieces.append(block if maps is None else kineto_parts.renumbered(block, *maps))
         held += block.size
         if held < streaming.SEGMENT_RECORDS:
             continue
