@@ -34,6 +34,9 @@ def sort_order(records: np.ndarray, zero_first: bool) -> np.ndarray | None:
     fields = [f for f in SORT_FIELDS if zero_first or f != "nonzero"]
     if _in_order(records, fields):
         return None
+    seq = records["seq"]
+    if seq.size > 1 and bool((seq[1:] >= seq[:-1]).all()):  # in file order already: a stable sort keeps it
+        fields = fields[:-1]
     return np.lexsort([records[f] for f in reversed(fields)])
 
 
