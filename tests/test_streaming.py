@@ -129,6 +129,14 @@ def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert folded.meta.get("processes") == 2
 
 
+def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small files (plain or gzipped) read by two processes, the gzipped cut looked for in a small window."""
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
+    monkeypatch.setattr(gzsplit, "WINDOW", 4096)
+    monkeypatch.setattr(gzsplit, "_SKIP", 1000)
+
+
 @pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
 def test_two_processes_gzipped(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: object) -> None:
     """A gzipped file, both processes inflating it and each parsing its stretch, folds to the same figures;
@@ -137,10 +145,7 @@ def test_two_processes_gzipped(tiny: None, tmp_path: Path, monkeypatch: pytest.M
     path = make(tmp_path / "t.json", **options)  # type: ignore[operator]
     zipped = tmp_path / "t.json.gz"
     zipped.write_bytes(gzip.compress(path.read_bytes()))
-    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
-    monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
-    monkeypatch.setattr(gzsplit, "WINDOW", 4096)
-    monkeypatch.setattr(gzsplit, "_SKIP", 1000)
+    _split_small(monkeypatch)
     folded = _check(zipped)
     assert folded.meta.get("processes") == 2
     cut = tmp_path / "cut.json.gz"
@@ -157,9 +162,7 @@ def test_kineto_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.Mo
     if zipped:
         path = tmp_path / "k.json.gz"
         path.write_bytes(gzip.compress((tmp_path / "k.json").read_bytes()))
-        monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
-        monkeypatch.setattr(gzsplit, "WINDOW", 4096)
-    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    _split_small(monkeypatch)
     monkeypatch.setattr(kineto_links, "BLOCK", 100)
     folded = _check(path)
     assert folded.meta.get("processes") == 2

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.data.calls import Interner, TableBuilder
-from layerperf.readers import gzsplit, parallel, streaming
+from layerperf.readers import parallel, streaming
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
 from layerperf.readers.kineto_links import ACTIVITY, KEYED, keyed
@@ -110,25 +110,7 @@ def _moved(spill: Spill, directory: Path) -> list[tuple[Path, int]]:
 
 def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtype) -> list[Part] | None:
     """The trace read as two parts side by side; None when it can't be (the caller reads it in one)."""
-    try:
-        streams = gzsplit.split(path, 2)
-    except (OSError, ValueError):
-        return None
-    if streams is None:
-        return None
-    first, second = streams
-    child = parallel.fork(lambda: read_part(second(), directory, 1, drain, record_dtype))
-    if child is None:
-        return None
-    try:
-        mine = read_part(first(), directory, 0, drain, record_dtype)
-    except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
-        mine = None
-    finally:
-        theirs = child()
-    if mine is None or theirs is None:
-        return None
-    return [mine, theirs]
+    return parallel.side_by_side(path, lambda stream, k: read_part(stream, directory, k, drain, record_dtype))
 
 
 def merged(parts: list[Part], builder: TableBuilder, threads: Interner, spill: Spill, ops: Spill, calls: Spill,

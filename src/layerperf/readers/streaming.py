@@ -17,7 +17,8 @@ Memory is the records of one segment plus the accumulators: a segment ends at th
 :data:`SEGMENT_RECORDS`, so it is as small as the trace's longest top-level call allows (one run of a
 model at most, in the traces profilers write). Every figure equals the whole-file table's; medians are
 exact for groups of up to 4096 calls and within 0.5% beyond (:mod:`layerperf.data.sketch`).
-PyTorch (Kineto) and layerperf traces are read whole (:func:`layerperf.readers.detect.read_table`).
+PyTorch (Kineto) traces are folded by :mod:`layerperf.readers.kineto_stream` the same way; layerperf's own are
+read whole (:func:`layerperf.readers.detect.read_table`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 
 from layerperf.data.calls import Interner, TableBuilder
 from layerperf.data.fold import Folded
-from layerperf.readers import gzsplit, ort, parallel, tef
+from layerperf.readers import ort, parallel, tef
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
@@ -133,25 +134,7 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
 
 
 def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
-    try:
-        streams = gzsplit.split(path, 2)
-    except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
-        return None
-    if streams is None:
-        return None
-    first, second = streams
-    child = parallel.fork(lambda: _spill_part(second(), reader, directory, 1, zero_first))
-    if child is None:
-        return None
-    try:
-        mine = _spill_part(first(), reader, directory, 0, zero_first)
-    except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
-        mine = None
-    finally:
-        theirs = child()
-    if mine is None or theirs is None:
-        return None
-    return [mine, theirs]
+    return parallel.side_by_side(path, lambda stream, k: _spill_part(stream, reader, directory, k, zero_first))
 
 
 def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta: dict[str, Any],
