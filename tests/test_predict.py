@@ -23,7 +23,16 @@ from layerperf.dataset.predict import training
 from layerperf.dataset.predict.evaluate import leave_one_model_out
 from layerperf.dataset.predict.fallback import category
 from layerperf.dataset.predict.features import FEATURES, Op, RunFactors, feature_row
-from layerperf.dataset.predict.model import LEARNED, ROOFLINE, STORE_ROOFLINE, STORE_WIDE, UNKNOWN, Predictor
+from layerperf.dataset.predict.model import (
+    FEW_ROWS,
+    FEW_ROWS_WIDE,
+    LEARNED,
+    ROOFLINE,
+    STORE_ROOFLINE,
+    STORE_WIDE,
+    UNKNOWN,
+    Predictor,
+)
 from predict_store import MODELS, write_store
 
 from conftest import from_another_machine, tiny_cnn
@@ -112,6 +121,17 @@ def test_a_layer_with_neither_work_nor_bytes_stays_unknown(synthetic: Path) -> N
     shape = Op("s", "Shape", "", "1x8", "2", "float32", "int64", None, None, None, None, 0, None)
     pred = Predictor.fit(data.configs, None).predict([data.configs[0].ops[0], shape], data.configs[0].factors)
     assert pred.layers[1].how == UNKNOWN and pred.layers[1].us is None and pred.latency_us is None
+
+
+def test_an_op_type_with_few_rows_takes_the_store_wide_estimate_unflagged(synthetic: Path) -> None:
+    """The synthetic store's Gemm has 20 rows (one per configuration), too few for a regressor of its own."""
+    data = training.read(synthetic)
+    cfg = data.configs[0]
+    gemm = [op for op in cfg.ops if op.op_type == "Gemm"]
+    pred = Predictor.fit(data.configs, None).predict(gemm, cfg.factors)
+    assert [p.how for p in pred.layers] == [FEW_ROWS_WIDE] and not pred.layers[0].flagged
+    assert pred.unseen_op_types == [] and pred.layers[0].us is not None and pred.layers[0].us > 0
+    assert Predictor.fit(data.configs, None, fallback=None).predict(gemm, cfg.factors).layers[0].how == FEW_ROWS
 
 
 def _renamed(cfg: training.MeasuredConfig, old: str, new: str) -> training.MeasuredConfig:

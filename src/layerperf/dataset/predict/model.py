@@ -43,6 +43,7 @@ SEED = 0
 
 LEARNED = "learned"  # the op type's regressor
 FEW_ROWS = "median rate"  # an op type with too few rows for a regressor: the median rate of its rows
+FEW_ROWS_WIDE = "store-wide, few rows"  # such an op type where the store-wide regressor exists (preferred)
 ROOFLINE = "roofline"  # an op type the store never saw, no store-learned estimate, with a calibration
 STORE_WIDE = "store-wide"  # never seen: the regressor over every op type of the store
 STORE_ROOFLINE = "store roofline"  # never seen: a roofline on the store's own best rates (benchmarks only)
@@ -65,7 +66,8 @@ def sklearn_regressor() -> Any:
 @dataclass(frozen=True, slots=True)
 class LayerPrediction:
     """One layer's predicted self time (µs; None: unknown) and how it was predicted (:data:`LEARNED`,
-    :data:`FEW_ROWS`, :data:`ROOFLINE`, :data:`STORE_WIDE`, :data:`STORE_ROOFLINE`, :data:`UNKNOWN`)."""
+    :data:`FEW_ROWS`, :data:`FEW_ROWS_WIDE`, :data:`ROOFLINE`, :data:`STORE_WIDE`, :data:`STORE_ROOFLINE`,
+    :data:`UNKNOWN`)."""
 
     name: str
     op_type: str
@@ -200,14 +202,14 @@ class Predictor:
         """Each layer's predicted self time and how it was found."""
         out: list[LayerPrediction | None] = [None] * len(ops)
         batches: dict[str, list[int]] = defaultdict(list)
+        few: list[int] = []
         unseen: list[int] = []
         for i, op in enumerate(ops):
             key = op.key(run.backend)
             if key in self.regressors:
                 batches[key].append(i)
             elif key in self.rates:
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
-                                         math.exp(self.rates[key].at(run.threads)) * work(op)[0], FEW_ROWS)
+                few.append(i)
             else:
                 unseen.append(i)
         for key, idx in batches.items():
@@ -215,11 +217,25 @@ class Predictor:
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
                 out[i] = LayerPrediction(op.name, op.op_type, op.domain, math.exp(float(v)) * work(op)[0], LEARNED)
+        for i, us in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
+            out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, *us)
         for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
             out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, us, how)
         return [p for p in out if p is not None]
 
-    def _fallback_us(self, ops: list[Op], run: RunFactors) -> list[tuple[float | None, str]]:
+    def _few_rows_us(self, ops: list[Op], run: RunFactors) -> list[tuple[float, str]]:
+        """Each layer of an op type with too few rows for a regressor of its own: the store-wide regressor
+        (which has those rows among all the others) where there is one, else the median rate of its rows.
+        The median of a handful of rates carried to another shape went far wrong (a Squeeze of a few bytes
+        in one model carried to 262 KB in another: x20,000; zoo and exports on the Xeon); the store-wide
+        estimate held those layers within x2 for 81% of them, the median rate 43%."""
+        wide = self.fallback is not None and self.fallback[0] == STORE_WIDE
+        learned = self._fallback_us(ops, run, roofline=False) if wide else [(None, UNKNOWN)] * len(ops)
+        return [(us, FEW_ROWS_WIDE) if us is not None else
+                (math.exp(self.rates[op.key(run.backend)].at(run.threads)) * work(op)[0], FEW_ROWS)
+                for op, (us, _) in zip(ops, learned, strict=True)]
+
+    def _fallback_us(self, ops: list[Op], run: RunFactors, roofline: bool = True) -> list[tuple[float | None, str]]:
         """Each layer whose op type has no rows: the store-learned estimate, else the calibrated roofline,
         no less than the store's shortest layers take (:func:`~.fallback.floor_us`): (µs, how); (None,
         unknown) where neither applies (no fallback fitted and no calibration, a layer with neither work
@@ -233,7 +249,7 @@ class Predictor:
                 logs = model.predict(fallback_matrix([(op, run) for op in ops]))
                 found = [(math.exp(float(v)) * work(op)[0] if work(op)[1] != "call" else None, how)
                          for op, v in zip(ops, logs, strict=True)]
-        if self.roofline is not None:
+        if roofline and self.roofline is not None:
             found = [(us, how) if us is not None else (self.roofline.us(op, run.threads), ROOFLINE)
                      for op, (us, how) in zip(ops, found, strict=True)]
         least = self.floor.get(run.threads, min(self.floor.values(), default=0.0))

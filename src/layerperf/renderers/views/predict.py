@@ -12,6 +12,7 @@ from layerperf.dataset.predict.features import RunFactors
 from layerperf.dataset.predict.model import (
     FALLBACKS,
     FEW_ROWS,
+    FEW_ROWS_WIDE,
     LEARNED,
     ROOFLINE,
     STORE_ROOFLINE,
@@ -23,8 +24,9 @@ from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View
 from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
 from layerperf.util import units
 
-HOW = {LEARNED: "learned", FEW_ROWS: "median rate (few rows)", ROOFLINE: "roofline (op type not in the store)",
-       STORE_WIDE: "store-wide (op type not in the store)", STORE_ROOFLINE: "store roofline (op type not in the store)",
+HOW = {LEARNED: "learned", FEW_ROWS: "median rate (few rows)", FEW_ROWS_WIDE: "store-wide (few rows of its op type)",
+       ROOFLINE: "roofline (op type not in the store)", STORE_WIDE: "store-wide (op type not in the store)",
+       STORE_ROOFLINE: "store roofline (op type not in the store)",
        UNKNOWN: "unknown (op type not in the store, nothing to estimate it from)"}
 # what a note says of each store-learned estimate
 _FROM_STORE = {STORE_WIDE: "one regressor over every op type of the store, told each layer's category",
