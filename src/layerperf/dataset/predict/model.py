@@ -217,8 +217,8 @@ class Predictor:
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
                 out[i] = LayerPrediction(op.name, op.op_type, op.domain, math.exp(float(v)) * work(op)[0], LEARNED)
-        for i, us in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
-            out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, *us)
+        for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
+            out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, few_us, how)
         for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
             out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, us, how)
         return [p for p in out if p is not None]
