@@ -11,8 +11,10 @@ until the pass is over).
 Each model's line gives the host's 1-minute load (``uptime``) when it ended; the fidelity is against
 the in-situ runs that alternated with the timed stepwise passes (``layerperf profile``'s own), the
 profile's separately measured in-situ medians beside it ("vs profile runs"); "off" counts the layers
-more than 20% off; "busy" the timed pass pairs that waited for a CPU or ran slowed; the last column the
-stepwise task-clock summed over the layers over the same count sampled in situ, and their rank correlation.
+more than 20% off; "ceiling" the in-situ runs' rank correlation with themselves (even against odd
+runs: the noise ceiling of the rank correlation); "busy" the timed pass pairs that waited for a CPU or
+ran slowed; the last column the stepwise task-clock summed over the layers over the same count sampled
+in situ, and their rank correlation.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def _read_costs(events: list[str]) -> None:
 def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
     print(f"\nstepwise vs in-situ ({args.runs} in-situ runs, {args.passes} stepwise passes per group)")
     print(f"{'model':12s} {'thr':>3s} {'in-situ sum ms':>15s} {'stepwise sum ms':>16s} {'time ratio':>11s} "
-          f"{'rank corr':>10s} {'off':>7s} {'busy':>6s} {'vs profile runs':>16s} {'call µs':>8s} {'load':>5s}"
+          f"{'rank corr':>10s} {'ceiling':>8s} {'off':>7s} {'busy':>6s} {'vs profile runs':>16s} {'call µs':>8s} "
+          f"{'load':>5s}"
           f"  task-clock stepwise/sampled in situ (rank)")
     for threads in (int(t) for t in args.threads.split(",")):
         for model in args.models.split(","):
@@ -114,6 +117,7 @@ def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
             busy = f"{fid['passes_disturbed']}/{fid['timing_passes']}" if fid.get("timing_passes") else "-"
             print(f"{model:12s} {threads:3d} {fid['insitu_sum_us'] / 1e3:15.2f} {fid['stepwise_sum_us'] / 1e3:16.2f} "
                   f"{_num(fid['time_ratio'])} {_num(fid['rank_correlation'], 10)} "
+                  f"{_num(fid.get('insitu_rank_ceiling'), 8)} "
                   f"{len(fid['flagged_layers']):3d}/{len(prof.layers):<3d} {busy:>6s} "
                   f"{_num(fid['profile_time_ratio'], 7)}/{_num(fid['profile_rank_correlation'], 5).strip():5s} "
                   f"{call_us:11.1f} {os.getloadavg()[0]:5.2f}  {_sampled(fid)}", flush=True)

@@ -7,8 +7,8 @@ often the host itself repeats a measurement within ±10%: no predictor can agree
 the measurement agrees with itself. Prints the load before and after.
 
     python benchmarks/predict.py --store zoo.db
-    python benchmarks/predict.py --store zoo.db --store hf.db --again zoo-again.db
-    python benchmarks/predict.py --store zoo.db --fallback none    # unseen op types unknown without a calibration
+    python benchmarks/predict.py --store zoo.db --store hf.db --again zoo-again.db [--again more-again.db]
+    python benchmarks/predict.py --store zoo.db --fallback none    # op types no other model has: unknown
 """
 
 from __future__ import annotations
@@ -76,9 +76,9 @@ def _repeatability(stores: list[str], again: list[str]) -> None:
         print(f"--again {', '.join(again)}: no configuration in common with the stores")
         return
     e = np.array(errors)
-    print(f"measured again ({', '.join(again)}): {len(e)} configurations, "
-          f"{_pct(float(np.mean(np.abs(e) <= 0.1)))} within ±10% of the first measurement, "
-          f"RMS difference {_pct(float(np.sqrt(np.mean(e ** 2))))}")
+    within = _pct(float(np.mean(np.abs(e) <= 0.1)))
+    print(f"measured again ({len(again)} store(s)): {len(e)} configurations, {within} within "
+          f"±10% of the first measurement, RMS difference {_pct(float(np.sqrt(np.mean(e ** 2))))}")
 
 
 def main() -> None:
@@ -87,10 +87,10 @@ def main() -> None:
     p.add_argument("--layers", choices=("graph", "store"), default="graph",
                    help="each model's layers from its optimized graph (default) or as the store recorded them")
     p.add_argument("--again", action="append",
-                   help="a store of the same sweep measured again: the host's own repeatability (repeatable)")
+                   help="a store of the same sweep measured again (repeatable): the host's own repeatability")
     p.add_argument("--fallback", choices=(*FALLBACKS, "none"), default=STORE_WIDE,
-                   help="the store-learned estimate for an op type no other model has where no calibration gives "
-                        "a roofline (none: unknown, as before it existed)")
+                   help="the store-learned estimate for an op type no other model has (none: unknown, or the "
+                        "calibrated roofline where there is a calibration, as before it existed)")
     p.add_argument("--no-calibration", action="store_true", help="leave this machine's calibration out")
     args = p.parse_args()
     print(f"load before: {_load()}")

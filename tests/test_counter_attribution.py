@@ -106,6 +106,64 @@ def test_buffer_plan_reuses_the_buffer_freed_last_and_keeps_views_in_their_input
     assert len(capacity) == 2
 
 
+def test_in_place_output_shares_its_input_only_where_the_input_is_read_last() -> None:
+    from layerperf.backends.ort.bound import Step, buffer_plan
+
+    sizes = {"a": 64, "s": 64, "c": 64, "y": 64}
+    # s (the residual) is last read by the step that adds into it: that step writes over it
+    steps = [Step(["x"], ["a"]), Step(["a"], ["s"]), Step(["s", "a"], ["c"], alias_of="a", in_place=True),
+             Step(["c"], ["y"])]
+    of, _ = buffer_plan(steps, sizes, {"x": 0, "a": 2, "s": 2, "c": 3}, keep={"y"})
+    assert of["c"] == of["a"]
+    # the same, but ``a`` is read again afterwards: the output must lie elsewhere
+    steps[3] = Step(["c", "a"], ["y"])
+    of, _ = buffer_plan(steps, sizes, {"x": 0, "a": 3, "s": 2, "c": 3}, keep={"y"})
+    assert of["c"] != of["a"]
+
+
+def test_residual_convolution_writes_over_its_sum_and_gives_the_real_runs_outputs(tmp_path: Path) -> None:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from layerperf.backends.ort.stepwise import StepwiseExecutor
+
+    rng = np.random.default_rng(0)
+    w = [onnx.numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1, f"w{i}")
+         for i in range(2)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])
+    # conv0's output is the residual: ONNX Runtime's NCHWc layout fuses the Add into conv1 as its Sum
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c1", "c0"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="out")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], w),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")  # the graph as ONNX Runtime runs it
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    opt = onnx.load(so.optimized_model_filepath)
+    feed = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
+    want = sess.run(None, feed)[0]
+    adds = [n for n in opt.graph.node if len(n.input) > 3 and n.input[3]
+            and (n.domain, n.op_type) in (("com.microsoft.nchwc", "Conv"), ("com.microsoft", "FusedConv"))]
+    if not adds:
+        pytest.skip("ONNX Runtime fused no residual Sum into a convolution on this CPU")
+    names = [n.name for n in opt.graph.node]
+    ex = StepwiseExecutor(opt, names, threads=1)
+    for _ in range(3):  # the Sum's buffer is written over each pass and filled again by the next
+        np.testing.assert_allclose(ex.run_pass(feed)[0]["y"].numpy(), want, rtol=1e-5, atol=1e-5)
+    assert ex.bound is not None
+    fused = adds[0]
+    assert ex.bound.arrays[fused.output[0]].ctypes.data == ex.bound.arrays[fused.input[3]].ctypes.data
+
+
 def test_bound_calls_give_the_plain_calls_outputs() -> None:
     import numpy as np
     import onnx
@@ -140,6 +198,20 @@ def test_ratios_flags_and_cv() -> None:
     assert fidelity.count_cv([10.0, 10.0, 10.0]) == 0.0
     assert fidelity.count_cv([5.0]) is None and fidelity.count_cv([0.0, 0.0]) is None
     assert fidelity.count_cv([9.0, 11.0]) == pytest.approx(2 ** 0.5 / 10)
+
+
+def test_in_situ_runs_rank_correlation_with_themselves() -> None:
+    from layerperf.data.fidelity import halves_rank_correlation
+
+    nan = float("nan")
+    steady = [[10.0, 10.1, 9.9, 10.0], [20.0, 20.2, 19.8, 20.1], [30.0, 29.9, 30.2, 30.0]]
+    assert halves_rank_correlation(steady, None) == pytest.approx(1.0)
+    # two layers within each other's noise swap places between the halves
+    close = [[10.0, 11.0, 10.0, 11.0], [10.5, 10.4, 10.5, 10.4], [30.0, 30.0, 30.0, 30.0]]
+    assert halves_rank_correlation(close, None) == pytest.approx(0.5)
+    # runs set aside are left out; too few left: unknown
+    assert halves_rank_correlation(steady, [True, True, True, False]) is None
+    assert halves_rank_correlation([[1.0, nan, 1.0, nan], [2.0, 2.0, 2.0, 2.0]], None) is None
 
 
 def test_disturbed_pairs_are_set_aside_unless_too_few_remain() -> None:
@@ -200,3 +272,5 @@ def test_profile_reports_fidelity_per_layer_and_in_summary(tmp_path: Path) -> No
     loaded = layerperf.load(tmp_path / "out")
     assert loaded.counters is not None and loaded.counters.insitu_median_ns == info.insitu_median_ns
     assert loaded.counters.insitu_counts == info.insitu_counts
+    # the in-situ runs' agreement with themselves rides along, and survives the round trip
+    assert "insitu_rank_ceiling" in fid and loaded.counters.insitu_rank_ceiling == info.insitu_rank_ceiling

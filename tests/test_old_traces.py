@@ -23,7 +23,7 @@ TRACES = ("resnet18_counters_memory", "loop")
 # values): the stepwise executor's fidelity per layer and in the summary, the counts' spread over passes.
 ADDED = {"reference", "profile_time_ratio", "profile_rank_correlation", "flagged_layers", "off_share",
          "timing_passes", "passes_disturbed", "disturbed_used", "stepwise_ratio", "stepwise_off",
-         "task-clock_cv", "page-faults_cv", "insitu_counts"}
+         "task-clock_cv", "page-faults_cv", "insitu_counts", "insitu_rank_ceiling"}
 
 
 def _same(a: Any, b: Any, where: str = "") -> None:

@@ -323,7 +323,11 @@ def test_counters_at_module_boundaries() -> None:
     # (each delta is scaled by its own enabled/running times, summed over torch's threads, so a parent's
     # inclusive count is not exactly at least its child's on a loaded host: 100,416 against 103,156 once)
     assert inclusive[idx["layer1.0"]] > 0.9 * np.median(conv.counters["task-clock"])
-    assert np.median(conv.counters["task-clock"]) > np.median(block.counters["task-clock"])
+    # its children's counts (two convolutions among them) are out of its own: with two passes the medians
+    # are means, so inclusive - self is the children's mean, at least the conv's (a comparison of the block's
+    # own add and relu with the conv failed on a busy host: both some 200 µs of mostly Python at this size)
+    assert inclusive[idx["layer1.0"]] - np.median(block.counters["task-clock"]) > 0.5 * np.median(
+        conv.counters["task-clock"])
     assert inclusive[idx["layer1.0.conv1"]] == np.median(conv.counters["task-clock"])  # a leaf: both the same
 
 

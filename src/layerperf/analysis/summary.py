@@ -9,6 +9,7 @@ import numpy as np
 
 from layerperf.analysis import overhead
 from layerperf.data import fidelity as data_fidelity
+from layerperf.data.fidelity import spearman
 from layerperf.data.figures import distribution, known, total, total_text
 from layerperf.data.table import LayerStats
 from layerperf.util import units
@@ -17,24 +18,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from layerperf.data.profile import Profile
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties sharing their mean rank."""
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    mean_rank = np.cumsum(counts) - (counts - 1) / 2
-    return mean_rank[inverse]
-
-
-def spearman(a: Any, b: Any) -> float | None:
-    """Spearman rank correlation (ties at mean rank); None when undefined."""
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if x.size < 2:
-        return None
-    rx, ry = _ranks(x), _ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return None
-    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 def _agreement(stepwise: Sequence[float], insitu: Sequence[float]) -> tuple[float | None, float | None]:
@@ -67,6 +50,7 @@ def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dic
             "reference": source,
             "profile_time_ratio": _agreement(stepwise, profiled)[0],
             "profile_rank_correlation": _agreement(stepwise, profiled)[1],
+            "insitu_rank_ceiling": info.insitu_rank_ceiling,
             "flagged_layers": flagged, "off_share": data_fidelity.OFF_SHARE,
             "timing_passes": info.timing_passes, "passes_disturbed": info.passes_disturbed,
             "disturbed_used": info.disturbed_used, "insitu_counts": _counts_agreement(profile)}

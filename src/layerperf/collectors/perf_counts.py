@@ -12,6 +12,7 @@ import numpy as np
 
 from layerperf.collectors.disturbance import kept
 from layerperf.collectors.perf import CounterRequest
+from layerperf.data.fidelity import halves_rank_correlation
 from layerperf.data.profile import CounterInfo, Layer
 from layerperf.errors import LayerperfError
 
@@ -77,7 +78,8 @@ class CounterResult:
             disturbed_used=use is not None and all(use) and any(self.disturbed or []),
             insitu_counts=_medians(self.insitu_counts) if self.insitu_counts else None,
             sample_period_ns=self.sample_period_ns,
-            sampled_runs=len(next(iter(self.insitu_counts.values()))[0]) if self.insitu_counts else None)
+            sampled_runs=len(next(iter(self.insitu_counts.values()))[0]) if self.insitu_counts else None,
+            insitu_rank_ceiling=halves_rank_correlation(self.insitu_ns, use) if self.insitu_ns else None)
 
 
 def _same(a: dict[str, list[list[float]]], b: dict[str, list[list[float]]]) -> bool:

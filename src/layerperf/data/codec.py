@@ -94,7 +94,8 @@ def sections_to_json(profile: RawProfile) -> dict[str, Any]:
         out["warnings"] = list(profile.warnings)
     if profile.counters is not None:
         counters = asdict(profile.counters)
-        for key in ("fraction_counted", "inclusive", "insitu_counts", "sample_period_ns", "sampled_runs"):
+        for key in ("fraction_counted", "inclusive", "insitu_counts", "sample_period_ns", "sampled_runs",
+                    "insitu_rank_ceiling"):
             if counters[key] is None:
                 del counters[key]
         out["counters"] = counters

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,3 +53,40 @@ def count_cv(values: Sequence[float]) -> float | None:
     if known.size < 2 or known.mean() == 0:
         return None
     return float(known.std(ddof=1) / known.mean())
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their mean rank."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2
+    return mean_rank[inverse]
+
+
+def spearman(a: Any, b: Any) -> float | None:
+    """Spearman rank correlation (ties at mean rank); None when undefined."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.size < 2:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def halves_rank_correlation(runs_ns: Sequence[Sequence[float]], use: Sequence[bool] | None) -> float | None:
+    """How well the in-situ runs rank the layers against themselves: the rank correlation between each
+    layer's median over the even-numbered kept runs and over the odd-numbered ones (``runs_ns``:
+    ``[layer][run]``, NaN where a run lacks the layer). Layers whose times differ by less than the
+    runs' own noise swap places from one half to the other, so this is about the best rank correlation
+    any other measurement can reach against the in-situ runs (of half as many runs each: if anything
+    lower than the full runs' own). None below four kept runs or two layers known in both halves."""
+    halves: list[list[float]] = [[], []]
+    for times in runs_ns:
+        kept_ = [t for t, u in zip(times, use or [True] * len(times), strict=False) if u]
+        if len(kept_) < 4:
+            return None
+        for h in (0, 1):
+            known = [t for t in kept_[h::2] if _finite(t)]
+            halves[h].append(float(np.median(known)) if known else math.nan)
+    both = [(a, b) for a, b in zip(*halves, strict=True) if _finite(a) and _finite(b)]
+    return spearman([a for a, _ in both], [b for _, b in both]) if len(both) >= 2 else None

@@ -36,6 +36,9 @@ class CounterInfo:
     (``disturbed_used``: every pair was used). ``insitu_counts``: each layer's median count per label in
     ``sampled_runs`` in-situ runs, sampled every ``sample_period_ns`` of each thread's CPU time and laid
     over the profiler's node intervals (software events only; None where not taken).
+    ``insitu_rank_ceiling``: the rank correlation of those in-situ runs with themselves (even against
+    odd runs, :func:`layerperf.data.fidelity.halves_rank_correlation`): the noise ceiling of the
+    stepwise executor's rank correlation (None where too few runs).
     """
 
     events: dict[str, str]
@@ -54,6 +57,7 @@ class CounterInfo:
     insitu_counts: dict[str, list[float]] | None = None
     sample_period_ns: int | None = None
     sampled_runs: int | None = None
+    insitu_rank_ceiling: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

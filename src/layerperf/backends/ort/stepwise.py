@@ -70,9 +70,15 @@ def _fast_call(sess: Session, outputs: list[str]) -> Callable[[dict[str, Any]], 
 
 
 def _planned(step: _Step) -> bound.Step:
-    """A step as the buffer plan sees it: an ONNX view op's one output may share its input's memory."""
-    view = step.node.op_type in bound.ALIAS_OPS and step.node.domain in ("", "ai.onnx") and len(step.outputs) == 1
-    source = step.node.input[0] if view and step.node.input and step.node.input[0] in step.inputs else None
+    """A step as the buffer plan sees it: an ONNX view op's one output may share its input's memory, and
+    a kernel that adds into one of its inputs may write its output there."""
+    node = step.node
+    one = len(step.outputs) == 1
+    view = node.op_type in bound.ALIAS_OPS and node.domain in ("", "ai.onnx") and one
+    source = node.input[0] if view and node.input and node.input[0] in step.inputs else None
+    at = bound.IN_PLACE_INPUTS.get((node.domain, node.op_type))
+    if source is None and one and at is not None and len(node.input) > at and node.input[at] in step.inputs:
+        return bound.Step(step.inputs, step.outputs, node.input[at], in_place=True)
     return bound.Step(step.inputs, step.outputs, source)
 
 

@@ -231,7 +231,8 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
         if fid.get("reference") == fidelity.INTERLEAVED else ""
     lines = [f"counters: {counted_how(prof.metadata.backend)}, {_passes(prof.counters.passes)} per event group; "
              f"fidelity vs in-situ{against}: time ratio " + (f"{ratio:.3f}" if ratio is not None else "?")
-             + ", rank correlation " + (f"{corr:.3f}" if corr is not None else "n/a")]
+             + ", rank correlation " + (f"{corr:.3f}" if corr is not None else "n/a")
+             + _ceiling(fid.get("insitu_rank_ceiling"))]
     flagged = fid.get("flagged_layers") or []
     if flagged:
         lines.append(f"{len(flagged)} of {summ['layers']} layers ran more than {fidelity.OFF_SHARE:.0%} slower or "
@@ -239,6 +240,11 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
                      "layer run apart, not necessarily as it runs in the real run")
     lines += _disturbed(fid) + _sampled(fid)
     return lines
+
+
+def _ceiling(ceiling: float | None) -> str:
+    """The in-situ runs' rank correlation with themselves: what the stepwise one is to be read against."""
+    return "" if ceiling is None else f" (the in-situ runs against themselves: {ceiling:.3f})"
 
 
 def _sampled(fid: Mapping[str, Any]) -> list[str]:
