@@ -7,30 +7,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from layerperf.dataset.predict import model as pm  # the predictor's `how` values
 from layerperf.dataset.predict.evaluate import Evaluation, Pair, Score
 from layerperf.dataset.predict.features import RunFactors
-from layerperf.dataset.predict.model import (
-    FALLBACKS,
-    FEW_ROWS,
-    FEW_ROWS_WIDE,
-    LEARNED,
-    ROOFLINE,
-    STORE_ROOFLINE,
-    STORE_WIDE,
-    UNKNOWN,
-    Prediction,
-)
+from layerperf.dataset.predict.model import ROOFLINE, UNKNOWN, Prediction
 from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View
 from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
 from layerperf.util import units
 
-HOW = {LEARNED: "learned", FEW_ROWS: "median rate (few rows)", FEW_ROWS_WIDE: "store-wide (few rows of its op type)",
-       ROOFLINE: "roofline (op type not in the store)", STORE_WIDE: "store-wide (op type not in the store)",
-       STORE_ROOFLINE: "store roofline (op type not in the store)",
+HOW = {pm.LEARNED: "learned", pm.FEW_ROWS: "median rate (few rows)",
+       pm.FEW_ROWS_WIDE: "store-wide (few rows of its op type)", ROOFLINE: "roofline (op type not in the store)",
+       pm.STORE_WIDE: "store-wide (op type not in the store)",
+       pm.STORE_ROOFLINE: "store roofline (op type not in the store)",
        UNKNOWN: "unknown (op type not in the store, nothing to estimate it from)"}
 # what a note says of each store-learned estimate
-_FROM_STORE = {STORE_WIDE: "one regressor over every op type of the store, told each layer's category",
-               STORE_ROOFLINE: "a roofline on the store's own best measured rates"}
+_FROM_STORE = {pm.STORE_WIDE: "one regressor over every op type of the store, told each layer's category",
+               pm.STORE_ROOFLINE: "a roofline on the store's own best measured rates"}
 
 
 def _us(value: float) -> str:
@@ -91,7 +83,7 @@ def _prediction_notes(pred: Prediction, trained: Trained) -> list[Note]:
     if ROOFLINE in unseen:
         notes.append(Note(f"op types not in the store, predicted by a roofline on this machine's calibrated "
                           f"peaks: {', '.join(sorted(unseen[ROOFLINE]))}", "warning"))
-    for how in (h for h in FALLBACKS if h in unseen):
+    for how in (h for h in pm.FALLBACKS if h in unseen):
         notes.append(Note(f"op types not in the store, predicted by {_FROM_STORE[how]} ({how}): "
                           f"{', '.join(sorted(unseen[how]))}", "warning"))
     if UNKNOWN in unseen:
