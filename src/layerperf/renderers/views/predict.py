@@ -92,7 +92,8 @@ def _prediction_notes(pred: Prediction, trained: Trained) -> list[Note]:
                           "estimate their time from, so it and the end-to-end latency are unknown", "warning"))
     if set(unseen) - {ROOFLINE}:
         notes.append(Note("collect a model with these op types into the store"
-                          + ("" if trained.calibration else ", or run `layerperf calibrate` for a roofline estimate"),
+                          + (", or run `layerperf calibrate` for a roofline estimate"
+                             if UNKNOWN in unseen and not trained.calibration else ""),
                           "hint"))
     return notes
 
