@@ -20,9 +20,9 @@ def register(sub: Any) -> None:
         description="Train a gradient-boosted regressor per op type on the per-layer rows of a store that "
                     "`layerperf collect` filled, and predict MODEL's layers as ONNX Runtime will run them (its "
                     "optimized, fused graph, found without a timed run) and its end-to-end latency, the run's own "
-                    "cost between layers included. An op type the store never saw is predicted by a roofline on "
-                    "this machine's calibrated peaks (`layerperf calibrate`), else by one regressor over every op "
-                    "type of the store (store-wide), and flagged. With --evaluate, "
+                    "cost between layers included. An op type the store never saw is predicted by one regressor "
+                    "over every op type of the store (store-wide), else by a roofline on this machine's calibrated "
+                    "peaks (`layerperf calibrate`), and flagged. With --evaluate, "
                     "leave-one-model-out over the store's models: per configuration the predicted and measured "
                     "latency, per model and overall the fraction within ±10%% and RMSPE.",
         epilog="examples:\n"
