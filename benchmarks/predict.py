@@ -8,6 +8,7 @@ the measurement agrees with itself. Prints the load before and after.
 
     python benchmarks/predict.py --store zoo.db
     python benchmarks/predict.py --store zoo.db --store hf.db --again zoo-again.db [--again more-again.db]
+    python benchmarks/predict.py --store zoo.db --fallback none    # op types no other model has: unknown
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from layerperf.calibration import peaks as calibration
 from layerperf.dataset.predict import training
 from layerperf.dataset.predict.evaluate import Evaluation, Score, leave_one_model_out, store_layers
 from layerperf.dataset.predict.graph import GraphLayers
+from layerperf.dataset.predict.model import FALLBACKS, STORE_WIDE
 
 # a configuration's factors, without how many runs and warm-ups measured it: stores of one sweep taken
 # with other --runs or --warmup still compare
@@ -86,6 +88,10 @@ def main() -> None:
                    help="each model's layers from its optimized graph (default) or as the store recorded them")
     p.add_argument("--again", action="append",
                    help="a store of the same sweep measured again (repeatable): the host's own repeatability")
+    p.add_argument("--fallback", choices=(*FALLBACKS, "none"), default=STORE_WIDE,
+                   help="the store-learned estimate for an op type no other model has (none: unknown, or the "
+                        "calibrated roofline where there is a calibration, as before it existed)")
+    p.add_argument("--no-calibration", action="store_true", help="leave this machine's calibration out")
     args = p.parse_args()
     print(f"load before: {_load()}")
     data = training.read_all(args.store)
@@ -96,11 +102,13 @@ def main() -> None:
     measured = sum(c.runs_measured or 0 for c in data.configs)
     print(f"{len(data.configs)} configurations of {len(data.models())} models; of {measured} runs the speed checks "
           f"set aside {slowed} slowed, {disturbed}; {sum(c.flagged for c in data.configs)} configurations flagged")
-    peaks = calibration.load()
-    print(f"calibration: {'this machine' if peaks else 'none (op types never seen are unknown)'}")
+    peaks = None if args.no_calibration else calibration.load()
+    fallback = None if args.fallback == "none" else args.fallback
+    print(f"calibration: {'this machine' if peaks else 'none'}; op types never seen without one: "
+          f"{fallback or 'unknown'}")
     t0 = time.perf_counter()
     layers_of = GraphLayers() if args.layers == "graph" else store_layers
-    ev = leave_one_model_out(data, layers_of, peaks)
+    ev = leave_one_model_out(data, layers_of, peaks, fallback=fallback)
     print(f"leave-one-model-out in {time.perf_counter() - t0:.1f} s, layers from {args.layers}")
     _print(ev)
     if isinstance(layers_of, GraphLayers) and layers_of.failed:

@@ -4,6 +4,7 @@ store lacks by the roofline, flagged), the JSON keys, and bad input in one line.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sqlite3
@@ -20,8 +21,18 @@ from layerperf.cli import main
 from layerperf.data.machine import fingerprint
 from layerperf.dataset.predict import training
 from layerperf.dataset.predict.evaluate import leave_one_model_out
+from layerperf.dataset.predict.fallback import category
 from layerperf.dataset.predict.features import FEATURES, Op, RunFactors, feature_row
-from layerperf.dataset.predict.model import LEARNED, ROOFLINE, UNKNOWN, Predictor
+from layerperf.dataset.predict.model import (
+    FEW_ROWS,
+    FEW_ROWS_WIDE,
+    LEARNED,
+    ROOFLINE,
+    STORE_ROOFLINE,
+    STORE_WIDE,
+    UNKNOWN,
+    Predictor,
+)
 from predict_store import MODELS, write_store
 
 from conftest import from_another_machine, tiny_cnn
@@ -73,19 +84,76 @@ def test_leave_one_model_out_on_known_rates(synthetic: Path) -> None:
     assert all(p.layers == "store" and not p.unseen for p in ev.pairs)
 
 
-def test_an_op_type_never_seen_takes_the_roofline_flagged_or_is_unknown(synthetic: Path) -> None:
+def test_without_a_store_learned_fallback_an_unseen_op_type_takes_the_roofline_or_is_unknown(synthetic: Path) -> None:
     data = training.read(synthetic)
     softmax = Op("sm", "Softmax", "", "1x1000", "1x1000", "float32", "float32", 5000, None, 4000, 4000, 0, None)
     conv = data.configs[0].ops[0]
     run = data.configs[0].factors
     peaks = Peaks("cpu", 2, flops_per_s={1: 2e10}, bytes_per_s={1: 1e10})
-    with_peaks = Predictor.fit(data.configs, peaks).predict([conv, softmax], run)
+    with_peaks = Predictor.fit(data.configs, peaks, fallback=None).predict([conv, softmax], run)
     assert [p.how for p in with_peaks.layers] == [LEARNED, ROOFLINE]
     assert with_peaks.layers[1].flagged and with_peaks.unseen_op_types == ["Softmax"]
     assert with_peaks.latency_us is not None and with_peaks.layers[1].us is not None and with_peaks.layers[1].us > 0
-    without = Predictor.fit(data.configs, None).predict([conv, softmax], run)
+    without = Predictor.fit(data.configs, None, fallback=None).predict([conv, softmax], run)
     assert without.layers[1].how == UNKNOWN and without.layers[1].us is None
     assert without.latency_us is None and without.between_us is None and without.known_layers_us > 0
+
+
+@pytest.mark.parametrize("fallback", [STORE_WIDE, STORE_ROOFLINE])
+def test_without_a_calibration_an_op_type_never_seen_is_estimated_from_the_store(synthetic: Path,
+                                                                                 fallback: str) -> None:
+    data = training.read(synthetic)
+    softmax = Op("sm", "Softmax", "", "1x1000", "1x1000", "float32", "float32", 5000, None, 4000, 4000, 0, None)
+    conv, run = data.configs[0].ops[0], data.configs[0].factors
+    pred = Predictor.fit(data.configs, None, fallback).predict([conv, softmax], run)
+    assert [p.how for p in pred.layers] == [LEARNED, fallback]
+    assert pred.layers[1].flagged and pred.unseen_op_types == ["Softmax"]
+    us = pred.layers[1].us
+    assert us is not None and math.isfinite(us) and us > 0
+    assert pred.latency_us is not None and math.isfinite(pred.latency_us) and pred.latency_us > pred.known_layers_us
+    # the store-learned estimate comes before a calibration's roofline (it came closer on the zoo's layers)
+    peaks = Peaks("cpu", 2, flops_per_s={1: 2e10}, bytes_per_s={1: 1e10})
+    assert Predictor.fit(data.configs, peaks, fallback).predict([softmax], run).layers[0].how == fallback
+
+
+def test_a_layer_with_neither_work_nor_bytes_stays_unknown(synthetic: Path) -> None:
+    data = training.read(synthetic)
+    shape = Op("s", "Shape", "", "1x8", "2", "float32", "int64", None, None, None, None, 0, None)
+    pred = Predictor.fit(data.configs, None).predict([data.configs[0].ops[0], shape], data.configs[0].factors)
+    assert pred.layers[1].how == UNKNOWN and pred.layers[1].us is None and pred.latency_us is None
+
+
+def test_an_op_type_with_few_rows_takes_the_store_wide_estimate_unflagged(synthetic: Path) -> None:
+    """The synthetic store's Gemm has 20 rows (one per configuration), too few for a regressor of its own."""
+    data = training.read(synthetic)
+    cfg = data.configs[0]
+    gemm = [op for op in cfg.ops if op.op_type == "Gemm"]
+    pred = Predictor.fit(data.configs, None).predict(gemm, cfg.factors)
+    assert [p.how for p in pred.layers] == [FEW_ROWS_WIDE] and not pred.layers[0].flagged
+    assert pred.unseen_op_types == [] and pred.layers[0].us is not None and pred.layers[0].us > 0
+    assert Predictor.fit(data.configs, None, fallback=None).predict(gemm, cfg.factors).layers[0].how == FEW_ROWS
+
+
+def _renamed(cfg: training.MeasuredConfig, old: str, new: str) -> training.MeasuredConfig:
+    ops = tuple(dataclasses.replace(op, op_type=new) if op.op_type == old else op for op in cfg.ops)
+    return dataclasses.replace(cfg, ops=ops)
+
+
+def test_leave_one_model_out_with_an_op_type_only_the_held_out_model_has(synthetic: Path) -> None:
+    """synth-a's Relus renamed LeakyRelu: left out, its LeakyRelus are an op type no other model has. The
+    store-wide regressor, told that both are elementwise, predicts them near the Relus' rate; without a
+    fallback (or a calibration) synth-a's latency is unknown."""
+    data = training.read(synthetic)
+    configs = tuple(_renamed(c, "Relu", "LeakyRelu") if c.model == "synth-a" else c for c in data.configs)
+    renamed = training.StoreData(data.source, configs, data.fingerprints)
+    assert category("LeakyRelu") == category("Relu") == "elementwise"
+    ev = leave_one_model_out(renamed)
+    held = [p for p in ev.pairs if p.model == "synth-a"]
+    assert len(held) == 4 and all(p.unseen == ("LeakyRelu",) for p in held)
+    assert all(p.predicted_us is not None and p.error is not None and abs(p.error) < 0.25 for p in held)
+    without = leave_one_model_out(renamed, fallback=None)
+    assert all(p.predicted_us is None for p in without.pairs if p.model == "synth-a")
+    assert without.per_model["synth-a"].within_10pct == 0.0
 
 
 def test_evaluate_json_keys(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,13 +249,23 @@ def test_bad_stores(tmp_path: Path, synthetic: Path, capsys: pytest.CaptureFixtu
 
 
 def test_a_model_whose_op_types_were_never_seen(tmp_path: Path, cache: Path, synthetic: Path,
+                                                collected: tuple[Path, Path],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     model = tmp_path / "softsign.onnx"
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
     graph = helper.make_graph([helper.make_node("Softsign", ["x"], ["y"], name="s")], "softsign", [x], [y])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
-    err = one_line_error(capsys, str(model), "--store", str(synthetic))
+    # a store of some size: the regressor over its every op type estimates it, flagged
+    assert main(["predict", str(model), "--store", str(synthetic), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [la["how"] for la in doc["layers"]] == ["store-wide"] and doc["unseen_op_types"] == ["Softsign"]
+    assert doc["latency_us"] > 0 and doc["calibration"] is False
+    assert main(["predict", str(model), "--store", str(synthetic)]) == 0
+    out = capsys.readouterr().out
+    assert "store-wide (op type not in the store)" in out and "(store-wide): Softsign" in out
+    # a store too small for it (one tiny_cnn configuration), no calibration: refused
+    err = one_line_error(capsys, str(model), "--store", str(collected[0]))
     assert "op types is in the store" in err and "no calibration" in err
 
 

@@ -20,8 +20,9 @@ def register(sub: Any) -> None:
         description="Train a gradient-boosted regressor per op type on the per-layer rows of a store that "
                     "`layerperf collect` filled, and predict MODEL's layers as ONNX Runtime will run them (its "
                     "optimized, fused graph, found without a timed run) and its end-to-end latency, the run's own "
-                    "cost between layers included. An op type the store never saw is predicted by a roofline on "
-                    "this machine's calibrated peaks (`layerperf calibrate`) and flagged. With --evaluate, "
+                    "cost between layers included. An op type the store never saw is predicted by one regressor "
+                    "over every op type of the store (store-wide), else by a roofline on this machine's calibrated "
+                    "peaks (`layerperf calibrate`), and flagged. With --evaluate, "
                     "leave-one-model-out over the store's models: per configuration the predicted and measured "
                     "latency, per model and overall the fraction within ±10%% and RMSPE.",
         epilog="examples:\n"
@@ -99,7 +100,7 @@ def _factors(args: argparse.Namespace) -> Any:
 def _predict(args: argparse.Namespace, data: StoreData, peaks: Peaks | None) -> Any:
     from layerperf.dataset.predict.features import Op
     from layerperf.dataset.predict.graph import runtime_layers
-    from layerperf.dataset.predict.model import Predictor
+    from layerperf.dataset.predict.model import MIN_ROWS, Predictor
     from layerperf.errors import InputError
     from layerperf.renderers.views.predict import Trained, prediction_view
 
@@ -109,7 +110,8 @@ def _predict(args: argparse.Namespace, data: StoreData, peaks: Peaks | None) -> 
     pred = predictor.predict(ops, run)
     if all(p.us is None for p in pred.layers):
         raise InputError(f"none of {args.model}'s op types is in the store ({', '.join(pred.unseen_op_types)}) and "
-                         "this machine has no calibration for a roofline estimate",
+                         "this machine has no calibration for a roofline estimate, nor the store enough rows "
+                         f"({MIN_ROWS}) for one from its other op types",
                          hint="collect models with these op types into the store, or run layerperf calibrate")
     trained = Trained(", ".join(args.store), len(data.configs), tuple(data.models()), peaks is not None)
     return prediction_view(args.model, run, pred, trained)

@@ -21,7 +21,7 @@ import numpy as np
 
 from layerperf.calibration.peaks import Peaks
 from layerperf.dataset.predict.features import Op
-from layerperf.dataset.predict.model import Prediction, Predictor
+from layerperf.dataset.predict.model import STORE_WIDE, Prediction, Predictor
 from layerperf.dataset.predict.training import MeasuredConfig, StoreData
 from layerperf.errors import InputError
 
@@ -107,9 +107,10 @@ def store_layers(cfg: MeasuredConfig) -> tuple[tuple[Op, ...], str]:
 
 
 def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, peaks: Peaks | None = None,
-                        progress: Callable[[str], None] | None = None) -> Evaluation:
-    """Train without each model in turn and predict its configurations; InputError with fewer than two
-    models, or no configuration whose latency was measured."""
+                        progress: Callable[[str], None] | None = None, fallback: str | None = STORE_WIDE) -> Evaluation:
+    """Train without each model in turn and predict its configurations (``peaks`` and ``fallback`` as
+    :meth:`Predictor.fit` takes them); InputError with fewer than two models, or no configuration whose
+    latency was measured."""
     models = data.models()
     if len(models) < 2:
         raise InputError(f"leave-one-model-out needs two models or more; the store {data.source} holds "
@@ -121,7 +122,7 @@ def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, pea
         if progress:
             progress(model)
         train = [c for c in data.configs if c.model != model]
-        predictor = Predictor.fit(train, peaks)
+        predictor = Predictor.fit(train, peaks, fallback)
         for cfg in (c for c in data.configs if c.model == model and c.latency_us):
             ops, source = layers_of(cfg)
             pred = predictor.predict(ops, cfg.factors)

@@ -1,15 +1,18 @@
-"""The predictor: a regressor per op type, a roofline for op types the store never saw, and the run's
+"""The predictor: a regressor per op type, fallbacks for op types the store never saw, and the run's
 own cost between layers.
 
 - **Layers.** For each op type (backend, domain, op type) with at least :data:`MIN_ROWS` rows in the
   store, a gradient-boosted tree ensemble (scikit-learn's HistGradientBoostingRegressor) learns the
   log of the time per unit of work from :mod:`.features`; an op type with fewer rows takes the median
   rate of its rows (at the same thread count where it has some).
-- **Op types never seen** fall back to a roofline on this machine's calibrated peaks
+- **Op types never seen** fall back to an estimate learned from the store itself (:mod:`.fallback`: by
+  default one regressor over every layer of every op type, told the layer's category), else (a store
+  of fewer than :data:`MIN_ROWS` layers) to a roofline on this machine's calibrated peaks
   (:mod:`layerperf.calibration.peaks`: FLOP/s, integer op/s and bytes/s at the thread count), scaled
   by the median ratio of measured time to roofline time over the store's layers at that thread count
-  bound the same way, by compute or by memory (kernels do not run at peak); without a calibration
-  their time is unknown. Both are flagged.
+  bound the same way, by compute or by memory (kernels do not run at peak); either no less than the
+  store's shortest layers take. Where neither applies (no calibration, a layer with no known work or
+  bytes) their time is unknown. All are flagged.
 - **Between layers.** A run takes longer than its layers' self times (the executor's own work, thread
   pool hand-offs, what the layers' medians leave out): the log of whole-run latency over the sum of
   the layers is fitted by least squares on the log of that sum, the log of the layer count and the
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.calibration.peaks import Peaks
+from layerperf.dataset.predict.fallback import fallback_matrix, floor_us, store_peaks
 from layerperf.dataset.predict.features import Op, RunFactors, feature_matrix, work
 from layerperf.dataset.predict.training import MeasuredConfig
 from layerperf.errors import InputError
@@ -39,8 +43,12 @@ SEED = 0
 
 LEARNED = "learned"  # the op type's regressor
 FEW_ROWS = "median rate"  # an op type with too few rows for a regressor: the median rate of its rows
-ROOFLINE = "roofline"  # an op type the store never saw, with a calibration
-UNKNOWN = "unknown"  # never seen and no calibration: no figure
+FEW_ROWS_WIDE = "store-wide, few rows"  # such an op type where the store-wide regressor exists (preferred)
+ROOFLINE = "roofline"  # an op type the store never saw, no store-learned estimate, with a calibration
+STORE_WIDE = "store-wide"  # never seen: the regressor over every op type of the store
+STORE_ROOFLINE = "store roofline"  # never seen: a roofline on the store's own best rates (benchmarks only)
+UNKNOWN = "unknown"  # never seen and nothing to estimate it from: no figure
+FALLBACKS = (STORE_WIDE, STORE_ROOFLINE)  # the estimates learned from the store, without a calibration
 INSTALL_HINT = "pip install 'layerperf[predict]'"
 
 
@@ -58,7 +66,8 @@ def sklearn_regressor() -> Any:
 @dataclass(frozen=True, slots=True)
 class LayerPrediction:
     """One layer's predicted self time (µs; None: unknown) and how it was predicted (:data:`LEARNED`,
-    :data:`FEW_ROWS`, :data:`ROOFLINE`, :data:`UNKNOWN`)."""
+    :data:`FEW_ROWS`, :data:`FEW_ROWS_WIDE`, :data:`ROOFLINE`, :data:`STORE_WIDE`, :data:`STORE_ROOFLINE`,
+    :data:`UNKNOWN`)."""
 
     name: str
     op_type: str
@@ -69,7 +78,7 @@ class LayerPrediction:
     @property
     def flagged(self) -> bool:
         """Whether the store never saw its op type."""
-        return self.how in (ROOFLINE, UNKNOWN)
+        return self.how in (ROOFLINE, *FALLBACKS, UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,59 +138,122 @@ def _one_thread() -> Any:
     return threadpool_limits(limits=1, user_api="openmp")
 
 
-class Predictor:
-    """Regressors per op type and the between-layers fit, trained on a store's configurations."""
+@dataclass(frozen=True, slots=True)
+class _Roofline:
+    """A roofline's peaks and, per (thread count, bound), the median of measured over roofline time of the
+    store's layers: how far from the peaks its kernels run."""
 
-    def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates],
-                 efficiency: dict[tuple[int, str], float],
-                 between: np.ndarray | None, peaks: Peaks | None) -> None:
-        self.regressors, self.rates, self.efficiency = regressors, rates, efficiency
-        self.between, self.peaks = between, peaks
+    peaks: Peaks
+    efficiency: dict[tuple[int, str], float]
 
     @classmethod
-    def fit(cls, configs: Sequence[MeasuredConfig], peaks: Peaks | None = None) -> Predictor:
-        """Train on ``configs`` (their layers with a measured time > 0); ``peaks`` for the roofline."""
+    def of(cls, configs: Sequence[MeasuredConfig], peaks: Peaks) -> _Roofline:
+        return cls(peaks, _efficiency(configs, peaks))
+
+    def us(self, op: Op, threads: int) -> float | None:
+        bound = roofline_us(op, self.peaks, threads)
+        if bound is None:
+            return None
+        us, kind = bound
+        same = [v for (_, k), v in self.efficiency.items() if k == kind]
+        return us * self.efficiency.get((threads, kind), float(np.median(same)) if same else 1.0)
+
+
+class Predictor:
+    """Regressors per op type, the fallbacks for op types without rows and the between-layers fit,
+    trained on a store's configurations."""
+
+    def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates], roofline: _Roofline | None,
+                 fallback: tuple[str, _Regressor | _Roofline] | None, floor: dict[int, float],
+                 between: np.ndarray | None) -> None:
+        self.regressors, self.rates, self.roofline = regressors, rates, roofline
+        self.fallback, self.floor, self.between = fallback, floor, between
+
+    @classmethod
+    def fit(cls, configs: Sequence[MeasuredConfig], peaks: Peaks | None = None,
+            fallback: str | None = STORE_WIDE) -> Predictor:
+        """Train on ``configs`` (their layers with a measured time > 0); ``peaks`` for the roofline;
+        ``fallback``: the estimate learned from the store for an op type it lacks (:data:`STORE_WIDE`,
+        :data:`STORE_ROOFLINE`; None: none), tried before the calibrated roofline: per layer of the zoo's
+        op types that only one model has, the store-wide regressor came closer than the roofline on this
+        machine's calibration (README, "What it reaches here")."""
+        rows = _rows(configs)
         groups: dict[str, list[tuple[Op, RunFactors, float]]] = defaultdict(list)
-        for cfg in configs:
-            for op, us in zip(cfg.ops, cfg.layer_us, strict=True):
-                if us is not None and us > 0:
-                    groups[op.key(cfg.factors.backend)].append((op, cfg.factors, us))
+        for op, run, log_rate in rows:
+            groups[op.key(run.backend)].append((op, run, log_rate))
         regressors: dict[str, _Regressor] = {}
         rates: dict[str, _Rates] = {}
-        for key, rows in groups.items():
-            y = np.array([math.log(us / work(op)[0]) for op, _, us in rows])
-            if len(rows) >= MIN_ROWS:
-                regressors[key] = _Regressor.fit(feature_matrix([(op, run) for op, run, _ in rows]), y)
+        for key, group in groups.items():
+            target = np.array([v for _, _, v in group])
+            if len(group) >= MIN_ROWS:
+                regressors[key] = _Regressor.fit(feature_matrix([(op, run) for op, run, _ in group]), target)
             else:
                 by: dict[int, list[float]] = defaultdict(list)
-                for (_, run, _), v in zip(rows, y, strict=True):
-                    by[run.threads].append(float(v))
-                rates[key] = _Rates({t: float(np.median(v)) for t, v in by.items()}, float(np.median(y)))
+                for _, run, v in group:
+                    by[run.threads].append(v)
+                rates[key] = _Rates({t: float(np.median(v)) for t, v in by.items()}, float(np.median(target)))
         if not regressors:
             sklearn_regressor()  # without scikit-learn, say so here as anywhere
-        efficiency = _efficiency(configs, peaks) if peaks is not None else {}
-        return cls(regressors, rates, efficiency, _fit_between(configs), peaks)
+        roofline = _Roofline.of(configs, peaks) if peaks is not None else None
+        return cls(regressors, rates, roofline, _fit_fallback(fallback, configs, rows), floor_us(configs),
+                   _fit_between(configs))
 
     def layer_times(self, ops: Sequence[Op], run: RunFactors) -> list[LayerPrediction]:
         """Each layer's predicted self time and how it was found."""
         out: list[LayerPrediction | None] = [None] * len(ops)
         batches: dict[str, list[int]] = defaultdict(list)
+        few: list[int] = []
+        unseen: list[int] = []
         for i, op in enumerate(ops):
             key = op.key(run.backend)
             if key in self.regressors:
                 batches[key].append(i)
             elif key in self.rates:
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
-                                         math.exp(self.rates[key].at(run.threads)) * work(op)[0], FEW_ROWS)
+                few.append(i)
             else:
-                us = self._roofline_us(op, run.threads)
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain, us, UNKNOWN if us is None else ROOFLINE)
+                unseen.append(i)
         for key, idx in batches.items():
             logs = self.regressors[key].predict(feature_matrix([(ops[i], run) for i in idx]))
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
                 out[i] = LayerPrediction(op.name, op.op_type, op.domain, math.exp(float(v)) * work(op)[0], LEARNED)
+        for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
+            out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, few_us, how)
+        for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
+            out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, us, how)
         return [p for p in out if p is not None]
+
+    def _few_rows_us(self, ops: list[Op], run: RunFactors) -> list[tuple[float, str]]:
+        """Each layer of an op type with too few rows for a regressor of its own: the store-wide regressor
+        (which has those rows among all the others) where there is one, else the median rate of its rows.
+        The median of a handful of rates carried to another shape went far wrong (a Squeeze of a few bytes
+        in one model carried to 262 KB in another: x20,000; zoo and exports on the Xeon); the store-wide
+        estimate held those layers within x2 for 81% of them, the median rate 43%."""
+        wide = self.fallback is not None and self.fallback[0] == STORE_WIDE
+        learned = self._fallback_us(ops, run, roofline=False) if wide else [(None, UNKNOWN)] * len(ops)
+        return [(us, FEW_ROWS_WIDE) if us is not None else
+                (math.exp(self.rates[op.key(run.backend)].at(run.threads)) * work(op)[0], FEW_ROWS)
+                for op, (us, _) in zip(ops, learned, strict=True)]
+
+    def _fallback_us(self, ops: list[Op], run: RunFactors, roofline: bool = True) -> list[tuple[float | None, str]]:
+        """Each layer whose op type has no rows: the store-learned estimate, else the calibrated roofline,
+        no less than the store's shortest layers take (:func:`~.fallback.floor_us`): (µs, how); (None,
+        unknown) where neither applies (no fallback fitted and no calibration, a layer with neither work
+        nor bytes to scale it by)."""
+        found: list[tuple[float | None, str]] = [(None, UNKNOWN)] * len(ops)
+        if ops and self.fallback is not None:
+            how, model = self.fallback
+            if isinstance(model, _Roofline):
+                found = [(model.us(op, run.threads), how) for op in ops]
+            else:
+                logs = model.predict(fallback_matrix([(op, run) for op in ops]))
+                found = [(math.exp(float(v)) * work(op)[0] if work(op)[1] != "call" else None, how)
+                         for op, v in zip(ops, logs, strict=True)]
+        if roofline and self.roofline is not None:
+            found = [(us, how) if us is not None else (self.roofline.us(op, run.threads), ROOFLINE)
+                     for op, (us, how) in zip(ops, found, strict=True)]
+        least = self.floor.get(run.threads, min(self.floor.values(), default=0.0))
+        return [(max(us, least), how) if us is not None else (None, UNKNOWN) for us, how in found]
 
     def predict(self, ops: Sequence[Op], run: RunFactors) -> Prediction:
         """The layers' times, the cost between them, and the whole run's latency."""
@@ -198,15 +270,26 @@ class Predictor:
             return 1.0
         return math.exp(float(_between_x(layers_us, n_layers, threads) @ self.between))
 
-    def _roofline_us(self, op: Op, threads: int) -> float | None:
-        if self.peaks is None:
-            return None
-        bound = roofline_us(op, self.peaks, threads)
-        if bound is None:
-            return None
-        us, kind = bound
-        same = [v for (_, k), v in self.efficiency.items() if k == kind]
-        return us * self.efficiency.get((threads, kind), float(np.median(same)) if same else 1.0)
+
+def _rows(configs: Sequence[MeasuredConfig]) -> list[tuple[Op, RunFactors, float]]:
+    """Every layer with a measured time > 0, with its run and the log of its time per unit of work."""
+    return [(op, cfg.factors, math.log(us / work(op)[0]))
+            for cfg in configs for op, us in zip(cfg.ops, cfg.layer_us, strict=True) if us is not None and us > 0]
+
+
+def _fit_fallback(how: str | None, configs: Sequence[MeasuredConfig],
+                  rows: list[tuple[Op, RunFactors, float]]) -> tuple[str, _Regressor | _Roofline] | None:
+    """The store-learned estimate ``how`` names; None where it is None or the store is too small for it
+    (fewer than :data:`MIN_ROWS` layers)."""
+    if how is None or len(rows) < MIN_ROWS:
+        return None
+    if how == STORE_ROOFLINE:
+        peaks = store_peaks(configs)
+        return (how, _Roofline.of(configs, peaks)) if peaks is not None else None
+    if how != STORE_WIDE:
+        raise ValueError(f"no fallback {how!r}: one of {', '.join(FALLBACKS)}")
+    x = fallback_matrix([(op, run) for op, run, _ in rows])
+    return how, _Regressor.fit(x, np.array([y for _, _, y in rows]))
 
 
 def roofline_us(op: Op, peaks: Peaks, threads: int) -> tuple[float, str] | None:

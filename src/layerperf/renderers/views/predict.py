@@ -7,15 +7,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from layerperf.dataset.predict import model as pm  # the predictor's `how` values
 from layerperf.dataset.predict.evaluate import Evaluation, Pair, Score
 from layerperf.dataset.predict.features import RunFactors
-from layerperf.dataset.predict.model import FEW_ROWS, LEARNED, ROOFLINE, UNKNOWN, Prediction
+from layerperf.dataset.predict.model import ROOFLINE, UNKNOWN, Prediction
 from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View
 from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
 from layerperf.util import units
 
-HOW = {LEARNED: "learned", FEW_ROWS: "median rate (few rows)", ROOFLINE: "roofline (op type not in the store)",
-       UNKNOWN: "unknown (op type not in the store, no calibration)"}
+HOW = {pm.LEARNED: "learned", pm.FEW_ROWS: "median rate (few rows)",
+       pm.FEW_ROWS_WIDE: "store-wide (few rows of its op type)", ROOFLINE: "roofline (op type not in the store)",
+       pm.STORE_WIDE: "store-wide (op type not in the store)",
+       pm.STORE_ROOFLINE: "store roofline (op type not in the store)",
+       UNKNOWN: "unknown (op type not in the store, nothing to estimate it from)"}
+# what a note says of each store-learned estimate
+_FROM_STORE = {pm.STORE_WIDE: "one regressor over every op type of the store, told each layer's category",
+               pm.STORE_ROOFLINE: "a roofline on the store's own best measured rates"}
 
 
 def _us(value: float) -> str:
@@ -69,15 +76,25 @@ def prediction_view(model: str, run: RunFactors, pred: Prediction, trained: Trai
 
 def _prediction_notes(pred: Prediction, trained: Trained) -> list[Note]:
     notes = [Note(f"trained on {trained.configs} configurations of {len(trained.models)} models in {trained.store}")]
-    unseen = pred.unseen_op_types
-    if unseen and trained.calibration:
+    unseen: dict[str, list[str]] = {}
+    for p in pred.layers:
+        if p.flagged and _op(p.domain, p.op_type) not in unseen.setdefault(p.how, []):
+            unseen[p.how].append(_op(p.domain, p.op_type))
+    if ROOFLINE in unseen:
         notes.append(Note(f"op types not in the store, predicted by a roofline on this machine's calibrated "
-                          f"peaks: {', '.join(unseen)}", "warning"))
-    elif unseen:
-        notes.append(Note(f"op types not in the store, no calibration for a roofline: {', '.join(unseen)}; "
-                          "their time and the end-to-end latency are unknown", "warning"))
-        notes.append(Note("run `layerperf calibrate` for a roofline estimate, or collect a model with these op types "
-                          "into the store", "hint"))
+                          f"peaks: {', '.join(sorted(unseen[ROOFLINE]))}", "warning"))
+    for how in (h for h in pm.FALLBACKS if h in unseen):
+        notes.append(Note(f"op types not in the store, predicted by {_FROM_STORE[how]} ({how}): "
+                          f"{', '.join(sorted(unseen[how]))}", "warning"))
+    if UNKNOWN in unseen:
+        why = "" if trained.calibration else "no calibration for a roofline: "
+        notes.append(Note(f"op types not in the store, {why}{', '.join(sorted(unseen[UNKNOWN]))}; nothing to "
+                          "estimate their time from, so it and the end-to-end latency are unknown", "warning"))
+    if set(unseen) - {ROOFLINE}:
+        notes.append(Note("collect a model with these op types into the store"
+                          + (", or run `layerperf calibrate` for a roofline estimate"
+                             if UNKNOWN in unseen and not trained.calibration else ""),
+                          "hint"))
     return notes
 
 
