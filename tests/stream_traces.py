@@ -89,3 +89,34 @@ def ort_loop(path: Path, runs: int = 40, seed: int = 1) -> Path:
         ts += 5
     path.write_bytes(orjson.dumps(ev))
     return path
+
+
+def kineto_launches(path: Path, calls: int = 200, seed: int = 2) -> Path:
+    """A PyTorch (Kineto) trace: ops with a nested op each, the runtime call that launched a kernel from
+    the nested op, the kernel — linked by External id, by correlation through the call, or (no External
+    id anywhere) to the op around the call; every op written first, calls and kernels after, as Kineto does."""
+    rng = random.Random(seed)
+    cpu: list[dict[str, Any]] = []
+    gpu: list[dict[str, Any]] = []
+    ts, free = 1000.0, 0.0
+    for i in range(calls):
+        dur = round(rng.uniform(5, 40), 3)
+        child = round(dur * rng.uniform(0.3, 0.8), 3)
+        name = rng.choice(["aten::conv2d", "aten::addmm", "aten::relu"])
+        cpu.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                    "args": {"External id": 2 * i + 1}})
+        cpu.append({"ph": "X", "cat": "cpu_op", "name": name + "_impl", "pid": 1, "tid": 1, "ts": round(ts + 0.2, 3),
+                    "dur": child, "args": {"External id": 2 * i + 2}})
+        how = i % 3  # 0: the kernel names the op; 1: through the call's External id; 2: the op around the call
+        launch = {"External id": 2 * i + 2} if how == 1 else {}
+        gpu.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                    "ts": round(ts + 0.3, 3), "dur": round(child / 2, 3), "args": {**launch, "correlation": i + 7}})
+        start = round(max(free, ts + 4), 3)
+        kdur = round(rng.uniform(1, 30), 3)
+        free = start + kdur
+        kernel = {"External id": 2 * i + 2} if how == 0 else {}
+        gpu.append({"ph": "X", "cat": "kernel", "name": f"k_{name[6:]}", "pid": 0, "tid": 7, "ts": start, "dur": kdur,
+                    "args": {**kernel, "correlation": i + 7, "device": 0}})
+        ts = round(ts + dur + 0.5, 3)
+    path.write_bytes(orjson.dumps({"schemaVersion": 1, "traceEvents": cpu + gpu}))
+    return path

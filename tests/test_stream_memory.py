@@ -18,8 +18,8 @@ import pytest
 
 from layerperf.data import sketch
 from layerperf.data.fold import Folded
-from layerperf.readers import detect, streaming
-from stream_traces import ort_loop, shrink, tef_nested
+from layerperf.readers import detect, kineto_links, streaming
+from stream_traces import kineto_launches, ort_loop, shrink, tef_nested
 
 BLOCK_BYTES = 16 << 10
 
@@ -28,6 +28,7 @@ BLOCK_BYTES = 16 << 10
 def small_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
     shrink(monkeypatch, segment=512, run=4096, merge=4096, block=64)
     monkeypatch.setattr(streaming, "DRAIN_ROWS", 256)
+    monkeypatch.setattr(kineto_links, "BLOCK", 256)
     monkeypatch.setattr(sketch, "EXACT_MAX", 64)  # a group's exact values are bounded too, at 4096 by default
 
 
@@ -44,8 +45,9 @@ def _peak_bytes(read: Callable[[], Any]) -> tuple[int, Any]:
 
 
 @pytest.mark.parametrize(("make", "small", "large"), [(ort_loop, {"runs": 100}, {"runs": 400}),
-                                                       (tef_nested, {"n_top": 600}, {"n_top": 2400})],
-                         ids=["ort", "tef"])
+                                                       (tef_nested, {"n_top": 600}, {"n_top": 2400}),
+                                                       (kineto_launches, {"calls": 2000}, {"calls": 8000})],
+                         ids=["ort", "tef", "kineto"])
 def test_streamed_memory_flat_as_the_trace_grows(small_buffers: None, tmp_path: Path, make: Any,
                                                   small: dict[str, int], large: dict[str, int]) -> None:
     paths = [make(tmp_path / "small.json", **small), make(tmp_path / "large.json", **large)]

@@ -19,8 +19,9 @@ from layerperf.analysis import gpu_kernels as kernels
 from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
-from layerperf.readers import detect, parallel
-from stream_traces import ort_loop, shrink, tef_nested
+from layerperf.errors import InputError
+from layerperf.readers import detect, gzsplit, kineto_links, parallel
+from stream_traces import kineto_launches, ort_loop, shrink, tef_nested
 
 FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
 
@@ -126,6 +127,46 @@ def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     folded = _check(path)
     assert folded.meta.get("processes") == 2
+
+
+def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small files (plain or gzipped) read by two processes, the gzipped cut looked for in a small window."""
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
+    monkeypatch.setattr(gzsplit, "WINDOW", 4096)
+    monkeypatch.setattr(gzsplit, "_SKIP", 1000)
+
+
+@pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
+def test_two_processes_gzipped(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: object) -> None:
+    """A gzipped file, both processes inflating it and each parsing its stretch, folds to the same figures;
+    a damaged one is read again in one process, which reports the damage."""
+    options = {"n_top": 400, "shuffle": False} if make is tef_nested else {"runs": 200}
+    path = make(tmp_path / "t.json", **options)  # type: ignore[operator]
+    zipped = tmp_path / "t.json.gz"
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    _split_small(monkeypatch)
+    folded = _check(zipped)
+    assert folded.meta.get("processes") == 2
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(zipped.read_bytes()[: zipped.stat().st_size * 3 // 4])
+    with pytest.raises(InputError, match="gzip"):
+        detect.read_folded(cut, quantiles=True)
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+def test_kineto_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zipped: bool) -> None:
+    """A PyTorch trace read by two processes (ops in the first stretch, their kernels in the second, each
+    numbering identities and threads on its own) folds to the whole-file figures."""
+    path = kineto_launches(tmp_path / "k.json", calls=3000)
+    if zipped:
+        path = tmp_path / "k.json.gz"
+        path.write_bytes(gzip.compress((tmp_path / "k.json").read_bytes()))
+    _split_small(monkeypatch)
+    monkeypatch.setattr(kineto_links, "BLOCK", 100)
+    folded = _check(path)
+    assert folded.meta.get("processes") == 2
+    assert folded.meta["device_events"] == 3000
 
 
 def test_analyze_cli_streams_the_same_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

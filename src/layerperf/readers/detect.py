@@ -113,7 +113,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = 
         raise InputError(f"{trace} is an ONNX model, not a trace",
                          hint=f"profile it with: layerperf profile {trace}")
 
-    split = block == BLOCK_BYTES and parallel.worth_it(trace)
+    split = block == BLOCK_BYTES and parallel.worth_it(trace, gzipped_too=quantiles is not None)
     # a file to be read in parts is opened only to tell its format: from a small first block
     stream = open_events(trace, block=parallel.PEEK_BYTES if split else block)
     if stream.form == "other":
@@ -126,7 +126,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = 
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
     elif fmt == "kineto" and quantiles is not None:
-        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels)
+        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels, path=trace, split=split)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
     elif quantiles is not None:

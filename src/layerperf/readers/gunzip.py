@@ -112,6 +112,8 @@ class GunzipAhead:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)  # gone before the caller forks (a forked thread's locks stay held)
 
     def __enter__(self) -> GunzipAhead:
         return self

@@ -16,6 +16,7 @@ one segment, the accumulators, and ~40 bytes per device activity and per op's Ex
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,11 +24,13 @@ import numpy as np
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers import kineto, streaming
+from layerperf.readers import kineto, kineto_links, kineto_parts, streaming
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
+from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
+from layerperf.readers.kineto_links import DiskLinks
 from layerperf.readers.spill import Spill, temp_dir
-from layerperf.readers.stream import EventStream
+from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import thread_ids, to_ns
 
@@ -51,33 +54,42 @@ class _Links:
     launcher: np.ndarray  # per activity: the identity of the op it is device time of (-1: none, or not yet)
     waiting: np.ndarray  # the activities that wait on a call's correlation, by that correlation
 
+    def orphaned(self, corr: np.ndarray) -> None:
+        """Calls with these correlations have no op around them: their activities link to nothing."""
+        self.lone[np.isin(self.around_of, corr) & (self.around_of != _NONE)] = True
 
-def _drain(cpu: kineto._Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
+    def launched(self, corr: np.ndarray, ident: np.ndarray) -> None:
+        _launched_in(self, corr, ident)
+
+    def release(self) -> None:
+        pass
+
+
+def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
            op_ext: list[np.ndarray], runtime: list[np.ndarray], idents: bool) -> int:
     """Move the CPU events gathered so far into the spill; keep what linking needs (``idents``: each
     op's identity beside its External id, for the activities' launching ops)."""
-    n = len(cpu.ts_us)
+    n = len(cpu)
     if not n:
         return seq
     values = threads.values()
     keys.extend(thread_key(v) for v in values[len(keys):])
     rec = np.zeros(n, dtype=RECORD)
-    thread = np.asarray(cpu.thread, dtype=np.int64)
-    dur = np.asarray(cpu.dur_us, dtype=np.float64)
+    thread = cpu.column("thread")
+    dur = cpu.column("dur_us")
     rec["thread_key"] = np.asarray(keys, dtype=np.int64)[thread]
-    rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.ts_us, dur != 0, -dur
+    rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.column("ts_us"), dur != 0, -dur
     rec["seq"] = seq + np.arange(n)
-    rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.ident, cpu.is_op
-    rec["flops"], rec["bytes"], rec["external"], rec["correlation"] = cpu.flops, cpu.bytes, cpu.external, \
-        cpu.correlation
+    rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.column("ident"), cpu.column("is_op")
+    for name in ("flops", "bytes", "external", "correlation"):
+        rec[name] = cpu.column(name)
     spill.add(rec)
     ops = rec["is_op"] & (rec["external"] != _NONE)
     op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]) if idents
                   else rec["external"][ops][np.newaxis])
     calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
     runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
-    for column in vars(cpu).values():
-        column.clear()
+    cpu.clear()
     return seq + n
 
 
@@ -94,78 +106,186 @@ class _DeviceColumns:
     def empty(cls) -> _DeviceColumns:
         return cls({name: [] for name, _ in cls.FIELDS})
 
-    def take(self, dev: kineto._Device) -> None:
-        """Move ``dev``'s lists into columns (and empty them)."""
+    def take(self, dev: Device) -> None:
+        """Move ``dev``'s columns here (and empty it)."""
         for name, dtype in self.FIELDS:
-            values = getattr(dev, name)
-            self.parts[name].append(np.asarray(values, dtype=dtype))
-        for values in vars(dev).values():
-            values.clear()
+            self.parts[name].append(dev.column(name).astype(dtype, copy=False))
+        dev.clear()
 
     def column(self, name: str) -> np.ndarray:
         parts = self.parts[name]
         return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False) -> Folded:
+def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False,
+         path: Path | None = None, split: bool = False) -> Folded:
     """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
     activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
-    correlation each: what ``--aggregate-by kernel`` groups)."""
+    correlation each: what ``--aggregate-by kernel`` groups; kept in memory). Without, the activities are
+    linked through files (:mod:`layerperf.readers.kineto_links`), and with ``split`` the file at ``path`` is
+    read by two processes (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start)."""
+    with Spill(False, temp_dir(), dtype=RECORD) as spill, \
+            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
+            Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as calls:
+        parts = None
+        split = split and path is not None
+        if split:  # ``stream`` was opened only to tell the format
+            stream.close()
+        if split and not kernels:
+            parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD)  # type: ignore[arg-type]
+        if parts is not None:
+            read = _Read.of_parts(parts, stream, spill, ops, calls)
+        else:
+            read = _read_one(open_events(path) if split else stream, spill, ops, calls, kernels)  # type: ignore[arg-type]
+        origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
+        folded = Folded(quantiles=quantiles)
+        folded.declare(read.builder.idents())
+        device = read.device
+        if kernels:
+            dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
+            links: _Links | DiskLinks = _links(device, dev_dur, np.concatenate(read.op_ext, axis=1) if read.op_ext
+                                               else np.zeros((2, 0), dtype=np.int64),
+                                               np.concatenate(read.runtime, axis=1) if read.runtime else
+                                               np.zeros((2, 0), dtype=np.int64))
+        else:
+            links = DiskLinks(spill.dir, spill.dir / "activities.bin", ops, calls)
+        total = 0.0
+        for seg in _segments(spill, origin, read.maps):
+            table = _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
+            total += float(table.total_ns.sum())
+            folded.add(table)
+        for table in _lone_tables(read.builder, links, device, origin):
+            total += float(table.total_ns.sum())
+            folded.add(table)
+        unlinked = int(links.lone.sum()) if isinstance(links, _Links) else links.unlinked
+        kernel_table = None
+        if isinstance(links, _Links) and read.n_dev:
+            kernel_table = _kernel_table(read.builder.idents(), device, links.launcher, dev_dur,
+                                         to_ns(device.column("ts_us") - origin).astype(np.float64))
+        if isinstance(links, DiskLinks):
+            links.close()
+    info: dict[str, Any] = {"format": "kineto", "events": read.n_events, "device_events": read.n_dev,
+                            "device_unlinked": unlinked, "runs": read.steps or None, "ts_origin_us": origin,
+                            "inclusive_flops": True, "streamed": True, "total_ns": total,
+                            "spilled_records": read.records}
+    if read.dropped:
+        info["dropped"] = read.dropped.doc()
+    if kernel_table is not None:
+        info["kernels"] = kernel_table
+    if devices := from_skeleton(read.skeleton):
+        info["devices"] = devices
+    if parts is not None:
+        info["processes"] = len(parts)
+    folded.meta = {**info, **meta}
+    return folded
+
+
+@dataclass
+class _Read:
+    """What reading the trace gave, in one process or two."""
+
+    builder: TableBuilder
+    threads: Interner
+    n_events: int
+    n_dev: int
+    records: int
+    steps: int
+    min_ts: float
+    dropped: Dropped
+    skeleton: Any
+    device: _DeviceColumns
+    op_ext: list[np.ndarray]
+    runtime: list[np.ndarray]
+    maps: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # per part: identity and thread maps
+
+    @classmethod
+    def of_parts(cls, parts: list[kineto_parts.Part], stream: EventStream, spill: Spill, ops: Spill,
+                 calls: Spill) -> _Read:
+        builder, threads = TableBuilder(), Interner()
+        maps = kineto_parts.merged(parts, builder, threads, spill, ops, calls, spill.dir / "activities.bin")
+        dropped = Dropped()
+        for p in parts:
+            dropped.merge(p.dropped)
+        tail = parts[-1].skeleton
+        skeleton = {**stream.head, **tail} if isinstance(stream.head, dict) and isinstance(tail, dict) else \
+            stream.head
+        return cls(builder, threads, sum(p.events for p in parts), sum(p.device for p in parts),
+                   sum(p.records for p in parts), sum(p.steps for p in parts), min(p.min_ts for p in parts), dropped,
+                   skeleton, _DeviceColumns.empty(), [], [], maps)
+
+
+def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kernels: bool) -> _Read:
+    """Read the whole trace in this process."""
     builder, threads = TableBuilder(), Interner()
-    cpu, dev = kineto._Cpu(), kineto._Device()
+    cpu, dev, kinds = Cpu(), Device(), Kinds()
     steps: list[tuple[float, float]] = []
     dropped = Dropped()
     notes: list[tuple[str, bool, float, float]] = []
     keys: list[int] = []
     op_ext: list[np.ndarray] = []
     runtime: list[np.ndarray] = []
-    seq = n_events = 0
+    seq = n_events = n_dev = 0
     min_ts = np.inf
     device = _DeviceColumns.empty()
-    with Spill(False, temp_dir(), dtype=RECORD) as spill:
+    with (spill.dir / "activities.bin").open("wb") as activities:
+
+        def drain() -> int:
+            new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
+            if not kernels:  # the ids go to files, sorted there (calls in file order: the first one links)
+                for ext in op_ext:
+                    ops.add(kineto_links.keyed(ext[0], np.zeros(ext.shape[1], dtype=np.int64)))
+                for corr, ext in runtime:
+                    calls.add(kineto_links.keyed(corr, calls.records + np.arange(corr.size, dtype=np.int64),
+                                                 value=ext))
+                op_ext.clear()
+                runtime.clear()
+            return new
+
+        def take() -> float:
+            got = len(dev)
+            low = float(dev.column("ts_us").min()) if got else np.inf
+            if kernels:
+                device.take(dev)
+            elif got:
+                rec = np.empty(got, dtype=kineto_links.ACTIVITY)
+                for name in rec.dtype.names or ():
+                    rec[name] = dev.column(name)
+                rec.tofile(activities)
+                dev.clear()
+            return low
+
         for chunk in stream.chunks():
             n_events += len(chunk)
-            kineto._collect(chunk, threads, builder, cpu, dev, steps, dropped, notes)
-            if len(cpu.ts_us) >= streaming.DRAIN_ROWS:
-                min_ts = min(min_ts, min(cpu.ts_us))
-                seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
-            if len(dev.ts_us) >= streaming.DRAIN_ROWS:
-                device.take(dev)
-        if cpu.ts_us:
-            min_ts = min(min_ts, min(cpu.ts_us))
-        seq = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
-        device.take(dev)
-        dev_ts = device.column("ts_us")
-        origin = float(min(min_ts, dev_ts.min() if dev_ts.size else np.inf))
-        origin = 0.0 if not np.isfinite(origin) else origin
-        dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
-        links = _links(device, dev_dur, np.concatenate(op_ext, axis=1) if op_ext else np.zeros((1, 0), dtype=np.int64),
-                       np.concatenate(runtime, axis=1) if runtime else np.zeros((2, 0), dtype=np.int64))
-        folded = Folded(quantiles=quantiles)
-        folded.declare(builder.idents())
-        has_device = bool(dev_ts.size)
-        total = 0.0
-        for seg in _segments(spill, origin):
-            table = _segment_table(seg, builder, threads, links, origin, has_device)
-            total += float(table.total_ns.sum())
-            folded.add(table)
-        lone = np.flatnonzero(links.lone)
-        if lone.size:
-            table = _lone_table(builder, device, lone, dev_dur, dev_ts, origin)
-            total += float(table.total_ns.sum())
-            folded.add(table)
-    info: dict[str, Any] = {"format": "kineto", "events": n_events, "device_events": int(dev_ts.size),
-                            "device_unlinked": int(lone.size), "runs": len(steps) or None, "ts_origin_us": origin,
-                            "inclusive_flops": True, "streamed": True, "total_ns": total, "spilled_records": seq}
-    if dropped:
-        info["dropped"] = dropped.doc()
-    if kernels and has_device:
-        info["kernels"] = _kernel_table(builder.idents(), device, links.launcher, dev_dur,
-                                        to_ns(dev_ts - origin).astype(np.float64))
-    if devices := from_skeleton(stream.skeleton):
-        info["devices"] = devices
-    folded.meta = {**info, **meta}
-    return folded
+            collect(chunk, kinds, threads, builder, cpu, dev, steps, dropped, notes)
+            if len(cpu) >= streaming.DRAIN_ROWS:
+                min_ts = min(min_ts, float(cpu.column("ts_us").min()))
+                seq = drain()
+            if len(dev) >= streaming.DRAIN_ROWS:
+                n_dev += len(dev)
+                min_ts = min(min_ts, take())
+        if len(cpu):
+            min_ts = min(min_ts, float(cpu.column("ts_us").min()))
+        seq = drain()
+        n_dev += len(dev)
+        min_ts = min(min_ts, take())
+    return _Read(builder, threads, n_events, n_dev, seq, len(steps), min_ts, dropped, stream.skeleton, device,
+                 op_ext, runtime)
+
+
+def _lone_tables(builder: TableBuilder, links: _Links | DiskLinks, device: _DeviceColumns,
+                 origin: float) -> Any:
+    """Rows of their own for the activities that link to no op, as the whole-file reading makes them."""
+    if isinstance(links, DiskLinks):
+        for recs in links.lone_blocks():
+            yield _lone_rows(builder, recs["ident"], to_ns(recs["dur_us"]).astype(np.float64), recs["ts_us"],
+                             recs["pid"], recs["tid"], origin)
+        return
+    lone = np.flatnonzero(links.lone)
+    if lone.size:
+        yield _lone_rows(builder, device.column("ident").astype(np.int64)[lone],
+                         to_ns(device.column("dur_us")[lone]).astype(np.float64), device.column("ts_us")[lone],
+                         device.column("pid").astype(np.int64)[lone], device.column("tid").astype(np.int64)[lone],
+                         origin)
 
 
 def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
@@ -175,7 +295,8 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
         ops, first = np.unique(op_ext[0], return_index=True)
         op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
     else:
-        ops = np.unique(op_ext[0])
+        ops = np.sort(op_ext[0])  # np.unique's hashing path takes seconds on millions of distinct ids
+        ops = ops[np.concatenate(([True], ops[1:] != ops[:-1]))] if ops.size else ops
         op_ident = np.full(ops.size, _NONE, dtype=np.int64)
     ext = dev.column("external").astype(np.int64)
     corr = dev.column("correlation").astype(np.int64)
@@ -211,25 +332,30 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[at] == values
 
 
-def _segments(spill: Spill, origin: float) -> Any:
-    """The CPU records in nesting order, cut where nothing is open (:func:`streaming.cuts`)."""
-    carry: np.ndarray | None = None
+def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np.ndarray]] | None) -> Any:
+    """The CPU records in nesting order (``maps``: renumbered from the parts' codes), cut where nothing is
+    open (:func:`streaming.cuts`)."""
+    pieces: list[np.ndarray] = []  # joined once there are enough (not block by block: quadratic)
+    held = 0
     for block in spill.sorted_blocks():
-        recs = block if carry is None else np.concatenate([carry, block])
-        if recs.size < streaming.SEGMENT_RECORDS:
-            carry = recs
+        pieces.append(block if maps is None else kineto_parts.renumbered(block, *maps))
+        held += block.size
+        if held < streaming.SEGMENT_RECORDS:
             continue
+        recs = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        pieces.clear()
         start = to_ns(recs["ts_us"] - origin)
         done = 0
         for cut in streaming.cuts(recs["thread_key"], start, start + to_ns(-recs["neg_dur"])):
             yield recs[done:cut]
             done = cut
-        carry = recs[done:]
-    if carry is not None and carry.size:
-        yield carry
+        pieces.append(recs[done:])
+        held = pieces[0].size
+    if held:
+        yield np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links, origin: float,
+def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links | DiskLinks, origin: float,
                    has_device: bool) -> Calls:
     """One segment's rows, as :func:`layerperf.readers.kineto.read` makes them."""
     thread = seg["thread"].astype(np.int64)
@@ -251,8 +377,9 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
         op = kineto._enclosing_op(parent, is_op, calls)
         has_op = op >= 0
         np.add.at(device, op[has_op], links.around_ns[at[calls[has_op]]])
-        _launched_in(links, corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
-        links.lone[np.isin(links.around_of, corr[calls[~has_op]]) & (links.around_of != _NONE)] = True
+        links.launched(corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
+        links.orphaned(corr[calls[~has_op]])
+    links.release()
     incl = _inclusive(parent, device)
     idents = seg["ident"].astype(np.int64)
     rows = np.flatnonzero(idents >= 0)
@@ -322,10 +449,9 @@ def _builder_like(builder: TableBuilder) -> TableBuilder:
     return b
 
 
-def _lone_table(builder: TableBuilder, dev: _DeviceColumns, lone: np.ndarray, dur_ns: np.ndarray,
-                dev_ts: np.ndarray, origin: float) -> Calls:
+def _lone_rows(builder: TableBuilder, ident: np.ndarray, dur_ns: np.ndarray, ts_us: np.ndarray, pid: np.ndarray,
+               tid: np.ndarray, origin: float) -> Calls:
     b = _builder_like(builder)
-    b.extend(dev.column("ident").astype(np.int64)[lone], dur_ns[lone] / 1e3, device_us=dur_ns[lone] / 1e3,
-             ts_us=to_ns(dev_ts[lone] - origin) / 1e3, pid=dev.column("pid").astype(np.int64)[lone],
-             tid=dev.column("tid").astype(np.int64)[lone])
+    b.extend(ident.astype(np.int64), dur_ns / 1e3, device_us=dur_ns / 1e3, ts_us=to_ns(ts_us - origin) / 1e3,
+             pid=pid.astype(np.int64), tid=tid.astype(np.int64))
     return b.build({"inclusive_flops": True})

@@ -289,6 +289,17 @@ class _Costs:
         self.figures: dict[int, tuple[float, float]] = {}
         self.int_ops: dict[int, float] = {}
         self.counters: dict[int, dict[str, float]] = {}
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """FLOPs and bytes per identity code (NaN: unknown)."""
+        if self._arrays is None:
+            n = max(self.figures, default=-1) + 1
+            flops, nbytes = np.full(n, np.nan), np.full(n, np.nan)
+            for ident, (f, b) in self.figures.items():
+                flops[ident], nbytes[ident] = f, b
+            self._arrays = flops, nbytes
+        return self._arrays
 
     def make(self, key: tuple[Any, ...]) -> int:
         name, op_type, provider, ins, outs, counts = key
@@ -307,6 +318,7 @@ class _Costs:
         ident = self.builder.ident(node_name(name), op, prov, got_in[0] if got_in else "",
                                    got_out[0] if got_out else "")
         self.figures[ident] = (flops, nbytes)
+        self._arrays = None
         if int_ops == int_ops:
             self.int_ops[ident] = int_ops
         counters = json_value(counts)
@@ -367,12 +379,15 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
         n_events += len(chunk)
         kind = _kinds(column(chunk, "cat"), column(chunk, "name"), kinds)
         runs += kind.count(_RUN)
-        nodes = list(compress(chunk, map(_KERNEL.__eq__, kind)))
+        n_nodes = kind.count(_KERNEL)
+        nodes = chunk if n_nodes == len(chunk) else list(compress(chunk, map(_KERNEL.__eq__, kind)))
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
-        codes = idents.codes(list(zip(name)), list(args))
-        figures = np.asarray([costs.figures[c] for c in codes], dtype=np.float64).reshape(-1, 2)
-        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, figures[:, 0], figures[:, 1], name)
-        count_not_objects(chunk, column(chunk, "ph"), slices.dropped)
+        codes = np.fromiter(idents.codes(name, args), dtype=np.int64, count=n_nodes)
+        flops, nbytes = costs.arrays()
+        slices.add(thread_codes(threads, pid, tid), ts, dur, codes, flops[codes], nbytes[codes], name)
+        if n_nodes + kind.count(_RUN) < len(chunk):  # other events: any item that is no event object is one
+            others = list(compress(chunk, map(_OTHER.__eq__, kind)))
+            count_not_objects(others, column(others, "ph"), slices.dropped)
     return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, costs.counters,
                 costs.int_ops, slices.dropped)
 

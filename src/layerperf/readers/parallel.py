@@ -22,23 +22,26 @@ from typing import Any
 
 from layerperf.data.calls import Calls
 from layerperf.errors import InputError
-from layerperf.readers.stream import split_events
+from layerperf.readers import gzsplit
+from layerperf.readers.stream import EventStream, split_events
 
 MIN_BYTES = 32 << 20  # below this, forking costs more than it saves
 PEEK_BYTES = 1 << 20  # what is read of such a file to tell its format
 
 
-def worth_it(path: Path) -> bool:
+def worth_it(path: Path, *, gzipped_too: bool = False) -> bool:
     """Linux with a spare core, no other threads in this process (forking them is unsafe), a big plain
-    (not gzipped) file."""
+    file — or a big gzipped one when ``gzipped_too`` (folding: :mod:`layerperf.readers.gzsplit`)."""
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
     except OSError:
         return False
-    if gzipped:  # a gzip stream has no place to start the second half from: one process inflating ahead
+    if gzipped and not gzipped_too:  # a table read whole: one process inflating ahead
         return False
+    if gzipped:
+        size *= 8  # what it inflates to, at the least ratio worth it
     return (sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
             and size >= MIN_BYTES)
 
@@ -66,6 +69,31 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     table: Calls = reader.merge([mine, theirs], meta)
     table.meta["processes"] = 2
     return table
+
+
+def side_by_side(path: Path, read: Callable[[EventStream, int], Any]) -> list[Any] | None:
+    """``read(stream, k)`` of each of two stretches of the trace at ``path`` (plain or gzipped,
+    :func:`layerperf.readers.gzsplit.split`), the second in a forked child; None when the file can't be cut
+    or either side fails (the caller reads it in one process, which reports any error rightly)."""
+    try:
+        streams = gzsplit.split(path, 2)
+    except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
+        return None
+    if streams is None:
+        return None
+    first, second = streams
+    child = fork(lambda: read(second(), 1))
+    if child is None:
+        return None
+    try:
+        mine = read(first(), 0)
+    except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
+        mine = None
+    finally:
+        theirs = child()  # always reaped, whatever happened here
+    if mine is None or theirs is None:
+        return None
+    return [mine, theirs]
 
 
 def fork(work: Callable[[], Any]) -> Callable[[], Any] | None:

@@ -34,6 +34,9 @@ def sort_order(records: np.ndarray, zero_first: bool) -> np.ndarray | None:
     fields = [f for f in SORT_FIELDS if zero_first or f != "nonzero"]
     if _in_order(records, fields):
         return None
+    seq = records["seq"]
+    if seq.size > 1 and bool((seq[1:] >= seq[:-1]).all()):  # in file order already: a stable sort keeps it
+        fields = fields[:-1]
     return np.lexsort([records[f] for f in reversed(fields)])
 
 
@@ -111,16 +114,25 @@ class Spill:
         runs = [(path, n) for path, n in self.runs if n]
         block = max(MIN_BLOCK, budget // max(len(runs), 1))
         readers = [_RunReader(path, n, block, self.dtype) for path, n in runs]
+        fields = [f for f in SORT_FIELDS if self.zero_first or f != "nonzero"]
+
+        def key(rec: np.void) -> tuple[float, ...]:
+            return tuple(rec[f] for f in fields)
+
         while readers:
             # everything at or before the least of the blocks' last records can go: nothing after it
             # in any run sorts before it
-            bound = min((r.block[-1] for r in readers), key=lambda rec: tuple(
-                rec[f] for f in SORT_FIELDS if self.zero_first or f != "nonzero"))
+            lasts = [key(r.block[-1]) for r in readers]
+            least = min(range(len(readers)), key=lasts.__getitem__)
+            bound, bound_key = readers[least].block[-1], lasts[least]
             taken = []
-            for r in readers:
-                n = int(np.count_nonzero(_at_most(r.block, bound, self.zero_first)))
-                if n:
-                    taken.append(r.take(n))
+            for r, last in zip(readers, lasts, strict=True):
+                if last <= bound_key:  # the whole block (the bound's own, and any that ends with it)
+                    taken.append(r.take(r.block.size))
+                elif key(r.block[0]) <= bound_key:  # a block that starts after the bound gives nothing
+                    n = int(np.count_nonzero(_at_most(r.block, bound, self.zero_first)))
+                    if n:
+                        taken.append(r.take(n))
             out = np.concatenate(taken) if len(taken) > 1 else taken[0]
             order = sort_order(out, self.zero_first) if len(taken) > 1 else None
             if order is not None:

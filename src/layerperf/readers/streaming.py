@@ -17,7 +17,8 @@ Memory is the records of one segment plus the accumulators: a segment ends at th
 :data:`SEGMENT_RECORDS`, so it is as small as the trace's longest top-level call allows (one run of a
 model at most, in the traces profilers write). Every figure equals the whole-file table's; medians are
 exact for groups of up to 4096 calls and within 0.5% beyond (:mod:`layerperf.data.sketch`).
-PyTorch (Kineto) and layerperf traces are read whole (:func:`layerperf.readers.detect.read_table`).
+PyTorch (Kineto) traces are folded by :mod:`layerperf.readers.kineto_stream` the same way; layerperf's own are
+read whole (:func:`layerperf.readers.detect.read_table`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from layerperf.data.fold import Folded
 from layerperf.readers import ort, parallel, tef
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
-from layerperf.readers.stream import EventStream, open_events, split_events
+from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.tef import Idents, Part, Slices
 
 SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
@@ -133,25 +134,7 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
 
 
 def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
-    try:
-        streams = split_events(path, 2)
-    except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
-        return None
-    if streams is None:
-        return None
-    first, second = streams
-    child = parallel.fork(lambda: _spill_part(second(), reader, directory, 1, zero_first))
-    if child is None:
-        return None
-    try:
-        mine = _spill_part(first(), reader, directory, 0, zero_first)
-    except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
-        mine = None
-    finally:
-        theirs = child()
-    if mine is None or theirs is None:
-        return None
-    return [mine, theirs]
+    return parallel.side_by_side(path, lambda stream, k: _spill_part(stream, reader, directory, k, zero_first))
 
 
 def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta: dict[str, Any],
@@ -237,20 +220,27 @@ def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.n
               origin_us: float) -> Iterator[tuple[np.ndarray, ...]]:
     """The records in nesting order, in global codes, as columns (thread, ts, dur, ident, flops, bytes),
     cut where nothing is open on the thread."""
-    carry: tuple[np.ndarray, ...] | None = None
+    pieces: list[tuple[np.ndarray, ...]] = []  # joined once there are enough (not block by block: quadratic)
+    held = 0
     for block in spill.sorted_blocks():
-        cols = _columns(block, ident_maps, thread_maps)
-        cols = cols if carry is None else tuple(np.concatenate([a, b]) for a, b in zip(carry, cols, strict=True))
-        if cols[0].size < SEGMENT_RECORDS:
-            carry = cols
+        pieces.append(_columns(block, ident_maps, thread_maps))
+        held += block.size
+        if held < SEGMENT_RECORDS:
             continue
+        cols = _joined(pieces)
+        pieces.clear()
         done = 0
         for cut in _cuts(cols, origin_us):
             yield tuple(c[done:cut] for c in cols[:6])
             done = cut
-        carry = tuple(c[done:] for c in cols) if done else cols
-    if carry is not None and carry[0].size:
-        yield carry[:6]
+        pieces.append(tuple(c[done:] for c in cols) if done else cols)
+        held = pieces[0][0].size
+    if held:
+        yield _joined(pieces)[:6]
+
+
+def _joined(pieces: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    return pieces[0] if len(pieces) == 1 else tuple(np.concatenate(c) for c in zip(*pieces, strict=True))
 
 
 def _columns(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray]) -> tuple[np.ndarray, ...]:

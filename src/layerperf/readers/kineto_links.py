@@ -1,0 +1,213 @@
+"""Device activities linked to the ops that launched them through files: memory that does not grow.
+
+Linking an activity needs every op's External id and every runtime call's correlation id
+(:mod:`layerperf.readers.kineto_stream`). Kept in memory they grow with the trace (~55 MiB a million
+events); here they are sorted on disk instead (:class:`~layerperf.readers.spill.Spill`, keyed by the id):
+the activities, written in file order, are resolved a block at a time against the sorted ids by
+binary search over the mapped files; what they give — device time per op External id, per runtime
+call correlation (for the op around the call), the activities that link to nothing — is sorted and
+summed on disk too, and looked up the same way while the CPU segments go by. Mapped pages are given
+back after each block, so memory is a block's worth whatever the trace's size. The rules are
+:func:`layerperf.readers.kineto_stream.links`'s, and so are the figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from layerperf.readers.spill import Spill
+
+NONE = -1
+BLOCK = 1 << 18  # activities resolved at a time
+# a record sorted by its key (an id), then file order; the spill's sort fields, the rest zero
+KEYED = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
+                  ("value", "<i8"), ("ns", "<f8")])
+ACTIVITY = np.dtype([("ts_us", "<f8"), ("dur_us", "<f8"), ("ident", "<i8"), ("external", "<i8"),
+                     ("correlation", "<i8"), ("pid", "<i8"), ("tid", "<i8")])
+
+
+def keyed(key: np.ndarray, seq: np.ndarray, value: np.ndarray | None = None,
+          ns: np.ndarray | None = None) -> np.ndarray:
+    """KEYED records: sorted by ``key``, then ``seq``."""
+    rec = np.zeros(key.size, dtype=KEYED)
+    rec["thread_key"], rec["seq"] = key, seq
+    if value is not None:
+        rec["value"] = value
+    if ns is not None:
+        rec["ns"] = ns
+    return rec
+
+
+class Mapped:
+    """A file of one numpy dtype, mapped; :meth:`release` gives its pages back (the page cache keeps them)."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.size = path.stat().st_size // dtype.itemsize
+        self._f = path.open("rb")
+        self._map = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+        self.array = np.frombuffer(self._map, dtype=dtype, count=self.size) if self._map is not None else \
+            np.zeros(0, dtype=dtype)
+
+    def release(self) -> None:
+        if self._map is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                self._map.madvise(mmap.MADV_DONTNEED)
+
+    def close(self) -> None:
+        self.array = self.array[:0].copy()
+        if self._map is not None:
+            with contextlib.suppress(BufferError):
+                self._map.close()
+        self._f.close()
+
+
+def _sorted_file(spill: Spill, path: Path, fields: tuple[str, ...], dtype: np.dtype) -> Mapped:
+    """The spill's records in key order, the ``fields`` only, as one mapped file."""
+    with path.open("wb") as f:
+        for block in spill.sorted_blocks():
+            out = np.empty(block.size, dtype=dtype)
+            for name, field in zip(dtype.names or (), fields, strict=True):
+                out[name] = block[field]
+            out.tofile(f)
+    return Mapped(path, dtype)
+
+
+def _summed_file(spill: Spill, path: Path) -> Mapped:
+    """Per distinct key of the spill, the sum of its records' ``ns`` (whole ns: exact in any order)."""
+    dtype = np.dtype([("key", "<i8"), ("ns", "<f8")])
+    carry: tuple[int, float] | None = None
+    with path.open("wb") as f:
+        for block in spill.sorted_blocks():
+            key, ns = block["thread_key"], block["ns"]
+            starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+            out = np.empty(starts.size, dtype=dtype)
+            out["key"], out["ns"] = key[starts], np.add.reduceat(ns, starts)
+            if carry is not None and out["key"][0] == carry[0]:
+                out["ns"][0] += carry[1]
+            elif carry is not None:
+                np.asarray([carry], dtype=dtype).tofile(f)
+            out[:-1].tofile(f)
+            carry = (int(out["key"][-1]), float(out["ns"][-1]))
+        if carry is not None:
+            np.asarray([carry], dtype=dtype).tofile(f)
+    return Mapped(path, dtype)
+
+
+def _member(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    if not sorted_keys.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.clip(np.searchsorted(sorted_keys, values), 0, sorted_keys.size - 1)
+    return (sorted_keys[at] == values) & (values != NONE)
+
+
+class DiskLinks:
+    """What the CPU segments need of the device activities, from files (see the module's docstring)."""
+
+    def __init__(self, directory: Path, activities: Path, ops: Spill, calls: Spill) -> None:
+        self.dir = directory
+        self.activities = Mapped(activities, ACTIVITY)
+        self.orphans: list[np.ndarray] = []  # correlations of calls with no op around them
+        op_keys = _sorted_file(ops, directory / "ops.bin", ("thread_key",), np.dtype([("key", "<i8")]))
+        call_keys = _sorted_file(calls, directory / "calls.bin", ("thread_key", "value"),
+                                 np.dtype([("key", "<i8"), ("ext", "<i8")]))
+        with Spill(False, str(directory), dtype=KEYED) as ext, Spill(False, str(directory), dtype=KEYED) as around, \
+                Spill(False, str(directory), dtype=KEYED) as lone:
+            self.unlinked = self._resolve(op_keys, call_keys, ext, around, lone)
+            op_keys.close()
+            call_keys.close()
+            self.ext_file = _summed_file(ext, directory / "ext_ns.bin")
+            self.around_file = _summed_file(around, directory / "around_ns.bin")
+            self._around_spill_path = directory / "around.bin"
+            _sorted_file(around, self._around_spill_path, ("thread_key", "seq"),
+                         np.dtype([("key", "<i8"), ("seq", "<i8")])).close()
+            self._lone_path = directory / "lone.bin"
+            _sorted_file(lone, self._lone_path, ("seq",), np.dtype([("seq", "<i8")])).close()
+        self.ext, self.ext_ns = self.ext_file.array["key"], self.ext_file.array["ns"]
+        self.around, self.around_ns = self.around_file.array["key"], self.around_file.array["ns"]
+
+    def _resolve(self, ops: Mapped, calls: Mapped, ext_out: Spill, around_out: Spill, lone_out: Spill) -> int:
+        """Each activity's link (the rules of ``kineto_stream.links``), a block at a time; how many link
+        to nothing."""
+        op_keys, call_corr, call_ext = ops.array["key"], calls.array["key"], calls.array["ext"]
+        lone_n = 0
+        acts = self.activities.array
+        for lo in range(0, acts.size, BLOCK):
+            block = acts[lo:lo + BLOCK]
+            index = np.arange(lo, lo + block.size, dtype=np.int64)
+            ext, corr = block["external"], block["correlation"]
+            dur_ns = np.rint(block["dur_us"] * 1e3).astype(np.int64).astype(np.float64)
+            direct = _member(ext, op_keys)
+            at = np.clip(np.searchsorted(call_corr, corr), 0, max(call_corr.size - 1, 0))
+            has_call = (call_corr[at] == corr) & (corr != NONE) if call_corr.size else np.zeros(corr.size, bool)
+            via = np.where(has_call, call_ext[at] if call_ext.size else NONE, NONE)
+            via_op = ~direct & has_call & _member(via, op_keys)
+            around = ~direct & has_call & ~via_op
+            target = np.where(direct, ext, np.where(via_op, via, NONE))
+            owned = target != NONE
+            ext_out.add(keyed(target[owned], index[owned], ns=dur_ns[owned]))
+            around_out.add(keyed(corr[around], index[around], ns=dur_ns[around]))
+            lone = ~owned & ~around
+            lone_out.add(keyed(np.zeros(int(lone.sum()), dtype=np.int64), index[lone]))
+            lone_n += int(lone.sum())
+            self.activities.release()
+            ops.release()
+            calls.release()
+        return lone_n
+
+    def orphaned(self, corr: np.ndarray) -> None:
+        """Calls with these correlations have no op around them: their activities link to nothing."""
+        if corr.size:
+            self.orphans.append(corr.astype(np.int64))
+
+    def release(self) -> None:
+        self.ext_file.release()
+        self.around_file.release()
+
+    def launched(self, corr: np.ndarray, ident: np.ndarray) -> None:
+        """(The launching op of each activity is kept only with the activities in memory.)"""
+
+    def lone_blocks(self) -> Iterator[np.ndarray]:
+        """The activities that link to nothing, in file order, a block at a time (ACTIVITY records)."""
+        orphans = np.unique(np.concatenate(self.orphans)) if self.orphans else np.zeros(0, dtype=np.int64)
+        extra = np.zeros(0, dtype=np.int64)
+        if orphans.size:
+            waiting = Mapped(self._around_spill_path, np.dtype([("key", "<i8"), ("seq", "<i8")]))
+            found = []
+            for lo in range(0, waiting.size, BLOCK):
+                block = waiting.array[lo:lo + BLOCK]
+                found.append(block["seq"][_member(block["key"], orphans)].copy())
+                waiting.release()
+            waiting.close()
+            extra = np.sort(np.concatenate(found)) if found else extra
+        self.unlinked += extra.size
+        lone = Mapped(self._lone_path, np.dtype([("seq", "<i8")]))
+        try:
+            yield from _merged_indices(lone, extra, self.activities)
+        finally:
+            lone.close()
+
+    def close(self) -> None:
+        self.ext = self.ext_ns = self.around = self.around_ns = np.zeros(0)  # views of the maps closed next
+        for m in (self.activities, self.ext_file, self.around_file):
+            m.close()
+
+
+def _merged_indices(lone: Mapped, extra: np.ndarray, activities: Mapped) -> Iterator[np.ndarray]:
+    """The activities at the (sorted) indices of ``lone`` and ``extra`` together, in index order."""
+    done_extra = 0
+    for lo in range(0, max(lone.size, 1), BLOCK):
+        seq = lone.array["seq"][lo:lo + BLOCK]
+        last = int(seq[-1]) if seq.size and lo + BLOCK < lone.size else None
+        upto = extra.size if last is None else int(np.searchsorted(extra, last, "right"))
+        index = np.sort(np.concatenate([seq, extra[done_extra:upto]]))
+        done_extra = upto
+        lone.release()
+        if index.size:
+            out = activities.array[index].copy()
+            activities.release()
+            yield out

@@ -1,0 +1,151 @@
+"""A big PyTorch (Kineto) trace read by two processes before it is folded, as the other formats are.
+
+The file is cut in two at an event boundary (:func:`layerperf.readers.gzsplit.split`, plain or gzipped);
+a forked child reads the second stretch while this process reads the first, each spilling its CPU records,
+op External ids and call correlations into sorted runs and writing its device activities to a file of its
+own, with row identities and threads numbered locally. The parts then merge: identities and threads are
+renumbered into one numbering in file order (the first part's, then what the second adds: as one process
+reading the whole file numbers them), a record's part is the high bits of its file-order ``seq``, and the
+second part's activities follow the first's. Anything unexpected returns None and the caller reads the file
+in one process (which also reports any error at its true spot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layerperf.data.calls import Interner, TableBuilder
+from layerperf.readers import parallel, streaming
+from layerperf.readers.dropped import Dropped
+from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
+from layerperf.readers.kineto_links import ACTIVITY, KEYED, keyed
+from layerperf.readers.spill import Spill
+from layerperf.readers.stream import EventStream
+
+PART_SHIFT = 40  # a record's part in the high bits of its seq (file order: part, then place in the part)
+_COPY = 1 << 18  # activities copied at a time
+
+
+@dataclass
+class Part:
+    """What one stretch of the trace gave: its runs and files, and its identities and threads in order."""
+
+    runs: list[tuple[Path, int]]
+    op_runs: list[tuple[Path, int]]
+    call_runs: list[tuple[Path, int]]
+    activities: Path
+    idents: list[Any]
+    threads: list[Any]
+    events: int = 0
+    device: int = 0
+    records: int = 0
+    steps: int = 0
+    min_ts: float = np.inf
+    dropped: Dropped = field(default_factory=Dropped)
+    skeleton: Any = None
+
+
+def read_part(stream: EventStream, directory: Path, index: int, drain: Any, record_dtype: np.dtype) -> Part:
+    """Read one stretch (``drain``: :func:`layerperf.readers.kineto_stream._drain`), spilling into
+    ``directory``."""
+    builder, threads, kinds = TableBuilder(), Interner(), Kinds()
+    cpu, dev = Cpu(), Device()
+    steps: list[tuple[float, float]] = []
+    notes: list[tuple[str, bool, float, float]] = []
+    keys: list[int] = []
+    out = Part([], [], [], directory / f"activities{index}.bin", [], [])
+    base = index << PART_SHIFT
+    with Spill(False, str(directory), dtype=record_dtype) as spill, \
+            Spill(False, str(directory), dtype=KEYED) as ops, Spill(False, str(directory), dtype=KEYED) as calls, \
+            out.activities.open("wb") as activities:
+        # the spills' own directories are removed on leaving: their runs are moved up into ``directory``
+        seq = base
+
+        def flush() -> None:
+            nonlocal seq
+            if len(cpu):
+                out.min_ts = min(out.min_ts, float(cpu.column("ts_us").min()))
+            op_ext: list[np.ndarray] = []
+            runtime: list[np.ndarray] = []
+            seq = drain(cpu, spill, threads, keys, seq, op_ext, runtime, False)
+            for ext in op_ext:
+                ops.add(keyed(ext[0], np.zeros(ext.shape[1], dtype=np.int64)))
+            for corr, ext in runtime:
+                calls.add(keyed(corr, base + calls.records + np.arange(corr.size, dtype=np.int64), value=ext))
+            if len(dev):
+                out.device += len(dev)
+                out.min_ts = min(out.min_ts, float(dev.column("ts_us").min()))
+                rec = np.empty(len(dev), dtype=ACTIVITY)
+                for name in rec.dtype.names or ():
+                    rec[name] = dev.column(name)
+                rec.tofile(activities)
+                dev.clear()
+
+        for chunk in stream.chunks():
+            out.events += len(chunk)
+            collect(chunk, kinds, threads, builder, cpu, dev, steps, out.dropped, notes)
+            if len(cpu) >= streaming.DRAIN_ROWS or len(dev) >= streaming.DRAIN_ROWS:
+                flush()
+        flush()
+        out.runs, out.op_runs, out.call_runs = (_moved(s, directory) for s in (spill, ops, calls))
+    out.records, out.steps = seq - base, len(steps)
+    out.idents, out.threads, out.skeleton = builder.idents(), threads.values(), stream.skeleton
+    return out
+
+
+def _moved(spill: Spill, directory: Path) -> list[tuple[Path, int]]:
+    """The spill's runs, moved into ``directory`` (which outlives the spill's own)."""
+    spill.flush()
+    runs = []
+    for path, n in spill.runs:
+        target = directory / f"{spill.dir.name}-{path.name}"
+        path.rename(target)
+        runs.append((target, n))
+    return runs
+
+
+def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtype) -> list[Part] | None:
+    """The trace read as two parts side by side; None when it can't be (the caller reads it in one)."""
+    return parallel.side_by_side(path, lambda stream, k: read_part(stream, directory, k, drain, record_dtype))
+
+
+def merged(parts: list[Part], builder: TableBuilder, threads: Interner, spill: Spill, ops: Spill, calls: Spill,
+           activities: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Adopt the parts' runs and join their activities into one file, renumbered; the maps from each part's
+    identity and thread codes to the merged ones."""
+    ident_maps, thread_maps = [], []
+    with activities.open("wb") as out:
+        for p in parts:
+            imap = np.asarray(builder.ident_codes(p.idents), dtype=np.int64)
+            ident_maps.append(imap)
+            thread_maps.append(np.asarray(threads.codes(p.threads), dtype=np.int64))
+            spill.adopt(p.runs)
+            ops.adopt(p.op_runs)
+            calls.adopt(p.call_runs)
+            acts = np.memmap(p.activities, dtype=ACTIVITY, mode="r") if p.activities.stat().st_size else \
+                np.zeros(0, dtype=ACTIVITY)
+            for lo in range(0, acts.size, _COPY):
+                block = np.array(acts[lo:lo + _COPY])
+                block["ident"] = np.where(block["ident"] >= 0, imap[np.maximum(block["ident"], 0)], -1) \
+                    if imap.size else block["ident"]
+                block.tofile(out)
+            del acts
+            p.activities.unlink()
+    return ident_maps, thread_maps
+
+
+def renumbered(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray]) -> np.ndarray:
+    """Records of any part with the merged identity and thread codes (in place)."""
+    part = block["seq"] >> PART_SHIFT
+    for k in range(1, len(ident_maps)):
+        mine = part == k
+        if mine.any():
+            ident = block["ident"][mine].astype(np.int64)
+            imap = ident_maps[k]
+            block["ident"][mine] = np.where(ident >= 0, imap[np.maximum(ident, 0)] if imap.size else -1, -1)
+            block["thread"][mine] = thread_maps[k][block["thread"][mine].astype(np.int64)]
+    return block
