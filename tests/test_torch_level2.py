@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import layerperf  # noqa: E402
 import layerperf.torch as lt  # noqa: E402
 from layerperf.backends.base import RunPlan  # noqa: E402
+from layerperf.backends.torch import driver  # noqa: E402
 from layerperf.backends.torch.hooks import forward_wrappers  # noqa: E402
 from layerperf.backends.torch.level2 import Level2Run  # noqa: E402
 from layerperf.backends.torch.models import load  # noqa: E402
@@ -54,7 +55,7 @@ def test_every_op_goes_to_the_module_that_called_it(model: str, zoo: dict[str, i
     runner = Runner(load(model, RunPlan(zoo_options=zoo)))
     rec = runner.record()
     index = runner.index(rec)
-    layers = layerperf.backends.torch.driver.layers_from(rec)
+    layers = driver.layers_from(rec)
     parents = {la.parent for la in layers}
     run = Level2Run(runner, index)
     for k in range(3):
@@ -89,7 +90,7 @@ def test_a_blocks_own_ops_and_its_childrens() -> None:
     """A module's own code (reshape, softmax in _Block.forward) is its op rows; its children's ops are theirs."""
     runner = Runner(layerperf.backends.torch.models.TorchModel(_Block().eval(), (torch.randn(2, 4, 16),)))
     rec = runner.record()
-    layers = layerperf.backends.torch.driver.layers_from(rec)
+    layers = driver.layers_from(rec)
     got = Level2Run(runner, runner.index(rec))(shapes=True)
     att = attributed(got.events, layers, 0)
     assert [(op.op, op.parent) for op in att.ops] == [
@@ -274,7 +275,7 @@ def test_a_module_calling_itself_keeps_every_call() -> None:
     call's range is named apart, so all 4 calls are spans and all 3 adds and the mul are the module's."""
     runner = Runner(layerperf.backends.torch.models.TorchModel(_Outer().eval(), (torch.randn(2, 4),)))
     rec = runner.record()
-    layers = layerperf.backends.torch.driver.layers_from(rec)
+    layers = driver.layers_from(rec)
     got = Level2Run(runner, runner.index(rec))(shapes=False)
     att = attributed(got.events, layers, 0)
     rec_layer = next(i for i, la in enumerate(layers) if la.name == "rec")
@@ -306,7 +307,7 @@ def test_a_module_run_on_another_thread_leaves_the_ranges_whole() -> None:
     trips torch's internal assert): the run completes, the main thread's op is under its module."""
     runner = Runner(layerperf.backends.torch.models.TorchModel(_Threaded().eval(), (torch.randn(2, 4),)))
     rec = runner.record()
-    layers = layerperf.backends.torch.driver.layers_from(rec)
+    layers = driver.layers_from(rec)
     run = Level2Run(runner, runner.index(rec))
     for _ in range(2):
         got = run(shapes=False)
