@@ -212,6 +212,7 @@ def test_in_situ_runs_rank_correlation_with_themselves() -> None:
     # runs set aside are left out; too few left: unknown
     assert halves_rank_correlation(steady, [True, True, True, False]) is None
     assert halves_rank_correlation([[1.0, nan, 1.0, nan], [2.0, 2.0, 2.0, 2.0]], None) is None
+    assert halves_rank_correlation(steady, [True, False]) == pytest.approx(1.0)  # flags not one per run: all runs
 
 
 def test_disturbed_pairs_are_set_aside_unless_too_few_remain() -> None:

@@ -82,7 +82,9 @@ def halves_rank_correlation(runs_ns: Sequence[Sequence[float]], use: Sequence[bo
     lower than the full runs' own). None below four kept runs or two layers known in both halves."""
     halves: list[list[float]] = [[], []]
     for times in runs_ns:
-        kept_ = [t for t, u in zip(times, use or [True] * len(times), strict=False) if u]
+        # every run where ``use`` does not say one flag per run, as the medians beside it are taken
+        whole = use is None or len(use) != len(times)
+        kept_ = list(times) if whole else [t for t, u in zip(times, use or (), strict=True) if u]
         if len(kept_) < 4:
             return None
         for h in (0, 1):
