@@ -110,7 +110,7 @@ def test_in_place_output_shares_its_input_only_where_the_input_is_read_last() ->
     from layerperf.backends.ort.bound import Step, buffer_plan
 
     sizes = {"a": 64, "s": 64, "c": 64, "y": 64}
-    # s (the residual) is last read by the step that adds into it: that step writes over it
+    # a (the residual) is last read by the step that adds into it: that step writes over it
     steps = [Step(["x"], ["a"]), Step(["a"], ["s"]), Step(["s", "a"], ["c"], alias_of="a", in_place=True),
              Step(["c"], ["y"])]
     of, _ = buffer_plan(steps, sizes, {"x": 0, "a": 2, "s": 2, "c": 3}, keep={"y"})
@@ -119,6 +119,26 @@ def test_in_place_output_shares_its_input_only_where_the_input_is_read_last() ->
     steps[3] = Step(["c", "a"], ["y"])
     of, _ = buffer_plan(steps, sizes, {"x": 0, "a": 3, "s": 2, "c": 3}, keep={"y"})
     assert of["c"] != of["a"]
+    # the Sum is a view of a tensor read later: their shared buffer is not written over
+    steps = [Step(["x"], ["t"]), Step(["t"], ["v"], alias_of="t"), Step(["x"], ["a"]),
+             Step(["a", "v"], ["c"], alias_of="v", in_place=True), Step(["c", "t"], ["y"])]
+    sizes = {"t": 64, "v": 64, "a": 64, "c": 64, "y": 64}
+    of, _ = buffer_plan(steps, sizes, {"x": 2, "t": 4, "v": 3, "a": 3, "c": 4}, keep={"y"})
+    assert of["v"] == of["t"] and of["c"] != of["t"]
+
+
+def test_a_sum_that_is_also_the_convolutions_input_is_not_written_over() -> None:
+    from types import SimpleNamespace
+
+    from onnx import helper
+
+    from layerperf.backends.ort.stepwise import _planned
+
+    node = helper.make_node("Conv", ["x", "w", "b", "x"], ["y"], domain="com.microsoft.nchwc")
+    assert _planned(SimpleNamespace(node=node, inputs=["x"], outputs=["y"])).alias_of is None
+    node = helper.make_node("Conv", ["x", "w", "b", "s"], ["y"], domain="com.microsoft.nchwc")
+    planned = _planned(SimpleNamespace(node=node, inputs=["x", "s"], outputs=["y"]))
+    assert planned.alias_of == "s" and planned.in_place
 
 
 def test_residual_convolution_writes_over_its_sum_and_gives_the_real_runs_outputs(tmp_path: Path) -> None:

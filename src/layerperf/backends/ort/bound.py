@@ -98,8 +98,11 @@ def buffer_plan(steps: Sequence[Step], sizes: Mapping[str, int], last_use: Mappi
     for i, step in enumerate(steps):
         for name in step.outputs:
             source = step.alias_of
-            if step.in_place and source is not None and (last_use.get(source) != i or source in keep):
-                source = None  # read again later (or an output): the real run cannot write over it either
+            if step.in_place and source is not None and (
+                    last_use.get(source) != i or source in keep or source not in of or live[of[source]] != 1):
+                # read again later, an output, or its buffer holds another tensor still to be read (a view's
+                # input): the real run cannot write over it either
+                source = None
             if source is not None and source in of and sizes[source] == sizes[name]:
                 of[name] = of[source]
             else:

@@ -77,7 +77,9 @@ def _planned(step: _Step) -> bound.Step:
     view = node.op_type in bound.ALIAS_OPS and node.domain in ("", "ai.onnx") and one
     source = node.input[0] if view and node.input and node.input[0] in step.inputs else None
     at = bound.IN_PLACE_INPUTS.get((node.domain, node.op_type))
-    if source is None and one and at is not None and len(node.input) > at and node.input[at] in step.inputs:
+    # a Sum that is also another input of the node (y = x + conv(x)) is still read while the output is written
+    if (source is None and one and at is not None and len(node.input) > at and node.input[at] in step.inputs
+            and list(node.input).count(node.input[at]) == 1):
         return bound.Step(step.inputs, step.outputs, node.input[at], in_place=True)
     return bound.Step(step.inputs, step.outputs, source)
 
