@@ -60,6 +60,8 @@ busy_on() {  # one spinning process per core of a pair; prints their pids
   for c in $(seq "${1%-*}" "${1#*-}"); do taskset -c "$c" sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $!; done
 }
 
+spin=()
+trap 'kill "${spin[@]}" 2>/dev/null; rm -rf "$work"' EXIT   # no spinner left behind, however it ends
 info | tee "$work/logs/machine.log"
 hf=$(ls "$HF_DIR"/*.onnx 2>/dev/null | paste -sd, -)
 [[ ${QUICK:-0} == 1 ]] && hf=""
@@ -91,10 +93,10 @@ tail -n 3 "$work"/logs/counters_*.log | grep -E "^(==>|resnet50|mobilenet_v2|ber
 tail -n 1 "$work"/logs/collect_*.log
 a=(); b=()
 for f in "$work"/stores/A*.db; do a+=(--store "$f"); done
-for f in "$work"/stores/B*.db; do b+=("$f"); done
+for f in "$work"/stores/B*.db; do b+=(--again "$f"); done
 tar -czf "$OUT/quiet.tar.gz" -C "$work" logs stores
 echo "stores and logs: $(du -h "$OUT/quiet.tar.gz" | cut -f1)"
 if [[ ${EVAL:-1} == 1 ]] && "$PY" -c "import sklearn" 2>/dev/null; then
   echo "== evaluation (sweep A, and sweep A against B)"
-  timeout "${P3:-100}" "$PY" benchmarks/predict.py "${a[@]}" 2>&1 | tail -n 25
+  timeout "${P3:-100}" "$PY" benchmarks/predict.py "${a[@]}" "${b[@]}" 2>&1 | tail -n 25
 fi
