@@ -112,21 +112,30 @@ class DiskLinks:
         self.dir = directory
         self.activities = Mapped(activities, ACTIVITY)
         self.orphans: list[np.ndarray] = []  # correlations of calls with no op around them
-        op_keys = _sorted_file(ops, directory / "ops.bin", ("thread_key",), np.dtype([("key", "<i8")]))
-        call_keys = _sorted_file(calls, directory / "calls.bin", ("thread_key", "value"),
-                                 np.dtype([("key", "<i8"), ("ext", "<i8")]))
-        with Spill(False, str(directory), dtype=KEYED) as ext, Spill(False, str(directory), dtype=KEYED) as around, \
-                Spill(False, str(directory), dtype=KEYED) as lone:
-            self.unlinked = self._resolve(op_keys, call_keys, ext, around, lone)
-            op_keys.close()
-            call_keys.close()
-            self.ext_file = _summed_file(ext, directory / "ext_ns.bin")
-            self.around_file = _summed_file(around, directory / "around_ns.bin")
-            self._around_spill_path = directory / "around.bin"
-            _sorted_file(around, self._around_spill_path, ("thread_key", "seq"),
-                         np.dtype([("key", "<i8"), ("seq", "<i8")])).close()
-            self._lone_path = directory / "lone.bin"
-            _sorted_file(lone, self._lone_path, ("seq",), np.dtype([("seq", "<i8")])).close()
+        keys: list[Mapped] = []  # closed however the linking ends (a failure leaves no mapping open)
+        try:
+            keys.append(_sorted_file(ops, directory / "ops.bin", ("thread_key",), np.dtype([("key", "<i8")])))
+            keys.append(_sorted_file(calls, directory / "calls.bin", ("thread_key", "value"),
+                                     np.dtype([("key", "<i8"), ("ext", "<i8")])))
+            with Spill(False, str(directory), dtype=KEYED) as ext, \
+                    Spill(False, str(directory), dtype=KEYED) as around, \
+                    Spill(False, str(directory), dtype=KEYED) as lone:
+                self.unlinked = self._resolve(keys[0], keys[1], ext, around, lone)
+                for mapped in keys:  # their pages back before the summing below
+                    mapped.close()
+                self.ext_file = _summed_file(ext, directory / "ext_ns.bin")
+                self.around_file = _summed_file(around, directory / "around_ns.bin")
+                self._around_spill_path = directory / "around.bin"
+                _sorted_file(around, self._around_spill_path, ("thread_key", "seq"),
+                             np.dtype([("key", "<i8"), ("seq", "<i8")])).close()
+                self._lone_path = directory / "lone.bin"
+                _sorted_file(lone, self._lone_path, ("seq",), np.dtype([("seq", "<i8")])).close()
+        except BaseException:
+            self.activities.close()
+            raise
+        finally:
+            for mapped in keys:
+                mapped.close()
         self.ext, self.ext_ns = self.ext_file.array["key"], self.ext_file.array["ns"]
         self.around, self.around_ns = self.around_file.array["key"], self.around_file.array["ns"]
 
