@@ -12,7 +12,7 @@ import numpy as np
 
 from layerperf.collectors.disturbance import kept
 from layerperf.collectors.perf import CounterRequest
-from layerperf.data.fidelity import halves_rank_correlation
+from layerperf.data.fidelity import chosen, halves_rank_correlation
 from layerperf.data.profile import CounterInfo, Layer
 from layerperf.errors import LayerperfError
 
@@ -70,9 +70,9 @@ class CounterResult:
         return CounterInfo(
             events=dict(zip(request.labels, request.events, strict=True)), passes=request.passes,
             multiplex=request.multiplex, schedule=self.schedule, calibration=self.calibration,
-            call_overhead_ns=call_ns, stepwise_median_ns=[_less(_chosen(t, use), call_ns) for t in self.node_ns],
+            call_overhead_ns=call_ns, stepwise_median_ns=[_less(chosen(t, use), call_ns) for t in self.node_ns],
             fraction_counted=fractions, inclusive=inclusive,
-            insitu_median_ns=[_median(_chosen(t, use)) for t in self.insitu_ns] if self.insitu_ns else [],
+            insitu_median_ns=[_median(chosen(t, use)) for t in self.insitu_ns] if self.insitu_ns else [],
             timing_passes=len(self.disturbed) if self.disturbed is not None else None,
             passes_disturbed=sum(self.disturbed) if self.disturbed is not None else None,
             disturbed_used=use is not None and all(use) and any(self.disturbed or []),
@@ -97,13 +97,6 @@ def _medians(by_label: dict[str, list[list[float]]]) -> dict[str, list[float]]:
         out[label] = [float(np.nanmedian(v)) if v and not all(math.isnan(x) for x in v) else math.nan
                       for v in per_layer]
     return out
-
-
-def _chosen(values: list[Any], use: list[bool] | None) -> list[Any]:
-    """The values of the passes ``use`` keeps (all when None or when the lengths differ)."""
-    if use is None or len(use) != len(values):
-        return values
-    return [v for v, u in zip(values, use, strict=True) if u]
 
 
 def _median(values: list[float]) -> float:

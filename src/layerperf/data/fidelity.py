@@ -82,9 +82,7 @@ def halves_rank_correlation(runs_ns: Sequence[Sequence[float]], use: Sequence[bo
     lower than the full runs' own). None below four kept runs or two layers known in both halves."""
     halves: list[list[float]] = [[], []]
     for times in runs_ns:
-        # every run where ``use`` does not say one flag per run, as the medians beside it are taken
-        whole = use is None or len(use) != len(times)
-        kept_ = list(times) if whole else [t for t, u in zip(times, use or (), strict=True) if u]
+        kept_ = chosen(times, use)
         if len(kept_) < 4:
             return None
         for h in (0, 1):
@@ -92,3 +90,10 @@ def halves_rank_correlation(runs_ns: Sequence[Sequence[float]], use: Sequence[bo
             halves[h].append(float(np.median(known)) if known else math.nan)
     both = [(a, b) for a, b in zip(*halves, strict=True) if _finite(a) and _finite(b)]
     return spearman([a for a, _ in both], [b for _, b in both]) if len(both) >= 2 else None
+
+
+def chosen(values: Sequence[Any], use: Sequence[bool] | None) -> list[Any]:
+    """The values of the passes ``use`` keeps (all when None or when the lengths differ)."""
+    if use is None or len(use) != len(values):
+        return list(values)
+    return [v for v, u in zip(values, use, strict=True) if u]

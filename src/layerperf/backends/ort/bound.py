@@ -52,9 +52,6 @@ def seen(value: Any) -> TensorShape | None:
     return TensorShape(tuple(int(d) for d in value.shape()), dtype)
 
 
-# Ops whose output ONNX Runtime hands over in the input's own memory in the real run (a view, no copy);
-# their kernels copy only when the output lies elsewhere, so here it is planned in the input's buffer.
-ALIAS_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 
 # Kernels that may write their output over one of their inputs (input index by (domain, op type)): a
 # convolution with a fused residual Sum (ONNX Runtime's NCHWc Conv, FusedConv's Z) adds into the Sum
@@ -67,8 +64,10 @@ IN_PLACE_INPUTS = {("com.microsoft.nchwc", "Conv"): 3, ("com.microsoft", "FusedC
 @dataclass(frozen=True, slots=True)
 class Step:
     """What :func:`buffer_plan` needs of a stepwise step: the tensors it reads and writes, and the input
-    whose memory its one output may share (a view op's data, :data:`ALIAS_OPS`; with ``in_place``, an
-    input the kernel may overwrite, :data:`IN_PLACE_INPUTS`, shared only where this step reads it last)."""
+    whose memory its one output may share: a view op's data (:data:`layerperf.analysis.memory.live.ALIAS_OPS`:
+    ONNX Runtime hands the output over in its input's memory, copying only into an output that lies
+    elsewhere), or with ``in_place`` an input the kernel may overwrite (:data:`IN_PLACE_INPUTS`), shared
+    only where this step reads it last."""
 
     inputs: Sequence[str]
     outputs: Sequence[str]
