@@ -120,11 +120,18 @@ def _kernel_table(dev: Device, owner: np.ndarray, cpu: Cpu, all_idents: list[Any
                        bytes=dev.column("bytes"), owner=owner_row)
 
 
-def _annotations(notes: list[tuple[str, bool, float, float]], origin_us: float) -> Annotations:
+def annotation_table(notes: list[tuple[str, bool, float, float]], origin_us: float) -> Annotations:
     ts = np.asarray([n[2] for n in notes], dtype=np.float64)
     return Annotations(Labels.of([n[0] for n in notes]), np.asarray([n[1] for n in notes], dtype=bool),
                        to_ns(ts - origin_us).astype(np.float64),
                        to_ns(np.asarray([n[3] for n in notes], dtype=np.float64)).astype(np.float64))
+
+
+def run_windows(steps: list[tuple[float, float]], origin_us: float) -> list[tuple[int, int]]:
+    """The profiler's steps, (start µs, duration µs) each, as sorted (start, end) ns on the table's clock."""
+    step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
+    step_start = to_ns(step_ts - origin_us)
+    return sorted(zip(step_start.tolist(), (step_start + to_ns(step_dur)).tolist(), strict=True))
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
@@ -180,13 +187,11 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     if dropped:
         info["dropped"] = dropped.doc()
     if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
-        step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
-        step_start = to_ns(step_ts - origin_us)
-        info["run_windows_ns"] = sorted(zip(step_start.tolist(), (step_start + to_ns(step_dur)).tolist(), strict=True))
+        info["run_windows_ns"] = run_windows(steps, origin_us)
     if has_device:
         info["kernels"] = _kernel_table(dev, owner, cpu, builder.idents(), dev_dur_ns, (start, end, is_op, origin_us))
     if notes:
-        info["annotations"] = _annotations(notes, origin_us)
+        info["annotations"] = annotation_table(notes, origin_us)
     if devices := from_skeleton(stream.skeleton):  # deviceProperties: which GPU ran it
         info["devices"] = devices
     return with_outer(builder.build({**info, **(meta or {})}), row_parent)

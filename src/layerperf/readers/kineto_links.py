@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import mmap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,32 @@ BLOCK = 1 << 18  # activities resolved at a time
 KEYED = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                   ("value", "<i8"), ("ns", "<f8")])
 ACTIVITY = np.dtype([("ts_us", "<f8"), ("dur_us", "<f8"), ("ident", "<i8"), ("external", "<i8"),
-                     ("correlation", "<i8"), ("pid", "<i8"), ("tid", "<i8")])
+                     ("correlation", "<i8"), ("pid", "<i8"), ("tid", "<i8"), ("bytes", "<f8")])
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How each activity of a block links: ``target`` the External id of the op whose device time it is
+    (its own, or its runtime call's; -1: none), ``around`` whether it waits on the op around its call,
+    ``has_call`` whether its call is known and ``at`` where (in the sorted calls)."""
+
+    target: np.ndarray
+    around: np.ndarray
+    has_call: np.ndarray
+    at: np.ndarray
+
+
+def classify(ext: np.ndarray, corr: np.ndarray, op_keys: np.ndarray, call_corr: np.ndarray,
+             call_ext: np.ndarray) -> Links:
+    """The linking rules of the whole-file reading, for activities with External ids ``ext`` and
+    correlations ``corr``, against the ops' sorted External ids and the calls' sorted correlations."""
+    direct = _member(ext, op_keys)
+    at = np.clip(np.searchsorted(call_corr, corr), 0, max(call_corr.size - 1, 0))
+    has_call = (call_corr[at] == corr) & (corr != NONE) if call_corr.size else np.zeros(corr.size, bool)
+    via = np.where(has_call, call_ext[at] if call_ext.size else NONE, NONE)
+    via_op = ~direct & has_call & _member(via, op_keys)
+    around = ~direct & has_call & ~via_op
+    return Links(np.where(direct, ext, np.where(via_op, via, NONE)), around, has_call, at)
 
 
 def keyed(key: np.ndarray, seq: np.ndarray, value: np.ndarray | None = None,
@@ -108,8 +135,9 @@ def _member(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
 class DiskLinks:
     """What the CPU segments need of the device activities, from files (see the module's docstring)."""
 
-    def __init__(self, directory: Path, activities: Path, ops: Spill, calls: Spill) -> None:
+    def __init__(self, directory: Path, activities: Path, ops: Spill, calls: Spill, recorder: Any = None) -> None:
         self.dir = directory
+        self.recorder = recorder  # a kineto_activities.Recorder told the op around each waiting call
         self.activities = Mapped(activities, ACTIVITY)
         self.orphans: list[np.ndarray] = []  # correlations of calls with no op around them
         keys: list[Mapped] = []  # closed however the linking ends (a failure leaves no mapping open)
@@ -150,13 +178,8 @@ class DiskLinks:
             index = np.arange(lo, lo + block.size, dtype=np.int64)
             ext, corr = block["external"], block["correlation"]
             dur_ns = np.rint(block["dur_us"] * 1e3).astype(np.int64).astype(np.float64)
-            direct = _member(ext, op_keys)
-            at = np.clip(np.searchsorted(call_corr, corr), 0, max(call_corr.size - 1, 0))
-            has_call = (call_corr[at] == corr) & (corr != NONE) if call_corr.size else np.zeros(corr.size, bool)
-            via = np.where(has_call, call_ext[at] if call_ext.size else NONE, NONE)
-            via_op = ~direct & has_call & _member(via, op_keys)
-            around = ~direct & has_call & ~via_op
-            target = np.where(direct, ext, np.where(via_op, via, NONE))
+            links = classify(ext, corr, op_keys, call_corr, call_ext)
+            target, around = links.target, links.around
             owned = target != NONE
             ext_out.add(keyed(target[owned], index[owned], ns=dur_ns[owned]))
             around_out.add(keyed(corr[around], index[around], ns=dur_ns[around]))
@@ -179,6 +202,11 @@ class DiskLinks:
 
     def launched(self, corr: np.ndarray, ident: np.ndarray) -> None:
         """(The launching op of each activity is kept only with the activities in memory.)"""
+
+    def around_calls(self, corr: np.ndarray, call_seq: np.ndarray, op_seq: np.ndarray, ident: np.ndarray) -> None:
+        """Runtime calls with activities waiting on the op around them: that op (-1: none), for the views."""
+        if self.recorder is not None:
+            self.recorder.around_calls(corr, call_seq, op_seq, ident)
 
     def lone_blocks(self) -> Iterator[np.ndarray]:
         """The activities that link to nothing, in file order, a block at a time (ACTIVITY records)."""

@@ -15,7 +15,7 @@ one segment, the accumulators, and ~40 bytes per device activity and per op's Ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers import kineto, kineto_links, kineto_parts, streaming
+from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
@@ -118,12 +118,27 @@ class _DeviceColumns:
 
 
 def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False,
-         path: Path | None = None, split: bool = False) -> Folded:
+         path: Path | None = None, split: bool = False, activities: bool = False) -> Folded:
     """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
     activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
     correlation each: what ``--aggregate-by kernel`` groups; kept in memory). Without, the activities are
     linked through files (:mod:`layerperf.readers.kineto_links`), and with ``split`` the file at ``path`` is
-    read by two processes (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start)."""
+    read by two processes (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start).
+    ``activities``: the device activities on disk with their launching calls and ops, the step windows and
+    the annotations, for the GPU views (``meta["activities"]``, a
+    :class:`~layerperf.readers.kineto_activities.DiskActivities` the caller closes; read in one process)."""
+    recorder = kineto_activities.Recorder(temp_dir()) if activities else None
+    try:
+        folded = _fold(stream, meta, quantiles, kernels, path, split, recorder)
+    except BaseException:
+        if recorder is not None:
+            recorder.close()
+        raise
+    return folded
+
+
+def _fold(stream: EventStream, meta: dict[str, Any], quantiles: bool, kernels: bool, path: Path | None,
+          split: bool, recorder: kineto_activities.Recorder | None) -> Folded:
     with Spill(False, temp_dir(), dtype=RECORD) as spill, \
             Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
             Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as calls:
@@ -131,12 +146,13 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
         split = split and path is not None
         if split:  # ``stream`` was opened only to tell the format
             stream.close()
-        if split and not kernels:
+        if split and not kernels and recorder is None:
             parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD)  # type: ignore[arg-type]
         if parts is not None:
             read = _Read.of_parts(parts, stream, spill, ops, calls)
         else:
-            read = _read_one(open_events(path) if split else stream, spill, ops, calls, kernels)  # type: ignore[arg-type]
+            read = _read_one(open_events(path) if split else stream, spill, ops, calls, kernels,  # type: ignore[arg-type]
+                             recorder)
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
         folded = Folded(quantiles=quantiles)
         folded.declare(read.builder.idents())
@@ -148,7 +164,9 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
                                                np.concatenate(read.runtime, axis=1) if read.runtime else
                                                np.zeros((2, 0), dtype=np.int64))
         else:
-            links = DiskLinks(spill.dir, spill.dir / "activities.bin", ops, calls)
+            links = DiskLinks(spill.dir, _activities_path(spill, recorder), ops, calls, recorder)
+        if recorder is not None:
+            recorder.link()
         total = 0.0
         for seg in _segments(spill, origin, read.maps):
             table = _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
@@ -164,6 +182,8 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
                                          to_ns(device.column("ts_us") - origin).astype(np.float64))
         if isinstance(links, DiskLinks):
             links.close()
+        if recorder is not None:
+            recorder.finish()
     info: dict[str, Any] = {"format": "kineto", "events": read.n_events, "device_events": read.n_dev,
                             "device_unlinked": unlinked, "runs": read.steps or None, "ts_origin_us": origin,
                             "inclusive_flops": True, "streamed": True, "total_ns": total,
@@ -172,6 +192,8 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
         info["dropped"] = read.dropped.doc()
     if kernel_table is not None:
         info["kernels"] = kernel_table
+    if recorder is not None:
+        info.update(kineto_activities.view_meta(recorder, read.builder.idents(), origin, read.windows, read.notes))
     if devices := from_skeleton(read.skeleton):
         info["devices"] = devices
     if parts is not None:
@@ -197,6 +219,8 @@ class _Read:
     op_ext: list[np.ndarray]
     runtime: list[np.ndarray]
     maps: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # per part: identity and thread maps
+    windows: list[tuple[float, float]] = field(default_factory=list)  # the steps (one process only)
+    notes: list[tuple[str, bool, float, float]] = field(default_factory=list)  # the annotations (likewise)
 
     @classmethod
     def of_parts(cls, parts: list[kineto_parts.Part], stream: EventStream, spill: Spill, ops: Spill,
@@ -214,8 +238,13 @@ class _Read:
                    skeleton, _DeviceColumns.empty(), [], [], maps)
 
 
-def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kernels: bool) -> _Read:
-    """Read the whole trace in this process."""
+def _activities_path(spill: Spill, recorder: kineto_activities.Recorder | None) -> Path:
+    return recorder.activities if recorder is not None else spill.dir / "activities.bin"
+
+
+def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kernels: bool,
+              recorder: kineto_activities.Recorder | None = None) -> _Read:
+    """Read the whole trace in this process (``recorder``: keeping what the GPU views need too)."""
     builder, threads = TableBuilder(), Interner()
     cpu, dev, kinds = Cpu(), Device(), Kinds()
     steps: list[tuple[float, float]] = []
@@ -227,9 +256,11 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kerne
     seq = n_events = n_dev = 0
     min_ts = np.inf
     device = _DeviceColumns.empty()
-    with (spill.dir / "activities.bin").open("wb") as activities:
+    with _activities_path(spill, recorder).open("wb") as activities:
 
         def drain() -> int:
+            if recorder is not None:
+                recorder.cpu(cpu, seq)
             new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
             if not kernels:  # the ids go to files, sorted there (calls in file order: the first one links)
                 for ext in op_ext:
@@ -269,7 +300,8 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kerne
         n_dev += len(dev)
         min_ts = min(min_ts, take())
     return _Read(builder, threads, n_events, n_dev, seq, len(steps), min_ts, dropped, stream.skeleton, device,
-                 op_ext, runtime)
+                 op_ext, runtime, windows=steps if recorder is not None else [],
+                 notes=notes if recorder is not None else [])
 
 
 def _lone_tables(builder: TableBuilder, links: _Links | DiskLinks, device: _DeviceColumns,
@@ -300,17 +332,10 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
         op_ident = np.full(ops.size, _NONE, dtype=np.int64)
     ext = dev.column("external").astype(np.int64)
     corr = dev.column("correlation").astype(np.int64)
-    direct = _member(ext, ops) & (ext != _NONE)
     call_corr, call_ext = runtime
     order = np.argsort(call_corr, kind="stable")
-    call_corr, call_ext = call_corr[order], call_ext[order]
-    at = np.clip(np.searchsorted(call_corr, corr), 0, max(call_corr.size - 1, 0))
-    has_call = (call_corr.size > 0) & (corr != _NONE) & (call_corr[at] == corr) if call_corr.size else \
-        np.zeros(corr.size, dtype=bool)
-    via = np.where(has_call, call_ext[at] if call_ext.size else _NONE, _NONE)
-    via_op = ~direct & has_call & _member(via, ops) & (via != _NONE)
-    around = ~direct & has_call & ~via_op
-    target = np.where(direct, ext, np.where(via_op, via, _NONE))
+    linked = kineto_links.classify(ext, corr, ops, call_corr[order], call_ext[order])
+    target, around = linked.target, linked.around
     owned = target != _NONE
     ext_keys, inverse = np.unique(target[owned], return_inverse=True)
     ext_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[owned], minlength=ext_keys.size)
@@ -322,14 +347,6 @@ def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime:
     waiting = waiting[np.argsort(corr[waiting], kind="stable")]
     return _Links(ext_keys, ext_ns, around_keys, around_ns, ~owned & ~around, np.where(around, corr, _NONE),
                   launcher, waiting)
-
-
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """Which ``values`` are in ``sorted_set`` (sorted, unique): a binary search each, no big temporaries."""
-    if not sorted_set.size:
-        return np.zeros(values.size, dtype=bool)
-    at = np.clip(np.searchsorted(sorted_set, values), 0, sorted_set.size - 1)
-    return sorted_set[at] == values
 
 
 def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np.ndarray]] | None) -> Any:
@@ -379,6 +396,10 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
         np.add.at(device, op[has_op], links.around_ns[at[calls[has_op]]])
         links.launched(corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
         links.orphaned(corr[calls[~has_op]])
+        if isinstance(links, DiskLinks):
+            found = np.maximum(op, 0)
+            links.around_calls(corr[calls], seg["seq"][calls], np.where(has_op, seg["seq"][found], _NONE),
+                               np.where(has_op, seg["ident"][found], _NONE).astype(np.int64))
     links.release()
     incl = _inclusive(parent, device)
     idents = seg["ident"].astype(np.int64)
