@@ -8,7 +8,6 @@ from typing import Any
 
 from layerperf.analysis.gpu import VIEWS
 from layerperf.cli.common import add_output_args, layout, output_format, positive_int, warn_dropped
-from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -67,8 +66,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
     from layerperf.readers.detect import read_folded, read_table
-    from layerperf.renderers.output import show
-    from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
     fmt = output_format(args)
     table_layout = layout(args, fmt)
@@ -80,15 +77,28 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    # every call is needed for a timeline and the GPU views; figures alone fold as the trace is read
-    whole = args.timeline is not None or args.view is not None
-    table = read_table(args.trace) if whole else read_folded(args.trace, quantiles=args.aggregate == "median",
-                                                             kernels=args.aggregate_by == "kernel")
+    # every call is needed for a timeline; figures fold as the trace is read, the device activities the
+    # GPU views and the per-kernel view read go to disk
+    devices = args.view is not None or args.aggregate_by == "kernel"
+    table = read_table(args.trace) if args.timeline is not None else \
+        read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices)
+    try:
+        _show(table, args, fmt, table_layout)
+    finally:
+        if (activities := table.meta.get("activities")) is not None:
+            activities.close()
+    return 0
+
+
+def _show(table: Any, args: argparse.Namespace, fmt: str, table_layout: Any) -> None:
+    from layerperf.analysis import aggregate as analysis
+    from layerperf.renderers.output import show
+    from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
+
     top = default_top(args.top, fmt)
     if args.view is not None:
         from layerperf.renderers.views.gpu import gpu_view
 
-        assert isinstance(table, Calls)
         view = gpu_view(table, args.view, top=args.top or 0)
     elif args.aggregate_by == "kernel":
         view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
@@ -100,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
     _timeline(table, args)
     show(view, fmt, args.output, table_layout)
     warn_dropped([table], fmt)
-    return 0
 
 
 def _timeline(table: Any, args: argparse.Namespace) -> None:

@@ -17,7 +17,7 @@ float columns; NaN sorts last; rows equal in every key keep the trace's order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,8 +45,9 @@ class Activities(Protocol):
 
 def take(kernels: KernelTable, rows: np.ndarray | slice) -> KernelTable:
     """The activities at ``rows``, with the same string tables."""
-    labels = {c: Labels(getattr(kernels, c).codes[rows], getattr(kernels, c).values) for c in _LABELS}
-    return KernelTable(**labels, **{c: getattr(kernels, c)[rows] for c in _NUMBERS})
+    name, kind, device, launcher = (Labels(getattr(kernels, c).codes[rows], getattr(kernels, c).values)
+                                    for c in _LABELS)
+    return KernelTable(name, kind, device, launcher, **{c: getattr(kernels, c)[rows] for c in _NUMBERS})
 
 
 def order(columns: list[np.ndarray]) -> np.ndarray:
@@ -84,3 +85,18 @@ class InMemory:
 def activities(kernels: KernelTable | Activities) -> Activities:
     """``kernels`` as a source: a table read already is served from memory."""
     return InMemory(kernels) if isinstance(kernels, KernelTable) else kernels
+
+
+def of(meta: dict[str, Any]) -> Activities | None:
+    """The device activities a reader kept with a table (``meta``): on disk when it streamed them, else
+    its kernel table; None for a trace without any."""
+    streamed = meta.get("activities")
+    if streamed is not None:
+        return streamed if len(streamed) else None
+    kernels = meta.get("kernels")
+    return InMemory(kernels) if isinstance(kernels, KernelTable) and len(kernels) else None
+
+
+def total_ns(source: Activities) -> float:
+    """All the activities' device time (whole ns: exact in any order)."""
+    return sum(float(b.dur_ns.sum()) for b in source.blocks())

@@ -14,6 +14,7 @@ import numpy as np
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
+from layerperf.analysis.gpu import source
 from layerperf.calibration.device_peaks import trace_device
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
@@ -162,13 +163,13 @@ def kernels_view(table: Calls | Folded, *, name: str | None = None, order_by: st
     ``top`` rows (all when 0). InputError when the trace has no kernels."""
 
     meta = table.meta
-    kernel_table = kernels.of(table)
+    kernel_table = source.of(meta)
     if kernel_table is None:
         raise InputError(f"{meta.get('source')} has no GPU kernels to aggregate ({meta.get('format')} trace)",
                          hint="--aggregate-by kernel reads PyTorch GPU traces")
     rows = kernels.order(kernels.aggregate(kernel_table, name=name), order_by, how)
     shown = rows[:top] if top else rows
-    total_us = float(kernel_table.dur_ns.sum()) / 1e3
+    total_us = source.total_ns(kernel_table) / 1e3
     ranked = order_by or {"sum": "device time", "count": "calls"}.get(how, f"{how} device time per call")
     title = (f"{meta.get('source')} ({meta.get('format')}): {len(shown)} of {len(rows)} kernels "
              f"by {ranked}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from layerperf.analysis.gpu import VIEWS
+from layerperf.analysis.gpu import VIEWS, source
 from layerperf.analysis.gpu.annotations import annotation_times
 from layerperf.analysis.gpu.idle import KERNEL_WAIT_NS, idle
 from layerperf.analysis.gpu.kernel_type import kernel_types
@@ -173,11 +173,11 @@ def gpu_view(table: Calls, view: str, top: int = 0) -> View:
     if view not in VIEWS:
         raise InputError(f"unknown --view {view!r}", hint=f"use one of: {', '.join(VIEWS)}")
     meta = table.meta
-    kernels = meta.get("kernels")
+    kernels = source.of(meta)
     title = f"{meta.get('source')} ({meta.get('format')}): {view}"
-    doc: dict[str, Any] = {"view": view, "source": meta.get("source"), "device": isinstance(kernels, KernelTable)}
+    doc: dict[str, Any] = {"view": view, "source": meta.get("source"), "device": kernels is not None}
     left_out = notes(warnings(meta), "warning")
-    if not isinstance(kernels, KernelTable) and view != "annotations":
+    if kernels is None and view != "annotations":
         line = f"no device: this {meta.get('format')} trace records no GPU activity, so it has no {view} view"
         doc["rows"] = []
         return View((Section([], [], None, (*notes([title, line]), *left_out)),), doc)
