@@ -17,7 +17,7 @@ float columns; NaN sorts last; rows equal in every key keep the trace's order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,8 +45,10 @@ class Activities(Protocol):
 
 def take(kernels: KernelTable, rows: np.ndarray | slice) -> KernelTable:
     """The activities at ``rows``, with the same string tables."""
-    labels = {c: Labels(getattr(kernels, c).codes[rows], getattr(kernels, c).values) for c in _LABELS}
-    return KernelTable(**labels, **{c: getattr(kernels, c)[rows] for c in _NUMBERS})
+    columns: dict[str, Any] = {c: Labels(getattr(kernels, c).codes[rows], getattr(kernels, c).values)
+                               for c in _LABELS}
+    columns.update({c: getattr(kernels, c)[rows] for c in _NUMBERS})
+    return KernelTable(**columns)
 
 
 def order(columns: list[np.ndarray]) -> np.ndarray:
