@@ -6,15 +6,25 @@ numpy's two-pass one within 1e-9 relative however the values are cut in blocks) 
 :class:`~layerperf.data.sketch.Sketch` for the median (exact for a group of at most 4096 values).
 Totals of integer-ns values (what the readers give) are exact in float64 in any order, so counts,
 totals, means, least and largest do not depend on the block size. :class:`Keys` gives arbitrary
-integer keys (a stream and cause, a kernel name and its launcher) dense codes as blocks bring them.
+integer keys (a stream and cause, a kernel name and its launcher) dense codes as blocks bring them;
+:func:`runs` cuts a sorted block where its key changes.
 Memory: a few numbers per group, plus a sketch's at most 4096 values (or its buckets) per group.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from layerperf.data.sketch import Sketch
+
+
+def runs(keys: np.ndarray) -> Iterator[tuple[int, int]]:
+    """The (start, end) of each run of equal ``keys`` in a sorted block (a stream's, an op call's rows)."""
+    cuts = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
+    if keys.size:
+        yield from zip([0, *cuts], [*cuts, int(keys.size)], strict=True)
 
 
 class Keys:

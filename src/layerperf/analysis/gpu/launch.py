@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerperf.analysis.gpu.accumulate import Stats
+from layerperf.analysis.gpu.accumulate import Stats, runs
 from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
 
@@ -95,8 +95,7 @@ def _calls(src: Activities, tables: list[KernelTable]) -> Iterator[tuple[int, tu
             continue
         tables[:] = [block]
         owner, name, launcher = block.owner, block.name.codes, block.launcher.codes
-        cuts = np.flatnonzero(owner[1:] != owner[:-1]) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), owner.size], strict=True):
+        for lo, hi in runs(owner):
             call = int(owner[lo])
             if call < 0:
                 continue

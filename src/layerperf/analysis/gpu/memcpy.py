@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layerperf.analysis.gpu.accumulate import runs
 from layerperf.analysis.gpu.intervals import MEMORY, kind_of
 from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
@@ -146,8 +147,7 @@ def _peaks(src: Activities) -> dict[int, float]:
     running: dict[int, float] = {}
     for block in src.sort(_bandwidth_changes(src), "direction", "ts_ns", "step"):
         d = block["direction"]
-        cuts = np.flatnonzero(d[1:] != d[:-1]) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), d.size], strict=True):
+        for lo, hi in runs(d):
             k = int(d[lo])
             level = np.cumsum(np.concatenate([[running.get(k, 0.0)], block["step"][lo:hi]]))[1:]
             running[k] = float(level[-1])

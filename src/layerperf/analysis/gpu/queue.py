@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layerperf.analysis.gpu.accumulate import runs
 from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
 
@@ -84,8 +85,7 @@ def queues(kernels: KernelTable | Activities, max_queue: int = MAX_QUEUE) -> tup
     current: _Stream | None = None
     for block in src.sort(changes(src), "stream", "ts_ns", "down"):
         stream = block["stream"]
-        cuts = np.flatnonzero(stream[1:] != stream[:-1]) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), stream.size], strict=True):
+        for lo, hi in runs(stream):
             if current is None or current.stream != int(stream[lo]):
                 if current is not None:
                     out.append(current.result())
