@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from layerperf.analysis.gpu.launch import launch
 from layerperf.analysis.gpu.memcpy import memcpy
 from layerperf.analysis.gpu.overlap import overlap
 from layerperf.analysis.gpu.queue import queues
-from layerperf.analysis.gpu.source import InMemory
+from layerperf.analysis.gpu.source import Activities, InMemory
 from layerperf.analysis.gpu.temporal import temporal
 from layerperf.data.calls import Annotations, KernelTable, Labels
 from layerperf.readers.detect import read_table
@@ -191,3 +192,45 @@ def test_synthetic_launch_sequences_and_queue() -> None:
         step = np.concatenate([np.ones(mine.sum()), -np.ones(mine.sum())])
         length = np.cumsum(step[np.lexsort((-step, ts))])
         assert (q.changes, q.min_length, q.max_length) == (ts.size, length.min(), length.max())
+
+
+class _Strict:
+    """A source offering only what the disk-backed one does: sort keys an integer or float column first,
+    float columns after, three at most; the views see nothing but the protocol. Counts the passes."""
+
+    def __init__(self, kernels: KernelTable, block: int) -> None:
+        self._inner = InMemory(kernels, block)
+        self.passes: list[tuple[str, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def blocks(self, *by: str) -> Iterator[KernelTable]:
+        table = self._inner.kernels
+        kinds = [getattr(table, c).dtype.kind for c in by]
+        assert len(by) <= 3 and all(k == "f" for k in kinds[1:]) and all(k in "if" for k in kinds[:1]), by
+        self.passes.append(by)
+        values = table.name.values
+        for block in self._inner.blocks(*by):
+            assert block.name.values is values
+            yield block
+
+    def sort(self, records: Iterable[np.ndarray], *by: str) -> Iterator[np.ndarray]:
+        def checked() -> Iterator[np.ndarray]:
+            for r in records:
+                kinds = [r.dtype[f].kind for f in by]
+                assert len(by) <= 3 and all(k == "f" for k in kinds[1:]) and kinds[0] in "if", by
+                yield r
+        self.passes.append(("sort", *by))
+        return self._inner.sort(checked(), *by)
+
+
+@pytest.mark.parametrize("path", TRACES[1:], ids=["v100"])
+def test_views_use_only_the_protocol(path: Path) -> None:
+    table = read_table(path)
+    kernels, notes = table.meta["kernels"], table.meta["annotations"]
+    steps = [(float(s), float(e)) for s, e in table.meta["run_windows_ns"]]
+    strict = _Strict(kernels, 5)
+    src: Activities = strict
+    assert _plain(_views(src, notes, steps)) == _plain(_views(kernels, notes, steps))
+    assert len(strict.passes) <= 14  # a pass or two per view, never one per group
