@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data import figures
-from layerperf.data.calls import Calls, KernelTable
+from layerperf.analysis.gpu.accumulate import Stats
+from layerperf.analysis.gpu.source import Activities, activities
+from layerperf.data.calls import Calls, KernelTable, Labels
 from layerperf.data.fold import Folded
 from layerperf.errors import InputError
 
@@ -41,56 +42,93 @@ def _launched_by(counts: Counter[str]) -> str:
     return ", ".join(f"{op or '(no op)'} ({n})" for op, n in counts.most_common())
 
 
-def aggregate(kernels: KernelTable, *, name: str | re.Pattern[str] | None = None) -> list[dict[str, Any]]:
+def _seen(keys: np.ndarray, offset: int, first: dict[int, int], counts: Counter[int] | None = None) -> None:
+    """Note each key's first row (trace order) and, given ``counts``, how many rows have it."""
+    uniq, at, n = np.unique(keys, return_index=True, return_counts=True)
+    for key, i, c in zip(uniq.tolist(), at.tolist(), n.tolist(), strict=True):
+        first.setdefault(key, offset + i)
+        if counts is not None:
+            counts[key] += c
+
+
+class _Kernels:
+    """The per-name fold over the activities in the trace's order. Memory: per kernel name its
+    duration :class:`~layerperf.analysis.gpu.accumulate.Stats` group (median sketch included) and first
+    row; per (name, kind), (name, device) and (name, launcher) pair present its first row (and count);
+    per launcher its device time."""
+
+    def __init__(self, src: Activities) -> None:
+        self.durations = Stats(medians=True)
+        self.first: dict[int, int] = {}
+        self.kinds: dict[int, int] = {}
+        self.devices: dict[int, int] = {}
+        self.ops: dict[int, int] = {}
+        self.op_calls: Counter[int] = Counter()
+        self.by_launcher: np.ndarray = np.zeros(0)
+        self.all_ns = 0.0
+        self.tables: KernelTable | None = None  # a block: its string tables name every block's codes
+        offset = 0
+        for block in src.blocks():
+            self._add(block, offset)
+            self.tables = block
+            offset += len(block)
+
+    def _add(self, block: KernelTable, offset: int) -> None:
+        name = block.name.codes.astype(np.int64)
+        dur = block.dur_ns
+        self.durations.add(name, dur)
+        _seen(name, offset, self.first)
+        _seen(name * len(block.kind.values) + block.kind.codes, offset, self.kinds)
+        _seen(name * len(block.device.values) + block.device.codes, offset, self.devices)
+        _seen(name * len(block.launcher.values) + block.launcher.codes, offset, self.ops, self.op_calls)
+        launched = np.bincount(block.launcher.codes, weights=dur, minlength=len(block.launcher.values))
+        self.by_launcher = launched if not self.by_launcher.size else self.by_launcher + launched
+        self.all_ns += float(dur.sum())
+
+    def pairs(self, seen: dict[int, int], labels: Labels) -> dict[int, list[int]]:
+        """Per name code, the codes of ``labels`` seen with it, in order of first row."""
+        out: dict[int, list[int]] = {}
+        width = len(labels.values)
+        for key in sorted(seen, key=seen.__getitem__):
+            out.setdefault(key // width, []).append(key % width)
+        return out
+
+    def row(self, code: int, kinds: list[int], devices: list[int], ops: list[int]) -> dict[str, Any]:
+        t, stats = self.tables, self.durations
+        assert t is not None
+        width = len(t.launcher.values)
+        counts = Counter({t.launcher.values[op]: self.op_calls[code * width + op] for op in ops})
+        total, n = float(stats.total[code]), int(stats.count[code])
+        launcher_ns = sum(float(self.by_launcher[op]) for op in ops)
+        return {
+            "name": t.name.values[code], "kind": "/".join(sorted(t.kind.values[k] for k in kinds)),
+            "device": "/".join(sorted(t.device.values[d] for d in devices)), "calls": n, "total_us": total / 1e3,
+            "mean_us": total / n / 1e3, "share": total / self.all_ns if self.all_ns > 0 else None,
+            "launched_by": _launched_by(counts), "launcher_share": total / launcher_ns if launcher_ns > 0 else None,
+            **_spread(stats, code),
+        }
+
+
+def aggregate(kernels: KernelTable | Activities, *, name: str | re.Pattern[str] | None = None) -> list[dict[str, Any]]:
     """One row per kernel name (kernels whose name matches ``name``, searched), largest total first."""
-    names, kinds, devices = kernels.name.tolist(), kernels.kind.tolist(), kernels.device.tolist()
-    launchers = kernels.launcher.tolist()
-    durations = kernels.dur_ns.tolist()
-    all_ns = float(np.sum(kernels.dur_ns))
-    by_launcher: dict[str, float] = {}
-    for op, dur in zip(launchers, durations, strict=True):
-        by_launcher[op] = by_launcher.get(op, 0.0) + dur
-    groups: dict[str, dict[str, Any]] = {}
-    for kernel, kind, device, op, dur in zip(names, kinds, devices, launchers, durations, strict=True):
-        g = groups.setdefault(kernel, {"kinds": set(), "devices": set(), "ops": Counter(), "total": 0.0, "n": 0})
-        g["kinds"].add(kind)
-        g["devices"].add(device)
-        g["ops"][op] += 1
-        g["total"] += dur
-        g["n"] += 1
+    fold = _Kernels(activities(kernels))
+    t = fold.tables
+    if t is None or not fold.first:
+        return []
+    kinds, devices = fold.pairs(fold.kinds, t.kind), fold.pairs(fold.devices, t.device)
+    ops = fold.pairs(fold.ops, t.launcher)
     pattern = re.compile(name) if isinstance(name, str) else name
-    spread = _spread(kernels)
-    rows = []
-    for kernel, g in groups.items():
-        if pattern is not None and not pattern.search(kernel):
-            continue
-        launcher_ns = sum(by_launcher[op] for op in g["ops"])
-        rows.append({
-            "name": kernel, "kind": "/".join(sorted(g["kinds"])), "device": "/".join(sorted(g["devices"])),
-            "calls": g["n"], "total_us": g["total"] / 1e3, "mean_us": g["total"] / g["n"] / 1e3,
-            "share": g["total"] / all_ns if all_ns > 0 else None, "launched_by": _launched_by(g["ops"]),
-            "launcher_share": g["total"] / launcher_ns if launcher_ns > 0 else None,
-            **spread[kernel],
-        })
+    rows = [fold.row(code, kinds[code], devices[code], ops[code])
+            for code in sorted(fold.first, key=fold.first.__getitem__)
+            if pattern is None or pattern.search(t.name.values[code])]
     return sorted(rows, key=lambda r: -r["total_us"])
 
 
-def _spread(kernels: KernelTable) -> dict[str, dict[str, float]]:
-    """Per kernel name: the median, least, largest and standard deviation (population, as numpy's
-    default) of its activities' durations, µs."""
-    g = figures.groups(kernels.name.codes)
-    dur = kernels.dur_ns
-    stats = {key: figures.grouped(dur, g, stat) / 1e3
-             for key, stat in (("median_us", "median"), ("min_us", "min"), ("max_us", "max"))}
-    mean = figures.grouped(dur, g, "mean")
-    with np.errstate(invalid="ignore"):
-        var = figures.grouped((dur - mean[g.inverse]) ** 2, g, "mean") if dur.size else mean
-    stats["stddev_us"] = np.sqrt(var) / 1e3
-    out: dict[str, dict[str, float]] = {}
-    for code, kernel in enumerate(kernels.name.values):
-        if code < g.count and g.sizes[code]:
-            out[kernel] = {key: float(v[code]) for key, v in stats.items()}
-    return out
+def _spread(stats: Stats, code: int) -> dict[str, float]:
+    """One kernel name's median, least, largest and standard deviation (population, as numpy's default)
+    of its activities' durations, µs."""
+    return {"median_us": stats.median(code) / 1e3, "min_us": float(stats.least[code]) / 1e3,
+            "max_us": float(stats.most[code]) / 1e3, "stddev_us": stats.std(code) / 1e3}
 
 
 def order(rows: list[dict[str, Any]], by: str | None, how: str = "sum") -> list[dict[str, Any]]:

@@ -1,5 +1,10 @@
-"""The GPU timeline views of a PyTorch trace, one module each, as plain functions over the event table's
-device activities (:class:`~layerperf.data.calls.KernelTable`) returning typed results:
+"""The GPU timeline views of a PyTorch trace, one module each, as plain functions over the trace's device
+activities returning typed results. Each view is a fold over an :class:`~.source.Activities` source (a
+:class:`~layerperf.data.calls.KernelTable` read already is served from memory): it asks for the
+activities in blocks, sorted as it needs them, and carries from block to block only a few numbers per
+group (per stream, kind, kernel name, step...), so that its memory does not grow with the trace's
+length; each module's docstring says what it carries. :mod:`.accumulate` and :mod:`.intervals` hold the
+shared accumulators (per-group statistics with median sketches; carried interval unions).
 
 - :mod:`.temporal`: the device's time split into idle, compute and non-compute (per step too);
 - :mod:`.idle`: the idle gaps between activities on a stream, by cause (host wait, kernel wait, other);

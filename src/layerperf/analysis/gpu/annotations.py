@@ -3,6 +3,11 @@
 Per annotation name: how often it was recorded on the CPU and the time those ranges took (sum, mean),
 the same for its device-side copies (``gpu_user_annotation``), and the device time of the activities
 launched inside its CPU ranges (by when their runtime call started).
+
+The annotations are few and stay in memory; the activities pass by launch time
+(``blocks("launch_ts_ns")``), and for each CPU range boundary t the fold keeps the device time of the
+activities launched before t (a running sum per boundary, added to block by block). A range's launched
+time is the difference at its two ends. Memory: one number per boundary.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import Annotations, KernelTable
 
 
@@ -24,22 +30,37 @@ class AnnotationTime:
     launched_device_ns: float | None  # None: no kernel table, or no launch times
 
 
-def annotation_times(notes: Annotations, kernels: KernelTable | None) -> tuple[AnnotationTime, ...]:
-    out = []
+def launched_before(kernels: KernelTable | Activities, bounds: np.ndarray) -> tuple[np.ndarray, int]:
+    """For each of the sorted times ``bounds``: the device time of the activities launched before it;
+    and how many activities have a known launch."""
+    before, known = np.zeros(bounds.size), 0
+    for block in activities(kernels).blocks("launch_ts_ns"):
+        if not len(block):
+            continue
+        ok = ~np.isnan(block.launch_ts_ns)
+        ts = block.launch_ts_ns[ok]
+        if not ts.size:  # NaN sorts last: no later block has a launch time either
+            break
+        known += int(ts.size)
+        cum = np.concatenate([[0.0], np.cumsum(block.dur_ns[ok])])
+        before += cum[np.searchsorted(ts, bounds, side="left")]
+    return before, known
+
+
+def annotation_times(notes: Annotations, kernels: KernelTable | Activities | None) -> tuple[AnnotationTime, ...]:
     names = notes.name.tolist()
-    launch = kernels.launch_ts_ns if kernels is not None else np.zeros(0)
-    known = ~np.isnan(launch)
-    order = np.argsort(launch[known]) if known.any() else np.zeros(0, dtype=np.int64)
-    sorted_ts = launch[known][order]
-    cum = np.concatenate([[0.0], np.cumsum(kernels.dur_ns[known][order])]) if kernels is not None else np.zeros(1)
+    cpu_rows = ~notes.gpu
+    start, end = notes.ts_ns, notes.ts_ns + notes.dur_ns
+    bounds = np.unique(np.concatenate([start[cpu_rows], end[cpu_rows]]))
+    before, known = launched_before(kernels, bounds) if kernels is not None else (bounds, 0)
+    out = []
     for name in dict.fromkeys(names):
         mine = np.asarray([n == name for n in names], dtype=bool)
-        cpu, gpu = mine & ~notes.gpu, mine & notes.gpu
+        cpu, gpu = mine & cpu_rows, mine & notes.gpu
         launched = None
-        if sorted_ts.size:
-            s, e = notes.ts_ns[cpu], notes.ts_ns[cpu] + notes.dur_ns[cpu]
-            lo, hi = np.searchsorted(sorted_ts, s, side="left"), np.searchsorted(sorted_ts, e, side="left")
-            launched = float((cum[hi] - cum[lo]).sum())
+        if known:
+            lo, hi = np.searchsorted(bounds, start[cpu]), np.searchsorted(bounds, end[cpu])
+            launched = float((before[hi] - before[lo]).sum())
         out.append(AnnotationTime(name, int(cpu.sum()), float(notes.dur_ns[cpu].sum()), int(gpu.sum()),
                                   float(notes.dur_ns[gpu].sum()), launched))
     return tuple(sorted(out, key=lambda a: -(a.cpu_ns + a.gpu_ns)))

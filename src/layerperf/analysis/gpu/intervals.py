@@ -1,9 +1,18 @@
-"""Interval arithmetic over device activities, and their kinds (shared by the GPU views)."""
+"""Interval arithmetic over device activities read in order of their starts, and their kinds (shared by
+the GPU views).
+
+:class:`Union` folds intervals given by ascending start, block after block: it carries only the
+interval still open (its start and reach) and the length of those closed, so the union of any number
+of activities costs a few numbers. :class:`Windows` tells which step window each activity of a block
+falls in.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -25,51 +34,93 @@ def kind_of(name: str) -> str:
     return OTHER if _NOT_COMPUTE.match(name) else COMPUTATION
 
 
+@functools.lru_cache(maxsize=8)
+def _kind_per_name(values: tuple[str, ...]) -> np.ndarray:
+    # every block of a source shares its name table: classify the names once, not once per block
+    return np.asarray([KINDS.index(kind_of(n)) for n in values], dtype=np.int64)
+
+
+def kind_codes(kernels: KernelTable) -> np.ndarray:
+    """The kind of every activity, as an index into :data:`KINDS`."""
+    if not len(kernels):
+        return np.zeros(0, dtype=np.int64)
+    return _kind_per_name(kernels.name.values)[kernels.name.codes]
+
+
 def kinds(kernels: KernelTable) -> np.ndarray:
     """The kind of every activity (object array of the :data:`KINDS` strings)."""
-    per_name = np.asarray([kind_of(n) for n in kernels.name.values], dtype=object)
-    return per_name[kernels.name.codes] if len(kernels) else np.zeros(0, dtype=object)
-
-
-def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as disjoint sorted intervals (starts, ends)."""
-    if not start.size:
-        return start, end
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = s[1:] > reach[:-1]  # touching intervals merge, as HTA merges them
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], s.size) - 1
-    return s[first], reach[last]
-
-
-def union_ns(start: np.ndarray, end: np.ndarray) -> float:
-    s, e = merged(start, end)
-    return float((e - s).sum())
-
-
-def intersection_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of the overlap of two unions of disjoint sorted intervals."""
-    (sa, ea), (sb, eb) = a, b
-    total, i, j = 0.0, 0, 0
-    while i < sa.size and j < sb.size:
-        lo, hi = max(sa[i], sb[j]), min(ea[i], eb[j])
-        if hi > lo:
-            total += float(hi - lo)
-        if ea[i] < eb[j]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def windows_of(rows_ts: np.ndarray, windows: Sequence[tuple[float, float]]) -> list[np.ndarray]:
-    """For each (start, end) window, the indices of the rows whose time lies in it."""
-    return [np.flatnonzero((rows_ts >= s) & (rows_ts < e)) for s, e in windows]
+    return np.asarray(KINDS, dtype=object)[kind_codes(kernels)]
 
 
 def step_time(kernels: KernelTable) -> np.ndarray:
     """When an activity belongs to a step: when it was launched (known), else when it started."""
     return np.where(np.isnan(kernels.launch_ts_ns), kernels.ts_ns, kernels.launch_ts_ns)
+
+
+class Union:
+    """The union of intervals fed in order of their starts, with their count, least start and largest end.
+
+    Carried between blocks: the open interval (start, reach) and the closed intervals' summed length.
+    Touching intervals merge, as Holistic Trace Analysis merges them.
+    """
+
+    __slots__ = ("closed_ns", "count", "first_ns", "last_ns", "open_end", "open_start")
+
+    def __init__(self) -> None:
+        self.closed_ns = 0.0
+        self.open_start, self.open_end = math.nan, -math.inf
+        self.first_ns, self.last_ns = math.inf, -math.inf
+        self.count = 0
+
+    def add(self, start: np.ndarray, end: np.ndarray) -> None:
+        """Fold intervals whose starts ascend and come at or after every start fed before."""
+        if not start.size:
+            return
+        reach = np.maximum.accumulate(np.concatenate([[self.open_end], end]))
+        before = reach[:-1]
+        new = start > before
+        opens = np.concatenate([[self.open_start], start[new]])
+        closed = before[new] - opens[:-1]
+        self.closed_ns += float((closed[1:] if not self.count else closed).sum())
+        self.open_start, self.open_end = float(opens[-1]), float(reach[-1])
+        self.first_ns = min(self.first_ns, float(start[0]))
+        self.last_ns = max(self.last_ns, float(end.max()))
+        self.count += int(start.size)
+
+    @property
+    def total_ns(self) -> float:
+        """The union's length."""
+        return self.closed_ns + (self.open_end - self.open_start) if self.count else 0.0
+
+    @property
+    def span_ns(self) -> float:
+        """From the least start to the largest end."""
+        return self.last_ns - self.first_ns if self.count else 0.0
+
+
+class Windows:
+    """(start, end) windows, ns; an activity is in a window when its time t has start <= t < end."""
+
+    def __init__(self, windows: Sequence[tuple[float, float]]) -> None:
+        self.windows = list(windows)
+        starts = np.asarray([s for s, _ in self.windows], dtype=np.float64)
+        self.order = np.argsort(starts, kind="stable")
+        self.starts = starts[self.order]
+        self.ends = np.asarray([e for _, e in self.windows], dtype=np.float64)[self.order]
+        self.disjoint = bool((self.starts[1:] >= self.ends[:-1]).all())
+
+    def split(self, times: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """Each window holding any of ``times``: its index and those rows (ascending)."""
+        if not self.disjoint:  # overlapping windows: a row may be in several, test each window
+            for k, (s, e) in enumerate(self.windows):
+                rows = np.flatnonzero((times >= s) & (times < e))
+                if rows.size:
+                    yield k, rows
+            return
+        at = np.searchsorted(self.starts, times, side="right") - 1
+        inside = (at >= 0) & (times < self.ends[np.maximum(at, 0)])
+        rows = np.flatnonzero(inside)
+        rows = rows[np.argsort(at[rows], kind="stable")]
+        slots, firsts = np.unique(at[rows], return_index=True)
+        for slot, lo, hi in zip(slots.tolist(), firsts.tolist(), [*firsts[1:].tolist(), rows.size], strict=True):
+            yield int(self.order[slot]), rows[lo:hi]

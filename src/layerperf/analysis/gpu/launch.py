@@ -6,15 +6,25 @@ the activity started before the call returned), as Holistic Trace Analysis compu
 name: calls, mean CPU launch time, mean, median and largest launch delay. Per op that launched
 anything: its calls' kernel sequences (the kernels one call launched, in start order), the most
 frequent first.
+
+Two folds. The per-name figures read the activities in any order into two
+:class:`~layerperf.analysis.gpu.accumulate.Stats` keyed by name (the delays with a median sketch):
+memory per distinct kernel name. The sequences read them by op call then start
+(``blocks("owner", "ts_ns")``), carrying the call in progress (its key, kernels so far, launcher)
+into the next block; ``owner`` is an opaque key per op call (-1: none). Memory: the open call's
+kernels, and a count per distinct (op, sequence).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from layerperf.analysis.gpu.accumulate import Stats, runs
+from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
 
 
@@ -49,39 +59,65 @@ class Launch:
 
 
 def delays(kernels: KernelTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows with a known launch, their CPU launch time, their launch delay), ns."""
+    """Of one block: (rows with a known launch, their CPU launch time, their launch delay), ns."""
     rows = np.flatnonzero(~np.isnan(kernels.launch_ts_ns))
     cpu = kernels.launch_dur_ns[rows]
     delay = np.clip(kernels.ts_ns[rows] - kernels.launch_ts_ns[rows] - cpu, 0, None)
     return rows, cpu, delay
 
 
-def launch(kernels: KernelTable) -> Launch:
-    rows, cpu, delay = delays(kernels)
-    codes = kernels.name.codes[rows]
+def launch(kernels: KernelTable | Activities) -> Launch:
+    src = activities(kernels)
+    cpu, delay = Stats(), Stats(medians=True)
+    names: tuple[str, ...] = ()
+    for block in src.blocks():
+        rows, cpu_ns, delay_ns = delays(block)
+        codes = block.name.codes[rows].astype(np.int64)
+        cpu.add(codes, cpu_ns)
+        delay.add(codes, delay_ns)
+        names = block.name.values
     stats = []
-    for code in np.unique(codes).tolist():
-        mine = codes == code
-        d = delay[mine]
-        stats.append(LaunchStats(kernels.name.values[code], int(mine.sum()), float(cpu[mine].mean()),
-                                 float(d.mean()), float(np.median(d)), float(d.max())))
+    for code in np.flatnonzero(delay.count).tolist():
+        n = int(delay.count[code])
+        stats.append(LaunchStats(names[code], n, float(cpu.total[code]) / n, float(delay.total[code]) / n,
+                                 delay.median(code), float(delay.most[code])))
     stats.sort(key=lambda s: -s.delay_mean_ns * s.launches)
-    return Launch(tuple(stats), sequences(kernels), int(rows.size), float(cpu.sum()), float(delay.sum()))
+    return Launch(tuple(stats), sequences(src), int(delay.count.sum()), float(cpu.total.sum()),
+                  float(delay.total.sum()))
 
 
-def sequences(kernels: KernelTable) -> tuple[OpSequence, ...]:
+def _calls(src: Activities, tables: list[KernelTable]) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """Each op call that launched anything: (its launcher's code, its kernels' name codes by start);
+    ``tables`` gets a block, whose string tables name the codes."""
+    current: tuple[int, list[int], int] | None = None  # the open call: owner, kernels, launcher
+    for block in src.blocks("owner", "ts_ns"):
+        if not len(block):
+            continue
+        tables[:] = [block]
+        owner, name, launcher = block.owner, block.name.codes, block.launcher.codes
+        for lo, hi in runs(owner):
+            call = int(owner[lo])
+            if call < 0:
+                continue
+            if current is not None and current[0] != call:
+                yield current[2], tuple(current[1])
+                current = None
+            kernels = current[1] if current is not None else []
+            kernels.extend(name[lo:hi].tolist())
+            current = (call, kernels, int(launcher[hi - 1]))  # the op of the call's last kernel names it
+    if current is not None:
+        yield current[2], tuple(current[1])
+
+
+def sequences(kernels: KernelTable | Activities) -> tuple[OpSequence, ...]:
     """Per launching op name, each distinct kernel sequence of its calls, most frequent first."""
-    owned = np.flatnonzero(kernels.owner >= 0)
-    owned = owned[np.lexsort((kernels.ts_ns[owned], kernels.owner[owned]))]
-    names, launchers = kernels.name.tolist(), kernels.launcher.tolist()
-    per_call: dict[int, list[str]] = {}
-    op_of: dict[int, str] = {}
-    for i in owned.tolist():
-        call = int(kernels.owner[i])
-        per_call.setdefault(call, []).append(names[i])
-        op_of[call] = launchers[i]
-    counts: dict[str, Counter[tuple[str, ...]]] = {}
-    for call, seq in per_call.items():
-        counts.setdefault(op_of[call], Counter())[tuple(seq)] += 1
-    out = [OpSequence(op, n, seq) for op, c in counts.items() for seq, n in c.most_common()]
+    counts: dict[int, Counter[tuple[int, ...]]] = {}
+    tables: list[KernelTable] = []
+    for op, seq in _calls(activities(kernels), tables):
+        counts.setdefault(op, Counter())[seq] += 1
+    if not counts:
+        return ()
+    names, ops = tables[0].name.values, tables[0].launcher.values
+    out = [OpSequence(ops[op], n, tuple(names[k] for k in seq)) for op, c in counts.items()
+           for seq, n in c.most_common()]
     return tuple(sorted(out, key=lambda s: (-s.calls, s.op)))

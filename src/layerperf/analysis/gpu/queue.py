@@ -5,17 +5,26 @@ one when the activity starts on the device (Holistic Trace Analysis's definition
 number of changes, the least, largest and mean length over the changes, the mean weighted by time,
 and the time spent with the queue at or above :data:`MAX_QUEUE` — CUDA's launch queue holds 1024
 entries, and a CPU thread that finds it full blocks until one starts.
+
+Each activity with a known launch makes two changes (stream, time, -step); the source sorts them by
+stream, time, then a launch before a start at the same time (:meth:`Activities.sort`), and a sweep
+carries the current stream's length, first and last change time and running sums into the next
+block. Memory: one stream's carried figures and the finished streams' rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from layerperf.analysis.gpu.accumulate import runs
+from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
 
 MAX_QUEUE = 1024
+CHANGE = np.dtype([("stream", np.int64), ("ts_ns", np.float64), ("down", np.float64)])  # down: -step
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,27 +38,59 @@ class QueueStats:
     full_ns: float  # time at or above MAX_QUEUE
 
 
-def series(kernels: KernelTable, stream: int) -> tuple[np.ndarray, np.ndarray]:
-    """One stream's queue length after each change: (time ns, length), in time order (a launch before
-    a start at the same time)."""
-    mine = (kernels.stream == stream) & ~np.isnan(kernels.launch_ts_ns)
-    up, down = kernels.launch_ts_ns[mine], kernels.ts_ns[mine]
-    ts = np.concatenate([up, down])
-    step = np.concatenate([np.ones(up.size, dtype=np.int64), -np.ones(down.size, dtype=np.int64)])
-    order = np.lexsort((-step, ts))
-    return ts[order], np.cumsum(step[order])
+def changes(src: Activities) -> Iterator[np.ndarray]:
+    """The queue's changes, a block of activities at a time, unsorted."""
+    for block in src.blocks():
+        known = ~np.isnan(block.launch_ts_ns)
+        n = int(known.sum())
+        out = np.empty(2 * n, dtype=CHANGE)
+        out["stream"] = np.tile(block.stream[known], 2)
+        out["ts_ns"] = np.concatenate([block.launch_ts_ns[known], block.ts_ns[known]])
+        out["down"] = np.repeat([-1.0, 1.0], n)
+        yield out
 
 
-def queues(kernels: KernelTable, max_queue: int = MAX_QUEUE) -> tuple[QueueStats, ...]:
-    out = []
-    for s in np.unique(kernels.stream).tolist():
-        ts, length = series(kernels, int(s))
-        if not ts.size:
-            continue
-        lasts = np.diff(ts)
-        span = float(ts[-1] - ts[0])
-        weighted = float((length[:-1] * lasts).sum()) / span if span > 0 else None
-        full = float(lasts[length[:-1] >= max_queue].sum())
-        out.append(QueueStats(int(s), int(ts.size), int(length.min()), int(length.max()), float(length.mean()),
-                              weighted, full))
+class _Stream:
+    """One stream's sweep so far."""
+
+    def __init__(self, stream: int, ts_ns: float) -> None:
+        self.stream, self.first_ns, self.last_ns = stream, ts_ns, ts_ns
+        self.length = self.changes = self.length_sum = 0
+        self.least, self.most = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        self.weighted = self.full_ns = 0.0
+
+    def add(self, ts: np.ndarray, down: np.ndarray, max_queue: int) -> None:
+        """Fold the next changes of this stream, in order."""
+        length = self.length - np.cumsum(down.astype(np.int64))
+        before = np.concatenate([[self.length], length[:-1]])
+        lasts = np.diff(np.concatenate([[self.last_ns], ts]))
+        if not self.changes:  # the first change has nothing before it
+            before, lasts = before[1:], lasts[1:]
+        self.weighted += float((before * lasts).sum())
+        self.full_ns += float(lasts[before >= max_queue].sum())
+        self.length, self.last_ns = int(length[-1]), float(ts[-1])
+        self.changes += int(ts.size)
+        self.length_sum += int(length.sum())
+        self.least, self.most = min(self.least, int(length.min())), max(self.most, int(length.max()))
+
+    def result(self) -> QueueStats:
+        span = self.last_ns - self.first_ns
+        return QueueStats(self.stream, self.changes, self.least, self.most, self.length_sum / self.changes,
+                          self.weighted / span if span > 0 else None, self.full_ns)
+
+
+def queues(kernels: KernelTable | Activities, max_queue: int = MAX_QUEUE) -> tuple[QueueStats, ...]:
+    src = activities(kernels)
+    out: list[QueueStats] = []
+    current: _Stream | None = None
+    for block in src.sort(changes(src), "stream", "ts_ns", "down"):
+        stream = block["stream"]
+        for lo, hi in runs(stream):
+            if current is None or current.stream != int(stream[lo]):
+                if current is not None:
+                    out.append(current.result())
+                current = _Stream(int(stream[lo]), float(block["ts_ns"][lo]))
+            current.add(block["ts_ns"][lo:hi], block["down"][lo:hi], max_queue)
+    if current is not None:
+        out.append(current.result())
     return tuple(out)
