@@ -79,14 +79,20 @@ def test_kineto_streaming_equals_whole_file(tiny: None, path: Path) -> None:
 def _same_kernels(path: Path) -> None:
     """The device activities folded with the ops: every column ``--aggregate-by kernel`` reads, and its
     rows, as the whole-file reading gives them."""
-    whole, folded = kernels.of(detect.read_table(path)), kernels.of(detect.read_folded(path, kernels=True))
-    assert whole is not None and folded is not None
-    for column in ("name", "kind", "device", "launcher"):
-        assert getattr(whole, column).tolist() == getattr(folded, column).tolist(), column
-    for column in ("dur_ns", "ts_ns", "stream", "correlation"):
-        assert np.array_equal(getattr(whole, column), getattr(folded, column)), column
-    for how in kernels.BY_AGGREGATE:
-        assert kernels.order(kernels.aggregate(whole), None, how) == kernels.order(kernels.aggregate(folded), None, how)
+    whole = kernels.of(detect.read_table(path))
+    streamed = detect.read_folded(path, activities=True).meta["activities"]
+    try:
+        assert whole is not None and len(streamed) == len(whole)
+        folded = next(streamed.blocks())  # one block: the trace's few activities, in its order
+        for column in ("name", "kind", "device", "launcher"):
+            assert getattr(whole, column).tolist() == getattr(folded, column).tolist(), column
+        for column in ("dur_ns", "ts_ns", "stream", "correlation"):
+            assert np.array_equal(getattr(whole, column), getattr(folded, column)), column
+        for how in kernels.BY_AGGREGATE:
+            assert kernels.order(kernels.aggregate(whole), None, how) == \
+                kernels.order(kernels.aggregate(streamed), None, how)
+    finally:
+        streamed.close()
 
 
 @pytest.mark.parametrize("path", [DATA / "torch_cuda" / "trace.json.gz",
@@ -94,7 +100,7 @@ def _same_kernels(path: Path) -> None:
                          ids=["v100", "h100"])
 def test_kineto_kernels_streamed(tiny: None, path: Path) -> None:
     _same_kernels(path)
-    assert "kernels" not in detect.read_folded(path).meta  # kept only when asked for
+    assert "activities" not in detect.read_folded(path).meta  # kept only when asked for
 
 
 def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:

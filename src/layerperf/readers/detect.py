@@ -73,14 +73,15 @@ def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> Calls:
     return table
 
 
-def read_folded(path: str | Path, *, quantiles: bool = False, kernels: bool = False, activities: bool = False,
+def read_folded(path: str | Path, *, quantiles: bool = False, activities: bool = False,
                 block: int = BLOCK_BYTES) -> Folded | Calls:
     """The trace at ``path`` for analysis: an ONNX Runtime profile, a PyTorch trace or a Trace Event
     Format file folded into per-op accumulators in bounded memory (:mod:`layerperf.readers.streaming`;
-    ``quantiles``: keep what medians need; ``kernels``: a PyTorch trace's device activities too, as
-    ``meta["kernels"]``; ``activities``: on disk, with what the GPU views read, as ``meta["activities"]``, which
-    the caller closes), any other trace as its table (:func:`read_table`). InputError when unreadable."""
-    return _without_gc(lambda: _read_table(Path(path), block, quantiles, kernels, activities))
+    ``quantiles``: keep what medians need; ``activities``: a PyTorch trace's device activities too, on disk
+    with what the GPU views and the per-kernel view read, as ``meta["activities"]`` (a
+    :class:`~layerperf.readers.kineto_activities.DiskActivities`, which the caller closes)), any other trace as
+    its table (:func:`read_table`). InputError when unreadable."""
+    return _without_gc(lambda: _read_table(Path(path), block, quantiles, activities))
 
 
 def _without_gc(work: Any) -> Any:
@@ -107,8 +108,7 @@ def _is_onnx_model(path: Path) -> bool:
         return False  # reading it properly says what is wrong
 
 
-def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = False,
-                activities: bool = False) -> Calls | Folded:
+def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool = False) -> Calls | Folded:
     """The trace's table; folded instead (``quantiles`` not None) where its format streams."""
     trace = resolve(path)
     if trace.is_file() and _is_onnx_model(trace):
@@ -128,8 +128,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, kernels: bool = 
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
     elif fmt == "kineto" and quantiles is not None:
-        return kineto_stream.fold(stream, meta, quantiles=quantiles, kernels=kernels, path=trace, split=split,
-                                  activities=activities)
+        return kineto_stream.fold(stream, meta, quantiles=quantiles, path=trace, split=split, activities=activities)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
     elif quantiles is not None:

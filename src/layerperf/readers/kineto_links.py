@@ -200,9 +200,6 @@ class DiskLinks:
         self.ext_file.release()
         self.around_file.release()
 
-    def launched(self, corr: np.ndarray, ident: np.ndarray) -> None:
-        """(The launching op of each activity is kept only with the activities in memory.)"""
-
     def around_calls(self, corr: np.ndarray, call_seq: np.ndarray, op_seq: np.ndarray, ident: np.ndarray) -> None:
         """Runtime calls with activities waiting on the op around them: that op (-1: none), for the views."""
         if self.recorder is not None:

@@ -71,9 +71,9 @@ def read_part(stream: EventStream, directory: Path, index: int, drain: Any, reco
                 out.min_ts = min(out.min_ts, float(cpu.column("ts_us").min()))
             op_ext: list[np.ndarray] = []
             runtime: list[np.ndarray] = []
-            seq = drain(cpu, spill, threads, keys, seq, op_ext, runtime, False)
+            seq = drain(cpu, spill, threads, keys, seq, op_ext, runtime)
             for ext in op_ext:
-                ops.add(keyed(ext[0], np.zeros(ext.shape[1], dtype=np.int64)))
+                ops.add(keyed(ext, np.zeros(ext.size, dtype=np.int64)))
             for corr, ext in runtime:
                 calls.add(keyed(corr, base + calls.records + np.arange(corr.size, dtype=np.int64), value=ext))
             if len(dev):

@@ -5,12 +5,13 @@ op's self time is known before the end of the file. As for the other formats
 (:mod:`layerperf.readers.streaming`), each CPU event becomes a record spilled in sorted runs, the runs
 are merged by thread and start and cut where nothing is open, and each segment's rows — self time,
 inclusive time, FLOPs counted on the outermost op, device self and inclusive time — are computed by
-the rules of :func:`layerperf.readers.kineto.read` and folded. Device activities are kept (compactly:
-a few numbers each) because linking them to ops needs every op's External id first: before the
-segments, each activity is resolved to the op with its External id, or through its runtime call's
-correlation to the op with that call's External id, or to the op around that call (found in the
-call's segment); what links to nothing is a row of its own, as in the whole-file reading. Memory is
-one segment, the accumulators, and ~40 bytes per device activity and per op's External id.
+the rules of :func:`layerperf.readers.kineto.read` and folded. Linking device activities to ops needs
+every op's External id first: the activities and the ids go to files (:mod:`layerperf.readers.kineto_links`)
+and before the segments each activity is resolved to the op with its External id, or through its runtime
+call's correlation to the op with that call's External id, or to the op around that call (found in the
+call's segment); what links to nothing is a row of its own, as in the whole-file reading. Memory is one
+segment, the accumulators, and a block of the linking files. For the GPU views the activities are kept
+on disk with their launching call and op (:mod:`layerperf.readers.kineto_activities`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
+from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
 from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming
@@ -40,35 +41,10 @@ RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), (
 _NONE = -1
 
 
-@dataclass
-class _Links:
-    """Device time to hand out while the segments go by (ns): per op External id, and per runtime call
-    correlation for the op around the call."""
-
-    ext: np.ndarray  # sorted External ids of ops that own device time
-    ext_ns: np.ndarray
-    around: np.ndarray  # sorted correlation ids of calls whose enclosing op owns device time
-    around_ns: np.ndarray
-    lone: np.ndarray  # device activities linked to nothing known yet (bool)
-    around_of: np.ndarray  # per activity: the correlation it waits on (-1: none)
-    launcher: np.ndarray  # per activity: the identity of the op it is device time of (-1: none, or not yet)
-    waiting: np.ndarray  # the activities that wait on a call's correlation, by that correlation
-
-    def orphaned(self, corr: np.ndarray) -> None:
-        """Calls with these correlations have no op around them: their activities link to nothing."""
-        self.lone[np.isin(self.around_of, corr) & (self.around_of != _NONE)] = True
-
-    def launched(self, corr: np.ndarray, ident: np.ndarray) -> None:
-        _launched_in(self, corr, ident)
-
-    def release(self) -> None:
-        pass
-
-
 def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
-           op_ext: list[np.ndarray], runtime: list[np.ndarray], idents: bool) -> int:
-    """Move the CPU events gathered so far into the spill; keep what linking needs (``idents``: each
-    op's identity beside its External id, for the activities' launching ops)."""
+           op_ext: list[np.ndarray], runtime: list[np.ndarray]) -> int:
+    """Move the CPU events gathered so far into the spill; keep what linking needs (the ops' External
+    ids, the runtime calls' correlation and External ids)."""
     n = len(cpu)
     if not n:
         return seq
@@ -85,51 +61,24 @@ def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
         rec[name] = cpu.column(name)
     spill.add(rec)
     ops = rec["is_op"] & (rec["external"] != _NONE)
-    op_ext.append(np.stack([rec["external"][ops], rec["ident"][ops].astype(np.int64)]) if idents
-                  else rec["external"][ops][np.newaxis])
+    op_ext.append(rec["external"][ops])
     calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
     runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
     cpu.clear()
     return seq + n
 
 
-@dataclass
-class _DeviceColumns:
-    """The device activities as numpy columns, gathered chunk by chunk (no Python object per activity)."""
-
-    parts: dict[str, list[np.ndarray]]
-
-    FIELDS = (("ts_us", np.float64), ("dur_us", np.float64), ("ident", np.int64), ("external", np.int64),
-              ("correlation", np.int64), ("pid", np.int64), ("tid", np.int64))
-
-    @classmethod
-    def empty(cls) -> _DeviceColumns:
-        return cls({name: [] for name, _ in cls.FIELDS})
-
-    def take(self, dev: Device) -> None:
-        """Move ``dev``'s columns here (and empty it)."""
-        for name, dtype in self.FIELDS:
-            self.parts[name].append(dev.column(name).astype(dtype, copy=False))
-        dev.clear()
-
-    def column(self, name: str) -> np.ndarray:
-        parts = self.parts[name]
-        return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, kernels: bool = False,
-         path: Path | None = None, split: bool = False, activities: bool = False) -> Folded:
-    """The Kineto trace ``stream`` reads, folded (see the module's docstring); ``kernels``: with its device
-    activities as ``meta["kernels"]`` (name, kind, device, launching op, duration, start, stream and
-    correlation each: what ``--aggregate-by kernel`` groups; kept in memory). Without, the activities are
-    linked through files (:mod:`layerperf.readers.kineto_links`), and with ``split`` the file at ``path`` is
-    read by two processes (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start).
-    ``activities``: the device activities on disk with their launching calls and ops, the step windows and
-    the annotations, for the GPU views (``meta["activities"]``, a
+def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, path: Path | None = None,
+         split: bool = False, activities: bool = False) -> Folded:
+    """The Kineto trace ``stream`` reads, folded (see the module's docstring): the activities linked through
+    files (:mod:`layerperf.readers.kineto_links`); with ``split`` the file at ``path`` is read by two processes
+    (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start). ``activities``: the device
+    activities on disk with their launching calls and ops, the step windows and the annotations, for the GPU
+    views and the per-kernel view (``meta["activities"]``, a
     :class:`~layerperf.readers.kineto_activities.DiskActivities` the caller closes; read in one process)."""
     recorder = kineto_activities.Recorder(temp_dir()) if activities else None
     try:
-        folded = _fold(stream, meta, quantiles, kernels, path, split, recorder)
+        folded = _fold(stream, meta, quantiles, path, split, recorder)
     except BaseException:
         if recorder is not None:
             recorder.close()
@@ -137,8 +86,8 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     return folded
 
 
-def _fold(stream: EventStream, meta: dict[str, Any], quantiles: bool, kernels: bool, path: Path | None,
-          split: bool, recorder: kineto_activities.Recorder | None) -> Folded:
+def _fold(stream: EventStream, meta: dict[str, Any], quantiles: bool, path: Path | None, split: bool,
+          recorder: kineto_activities.Recorder | None) -> Folded:
     with Spill(False, temp_dir(), dtype=RECORD) as spill, \
             Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
             Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as calls:
@@ -146,52 +95,37 @@ def _fold(stream: EventStream, meta: dict[str, Any], quantiles: bool, kernels: b
         split = split and path is not None
         if split:  # ``stream`` was opened only to tell the format
             stream.close()
-        if split and not kernels and recorder is None:
+        if split and recorder is None:
             parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD)  # type: ignore[arg-type]
         if parts is not None:
             read = _Read.of_parts(parts, stream, spill, ops, calls)
         else:
-            read = _read_one(open_events(path) if split else stream, spill, ops, calls, kernels,  # type: ignore[arg-type]
-                             recorder)
+            read = _read_one(open_events(path) if split else stream, spill, ops, calls, recorder)  # type: ignore[arg-type]
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
         folded = Folded(quantiles=quantiles)
         folded.declare(read.builder.idents())
-        device = read.device
-        if kernels:
-            dev_dur = to_ns(device.column("dur_us")).astype(np.float64)
-            links: _Links | DiskLinks = _links(device, dev_dur, np.concatenate(read.op_ext, axis=1) if read.op_ext
-                                               else np.zeros((2, 0), dtype=np.int64),
-                                               np.concatenate(read.runtime, axis=1) if read.runtime else
-                                               np.zeros((2, 0), dtype=np.int64))
-        else:
-            links = DiskLinks(spill.dir, _activities_path(spill, recorder), ops, calls, recorder)
-        if recorder is not None:
-            recorder.link()
-        total = 0.0
-        for seg in _segments(spill, origin, read.maps):
-            table = _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
-            total += float(table.total_ns.sum())
-            folded.add(table)
-        for table in _lone_tables(read.builder, links, device, origin):
-            total += float(table.total_ns.sum())
-            folded.add(table)
-        unlinked = int(links.lone.sum()) if isinstance(links, _Links) else links.unlinked
-        kernel_table = None
-        if isinstance(links, _Links) and read.n_dev:
-            kernel_table = _kernel_table(read.builder.idents(), device, links.launcher, dev_dur,
-                                         to_ns(device.column("ts_us") - origin).astype(np.float64))
-        if isinstance(links, DiskLinks):
+        links = DiskLinks(spill.dir, _activities_path(spill, recorder), ops, calls, recorder)
+        try:
+            if recorder is not None:
+                recorder.link()
+            total = 0.0
+            for seg in _segments(spill, origin, read.maps):
+                table = _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
+                total += float(table.total_ns.sum())
+                folded.add(table)
+            for table in _lone_tables(read.builder, links, origin):
+                total += float(table.total_ns.sum())
+                folded.add(table)
+        finally:
             links.close()
         if recorder is not None:
             recorder.finish()
     info: dict[str, Any] = {"format": "kineto", "events": read.n_events, "device_events": read.n_dev,
-                            "device_unlinked": unlinked, "runs": read.steps or None, "ts_origin_us": origin,
+                            "device_unlinked": links.unlinked, "runs": read.steps or None, "ts_origin_us": origin,
                             "inclusive_flops": True, "streamed": True, "total_ns": total,
                             "spilled_records": read.records}
     if read.dropped:
         info["dropped"] = read.dropped.doc()
-    if kernel_table is not None:
-        info["kernels"] = kernel_table
     if recorder is not None:
         info.update(kineto_activities.view_meta(recorder, read.builder.idents(), origin, read.windows, read.notes))
     if devices := from_skeleton(read.skeleton):
@@ -215,9 +149,6 @@ class _Read:
     min_ts: float
     dropped: Dropped
     skeleton: Any
-    device: _DeviceColumns
-    op_ext: list[np.ndarray]
-    runtime: list[np.ndarray]
     maps: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # per part: identity and thread maps
     windows: list[tuple[float, float]] = field(default_factory=list)  # the steps (one process only)
     notes: list[tuple[str, bool, float, float]] = field(default_factory=list)  # the annotations (likewise)
@@ -235,14 +166,14 @@ class _Read:
             stream.head
         return cls(builder, threads, sum(p.events for p in parts), sum(p.device for p in parts),
                    sum(p.records for p in parts), sum(p.steps for p in parts), min(p.min_ts for p in parts), dropped,
-                   skeleton, _DeviceColumns.empty(), [], [], maps)
+                   skeleton, maps)
 
 
 def _activities_path(spill: Spill, recorder: kineto_activities.Recorder | None) -> Path:
     return recorder.activities if recorder is not None else spill.dir / "activities.bin"
 
 
-def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kernels: bool,
+def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill,
               recorder: kineto_activities.Recorder | None = None) -> _Read:
     """Read the whole trace in this process (``recorder``: keeping what the GPU views need too)."""
     builder, threads = TableBuilder(), Interner()
@@ -255,29 +186,25 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kerne
     runtime: list[np.ndarray] = []
     seq = n_events = n_dev = 0
     min_ts = np.inf
-    device = _DeviceColumns.empty()
     with _activities_path(spill, recorder).open("wb") as activities:
 
         def drain() -> int:
             if recorder is not None:
                 recorder.cpu(cpu, seq)
-            new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime, kernels)
-            if not kernels:  # the ids go to files, sorted there (calls in file order: the first one links)
-                for ext in op_ext:
-                    ops.add(kineto_links.keyed(ext[0], np.zeros(ext.shape[1], dtype=np.int64)))
-                for corr, ext in runtime:
-                    calls.add(kineto_links.keyed(corr, calls.records + np.arange(corr.size, dtype=np.int64),
-                                                 value=ext))
-                op_ext.clear()
-                runtime.clear()
+            new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
+            # the ids go to files, sorted there (calls in file order: the first one links)
+            for ext in op_ext:
+                ops.add(kineto_links.keyed(ext, np.zeros(ext.size, dtype=np.int64)))
+            for corr, ext in runtime:
+                calls.add(kineto_links.keyed(corr, calls.records + np.arange(corr.size, dtype=np.int64), value=ext))
+            op_ext.clear()
+            runtime.clear()
             return new
 
         def take() -> float:
             got = len(dev)
             low = float(dev.column("ts_us").min()) if got else np.inf
-            if kernels:
-                device.take(dev)
-            elif got:
+            if got:
                 rec = np.empty(got, dtype=kineto_links.ACTIVITY)
                 for name in rec.dtype.names or ():
                     rec[name] = dev.column(name)
@@ -299,54 +226,16 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill, kerne
         seq = drain()
         n_dev += len(dev)
         min_ts = min(min_ts, take())
-    return _Read(builder, threads, n_events, n_dev, seq, len(steps), min_ts, dropped, stream.skeleton, device,
-                 op_ext, runtime, windows=steps if recorder is not None else [],
+    return _Read(builder, threads, n_events, n_dev, seq, len(steps), min_ts, dropped, stream.skeleton,
+                 windows=steps if recorder is not None else [],
                  notes=notes if recorder is not None else [])
 
 
-def _lone_tables(builder: TableBuilder, links: _Links | DiskLinks, device: _DeviceColumns,
-                 origin: float) -> Any:
+def _lone_tables(builder: TableBuilder, links: DiskLinks, origin: float) -> Any:
     """Rows of their own for the activities that link to no op, as the whole-file reading makes them."""
-    if isinstance(links, DiskLinks):
-        for recs in links.lone_blocks():
-            yield _lone_rows(builder, recs["ident"], to_ns(recs["dur_us"]).astype(np.float64), recs["ts_us"],
-                             recs["pid"], recs["tid"], origin)
-        return
-    lone = np.flatnonzero(links.lone)
-    if lone.size:
-        yield _lone_rows(builder, device.column("ident").astype(np.int64)[lone],
-                         to_ns(device.column("dur_us")[lone]).astype(np.float64), device.column("ts_us")[lone],
-                         device.column("pid").astype(np.int64)[lone], device.column("tid").astype(np.int64)[lone],
-                         origin)
-
-
-def _links(dev: _DeviceColumns, dur_ns: np.ndarray, op_ext: np.ndarray, runtime: np.ndarray) -> _Links:
-    """Resolve each device activity to an op's External id, or to the op around a runtime call
-    (``op_ext``: the ops' External ids, in file order, over their identities when kept)."""
-    if op_ext.shape[0] > 1:
-        ops, first = np.unique(op_ext[0], return_index=True)
-        op_ident = op_ext[1][first]  # the first op with each External id, as the whole-file reading links
-    else:
-        ops = np.sort(op_ext[0])  # np.unique's hashing path takes seconds on millions of distinct ids
-        ops = ops[np.concatenate(([True], ops[1:] != ops[:-1]))] if ops.size else ops
-        op_ident = np.full(ops.size, _NONE, dtype=np.int64)
-    ext = dev.column("external").astype(np.int64)
-    corr = dev.column("correlation").astype(np.int64)
-    call_corr, call_ext = runtime
-    order = np.argsort(call_corr, kind="stable")
-    linked = kineto_links.classify(ext, corr, ops, call_corr[order], call_ext[order])
-    target, around = linked.target, linked.around
-    owned = target != _NONE
-    ext_keys, inverse = np.unique(target[owned], return_inverse=True)
-    ext_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[owned], minlength=ext_keys.size)
-    around_keys, inverse = np.unique(corr[around], return_inverse=True)
-    around_ns = np.bincount(inverse.reshape(-1), weights=dur_ns[around], minlength=around_keys.size)
-    launcher = np.full(corr.size, _NONE, dtype=np.int64)
-    launcher[owned] = op_ident[np.searchsorted(ops, target[owned])]
-    waiting = np.flatnonzero(around)
-    waiting = waiting[np.argsort(corr[waiting], kind="stable")]
-    return _Links(ext_keys, ext_ns, around_keys, around_ns, ~owned & ~around, np.where(around, corr, _NONE),
-                  launcher, waiting)
+    for recs in links.lone_blocks():
+        yield _lone_rows(builder, recs["ident"], to_ns(recs["dur_us"]).astype(np.float64), recs["ts_us"],
+                         recs["pid"], recs["tid"], origin)
 
 
 def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np.ndarray]] | None) -> Any:
@@ -372,7 +261,7 @@ def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np
         yield np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: _Links | DiskLinks, origin: float,
+def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, links: DiskLinks, origin: float,
                    has_device: bool) -> Calls:
     """One segment's rows, as :func:`layerperf.readers.kineto.read` makes them."""
     thread = seg["thread"].astype(np.int64)
@@ -394,12 +283,10 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
         op = kineto._enclosing_op(parent, is_op, calls)
         has_op = op >= 0
         np.add.at(device, op[has_op], links.around_ns[at[calls[has_op]]])
-        links.launched(corr[calls[has_op]], seg["ident"][op[has_op]].astype(np.int64))
         links.orphaned(corr[calls[~has_op]])
-        if isinstance(links, DiskLinks):
-            found = np.maximum(op, 0)
-            links.around_calls(corr[calls], seg["seq"][calls], np.where(has_op, seg["seq"][found], _NONE),
-                               np.where(has_op, seg["ident"][found], _NONE).astype(np.int64))
+        found = np.maximum(op, 0)
+        links.around_calls(corr[calls], seg["seq"][calls], np.where(has_op, seg["seq"][found], _NONE),
+                           np.where(has_op, seg["ident"][found], _NONE).astype(np.int64))
     links.release()
     incl = _inclusive(parent, device)
     idents = seg["ident"].astype(np.int64)
@@ -411,43 +298,6 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
              device_us=device[rows] / 1e3 if has_device else None, flops=flops[rows], bytes_=moved[rows],
              device_incl_us=incl[rows] / 1e3 if has_device else None, ts_us=start[rows] / 1e3, pid=pid, tid=tid)
     return with_outer(b.build({"inclusive_flops": True}), kineto._row_parents(parent, rows))
-
-
-def _launched_in(links: _Links, corr: np.ndarray, ident: np.ndarray) -> None:
-    """The activities waiting on these runtime calls' correlation ids are device time of ``ident``, the
-    op around each call."""
-    waiting_corr = links.around_of[links.waiting]
-    lo, hi = np.searchsorted(waiting_corr, corr, "left"), np.searchsorted(waiting_corr, corr, "right")
-    counts = hi - lo
-    total = int(counts.sum())
-    if not total:
-        return
-    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    links.launcher[links.waiting[np.repeat(lo, counts) + offsets]] = np.repeat(ident, counts)
-
-
-def _kernel_table(idents: list[Any], dev: _DeviceColumns, launcher: np.ndarray, dur_ns: np.ndarray,
-                  ts_ns: np.ndarray) -> KernelTable:
-    """The device activities as :func:`layerperf.readers.kineto.read` tables them, less what the views
-    alone read (the launching call's times, bytes moved, the owning row: unknown here)."""
-    ident = dev.column("ident").astype(np.int64)
-    names = [i[0] for i in idents]
-    return KernelTable(_labels(ident, names), _labels(ident, [i[1] for i in idents]),
-                       _labels(ident, [i[2] for i in idents]), _labels(launcher, names), dur_ns, ts_ns=ts_ns,
-                       stream=dev.column("tid").astype(np.int64),
-                       correlation=dev.column("correlation").astype(np.int64))
-
-
-def _labels(codes: np.ndarray, text: list[str]) -> Labels:
-    """A column of identity codes (-1: none, "") as the strings they stand for, numbered in the order
-    each string first comes (as :meth:`Labels.of` numbers them)."""
-    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    table: dict[str, int] = {}
-    code = np.empty(distinct.size, dtype=np.int32)
-    for k in np.argsort(first, kind="stable").tolist():
-        value = int(distinct[k])
-        code[k] = table.setdefault(text[value] if value >= 0 else "", len(table))
-    return Labels(code[inverse.reshape(-1)], tuple(table))
 
 
 def _inclusive(parent: np.ndarray, own: np.ndarray) -> np.ndarray:

@@ -120,6 +120,8 @@ class Windows:
         at = np.searchsorted(self.starts, times, side="right") - 1
         inside = (at >= 0) & (times < self.ends[np.maximum(at, 0)])
         rows = np.flatnonzero(inside)
+        if not rows.size:
+            return
         rows = rows[np.argsort(at[rows], kind="stable")]
         slots, firsts = np.unique(at[rows], return_index=True)
         for slot, lo, hi in zip(slots.tolist(), firsts.tolist(), [*firsts[1:].tolist(), rows.size], strict=True):
