@@ -20,6 +20,7 @@ import pytest
 import layerperf
 from controlflow_models import MODELS, feeds
 from layerperf.analysis.aggregate import aggregate, filter_table
+from layerperf.cli import main
 from layerperf.data.calls import Calls, TableBuilder, int_id
 from layerperf.errors import InputError
 from layerperf.readers.detect import read_table
@@ -255,3 +256,53 @@ def test_written_in_chunks_is_the_document(nested_profile: Path, tmp_path: Path,
     none = filter_table(table, types=["NoSuchOp"])  # no call left: an empty timeline, still one a viewer opens
     empty = json.loads(timeline.save(none, tmp_path / "empty.json").read_text())
     assert empty == timeline.document(none) and empty["traceEvents"] == []
+
+
+def _events(path: Path) -> tuple[list[str], dict[str, Any]]:
+    doc = json.loads(path.read_text())
+    return sorted(json.dumps(e, sort_keys=True) for e in doc["traceEvents"]), doc["otherData"]
+
+
+def _tef_unknown_ids(path: Path) -> Path:
+    """Nested events of known and unknown process and thread (ids that are no numbers), shuffled."""
+    events = []
+    for k in range(300):
+        pid, tid = (1, 2) if k % 3 == 0 else ("main", 5) if k % 3 == 1 else (7, "worker")
+        events.append({"ph": "X", "name": f"op{k % 7}", "cat": "Op", "pid": pid, "tid": tid, "ts": 10.0 * k,
+                       "dur": 8.0, "args": {}})
+        events.append({"ph": "X", "name": "inner", "cat": "Op", "pid": pid, "tid": tid, "ts": 10.0 * k + 1,
+                       "dur": 2.5, "args": {}})
+    events.reverse()
+    path.write_text(json.dumps(events))
+    return path
+
+
+@pytest.mark.parametrize("args", [[], ["--name", "op[12]|conv|aten::add"], ["--type", "Loop", "--type", "Op"]],
+                         ids=["all", "name", "type"])
+def test_streamed_timeline_is_the_whole_tables(nested_profile: Path, tmp_path: Path, args: list[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``analyze --timeline`` writes the calls as the trace streams (segments of a few records here), the same
+    events as the timeline of the table read whole, unknown ids named alike, in any order."""
+    from stream_traces import shrink
+
+    shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
+    monkeypatch.setattr(timeline, "CHUNK_ROWS", 5)
+    written = 0
+    for trace in (nested_profile, *TORCH_TRACES, _tef_unknown_ids(tmp_path / "tef.json")):
+        out = tmp_path / "streamed.json"
+        assert main(["analyze", str(trace), "--timeline", str(out), "--format", "json", *args]) == 0
+        table = read_table(trace)
+        keep = filter_table(table, types=args[1::2] if "--type" in args else (),
+                            name=args[1] if "--name" in args else None)
+        whole = timeline.save(keep, tmp_path / "whole.json")
+        assert _events(out) == _events(whole), trace
+        written += sum('"ph": "X"' in e for e in _events(out)[0])
+    assert written > 100
+
+
+def test_streamed_timeline_failing_read_leaves_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}, {"ph": ')
+    done = run_cli("analyze", str(bad), "--timeline", str(tmp_path / "t.json"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]  # no timeline, no temporary

@@ -17,7 +17,7 @@ from layerperf.analysis.gpu.source import InMemory
 from layerperf.data.calls import KernelTable
 from layerperf.errors import InputError
 from layerperf.readers import kineto_activities, kineto_links
-from layerperf.readers.detect import read_table
+from layerperf.readers.detect import read_folded, read_table
 from layerperf.readers.kineto_stream import fold
 from layerperf.readers.stream import open_events
 
@@ -132,3 +132,27 @@ def test_sort_keys_an_integer_then_floats_only() -> None:
             list(disk.sort([rec], "t", "stream"))
     finally:
         disk.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fuzzed_duplicate_ids_fold_as_the_whole_reading(tmp_path: Path, seed: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ops sharing an External id, calls sharing a correlation id: the first of each in the file takes the
+    device time, streamed as whole (the streamed reading once gave it to every op with the id)."""
+    from layerperf.analysis import aggregate as analysis
+    from stream_traces import shrink
+    from test_streaming import _same
+
+    r = random.Random(100 + seed)
+    shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
+    monkeypatch.setattr(kineto_links, "BLOCK", r.choice([1, 5, 64]))
+    path = tmp_path / "t.json"
+    events = [_event(r) for _ in range(400)]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    table = read_table(path)
+    folded = read_folded(path, quantiles=True)
+    assert folded.calls == len(table)
+    assert folded.meta["device_unlinked"] == table.meta["device_unlinked"]
+    for how in ("sum", "count", "max"):
+        _same(analysis.aggregate(table, "name", how), folded.table("name", how), how)
+    assert np.nansum(table.device_ns) > 0

@@ -60,3 +60,63 @@ def test_streamed_memory_flat_as_the_trace_grows(small_buffers: None, tmp_path: 
     assert whole[1] > 2.5 * whole[0]  # the yardstick: reading whole grows with the file
     assert streamed[1] < 1.3 * streamed[0], (streamed, whole)
     assert streamed[1] < whole[1] / 2
+
+
+def _every_view(path: Path) -> list[Any]:
+    """Read a PyTorch trace with its device activities on disk and compute every GPU view and the
+    per-kernel view from them; the activities' files removed after."""
+    from layerperf.analysis import gpu_kernels
+    from layerperf.analysis.gpu import annotations, idle, kernel_type, launch, memcpy, overlap, queue, temporal
+
+    folded = detect.read_folded(path, activities=True, block=BLOCK_BYTES)
+    source = folded.meta["activities"]
+    try:
+        return [temporal.temporal(source, folded.meta.get("run_windows_ns") or []), idle.idle(source),
+                kernel_type.kernel_types(source), launch.launch(source), queue.queues(source), memcpy.memcpy(source),
+                overlap.overlap(source), annotations.annotation_times(folded.meta["annotations"], source)
+                if "annotations" in folded.meta else None, gpu_kernels.aggregate(source)]
+    finally:
+        source.close()
+
+
+def test_gpu_views_memory_flat_as_the_trace_grows(small_buffers: None, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU views and the per-kernel view of a trace four times larger hold no more: the activities
+    stay on disk, served in blocks, and each view keeps per-group figures only."""
+    from layerperf.readers import kineto_activities
+
+    monkeypatch.setattr(kineto_activities, "BLOCK", 256)
+    paths = [kineto_launches(tmp_path / "small.json", calls=2000), kineto_launches(tmp_path / "large.json", calls=8000)]
+    streamed, whole = [], []
+    for path in paths:
+        peak, views = _peak_bytes(lambda p=path: _every_view(p))
+        assert views[1] and views[3].launches > 0  # gaps and launches were found: the views saw the activities
+        streamed.append(peak)
+        whole.append(_peak_bytes(lambda p=path: detect.read_table(p, block=BLOCK_BYTES))[0])
+    assert whole[1] > 2.5 * whole[0]
+    assert streamed[1] < 1.3 * streamed[0], (streamed, whole)
+
+
+def test_timeline_written_as_it_streams_memory_flat(small_buffers: None, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``analyze --timeline`` of a trace four times larger holds no more: calls are written a chunk at a time
+    as the segments are folded (the unknown ids' calls wait on disk)."""
+    from layerperf.renderers import timeline
+
+    monkeypatch.setattr(timeline, "CHUNK_ROWS", 256)
+
+    def written(path: Path) -> int:
+        out = tmp_path / "timeline.json"
+        with out.open("wb") as f:
+            writer = timeline.Streamed(f, tmp_path)
+            folded = detect.read_folded(path, sink=writer.add, block=BLOCK_BYTES)
+            writer.finish(folded.meta)
+        return writer.calls
+
+    peaks = []
+    for n_top in (600, 2400):
+        path = tef_nested(tmp_path / f"t{n_top}.json", n_top=n_top)
+        peak, calls = _peak_bytes(lambda p=path: written(p))
+        assert calls == len(detect.read_table(path))
+        peaks.append(peak)
+    assert peaks[1] < 1.3 * peaks[0], peaks

@@ -8,6 +8,7 @@ from typing import Any
 
 from layerperf.analysis.gpu import VIEWS
 from layerperf.cli.common import add_output_args, layout, output_format, positive_int, warn_dropped
+from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 
 AGGREGATE_BY = ("name", "type", "provider", "shape", "kernel")
@@ -65,7 +66,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
-    from layerperf.readers.detect import read_folded, read_table
+    from layerperf.readers.detect import read_folded
 
     fmt = output_format(args)
     table_layout = layout(args, fmt)
@@ -77,11 +78,13 @@ def run(args: argparse.Namespace) -> int:
         from layerperf.renderers.files import check_dir
 
         check_dir(Path(args.timeline).absolute().parent)
-    # every call is needed for a timeline; figures fold as the trace is read, the device activities the
-    # GPU views and the per-kernel view read go to disk
+    # figures fold as the trace is read, a timeline is written as it goes, the device activities the GPU
+    # views and the per-kernel view read go to disk
     devices = args.view is not None or args.aggregate_by == "kernel"
-    table = read_table(args.trace) if args.timeline is not None else \
-        read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices)
+    if args.timeline is not None:
+        table = _with_timeline(args, devices)
+    else:
+        table = read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices)
     try:
         _show(table, args, fmt, table_layout)
     finally:
@@ -107,18 +110,39 @@ def _show(table: Any, args: argparse.Namespace, fmt: str, table_layout: Any) -> 
             analysis.resolve_column(table, args.order_by)
         view = analyze_view(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by, top=top,
                             types=args.types, name=args.name, min_time_s=args.min_time)
-    _timeline(table, args)
     show(view, fmt, args.output, table_layout)
     warn_dropped([table], fmt)
 
 
-def _timeline(table: Any, args: argparse.Namespace) -> None:
-    """Write ``--timeline``: every call of the trace the row filters keep, as read (not aggregated)."""
-    if args.timeline is None:
-        return
+def _with_timeline(args: argparse.Namespace, devices: bool) -> Any:
+    """Read the trace writing ``--timeline`` as it goes: every call the row filters keep, as read (not
+    aggregated), whole or not at all; the table (folded) for the figures."""
     from layerperf.analysis import aggregate as analysis
+    from layerperf.data.fold import Folded
+    from layerperf.readers.detect import read_folded
     from layerperf.renderers import timeline
+    from layerperf.renderers.files import atomic_files
 
-    calls = table if args.aggregate_by == "kernel" else analysis.filter_table(table, types=args.types,
-                                                                                 name=args.name)
-    timeline.save(calls, Path(args.timeline))
+    target = Path(args.timeline).absolute()
+
+    def keep(calls: Calls) -> Calls:
+        return calls if args.aggregate_by == "kernel" else analysis.filter_table(calls, types=args.types,
+                                                                                  name=args.name)
+
+    table = None
+    try:
+        with atomic_files(target.parent, [target.name]) as (f,):
+            writer = timeline.Streamed(f, target.parent, keep)
+            table = read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices,
+                                sink=writer.add)
+            if isinstance(table, Folded):
+                writer.finish(table.meta)
+            else:  # a trace read whole (layerperf's own): its table's timeline
+                f.seek(0)
+                f.truncate()
+                timeline.write(keep(table), f)
+    except BaseException:
+        if table is not None and (activities := table.meta.get("activities")) is not None:
+            activities.close()
+        raise
+    return table

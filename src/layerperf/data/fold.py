@@ -17,7 +17,7 @@ by sum, mean, median, max, min or count) that ``aggregate`` gives on the whole e
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,11 +50,13 @@ class Folded:
 
     ``quantiles``: keep a sketch per identity and figure (what ``median`` needs; costs time, so asked
     for). ``calls`` counts every call folded in; ``nested`` says whether any call's inclusive time
-    differs from its self time; ``has_outer`` whether any table folded in had nesting flags.
+    differs from its self time; ``has_outer`` whether any table folded in had nesting flags. ``sink``: also
+    handed every table folded in, as it comes (a timeline written as the trace streams).
     """
 
-    def __init__(self, *, quantiles: bool = False) -> None:
+    def __init__(self, *, quantiles: bool = False, sink: Callable[[Calls], None] | None = None) -> None:
         self.quantiles = quantiles
+        self.sink = sink
         self.index: dict[Ident, int] = {}
         self.idents: list[Ident] = []
         self.count: list[int] = []
@@ -100,6 +102,8 @@ class Folded:
 
     def add(self, table: Calls) -> None:
         """Fold in the calls of ``table`` (rows as read, whole nesting trees)."""
+        if self.sink is not None:
+            self.sink(table)
         if not len(table):
             return
         for label in table.counters:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +75,15 @@ def read_table(path: str | Path, *, block: int = BLOCK_BYTES) -> Calls:
 
 
 def read_folded(path: str | Path, *, quantiles: bool = False, activities: bool = False,
-                block: int = BLOCK_BYTES) -> Folded | Calls:
+                sink: Callable[[Calls], None] | None = None, block: int = BLOCK_BYTES) -> Folded | Calls:
     """The trace at ``path`` for analysis: an ONNX Runtime profile, a PyTorch trace or a Trace Event
     Format file folded into per-op accumulators in bounded memory (:mod:`layerperf.readers.streaming`;
     ``quantiles``: keep what medians need; ``activities``: a PyTorch trace's device activities too, on disk
     with what the GPU views and the per-kernel view read, as ``meta["activities"]`` (a
-    :class:`~layerperf.readers.kineto_activities.DiskActivities`, which the caller closes)), any other trace as
-    its table (:func:`read_table`). InputError when unreadable."""
-    return _without_gc(lambda: _read_table(Path(path), block, quantiles, activities))
+    :class:`~layerperf.readers.kineto_activities.DiskActivities`, which the caller closes); ``sink``: handed
+    each table of calls as it is folded), any other trace as its table (:func:`read_table`; ``sink`` unused).
+    InputError when unreadable."""
+    return _without_gc(lambda: _read_table(Path(path), block, quantiles, activities, sink))
 
 
 def _without_gc(work: Any) -> Any:
@@ -108,7 +110,8 @@ def _is_onnx_model(path: Path) -> bool:
         return False  # reading it properly says what is wrong
 
 
-def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool = False) -> Calls | Folded:
+def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool = False,
+                sink: Callable[[Calls], None] | None = None) -> Calls | Folded:
     """The trace's table; folded instead (``quantiles`` not None) where its format streams."""
     trace = resolve(path)
     if trace.is_file() and _is_onnx_model(trace):
@@ -128,14 +131,16 @@ def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)
     elif fmt == "kineto" and quantiles is not None:
-        return kineto_stream.fold(stream, meta, quantiles=quantiles, path=trace, split=split, activities=activities)
+        return kineto_stream.fold(stream, meta, quantiles=quantiles, path=trace, split=split, activities=activities,
+                                  sink=sink)
     elif fmt == "kineto":
         table = kineto.read(stream, meta)
     elif quantiles is not None:
         reader = ort if fmt == "ort" else tef
         if split:
             stream.close()
-        folded = streaming.fold(trace, reader, None if split else stream, meta, split=split, quantiles=quantiles)
+        folded = streaming.fold(trace, reader, None if split else stream, meta, split=split, quantiles=quantiles,
+                                sink=sink)
         if folded.calls == 0:
             raise InputError(f"{trace} has no timed events ({folded.meta.get('format')} trace with "
                              f"{folded.meta.get('events', 0)} events, none of them a timed op)")

@@ -105,23 +105,24 @@ def _sorted_file(spill: Spill, path: Path, fields: tuple[str, ...], dtype: np.dt
 
 
 def _summed_file(spill: Spill, path: Path) -> Mapped:
-    """Per distinct key of the spill, the sum of its records' ``ns`` (whole ns: exact in any order)."""
-    dtype = np.dtype([("key", "<i8"), ("ns", "<f8")])
-    carry: tuple[int, float] | None = None
+    """Per distinct key of the spill, the sum of its records' ``ns`` (whole ns: exact in any order) and their
+    ``value`` (the same in every record of a key: the position of the op or call that takes the time)."""
+    dtype = np.dtype([("key", "<i8"), ("ns", "<f8"), ("first", "<i8")])
+    carry: np.ndarray | None = None
     with path.open("wb") as f:
         for block in spill.sorted_blocks():
             key, ns = block["thread_key"], block["ns"]
             starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
             out = np.empty(starts.size, dtype=dtype)
-            out["key"], out["ns"] = key[starts], np.add.reduceat(ns, starts)
-            if carry is not None and out["key"][0] == carry[0]:
-                out["ns"][0] += carry[1]
+            out["key"], out["ns"], out["first"] = key[starts], np.add.reduceat(ns, starts), block["value"][starts]
+            if carry is not None and out["key"][0] == carry["key"][0]:
+                out["ns"][0] += carry["ns"][0]
             elif carry is not None:
-                np.asarray([carry], dtype=dtype).tofile(f)
+                carry.tofile(f)
             out[:-1].tofile(f)
-            carry = (int(out["key"][-1]), float(out["ns"][-1]))
+            carry = out[-1:].copy()
         if carry is not None:
-            np.asarray([carry], dtype=dtype).tofile(f)
+            carry.tofile(f)
     return Mapped(path, dtype)
 
 
@@ -142,9 +143,10 @@ class DiskLinks:
         self.orphans: list[np.ndarray] = []  # correlations of calls with no op around them
         keys: list[Mapped] = []  # closed however the linking ends (a failure leaves no mapping open)
         try:
-            keys.append(_sorted_file(ops, directory / "ops.bin", ("thread_key",), np.dtype([("key", "<i8")])))
-            keys.append(_sorted_file(calls, directory / "calls.bin", ("thread_key", "value"),
-                                     np.dtype([("key", "<i8"), ("ext", "<i8")])))
+            keys.append(_sorted_file(ops, directory / "ops.bin", ("thread_key", "seq"),
+                                     np.dtype([("key", "<i8"), ("seq", "<i8")])))
+            keys.append(_sorted_file(calls, directory / "calls.bin", ("thread_key", "value", "seq"),
+                                     np.dtype([("key", "<i8"), ("ext", "<i8"), ("seq", "<i8")])))
             with Spill(False, str(directory), dtype=KEYED) as ext, \
                     Spill(False, str(directory), dtype=KEYED) as around, \
                     Spill(False, str(directory), dtype=KEYED) as lone:
@@ -164,13 +166,15 @@ class DiskLinks:
         finally:
             for mapped in keys:
                 mapped.close()
-        self.ext, self.ext_ns = self.ext_file.array["key"], self.ext_file.array["ns"]
-        self.around, self.around_ns = self.around_file.array["key"], self.around_file.array["ns"]
+        # by id: the device time, and the position of the one op (call) that takes it: the first with that id
+        self.ext, self.ext_ns, self.ext_first = (self.ext_file.array[f] for f in ("key", "ns", "first"))
+        self.around, self.around_ns, self.around_first = (self.around_file.array[f] for f in ("key", "ns", "first"))
 
     def _resolve(self, ops: Mapped, calls: Mapped, ext_out: Spill, around_out: Spill, lone_out: Spill) -> int:
         """Each activity's link (the rules of ``kineto_stream.links``), a block at a time; how many link
         to nothing."""
         op_keys, call_corr, call_ext = ops.array["key"], calls.array["key"], calls.array["ext"]
+        op_seq, call_seq = ops.array["seq"], calls.array["seq"]
         lone_n = 0
         acts = self.activities.array
         for lo in range(0, acts.size, BLOCK):
@@ -181,8 +185,9 @@ class DiskLinks:
             links = classify(ext, corr, op_keys, call_corr, call_ext)
             target, around = links.target, links.around
             owned = target != NONE
-            ext_out.add(keyed(target[owned], index[owned], ns=dur_ns[owned]))
-            around_out.add(keyed(corr[around], index[around], ns=dur_ns[around]))
+            first_op = op_seq[np.searchsorted(op_keys, target[owned])] if owned.any() else target[owned]
+            ext_out.add(keyed(target[owned], index[owned], value=first_op, ns=dur_ns[owned]))
+            around_out.add(keyed(corr[around], index[around], value=call_seq[links.at[around]], ns=dur_ns[around]))
             lone = ~owned & ~around
             lone_out.add(keyed(np.zeros(int(lone.sum()), dtype=np.int64), index[lone]))
             lone_n += int(lone.sum())
@@ -226,7 +231,8 @@ class DiskLinks:
             lone.close()
 
     def close(self) -> None:
-        self.ext = self.ext_ns = self.around = self.around_ns = np.zeros(0)  # views of the maps closed next
+        self.ext = self.ext_ns = self.ext_first = np.zeros(0)  # views of the maps closed next
+        self.around = self.around_ns = self.around_first = np.zeros(0)
         for m in (self.activities, self.ext_file, self.around_file):
             m.close()
 

@@ -72,10 +72,10 @@ def read_part(stream: EventStream, directory: Path, index: int, drain: Any, reco
             op_ext: list[np.ndarray] = []
             runtime: list[np.ndarray] = []
             seq = drain(cpu, spill, threads, keys, seq, op_ext, runtime)
-            for ext in op_ext:
-                ops.add(keyed(ext, np.zeros(ext.size, dtype=np.int64)))
-            for corr, ext in runtime:
-                calls.add(keyed(corr, base + calls.records + np.arange(corr.size, dtype=np.int64), value=ext))
+            for ext, pos in op_ext:
+                ops.add(keyed(ext, pos))
+            for corr, ext, pos in runtime:
+                calls.add(keyed(corr, pos, value=ext))
             if len(dev):
                 out.device += len(dev)
                 out.min_ts = min(out.min_ts, float(dev.column("ts_us").min()))

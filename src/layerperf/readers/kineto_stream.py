@@ -44,7 +44,7 @@ _NONE = -1
 def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
            op_ext: list[np.ndarray], runtime: list[np.ndarray]) -> int:
     """Move the CPU events gathered so far into the spill; keep what linking needs (the ops' External
-    ids, the runtime calls' correlation and External ids)."""
+    ids and the runtime calls' correlation and External ids, each with its position in the trace)."""
     n = len(cpu)
     if not n:
         return seq
@@ -61,24 +61,25 @@ def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
         rec[name] = cpu.column(name)
     spill.add(rec)
     ops = rec["is_op"] & (rec["external"] != _NONE)
-    op_ext.append(rec["external"][ops])
+    op_ext.append(np.stack([rec["external"][ops], rec["seq"][ops]]))
     calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
-    runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls]]))
+    runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls], rec["seq"][calls]]))
     cpu.clear()
     return seq + n
 
 
 def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, path: Path | None = None,
-         split: bool = False, activities: bool = False) -> Folded:
+         split: bool = False, activities: bool = False, sink: Any = None) -> Folded:
     """The Kineto trace ``stream`` reads, folded (see the module's docstring): the activities linked through
     files (:mod:`layerperf.readers.kineto_links`); with ``split`` the file at ``path`` is read by two processes
     (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start). ``activities``: the device
     activities on disk with their launching calls and ops, the step windows and the annotations, for the GPU
     views and the per-kernel view (``meta["activities"]``, a
-    :class:`~layerperf.readers.kineto_activities.DiskActivities` the caller closes; read in one process)."""
+    :class:`~layerperf.readers.kineto_activities.DiskActivities` the caller closes; read in one process).
+    ``sink``: handed each table of calls as it is folded."""
     recorder = kineto_activities.Recorder(temp_dir()) if activities else None
     try:
-        folded = _fold(stream, meta, quantiles, path, split, recorder)
+        folded = _fold(stream, meta, Folded(quantiles=quantiles, sink=sink), path, split, recorder)
     except BaseException:
         if recorder is not None:
             recorder.close()
@@ -86,7 +87,7 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     return folded
 
 
-def _fold(stream: EventStream, meta: dict[str, Any], quantiles: bool, path: Path | None, split: bool,
+def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path | None, split: bool,
           recorder: kineto_activities.Recorder | None) -> Folded:
     with Spill(False, temp_dir(), dtype=RECORD) as spill, \
             Spill(False, str(spill.dir), dtype=kineto_links.KEYED) as ops, \
@@ -102,7 +103,6 @@ def _fold(stream: EventStream, meta: dict[str, Any], quantiles: bool, path: Path
         else:
             read = _read_one(open_events(path) if split else stream, spill, ops, calls, recorder)  # type: ignore[arg-type]
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
-        folded = Folded(quantiles=quantiles)
         folded.declare(read.builder.idents())
         links = DiskLinks(spill.dir, _activities_path(spill, recorder), ops, calls, recorder)
         try:
@@ -192,11 +192,11 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill,
             if recorder is not None:
                 recorder.cpu(cpu, seq)
             new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
-            # the ids go to files, sorted there (calls in file order: the first one links)
-            for ext in op_ext:
-                ops.add(kineto_links.keyed(ext, np.zeros(ext.size, dtype=np.int64)))
-            for corr, ext in runtime:
-                calls.add(kineto_links.keyed(corr, calls.records + np.arange(corr.size, dtype=np.int64), value=ext))
+            # the ids go to files, sorted there by id then position (the first op or call with an id links)
+            for ext, pos in op_ext:
+                ops.add(kineto_links.keyed(ext, pos))
+            for corr, ext, pos in runtime:
+                calls.add(kineto_links.keyed(corr, pos, value=ext))
             op_ext.clear()
             runtime.clear()
             return new
@@ -273,12 +273,15 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
     device = np.zeros(seg.size)
     ext = seg["external"]
     at = np.clip(np.searchsorted(links.ext, ext), 0, max(links.ext.size - 1, 0))
-    hit = is_op & (links.ext.size > 0) & (links.ext[at] == ext) if links.ext.size else np.zeros(seg.size, bool)
+    # the first op with an External id takes its device time (as the whole-file reading links it)
+    hit = is_op & (links.ext[at] == ext) & (links.ext_first[at] == seg["seq"]) if links.ext.size else \
+        np.zeros(seg.size, bool)
     device[hit] = links.ext_ns[at[hit]]
     corr = seg["correlation"]
     at = np.clip(np.searchsorted(links.around, corr), 0, max(links.around.size - 1, 0))
-    calls = np.flatnonzero(~is_op & (links.around[at] == corr) & (corr != _NONE)) if links.around.size else \
-        np.zeros(0, dtype=np.int64)
+    # the first call with a correlation id hands its activities' time to the op around it
+    calls = np.flatnonzero(~is_op & (links.around[at] == corr) & (corr != _NONE)
+                           & (links.around_first[at] == seg["seq"])) if links.around.size else np.zeros(0, np.int64)
     if calls.size:
         op = kineto._enclosing_op(parent, is_op, calls)
         has_op = op >= 0

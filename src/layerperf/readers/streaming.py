@@ -120,9 +120,10 @@ def _spill_part(stream: EventStream, reader: ModuleType, directory: Path, part_i
 
 
 def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[str, Any], *,
-         split: bool, quantiles: bool = False) -> Folded:
+         split: bool, quantiles: bool = False, sink: Any = None) -> Folded:
     """The trace at ``path`` (``reader``: :mod:`~layerperf.readers.ort` or :mod:`~layerperf.readers.tef`)
-    folded; ``stream`` the file opened at its events (None when ``split``: two processes read it)."""
+    folded; ``stream`` the file opened at its events (None when ``split``: two processes read it); ``sink``
+    handed each table folded (:class:`~layerperf.data.fold.Folded`)."""
     zero_first = reader is ort
     with Spill(zero_first, temp_dir()) as spill:
         spilled = _two_processes(path, reader, spill.dir, zero_first) if split else None
@@ -130,7 +131,7 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
             spilled = [_spill_part(stream or open_events(path), reader, spill.dir, 0, zero_first)]
         for s in spilled:
             spill.adopt(s.runs)
-        return _fold_sorted(spill, spilled, reader, meta, quantiles)
+        return _fold_sorted(spill, spilled, reader, meta, quantiles, sink)
 
 
 def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
@@ -138,7 +139,7 @@ def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: 
 
 
 def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta: dict[str, Any],
-                 quantiles: bool) -> Folded:
+                 quantiles: bool, sink: Any = None) -> Folded:
     builder, threads = TableBuilder(), Interner()
     ident_maps = [np.asarray(builder.ident_codes(s.part.idents), dtype=np.int64) for s in spilled]
     thread_maps = [np.asarray(threads.codes(s.part.threads), dtype=np.int64) for s in spilled]
@@ -158,7 +159,7 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
     origin = min([s.min_ts_us for s in spilled] + ([float(extra[1].min())] if extra[1].size else []))
     origin = 0.0 if not np.isfinite(origin) else origin
 
-    folded = Folded(quantiles=quantiles)
+    folded = Folded(quantiles=quantiles, sink=sink)
     folded.declare(builder.idents())
     total_ns = 0.0
     proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)

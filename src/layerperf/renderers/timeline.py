@@ -13,6 +13,8 @@ of them has no timeline.
 from __future__ import annotations
 
 import gc
+import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -80,7 +82,7 @@ class _Timeline:
         self.tid, self.unknown_tid = _viewer_ids(table.tid[self.rows])
 
     def metadata(self) -> list[dict[str, Any]]:
-        return _metadata(self.table, self.pid, self.tid, self.unknown_pid, self.unknown_tid)
+        return _metadata(self.table.meta, self.pid, self.tid, self.unknown_pid, self.unknown_tid)
 
     def chunks(self) -> Iterator[list[dict[str, Any]]]:
         for start in range(0, self.rows.size, CHUNK_ROWS):
@@ -96,6 +98,80 @@ class _Timeline:
 CHUNK_ROWS = 1 << 16
 
 
+class Streamed:
+    """A timeline written to ``f`` as a trace's calls come, a table at a time (``add``; :meth:`finish` ends it),
+    never holding more than a chunk of events: memory does not grow with the trace. ``keep`` picks the rows a
+    table contributes (the row filters). The calls go in the order the tables come, the metadata events
+    last. A call whose process or thread the trace did not say waits on disk (``directory``), its id a
+    placeholder, until the fresh id that names it — one past the largest id of the calls, as for a whole
+    table — is known at the end."""
+
+    def __init__(self, f: IO[bytes], directory: Path, keep: Any = None) -> None:
+        self.f, self.keep = f, keep
+        self.held = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - closed by finish
+        self.mark = f"unknown-{uuid.uuid4().hex}"
+        self.max_pid = self.max_tid = UNKNOWN
+        self.tracks: set[tuple[int, bool]] = set()  # (pid, thread unknown) of every call written
+        self.calls = self.untimed = 0
+        self.sep = b""
+        f.write(b'{"traceEvents":[')
+
+    def add(self, table: Calls) -> None:
+        table = self.keep(table) if self.keep is not None else table
+        rows = np.flatnonzero(~np.isnan(table.ts_ns))
+        self.untimed += len(table) - int(rows.size)
+        self.calls += int(rows.size)
+        if not rows.size:
+            return
+        pid, tid = table.pid[rows], table.tid[rows]
+        self.max_pid, self.max_tid = max(self.max_pid, int(pid.max())), max(self.max_tid, int(tid.max()))
+        self.tracks.update(zip(pid.tolist(), (tid == UNKNOWN).tolist(), strict=True))
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for lo in range(0, rows.size, CHUNK_ROWS):
+                at = slice(lo, lo + CHUNK_ROWS)
+                self._write(_calls(table, rows[at], pid[at], tid[at]))
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _write(self, events: list[dict[str, Any]]) -> None:
+        known = [e for e in events if e["pid"] != UNKNOWN and e["tid"] != UNKNOWN]
+        if known:
+            self.f.write(self.sep + orjson.dumps(known)[1:-1])
+            self.sep = b","
+        if len(known) < len(events):
+            for e in events:
+                for key in ("pid", "tid"):
+                    if e[key] == UNKNOWN:
+                        e[key] = self.mark + key
+            self.held.write(orjson.dumps([e for e in events if isinstance(e["pid"], str) or
+                                          isinstance(e["tid"], str)])[1:-1] + b"\n")
+
+    def finish(self, meta: dict[str, Any]) -> None:
+        """The calls held back, with their fresh ids, then the metadata and ``otherData`` (from ``meta``)."""
+        fresh = {key: str(top + 1).encode() for key, top in (("pid", self.max_pid), ("tid", self.max_tid))}
+        self.held.seek(0)
+        for line in self.held:
+            for key, value in fresh.items():
+                line = line.replace(b'"' + (self.mark + key).encode() + b'"', value)
+            self.f.write(self.sep + line.rstrip(b"\n"))
+            self.sep = b","
+        self.held.close()
+        unknown_pid = self.max_pid + 1 if any(p == UNKNOWN for p, _ in self.tracks) else None
+        unknown_tid = self.max_tid + 1 if any(t for _, t in self.tracks) else None
+        tracks = sorted(self.tracks)
+        pid = np.asarray([self.max_pid + 1 if p == UNKNOWN else p for p, _ in tracks], dtype=np.int64)
+        tid = np.asarray([self.max_tid + 1 if t else 0 for _, t in tracks], dtype=np.int64)
+        metadata = _metadata(meta, pid, tid, unknown_pid, unknown_tid)
+        if metadata:
+            self.f.write(self.sep + orjson.dumps(metadata)[1:-1])
+        other = {"source": meta.get("source"), "format": meta.get("format"), "ts_origin_us": meta.get("ts_origin_us"),
+                 "calls": self.calls, "untimed_calls": self.untimed}
+        self.f.write(b'],"displayTimeUnit":"ns","otherData":' + orjson.dumps(other) + b"}")
+
+
 def _viewer_ids(ids: np.ndarray) -> tuple[np.ndarray, int | None]:
     """Ids as viewers take them: an unknown one becomes a fresh id (one past the largest) named
     "unknown" by a metadata event, since viewers need an id on every event. (The id, and None when
@@ -107,10 +183,10 @@ def _viewer_ids(ids: np.ndarray) -> tuple[np.ndarray, int | None]:
     return np.where(unknown, fresh, ids), fresh
 
 
-def _metadata(table: Calls, pid: np.ndarray, tid: np.ndarray, unknown_pid: int | None,
+def _metadata(meta: dict[str, Any], pid: np.ndarray, tid: np.ndarray, unknown_pid: int | None,
               unknown_tid: int | None) -> list[dict[str, Any]]:
-    source = Path(str(table.meta.get("source") or "trace")).name
-    label = f"{source} ({table.meta.get('format', 'trace')})"
+    source = Path(str(meta.get("source") or "trace")).name
+    label = f"{source} ({meta.get('format', 'trace')})"
     out = []
     for p in np.unique(pid).tolist():
         name = f"unknown process: {label}" if p == unknown_pid else label
