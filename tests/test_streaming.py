@@ -215,3 +215,21 @@ def test_sketch_nan_and_zero() -> None:
     assert s.median() == 0.0
     s.add(np.array([np.nan]))
     assert np.isnan(s.median())  # unknown stays unknown
+
+
+def test_a_call_open_across_the_trace_is_joined_few_times(tiny: None, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call spanning every other: no cut until the end, and the records held are joined (and searched for a
+    cut) each time they double, not once per merge block (which made the join quadratic)."""
+    from layerperf.readers import streaming
+
+    events = [{"ph": "X", "name": "outer", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1e6, "args": {}}]
+    events += [{"ph": "X", "name": f"op{k % 5}", "pid": 1, "tid": 1, "ts": 10.0 + 100 * k, "dur": 50.0, "args": {}}
+               for k in range(3000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events[::-1]))
+    tries = []
+    cuts = streaming._cuts
+    monkeypatch.setattr(streaming, "_cuts", lambda cols, origin: tries.append(cols[0].size) or cuts(cols, origin))
+    _check(path)
+    assert 3 <= len(tries) <= 12, tries  # 3001 records, segments of 40 asked for, blocks of ~50: log2, not 60

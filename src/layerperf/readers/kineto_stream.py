@@ -242,11 +242,11 @@ def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np
     """The CPU records in nesting order (``maps``: renumbered from the parts' codes), cut where nothing is
     open (:func:`streaming.cuts`)."""
     pieces: list[np.ndarray] = []  # joined once there are enough (not block by block: quadratic)
-    held = 0
+    held, need = 0, streaming.SEGMENT_RECORDS
     for block in spill.sorted_blocks():
         pieces.append(block if maps is None else kineto_parts.renumbered(block, *maps))
         held += block.size
-        if held < streaming.SEGMENT_RECORDS:
+        if held < need:
             continue
         recs = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
         pieces.clear()
@@ -257,6 +257,7 @@ def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np
             done = cut
         pieces.append(recs[done:])
         held = pieces[0].size
+        need = streaming.next_need(held)
     if held:
         yield np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 

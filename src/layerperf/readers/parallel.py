@@ -11,8 +11,10 @@ the ordinary way, which also gives the error message with its true position.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -62,8 +64,10 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
         mine = reader.part(first())
     except InputError:
         mine = None
-    finally:
-        theirs = child()  # always reaped, whatever happened here
+    except BaseException:  # interrupted (Ctrl-C): the child's stretch is of no use, stop it now
+        child.kill()
+        raise
+    theirs = child()
     if mine is None or theirs is None:
         return None
     table: Calls = reader.merge([mine, theirs], meta)
@@ -89,15 +93,45 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any]) -> list[An
         mine = read(first(), 0)
     except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
         mine = None
-    finally:
-        theirs = child()  # always reaped, whatever happened here
+    except BaseException:  # interrupted (Ctrl-C): the child's stretch is of no use, stop it now
+        child.kill()
+        raise
+    theirs = child()
     if mine is None or theirs is None:
         return None
     return [mine, theirs]
 
 
-def fork(work: Callable[[], Any]) -> Callable[[], Any] | None:
-    """Run ``work`` in a forked child; the returned function waits for its result (None on failure)."""
+class Child:
+    """A forked child working: call it to wait for its result (None on failure); :meth:`kill` stops it. Either
+    way it is reaped, also when the wait itself is interrupted (a second Ctrl-C kills it then)."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+
+    def __call__(self) -> Any:
+        try:
+            with os.fdopen(self.fd, "rb") as f:
+                payload = f.read()
+            _, status = os.waitpid(self.pid, 0)
+        except BaseException:
+            self.kill()
+            raise
+        if os.waitstatus_to_exitcode(status) != 0 or not payload:
+            return None
+        return pickle.loads(payload)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, 0)
+
+
+def fork(work: Callable[[], Any]) -> Child | None:
+    """Run ``work`` in a forked child (None when it cannot be forked)."""
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -118,13 +152,4 @@ def fork(work: Callable[[], Any]) -> Callable[[], Any] | None:
         finally:
             os._exit(status)
     os.close(w)
-
-    def result() -> Any:
-        with os.fdopen(r, "rb") as f:
-            payload = f.read()
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0 or not payload:
-            return None
-        return pickle.loads(payload)
-
-    return result
+    return Child(pid, r)

@@ -222,11 +222,11 @@ def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.n
     """The records in nesting order, in global codes, as columns (thread, ts, dur, ident, flops, bytes),
     cut where nothing is open on the thread."""
     pieces: list[tuple[np.ndarray, ...]] = []  # joined once there are enough (not block by block: quadratic)
-    held = 0
+    held, need = 0, SEGMENT_RECORDS
     for block in spill.sorted_blocks():
         pieces.append(_columns(block, ident_maps, thread_maps))
         held += block.size
-        if held < SEGMENT_RECORDS:
+        if held < need:
             continue
         cols = _joined(pieces)
         pieces.clear()
@@ -236,8 +236,16 @@ def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.n
             done = cut
         pieces.append(tuple(c[done:] for c in cols) if done else cols)
         held = pieces[0][0].size
+        need = next_need(held)
     if held:
         yield _joined(pieces)[:6]
+
+
+def next_need(left: int) -> int:
+    """Records to hold before the next try at a cut, ``left`` held uncut: a segment's worth more, or twice
+    what is held when a call open across it all left most uncut (so that a call spanning the trace is
+    joined a logarithmic number of times, not once per block)."""
+    return max(SEGMENT_RECORDS, 2 * left)
 
 
 def _joined(pieces: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:

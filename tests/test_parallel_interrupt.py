@@ -1,0 +1,84 @@
+"""Reading in two processes, interrupted: the forked child is stopped and reaped, never left running.
+
+A Ctrl-C while this process reads its stretch stops the child at once (its stretch is of no use); a second
+Ctrl-C while waiting for the child's result kills it too. The children here would sleep ten minutes; an
+alarm turns a hang into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from layerperf.readers import parallel
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture()
+def children(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[parallel.Child]]:
+    forked: list[parallel.Child] = []
+    real = parallel.fork
+
+    def fork(work: Any) -> parallel.Child | None:
+        child = real(work)
+        assert child is not None
+        forked.append(child)
+        return child
+
+    monkeypatch.setattr(parallel, "fork", fork)
+    monkeypatch.setattr(parallel.gzsplit, "split", lambda path, n: (lambda: None, lambda: None))
+    old = signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(60)  # a hang fails the test rather than the suite
+    try:
+        yield forked
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        for child in forked:
+            child.kill()
+
+
+def _hang(*_: object) -> None:
+    raise AssertionError("waited on a child that should have been stopped")
+
+
+def _read(stream: Any, k: int) -> int:
+    if k == 1:
+        time.sleep(600)
+        return 1
+    raise KeyboardInterrupt
+
+
+def test_interrupted_read_stops_the_child(children: list[parallel.Child]) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        parallel.side_by_side(Path("trace.json"), _read)
+    assert len(children) == 1 and not _alive(children[0].pid)
+
+
+def test_interrupted_wait_kills_the_child(children: list[parallel.Child]) -> None:
+    child = parallel.fork(lambda: time.sleep(600))
+    assert child is not None
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)  # the second Ctrl-C, while waiting for the result
+    with pytest.raises(KeyboardInterrupt):
+        child()
+    signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(60)
+    assert not _alive(child.pid)
