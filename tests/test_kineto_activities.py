@@ -156,3 +156,37 @@ def test_fuzzed_duplicate_ids_fold_as_the_whole_reading(tmp_path: Path, seed: in
     for how in ("sum", "count", "max"):
         _same(analysis.aggregate(table, "name", how), folded.table("name", how), how)
     assert np.nansum(table.device_ns) > 0
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+def test_read_by_two_processes_same_activities(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zipped: bool) -> None:
+    """Read by two processes (each numbering identities on its own, ops, calls and kernels in both stretches):
+    the same activities, steps and annotations as the whole-file reading."""
+    import gzip
+
+    from test_streaming import _split_small
+
+    r = random.Random(7)
+    events = [_event(r) for _ in range(3000)]
+    for e in events[1500:]:  # ids of their own in the second stretch: its ops are the ones linked there
+        for key in ("External id", "correlation"):
+            if key in e["args"]:
+                e["args"][key] += 100
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    if zipped:
+        path = tmp_path / "t.json.gz"
+        path.write_bytes(gzip.compress((tmp_path / "t.json").read_bytes()))
+    _split_small(monkeypatch)
+    whole = read_table(path).meta
+    meta = read_folded(path, activities=True).meta
+    disk = meta["activities"]
+    try:
+        assert meta.get("processes") == 2 and len(disk) == len(whole["kernels"])
+        for by in ORDERS:
+            _same(disk, whole["kernels"], by)
+        assert meta["run_windows_ns"] == whole["run_windows_ns"]
+        assert meta["annotations"].name.tolist() == whole["annotations"].name.tolist()
+        assert np.array_equal(meta["annotations"].ts_ns, whole["annotations"].ts_ns)
+    finally:
+        disk.close()

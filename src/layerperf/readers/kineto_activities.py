@@ -28,7 +28,7 @@ import numpy as np
 from layerperf.data.calls import KernelTable, Labels
 from layerperf.readers import kineto
 from layerperf.readers.kineto_collect import Cpu
-from layerperf.readers.kineto_links import ACTIVITY, BLOCK, NONE, Mapped, classify
+from layerperf.readers.kineto_links import ACTIVITY, BLOCK, NONE, PART_SHIFT, Mapped, classify
 from layerperf.readers.spill import Spill
 from layerperf.readers.tef import to_ns
 
@@ -54,24 +54,25 @@ class Recorder:
         self.calls = Spill(False, str(self.dir), dtype=CALL)
         self.launched = Spill(False, str(self.dir), dtype=OWNER)
         self.waiting = Spill(False, str(self.dir), dtype=OWNER)
+        self.ident_maps: list[np.ndarray] = []  # read in parts: each part's identities, renumbered
 
     def cpu(self, cpu: Cpu, seq: int) -> None:
         """Note the ops' External ids and the runtime calls among CPU events numbered from ``seq``."""
-        pos = seq + np.arange(len(cpu), dtype=np.int64)
-        is_op, ext, corr = cpu.column("is_op"), cpu.column("external"), cpu.column("correlation")
-        ops = np.flatnonzero(is_op & (ext != NONE))
-        rec = np.zeros(ops.size, dtype=OWNER)
-        rec["thread_key"], rec["seq"], rec["op"], rec["ident"] = ext[ops], pos[ops], pos[ops], cpu.column("ident")[ops]
-        self.ops.add(rec)
-        calls = np.flatnonzero(~is_op & (corr != NONE))
-        rec = np.zeros(calls.size, dtype=CALL)
-        rec["thread_key"], rec["seq"], rec["ext"] = corr[calls], pos[calls], ext[calls]
-        rec["start_us"], rec["dur_us"] = cpu.column("ts_us")[calls], cpu.column("dur_us")[calls]
-        self.calls.add(rec)
+        ops, calls = cpu_records(cpu, seq)
+        self.ops.add(ops)
+        self.calls.add(calls)
+
+    def adopt(self, op_runs: list[tuple[Path, int]], call_runs: list[tuple[Path, int]],
+              ident_maps: list[np.ndarray]) -> None:
+        """Take over what the parts of a trace read by two processes noted (``ident_maps``: each part's
+        identity codes in the merged numbering)."""
+        self.ops.adopt(op_runs)
+        self.calls.adopt(call_runs)
+        self.ident_maps = ident_maps
 
     def link(self) -> None:
         """Each activity's launching call and, where its ids say, its op (a block at a time, file order)."""
-        ops = _sorted(self.ops, self.dir / "ops.bin", ("op", "ident"))
+        ops = _sorted(self.ops, self.dir / "ops.bin", ("op", "ident"), self.ident_maps)
         calls = _sorted(self.calls, self.dir / "calls.bin", ("ext", "start_us", "dur_us"))
         acts = Mapped(self.activities, ACTIVITY)
         try:
@@ -110,8 +111,25 @@ class Recorder:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _sorted(spill: Spill, path: Path, fields: tuple[str, ...]) -> Mapped:
-    """The spill's records by id, then position: the id as ``key`` and ``fields``, one mapped file."""
+def cpu_records(cpu: Cpu, seq: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ops with an External id (OWNER: the id, position, identity) and the runtime calls (CALL: the
+    correlation id, position, External id, start, duration) among CPU events numbered from ``seq``."""
+    pos = seq + np.arange(len(cpu), dtype=np.int64)
+    is_op, ext, corr = cpu.column("is_op"), cpu.column("external"), cpu.column("correlation")
+    at = np.flatnonzero(is_op & (ext != NONE))
+    ops = np.zeros(at.size, dtype=OWNER)
+    ops["thread_key"], ops["seq"], ops["op"], ops["ident"] = ext[at], pos[at], pos[at], cpu.column("ident")[at]
+    at = np.flatnonzero(~is_op & (corr != NONE))
+    calls = np.zeros(at.size, dtype=CALL)
+    calls["thread_key"], calls["seq"], calls["ext"] = corr[at], pos[at], ext[at]
+    calls["start_us"], calls["dur_us"] = cpu.column("ts_us")[at], cpu.column("dur_us")[at]
+    return ops, calls
+
+
+def _sorted(spill: Spill, path: Path, fields: tuple[str, ...], ident_maps: list[np.ndarray] | None = None) -> Mapped:
+    """The spill's records by id, then position: the id as ``key`` and ``fields``, one mapped file
+    (``ident_maps``: records of a part renumbered into the merged identities, by the part in their position's
+    high bits)."""
     dtype = np.dtype([("key", "<i8"), *((f, spill.dtype[f]) for f in fields)])
     with path.open("wb") as f:
         for block in spill.sorted_blocks():
@@ -119,8 +137,17 @@ def _sorted(spill: Spill, path: Path, fields: tuple[str, ...]) -> Mapped:
             out["key"] = block["thread_key"]
             for name in fields:
                 out[name] = block[name]
+            if ident_maps:
+                _renumber(out, block["seq"] >> PART_SHIFT, ident_maps)
             out.tofile(f)
     return Mapped(path, dtype)
+
+
+def _renumber(out: np.ndarray, part: np.ndarray, ident_maps: list[np.ndarray]) -> None:
+    for k, imap in enumerate(ident_maps):
+        mine = (part == k) & (out["ident"] >= 0)
+        if mine.any():
+            out["ident"][mine] = imap[out["ident"][mine]]
 
 
 def _first(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

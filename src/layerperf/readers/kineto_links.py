@@ -26,6 +26,7 @@ from layerperf.readers.spill import Spill
 
 NONE = -1
 BLOCK = 1 << 18  # activities resolved at a time
+PART_SHIFT = 40  # read by two processes (kineto_parts): a record's part in the high bits of its position
 # a record sorted by its key (an id), then file order; the spill's sort fields, the rest zero
 KEYED = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                   ("value", "<i8"), ("ns", "<f8")])

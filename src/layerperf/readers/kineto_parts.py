@@ -19,14 +19,13 @@ from typing import Any
 import numpy as np
 
 from layerperf.data.calls import Interner, TableBuilder
-from layerperf.readers import parallel, streaming
+from layerperf.readers import kineto_activities, parallel, streaming
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
-from layerperf.readers.kineto_links import ACTIVITY, KEYED, keyed
+from layerperf.readers.kineto_links import ACTIVITY, KEYED, PART_SHIFT, keyed  # a part in a position's high bits
 from layerperf.readers.spill import Spill
 from layerperf.readers.stream import EventStream
 
-PART_SHIFT = 40  # a record's part in the high bits of its seq (file order: part, then place in the part)
 _COPY = 1 << 18  # activities copied at a time
 
 
@@ -47,11 +46,17 @@ class Part:
     min_ts: float = np.inf
     dropped: Dropped = field(default_factory=Dropped)
     skeleton: Any = None
+    # kept for the GPU views only (``record``): the ops and calls with their times, the steps, the annotations
+    record_op_runs: list[tuple[Path, int]] = field(default_factory=list)
+    record_call_runs: list[tuple[Path, int]] = field(default_factory=list)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+    notes: list[tuple[str, bool, float, float]] = field(default_factory=list)
 
 
-def read_part(stream: EventStream, directory: Path, index: int, drain: Any, record_dtype: np.dtype) -> Part:
+def read_part(stream: EventStream, directory: Path, index: int, drain: Any, record_dtype: np.dtype,
+              record: bool = False) -> Part:
     """Read one stretch (``drain``: :func:`layerperf.readers.kineto_stream._drain`), spilling into
-    ``directory``."""
+    ``directory`` (``record``: also what :class:`~layerperf.readers.kineto_activities.Recorder` keeps)."""
     builder, threads, kinds = TableBuilder(), Interner(), Kinds()
     cpu, dev = Cpu(), Device()
     steps: list[tuple[float, float]] = []
@@ -61,6 +66,8 @@ def read_part(stream: EventStream, directory: Path, index: int, drain: Any, reco
     base = index << PART_SHIFT
     with Spill(False, str(directory), dtype=record_dtype) as spill, \
             Spill(False, str(directory), dtype=KEYED) as ops, Spill(False, str(directory), dtype=KEYED) as calls, \
+            Spill(False, str(directory), dtype=kineto_activities.OWNER) as record_ops, \
+            Spill(False, str(directory), dtype=kineto_activities.CALL) as record_calls, \
             out.activities.open("wb") as activities:
         # the spills' own directories are removed on leaving: their runs are moved up into ``directory``
         seq = base
@@ -71,6 +78,9 @@ def read_part(stream: EventStream, directory: Path, index: int, drain: Any, reco
                 out.min_ts = min(out.min_ts, float(cpu.column("ts_us").min()))
             op_ext: list[np.ndarray] = []
             runtime: list[np.ndarray] = []
+            if record:
+                for mine, got in zip((record_ops, record_calls), kineto_activities.cpu_records(cpu, seq), strict=True):
+                    mine.add(got)
             seq = drain(cpu, spill, threads, keys, seq, op_ext, runtime)
             for ext, pos in op_ext:
                 ops.add(keyed(ext, pos))
@@ -92,7 +102,10 @@ def read_part(stream: EventStream, directory: Path, index: int, drain: Any, reco
                 flush()
         flush()
         out.runs, out.op_runs, out.call_runs = (_moved(s, directory) for s in (spill, ops, calls))
+        out.record_op_runs, out.record_call_runs = _moved(record_ops, directory), _moved(record_calls, directory)
     out.records, out.steps = seq - base, len(steps)
+    if record:
+        out.windows, out.notes = steps, notes
     out.idents, out.threads, out.skeleton = builder.idents(), threads.values(), stream.skeleton
     return out
 
@@ -108,9 +121,11 @@ def _moved(spill: Spill, directory: Path) -> list[tuple[Path, int]]:
     return runs
 
 
-def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtype) -> list[Part] | None:
+def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtype,
+                  record: bool = False) -> list[Part] | None:
     """The trace read as two parts side by side; None when it can't be (the caller reads it in one)."""
-    return parallel.side_by_side(path, lambda stream, k: read_part(stream, directory, k, drain, record_dtype))
+    return parallel.side_by_side(path, lambda stream, k: read_part(stream, directory, k, drain, record_dtype,
+                                                                   record))
 
 
 def merged(parts: list[Part], builder: TableBuilder, threads: Interner, spill: Spill, ops: Spill, calls: Spill,

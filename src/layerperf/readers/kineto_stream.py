@@ -75,7 +75,7 @@ def fold(stream: EventStream, meta: dict[str, Any], *, quantiles: bool = False, 
     (:mod:`layerperf.readers.kineto_parts`; ``stream`` is then only its start). ``activities``: the device
     activities on disk with their launching calls and ops, the step windows and the annotations, for the GPU
     views and the per-kernel view (``meta["activities"]``, a
-    :class:`~layerperf.readers.kineto_activities.DiskActivities` the caller closes; read in one process).
+    :class:`~layerperf.readers.kineto_activities.DiskActivities` the caller closes).
     ``sink``: handed each table of calls as it is folded."""
     recorder = kineto_activities.Recorder(temp_dir()) if activities else None
     try:
@@ -96,10 +96,11 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
         split = split and path is not None
         if split:  # ``stream`` was opened only to tell the format
             stream.close()
-        if split and recorder is None:
-            parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD)  # type: ignore[arg-type]
+        if split:
+            parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD,  # type: ignore[arg-type]
+                                               record=recorder is not None)
         if parts is not None:
-            read = _Read.of_parts(parts, stream, spill, ops, calls)
+            read = _Read.of_parts(parts, stream, spill, ops, calls, recorder)
         else:
             read = _read_one(open_events(path) if split else stream, spill, ops, calls, recorder)  # type: ignore[arg-type]
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
@@ -155,9 +156,12 @@ class _Read:
 
     @classmethod
     def of_parts(cls, parts: list[kineto_parts.Part], stream: EventStream, spill: Spill, ops: Spill,
-                 calls: Spill) -> _Read:
+                 calls: Spill, recorder: kineto_activities.Recorder | None) -> _Read:
         builder, threads = TableBuilder(), Interner()
-        maps = kineto_parts.merged(parts, builder, threads, spill, ops, calls, spill.dir / "activities.bin")
+        maps = kineto_parts.merged(parts, builder, threads, spill, ops, calls, _activities_path(spill, recorder))
+        if recorder is not None:
+            recorder.adopt([r for p in parts for r in p.record_op_runs], [r for p in parts for r in p.record_call_runs],
+                           maps[0])
         dropped = Dropped()
         for p in parts:
             dropped.merge(p.dropped)
@@ -166,7 +170,8 @@ class _Read:
             stream.head
         return cls(builder, threads, sum(p.events for p in parts), sum(p.device for p in parts),
                    sum(p.records for p in parts), sum(p.steps for p in parts), min(p.min_ts for p in parts), dropped,
-                   skeleton, maps)
+                   skeleton, maps, windows=[w for p in parts for w in p.windows],
+                   notes=[n for p in parts for n in p.notes])
 
 
 def _activities_path(spill: Spill, recorder: kineto_activities.Recorder | None) -> Path:
