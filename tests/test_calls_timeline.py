@@ -306,3 +306,13 @@ def test_streamed_timeline_failing_read_leaves_nothing(tmp_path: Path) -> None:
     done = run_cli("analyze", str(bad), "--timeline", str(tmp_path / "t.json"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]  # no timeline, no temporary
+
+
+@pytest.mark.parametrize("args", [["--order-by", "nosuch"], ["--aggregate-by", "kernel"]], ids=["order", "kernels"])
+def test_streamed_timeline_not_written_when_the_view_is_refused(tmp_path: Path, args: list[str]) -> None:
+    """The timeline goes in place only once the view is made: a refused ``--order-by`` or a CPU trace asked
+    for its kernels is one line, exit 2, and no file (found in review: the timeline was put in place first)."""
+    out = tmp_path / "t.json"
+    done = run_cli("analyze", str(TORCH_TRACES[0]), "--timeline", str(out), *args)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not out.exists() and not list(tmp_path.iterdir())

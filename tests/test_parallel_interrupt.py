@@ -82,3 +82,14 @@ def test_interrupted_wait_kills_the_child(children: list[parallel.Child]) -> Non
     signal.signal(signal.SIGALRM, _hang)
     signal.alarm(60)
     assert not _alive(child.pid)
+
+
+def test_a_reaped_child_closes_nothing_of_anyone_else(tmp_path: Path) -> None:
+    """Killing a child already waited on closes no descriptor: its pipe's number may belong to another file
+    by then (found in review: ``kill`` closed it a second time)."""
+    child = parallel.fork(lambda: 1)
+    assert child is not None and child() == 1
+    with (tmp_path / "other.txt").open("w") as other:
+        child.kill()
+        other.write("still open")
+    assert (tmp_path / "other.txt").read_text() == "still open"

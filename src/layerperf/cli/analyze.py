@@ -67,6 +67,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
     from layerperf.readers.detect import read_folded
+    from layerperf.renderers.output import show
 
     fmt = output_format(args)
     table_layout = layout(args, fmt)
@@ -79,47 +80,53 @@ def run(args: argparse.Namespace) -> int:
 
         check_dir(Path(args.timeline).absolute().parent)
     # figures fold as the trace is read, a timeline is written as it goes, the device activities the GPU
-    # views and the per-kernel view read go to disk
+    # views and the per-kernel view read go to disk (removed once the view is made, whatever happens)
     devices = args.view is not None or args.aggregate_by == "kernel"
-    if args.timeline is not None:
-        table = _with_timeline(args, devices)
-    else:
-        table = read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices)
+    opened: list[Any] = []
+
+    def read(sink: Any = None) -> Any:
+        opened.append(read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices, sink=sink))
+        return opened[-1]
+
     try:
-        _show(table, args, fmt, table_layout)
+        if args.timeline is not None:
+            table, view = _with_timeline(args, read, lambda t: _view(t, args, fmt))
+        else:
+            table = read()
+            view = _view(table, args, fmt)
     finally:
-        if (activities := table.meta.get("activities")) is not None:
-            activities.close()
+        for t in opened:
+            if (activities := t.meta.get("activities")) is not None:
+                activities.close()
+    show(view, fmt, args.output, table_layout)
+    warn_dropped([table], fmt)
     return 0
 
 
-def _show(table: Any, args: argparse.Namespace, fmt: str, table_layout: Any) -> None:
+def _view(table: Any, args: argparse.Namespace, fmt: str) -> Any:
+    """The view asked for (the table, a GPU view, the per-kernel view); InputError where it cannot be."""
     from layerperf.analysis import aggregate as analysis
-    from layerperf.renderers.output import show
     from layerperf.renderers.views.analyze import analyze_view, default_top, kernels_view
 
     top = default_top(args.top, fmt)
     if args.view is not None:
         from layerperf.renderers.views.gpu import gpu_view
 
-        view = gpu_view(table, args.view, top=args.top or 0)
-    elif args.aggregate_by == "kernel":
-        view = kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
-    else:
-        if args.order_by is not None:
-            analysis.resolve_column(table, args.order_by)
-        view = analyze_view(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by, top=top,
-                            types=args.types, name=args.name, min_time_s=args.min_time)
-    show(view, fmt, args.output, table_layout)
-    warn_dropped([table], fmt)
+        return gpu_view(table, args.view, top=args.top or 0)
+    if args.aggregate_by == "kernel":
+        return kernels_view(table, name=args.name, order_by=args.order_by, top=top, how=args.aggregate)
+    if args.order_by is not None:
+        analysis.resolve_column(table, args.order_by)
+    return analyze_view(table, by=args.aggregate_by, how=args.aggregate, order_by=args.order_by, top=top,
+                        types=args.types, name=args.name, min_time_s=args.min_time)
 
 
-def _with_timeline(args: argparse.Namespace, devices: bool) -> Any:
-    """Read the trace writing ``--timeline`` as it goes: every call the row filters keep, as read (not
-    aggregated), whole or not at all; the table (folded) for the figures."""
+def _with_timeline(args: argparse.Namespace, read: Any, make_view: Any) -> tuple[Any, Any]:
+    """Read the trace (``read(sink)``) writing ``--timeline`` as it goes: every call the row filters keep, as
+    read (not aggregated); the table (folded) and its view (``make_view``), made before the timeline is put in
+    place, so that a view refused leaves no timeline (whole or not at all)."""
     from layerperf.analysis import aggregate as analysis
     from layerperf.data.fold import Folded
-    from layerperf.readers.detect import read_folded
     from layerperf.renderers import timeline
     from layerperf.renderers.files import atomic_files
 
@@ -129,20 +136,13 @@ def _with_timeline(args: argparse.Namespace, devices: bool) -> Any:
         return calls if args.aggregate_by == "kernel" else analysis.filter_table(calls, types=args.types,
                                                                                   name=args.name)
 
-    table = None
-    try:
-        with atomic_files(target.parent, [target.name]) as (f,):
-            writer = timeline.Streamed(f, target.parent, keep)
-            table = read_folded(args.trace, quantiles=args.aggregate == "median", activities=devices,
-                                sink=writer.add)
-            if isinstance(table, Folded):
-                writer.finish(table.meta)
-            else:  # a trace read whole (layerperf's own): its table's timeline
-                f.seek(0)
-                f.truncate()
-                timeline.write(keep(table), f)
-    except BaseException:
-        if table is not None and (activities := table.meta.get("activities")) is not None:
-            activities.close()
-        raise
-    return table
+    with atomic_files(target.parent, [target.name]) as (f,), timeline.Streamed(f, target.parent, keep) as writer:
+        table = read(writer.add)
+        if isinstance(table, Folded):
+            writer.finish(table.meta)
+        else:  # a trace read whole (layerperf's own): its table's timeline
+            f.seek(0)
+            f.truncate()
+            timeline.write(keep(table), f)
+        view = make_view(table)
+    return table, view

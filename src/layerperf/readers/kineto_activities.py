@@ -9,8 +9,8 @@ time, by binary search over those sorted files, by the rules of the whole-file r
 (:func:`layerperf.readers.kineto.read`): the op with its External id, else the op with its runtime
 call's External id, else the op around that call — known only once the CPU segments have gone by
 (:meth:`Recorder.around_calls`), then written into place. :class:`DiskActivities` serves them in any
-order a block at a time, sorted through a spill. Memory: a few blocks whatever the trace's size; disk:
-~80 bytes per activity and ~50 per op and per runtime call.
+order a block at a time, sorted through a spill. Memory: a few blocks whatever the trace's size; disk: ~100
+bytes per activity (~210 while a view sorts them) and 50-160 per op and per runtime call.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ binary search over the mapped files; what they give — device time per op Exter
 call correlation (for the op around the call), the activities that link to nothing — is sorted and
 summed on disk too, and looked up the same way while the CPU segments go by. Mapped pages are given
 back after each block, so memory is a block's worth whatever the trace's size. The rules are
-:func:`layerperf.readers.kineto_stream.links`'s, and so are the figures.
+:func:`classify`'s (the whole-file reading's, :func:`layerperf.readers.kineto._link`), and so are the figures.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ class DiskLinks:
         self.around, self.around_ns, self.around_first = (self.around_file.array[f] for f in ("key", "ns", "first"))
 
     def _resolve(self, ops: Mapped, calls: Mapped, ext_out: Spill, around_out: Spill, lone_out: Spill) -> int:
-        """Each activity's link (the rules of ``kineto_stream.links``), a block at a time; how many link
+        """Each activity's link (:func:`classify`), a block at a time; how many link
         to nothing."""
         op_keys, call_corr, call_ext = ops.array["key"], calls.array["key"], calls.array["ext"]
         op_seq, call_seq = ops.array["seq"], calls.array["seq"]

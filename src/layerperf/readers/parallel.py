@@ -110,8 +110,9 @@ class Child:
         self.pid, self.fd = pid, fd
 
     def __call__(self) -> Any:
+        fd, self.fd = self.fd, -1  # the file object owns (and closes) it now
         try:
-            with os.fdopen(self.fd, "rb") as f:
+            with os.fdopen(fd, "rb") as f:
                 payload = f.read()
             _, status = os.waitpid(self.pid, 0)
         except BaseException:
@@ -122,8 +123,10 @@ class Child:
         return pickle.loads(payload)
 
     def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.fd >= 0:  # not handed to a reader yet
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):

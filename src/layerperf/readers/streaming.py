@@ -242,8 +242,8 @@ def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.n
 
 
 def next_need(left: int) -> int:
-    """Records to hold before the next try at a cut, ``left`` held uncut: a segment's worth more, or twice
-    what is held when a call open across it all left most uncut (so that a call spanning the trace is
+    """Records to hold before the next try at a cut, ``left`` held uncut: a segment's worth in all, or twice
+    what is held when a call open across it all left most of it uncut (so that a call spanning the trace is
     joined a logarithmic number of times, not once per block)."""
     return max(SEGMENT_RECORDS, 2 * left)
 

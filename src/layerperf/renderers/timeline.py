@@ -108,7 +108,7 @@ class Streamed:
 
     def __init__(self, f: IO[bytes], directory: Path, keep: Any = None) -> None:
         self.f, self.keep = f, keep
-        self.held = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - closed by finish
+        self.held = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - closed on leaving (``with``)
         self.mark = f"unknown-{uuid.uuid4().hex}"
         self.max_pid = self.max_tid = UNKNOWN
         self.tracks: set[tuple[int, bool]] = set()  # (pid, thread unknown) of every call written
@@ -158,7 +158,6 @@ class Streamed:
                 line = line.replace(b'"' + (self.mark + key).encode() + b'"', value)
             self.f.write(self.sep + line.rstrip(b"\n"))
             self.sep = b","
-        self.held.close()
         unknown_pid = self.max_pid + 1 if any(p == UNKNOWN for p, _ in self.tracks) else None
         unknown_tid = self.max_tid + 1 if any(t for _, t in self.tracks) else None
         tracks = sorted(self.tracks)
@@ -170,6 +169,12 @@ class Streamed:
         other = {"source": meta.get("source"), "format": meta.get("format"), "ts_origin_us": meta.get("ts_origin_us"),
                  "calls": self.calls, "untimed_calls": self.untimed}
         self.f.write(b'],"displayTimeUnit":"ns","otherData":' + orjson.dumps(other) + b"}")
+
+    def __enter__(self) -> Streamed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.held.close()  # also when the reading failed: the calls held back go with it
 
 
 def _viewer_ids(ids: np.ndarray) -> tuple[np.ndarray, int | None]:
