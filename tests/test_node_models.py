@@ -1,6 +1,6 @@
 """A seeded sample of the onnx package's node test models: each profiles or is refused in one line, none crashes.
 
-benchmarks/node_tests.py runs all of them (``make test-nodes``); this runs 40, drawn with a fixed seed.
+benchmarks/node_tests.py runs all of them (``make test-nodes``); this runs 28, drawn with a fixed seed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ try:
 finally:
     sys.path.pop(0)
 
-SAMPLE, SEED = 40, 0
+SAMPLE, SEED = 28, 0  # 40 took 36 s of the suite; every model runs in `make test-nodes`
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_no_node_model_crashes(outcomes: list[node_tests.Outcome]) -> None:
 def test_refusals_are_one_line_and_most_profile(outcomes: list[node_tests.Outcome]) -> None:
     refused = [o for o in outcomes if o.status == "refused"]
     assert all(o.message and "\n" not in o.message and "Traceback" not in o.message for o in refused)
-    # over the whole suite about 93% profile; a sample of 40 with under 3/4 profiled means something broke
+    # over the whole suite about 93% profile; a sample with under 3/4 profiled means something broke
     assert sum(o.status == "profiled" for o in outcomes) >= 0.75 * SAMPLE
 
 
