@@ -90,8 +90,11 @@ def test_builtins_serve_the_kernel_next_to_them(builds: dict) -> None:
             assert site.serves < site.call
 
 
-@pytest.mark.parametrize(("name", "pipeline"), [("resnet18", "default"), ("resnet18", "unfused"),
-                                                ("bert-base", "default")])
+@pytest.mark.parametrize(("name", "pipeline"), [
+    ("resnet18", "default"), ("resnet18", "unfused"),
+    # 12 s: every value of BERT compared; its calls' nodes are checked above on every run (LAYERPERF_SLOW=1)
+    pytest.param("bert-base", "default", marks=pytest.mark.skipif(not os.environ.get("LAYERPERF_SLOW"),
+                                                                   reason="slow: set LAYERPERF_SLOW=1"))])
 def test_each_call_writes_the_value_of_its_node(builds: dict, name: str, pipeline: str) -> None:
     model, b = builds[name, pipeline]
     inputs = feed(model)

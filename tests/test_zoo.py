@@ -157,7 +157,10 @@ def test_describe_is_one_line_with_shape_and_params(name: str) -> None:
 # -- every model is valid ONNX and runs ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ALL_MODELS)
+@pytest.mark.parametrize("name", [
+    # vgg16 at 224 px runs 15.5 GMACs (10 s); its graph is checked at 64 px below on every run (LAYERPERF_SLOW=1)
+    pytest.param(n, marks=pytest.mark.skipif(not os.environ.get("LAYERPERF_SLOW"), reason="slow: set LAYERPERF_SLOW=1"))
+    if n == "vgg16" else n for n in ALL_MODELS])
 def test_model_checks_and_runs(model: Callable[[str], onnx.ModelProto], name: str) -> None:
     m = model(name)
     onnx.checker.check_model(m, full_check=True)
