@@ -57,20 +57,10 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     if streams is None:
         return None
     first, second = streams
-    child = fork(lambda: reader.part(second()))
-    if child is None:
+    parts = _both(lambda: reader.part(first()), lambda: reader.part(second()), (InputError,))
+    if parts is None:
         return None
-    try:
-        mine = reader.part(first())
-    except InputError:
-        mine = None
-    except BaseException:  # interrupted (Ctrl-C): the child's stretch is of no use, stop it now
-        child.kill()
-        raise
-    theirs = child()
-    if mine is None or theirs is None:
-        return None
-    table: Calls = reader.merge([mine, theirs], meta)
+    table: Calls = reader.merge(parts, meta)
     table.meta["processes"] = 2
     return table
 
@@ -86,20 +76,27 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any]) -> list[An
     if streams is None:
         return None
     first, second = streams
-    child = fork(lambda: read(second(), 1))
+    # any failure: read again in one process, which reports any error rightly
+    return _both(lambda: read(first(), 0), lambda: read(second(), 1), (Exception,))
+
+
+def _both(mine: Callable[[], Any], theirs: Callable[[], Any],
+          failures: tuple[type[BaseException], ...]) -> list[Any] | None:
+    """``mine()`` here and ``theirs()`` in a forked child, side by side: both results, or None when either
+    fails (here: one of ``failures``) or no child can be forked. Interrupted here (Ctrl-C), the child's
+    work is of no use: it is stopped at once."""
+    child = fork(theirs)
     if child is None:
         return None
     try:
-        mine = read(first(), 0)
-    except Exception:  # noqa: BLE001 - read again in one process, which reports any error rightly
-        mine = None
-    except BaseException:  # interrupted (Ctrl-C): the child's stretch is of no use, stop it now
+        got = mine()
+    except failures:
+        got = None
+    except BaseException:
         child.kill()
         raise
-    theirs = child()
-    if mine is None or theirs is None:
-        return None
-    return [mine, theirs]
+    other = child()
+    return None if got is None or other is None else [got, other]
 
 
 class Child:
