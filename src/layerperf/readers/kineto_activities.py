@@ -249,25 +249,20 @@ class DiskActivities:
             yield self._table(block)
 
     def sort(self, records: Iterable[np.ndarray], *by: str) -> Iterator[np.ndarray]:
-        dtype: np.dtype | None = None
-        keyed: list[np.ndarray] = []
-
-        def wrapped() -> Iterator[np.ndarray]:
-            nonlocal dtype
+        def keyed() -> Iterator[np.ndarray]:  # each record with sort fields, numbered as they come
+            seq = 0
             for r in records:
-                if dtype is None:
-                    dtype = np.dtype([*_SORT, ("rec", r.dtype)])
-                    keyed.append(np.zeros(0, dtype=dtype))
-                out = np.zeros(r.size, dtype=dtype)
-                out["rec"] = r
+                out = np.zeros(r.size, dtype=[*_SORT, ("rec", r.dtype)])
+                out["rec"], out["seq"] = r, seq + np.arange(r.size)
+                seq += r.size
                 _keys(out, r, by)
                 yield out
 
-        stream = wrapped()
-        first = next(stream, None)
+        blocks = keyed()
+        first = next(blocks, None)
         if first is None:
             return
-        for block in self._sorted(_chain(first, stream), first.dtype, by):
+        for block in self._sorted(_chain(first, blocks), first.dtype, by):
             yield block["rec"]
 
     def _sorted(self, blocks: Iterator[np.ndarray], dtype: np.dtype, by: tuple[str, ...]) -> Iterator[np.ndarray]:
@@ -275,11 +270,7 @@ class DiskActivities:
             yield from blocks
             return
         with Spill(False, str(self.dir), dtype=dtype) as spill:
-            seq = 0
             for b in blocks:
-                if b.dtype.names and "rec" in b.dtype.names:  # records of a view: numbered as they come
-                    b["seq"] = seq + np.arange(b.size)
-                    seq += b.size
                 spill.add(b)
             yield from spill.sorted_blocks()
 
