@@ -7,6 +7,12 @@
 #              two cores; then benchmarks/predict.py's leave-one-model-out evaluation.
 #
 #   OUT=/tmp/out bash benchmarks/quiet_host.sh          (PY: the python; QUICK=1: a few seconds per part)
+#   OUT=/tmp/out SERIAL=1 SWEEP=resnet18,mobilenet_v2 bash benchmarks/quiet_host.sh
+#
+# SERIAL=1: nothing runs beside the quiet counter runs (side by side, the lanes of an earlier call disturbed each
+# other: the speed checks set aside 218 of 270 sweep runs): the models' counter runs go one after the other on
+# the first pair of cores, quiet, then with a busy process on each of its cores; while those busy runs go, one
+# lane on another pair measures the SWEEP models twice, one sweep after the other (the host's own repeatability).
 #
 # Everything lands in $OUT/quiet.tar.gz (logs and stores) and a summary on stdout.
 set -u
@@ -23,6 +29,7 @@ else
   zoo_groups=("bert-base" "vgg16" "resnet50" "gpt2-small,lstm" "resnet18,mobilenet_v2")
 fi
 cmodels=(resnet50 mobilenet_v2 bert-base)
+SERIAL=${SERIAL:-0}
 [[ ${QUICK:-0} == 1 ]] && cmodels=(mobilenet_v2)
 
 command -v taskset >/dev/null || taskset() { shift 2; "$@"; }   # unpinned where taskset is missing
@@ -66,6 +73,24 @@ info | tee "$work/logs/machine.log"
 hf=$(ls "$HF_DIR"/*.onnx 2>/dev/null | paste -sd, -)
 [[ ${QUICK:-0} == 1 ]] && hf=""
 
+serial() {  # SERIAL=1: $1 quiet|busy; every model's counter runs on the first pair, one after the other
+  local m
+  for m in "${cmodels[@]}"; do counters "$1" "$m" "$(pair 0)"; done
+}
+
+if [[ $SERIAL == 1 ]]; then
+  echo "== phase 1: counters quiet, one model after the other, nothing beside them ($(date +%T))"
+  start=$SECONDS; phase_end=$((SECONDS + P1))
+  serial quiet
+  echo "phase 1: $((SECONDS - start)) s"; uptime
+  echo "== phase 2: counters with a busy process per core; beside them sweeps A then B of ${SWEEP:-} ($(date +%T))"
+  start=$SECONDS; phase_end=$((SECONDS + P2)); pids=()
+  spin=($(busy_on "$(pair 0)"))
+  serial busy & pids+=($!)
+  [[ -n ${SWEEP:-} ]] && { collect "$(pair 4)" "A0:$SWEEP" "B0:$SWEEP" & pids+=($!); }
+  wait "${pids[@]}"; kill "${spin[@]}" 2>/dev/null
+  echo "phase 2: $((SECONDS - start)) s"; uptime
+else
 echo "== phase 1: counters quiet, zoo sweep A, then the ONNX files ($(date +%T))"
 start=$SECONDS; phase_end=$((SECONDS + P1)); k=0; pids=()
 for m in "${cmodels[@]}"; do counters quiet "$m" "$(pair $k)" & pids+=($!); k=$((k + 1)); done
@@ -87,6 +112,7 @@ for ((g = 0; g < ${#zoo_groups[@]}; g++)); do
 done
 wait "${pids[@]}"; kill "${spin[@]}" 2>/dev/null
 echo "phase 2: $((SECONDS - start)) s"; uptime
+fi
 
 echo "== results ($(date +%T))"
 tail -n 3 "$work"/logs/counters_*.log | grep -E "^(==>|resnet50|mobilenet_v2|bert-base)"
