@@ -13,7 +13,6 @@ import pytest
 
 from layerperf.renderers.html import build, gantt, source, streamed
 from layerperf.renderers.html.source import Source
-
 from test_report import DATA, Dom, _facts, _torch_trace, drawn_calls, timeline_of
 
 NOTE = re.compile(r"<li>read as a stream in bounded memory:[^<]*</li>")

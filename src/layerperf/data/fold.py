@@ -93,6 +93,10 @@ class Folded:
                 _grow(fig, self.quantiles)
         return slot
 
+    def names(self) -> set[str]:
+        """The op names of the calls folded in."""
+        return {ident[0] for ident, n in zip(self.idents, self.count, strict=True) if n}
+
     def declare(self, idents: Sequence[Ident]) -> None:
         """Number these identities first, in this order (a reader's, in the order the file first names
         them), so that groups come in the order the whole table gives them, whatever order calls are

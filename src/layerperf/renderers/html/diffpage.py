@@ -83,7 +83,7 @@ def modules_around_others(src: Source) -> set[str]:
     """The names of a trace's nodes that are a module holding other nodes (``layer1`` of ``layer1.0.conv1``:
     torch's Sequential and blocks), whose own time is the module call's, not a layer's."""
     table = src.table
-    names = {i[0] for i in table.idents} if isinstance(table, Folded) else set(table.name.values)
+    names = table.names() if isinstance(table, Folded) else set(table.name.values)
     prefixes = {name[:i] for name in names for i, ch in enumerate(name) if ch == "."}
     return names & prefixes
 

@@ -119,7 +119,7 @@ def trace_facts(src: Source, runs: RunSet | None, device: TraceDevice | None) ->
     table, meta = src.table, src.table.meta
     said = f"{meta.get('runs')} (as the trace says)" if meta.get("runs") else "? (not in this trace)"
     n_calls = src.digest.calls if src.digest is not None else len(src.calls)
-    ops = len({i[0] for i in table.idents}) if isinstance(table, Folded) else len(table.name.values)
+    ops = len(table.names()) if isinstance(table, Folded) else len(table.name.values)
     out = [
         ("trace", str(meta.get("source") or src.label)),
         ("format", src.format),
