@@ -83,6 +83,12 @@ def test_gpu_trace_streamed(tmp_path: Path) -> None:
     whole, _ = _page(trace, whole=True)
     page, _ = _page(trace, whole=False)
     assert _facts(page) == _facts(whole)
+    from layerperf.readers.detect import read_table
+
+    calls = read_table(trace)
+    used = len(set(calls.name.codes.tolist()))
+    assert len(calls.name.values) > used  # the table's strings name its kernels too: they are no ops
+    assert _facts(whole)["events"].endswith(f" op calls, {used} ops")
 
     def section(text: str, element_id: str) -> str:
         found = re.search(rf'<section id="{element_id}".*?</section>', NOTE.sub("", text), re.S)

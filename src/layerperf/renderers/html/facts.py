@@ -119,7 +119,8 @@ def trace_facts(src: Source, runs: RunSet | None, device: TraceDevice | None) ->
     table, meta = src.table, src.table.meta
     said = f"{meta.get('runs')} (as the trace says)" if meta.get("runs") else "? (not in this trace)"
     n_calls = src.digest.calls if src.digest is not None else len(src.calls)
-    ops = len(table.names()) if isinstance(table, Folded) else len(table.name.values)
+    # the names calls have (a Kineto table's string table also holds its kernels' names)
+    ops = len(table.names()) if isinstance(table, Folded) else int(np.unique(table.name.codes).size)
     out = [
         ("trace", str(meta.get("source") or src.label)),
         ("format", src.format),
