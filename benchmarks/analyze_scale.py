@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/analyze_scale.py --events 1000000,10000000,30000000
     .venv/bin/python benchmarks/analyze_scale.py --events 1000000 --formats ort --before /tmp/old/src
+    .venv/bin/python benchmarks/analyze_scale.py --events 10000000 --report    # layerperf report instead
 
 For each size, format (``ort``: ONNX Runtime's profile, read by its reader; ``kineto``: a PyTorch
 profiler trace, read by the Kineto reader; see ``trace_gen.py``) and compression (plain, gzip), the
@@ -12,7 +13,8 @@ reads a big plain file in two processes). ``--before SRC`` runs another checkout
 same files, alternately. The peers — ``json.load`` + pandas groupby, and Holistic Trace Analysis's
 parser (Kineto traces) — run where the trace has at most ``--peer-max`` events and they are
 installed. Each generated trace is deleted after its runs unless ``--keep``. The load average is
-printed before and after each measurement: the machine is shared.
+printed before and after each measurement: the machine is shared. ``--report`` measures ``layerperf
+report TRACE -o page.html`` (the HTML page) rather than ``analyze``.
 """
 
 from __future__ import annotations
@@ -89,8 +91,10 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
     return wall, max(usage.ru_maxrss, tree_peak) / 1024, code
 
 
-def analyze_argv(src: Path, trace: Path, extra: list[str]) -> list[str]:
+def analyze_argv(src: Path, trace: Path, extra: list[str], report: bool = False) -> list[str]:
     code = f"import sys; sys.path.insert(0, {str(src)!r}); from layerperf.cli import entry; sys.exit(entry())"
+    if report:
+        return [sys.executable, "-c", code, "report", str(trace), "-o", str(trace.with_suffix(".report.html")), *extra]
     return [sys.executable, "-c", code, "analyze", str(trace), "--format", "csv", *extra]
 
 
@@ -127,7 +131,7 @@ def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]
     before_load = load()
     for _ in range(args.repeat):  # alternately, so that the host's slow spells hit both alike
         for label, src in trees:
-            runs[label].append(measure(analyze_argv(src, path, args.analyze_args.split())))
+            runs[label].append(measure(analyze_argv(src, path, args.analyze_args.split(), args.report)))
     lines = []
     for label, rs in runs.items():
         wall, rss, code = _median(rs)
@@ -144,6 +148,7 @@ def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]
                 wall, rss, code = measure([sys.executable, "-c", HTA, d])
             lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | HTA parser | {wall:.2f} | "
                          f"{rss:,.0f} | {code} | {load()} |")
+    path.with_suffix(".report.html").unlink(missing_ok=True)
     if not args.keep:
         path.unlink()
     for line in lines:
@@ -163,6 +168,7 @@ def main() -> None:
     parser.add_argument("--peer-max", type=int, default=1_000_000, help="largest trace the peers run on")
     parser.add_argument("--dir", default=None, help="where traces are written (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the generated traces")
+    parser.add_argument("--report", action="store_true", help="measure `layerperf report` (the HTML page) instead")
     args = parser.parse_args()
     tmp = None
     if args.dir is None:
@@ -170,7 +176,8 @@ def main() -> None:
     Path(args.dir).mkdir(parents=True, exist_ok=True)
     print(f"{os.cpu_count()} CPUs; load average (1/5/15 min) before/after each measurement; "
           f"free disk {shutil.disk_usage(args.dir).free / 2**30:.0f} GiB in {args.dir}; "
-          f"layerperf analyze TRACE --format csv {args.analyze_args}".rstrip())
+          + ("layerperf report TRACE -o page.html" if args.report else "layerperf analyze TRACE --format csv")
+          + f" {args.analyze_args}".rstrip())
     print("| format | events | file | MiB | tool | wall s | peak RSS MiB | exit | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     try:

@@ -77,3 +77,30 @@ def test_analyze_in_bounded_memory(tmp_path: Path) -> None:
     rows = json.loads(result.stdout)
     assert sorted(r["op_type"] for r in rows) == ["Add", "Conv", "MatMul", "Relu"]
     assert sum(r["calls"] for r in rows) == events - events // 201  # every node call, runs aside
+
+
+REPORT_LIMIT_MIB = 640
+
+REPORT_CHILD = """
+import resource, sys
+limit = int(sys.argv[2]) << 20
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from layerperf.cli import main
+sys.exit(main(["report", sys.argv[1], "-o", sys.argv[3]]))
+"""
+
+
+@pytest.mark.skipif(not os.environ.get("LAYERPERF_SLOW"), reason="slow: set LAYERPERF_SLOW=1")
+def test_report_in_bounded_memory(tmp_path: Path) -> None:
+    """The HTML report of a trace three times larger than the memory it may use: read streamed."""
+    trace, page = tmp_path / "big.json.gz", tmp_path / "big.html"
+    events, size = _write_trace(trace, 3 * (REPORT_LIMIT_MIB << 20))
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2",
+           "PYTHONPATH": str(Path(__file__).parent.parent / "src")}
+    result = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(trace), str(REPORT_LIMIT_MIB), str(page)],
+                            capture_output=True, text=True, env=env, timeout=1800)
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = page.read_text()
+    runs = events // 201
+    assert f"{runs} runs (its op sequence repeats {runs} times, every 200 calls)" in text
+    assert f"{events - runs} op calls" in text

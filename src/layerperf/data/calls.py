@@ -432,6 +432,46 @@ def covered_nodes(ext: object) -> tuple[str, ...]:
     return (anchor, *(n for n in ext.nodes if n != anchor)) if anchor in ext.nodes else ext.nodes
 
 
+def concat(tables: Sequence[Calls], meta: dict[str, Any] | None = None) -> Calls:
+    """The rows of ``tables`` one after the other, as one table (string columns coded afresh; a counter
+    a table lacks is NaN on its rows; ``meta`` the first table's unless given)."""
+    if not tables:
+        return empty(meta)
+    if len(tables) == 1 and meta is None:
+        return tables[0]
+
+    def labels(column: str) -> Labels:
+        index: dict[str, int] = {}
+        codes = []
+        for t in tables:
+            got = t.labels(column)
+            lut = np.asarray([index.setdefault(v, len(index)) for v in got.values], dtype=np.int32)
+            codes.append(lut[got.codes] if lut.size else np.zeros(len(got), dtype=np.int32))
+        return Labels(np.concatenate(codes), tuple(index))
+
+    def joined(get: Any, fill: float = np.nan) -> np.ndarray:
+        return np.concatenate([np.asarray(get(t)) if get(t) is not None else np.full(len(t), fill) for t in tables])
+
+    counter_labels = list(dict.fromkeys(c for t in tables for c in t.counters))
+    groupings = sorted({g for t in tables for g in t.outer})
+    timed = all(t.ts_ns.size == len(t) for t in tables)
+    threads = all(t.pid.size == len(t) for t in tables)
+    def figure(column: str) -> np.ndarray:
+        return np.concatenate([getattr(t, column) for t in tables])
+
+    return Calls(
+        name=labels("name"), op_type=labels("op_type"), provider=labels("provider"), in_shapes=labels("in_shapes"),
+        out_shapes=labels("out_shapes"), dur_ns=figure("dur_ns"), total_ns=figure("total_ns"),
+        incl_ns=figure("incl_ns"), device_ns=figure("device_ns"), flops=figure("flops"), bytes=figure("bytes"),
+        int_ops=figure("int_ops"), calls=figure("calls"),
+        counters={c: joined(lambda t, c=c: t.counters.get(c)) for c in counter_labels},
+        meta=tables[0].meta if meta is None else meta, device_incl_ns=joined(lambda t: t.device_incl),
+        outer={g: np.concatenate([t.outer.get(g, np.ones(len(t), dtype=bool)) for t in tables]) for g in groupings},
+        ts_ns=joined(lambda t: t.ts_ns) if timed else _NO_FLOATS,
+        pid=np.concatenate([t.pid for t in tables]) if threads else _NO_INTS,
+        tid=np.concatenate([t.tid for t in tables]) if threads else _NO_INTS)
+
+
 def empty(meta: dict[str, Any] | None = None) -> Calls:
     return TableBuilder().build(meta)
 

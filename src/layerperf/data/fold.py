@@ -29,7 +29,7 @@ from layerperf.data.sketch import Sketch
 FIGURES = ("dur_ns", "incl_ns", "device_ns", "device_incl_ns", "flops", "bytes", "int_ops")
 # inclusive figures: summed once over calls nested in a call of their own group
 ONCE = ("incl_ns", "device_incl_ns", "flops")
-_STAT = {"sum": "sum", "count": "sum", "mean": "mean", "median": "median", "max": "max", "min": "min"}
+_STAT = {"sum": "sum", "count": "sum", "mean": "mean", "median": "median", "max": "max", "min": "min", "p90": "p90"}
 Ident = tuple[str, str, str, str, str]
 
 
@@ -92,6 +92,10 @@ class Folded:
             for fig in self.figures.values():
                 _grow(fig, self.quantiles)
         return slot
+
+    def names(self) -> set[str]:
+        """The op names of the calls folded in."""
+        return {ident[0] for ident, n in zip(self.idents, self.count, strict=True) if n}
 
     def declare(self, idents: Sequence[Ident]) -> None:
         """Number these identities first, in this order (a reader's, in the order the file first names
@@ -215,17 +219,18 @@ class Folded:
                     v = pick(v, src[i])
                 out_list.append(v)
             return np.asarray(out_list, dtype=np.float64)
-        return np.asarray([self._median(fig, m) for m in members], dtype=np.float64)
+        pct = 90.0 if stat == "p90" else 50.0
+        return np.asarray([self._quantile(fig, m, pct) for m in members], dtype=np.float64)
 
-    def _median(self, fig: _Figure, members: list[int]) -> float:
+    def _quantile(self, fig: _Figure, members: list[int], pct: float) -> float:
         if not self.quantiles:
-            raise ValueError("medians need Folded(quantiles=True)")
+            raise ValueError("medians and percentiles need Folded(quantiles=True)")
         if len(members) == 1:
-            return fig.sketch[members[0]].median()
+            return fig.sketch[members[0]].quantile(pct)
         merged = Sketch()
         for i in members:
             merged.merge(fig.sketch[i])
-        return merged.median()
+        return merged.quantile(pct)
 
     def stddev(self, name: str, slot: int) -> float:
         """Population standard deviation of a figure over one identity's calls."""

@@ -43,9 +43,15 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
     ``peaks``: the calibration drawn as roofline ceilings (default: the calibration of the machine the
     profile ran on, when there is one; None: none)."""
 
-    if b is None:
-        return build.single(source.of(a), peaks)
-    return diffpage.pair(source.of(a), source.of(b), match=match, **diff)  # no roofline: peaks do not apply
+    sources = [source.of(a)]
+    try:
+        if b is None:
+            return build.single(sources[0], peaks)
+        sources.append(source.of(b))
+        return diffpage.pair(*sources, match=match, **diff)  # no roofline: peaks do not apply
+    finally:
+        for src in sources:
+            src.close()
 
 
 def check_output(path: str | Path) -> Path:

@@ -26,7 +26,7 @@ from layerperf.renderers.html.draw import op_colors
 from layerperf.renderers.html.gpu import gpu_section
 from layerperf.renderers.html.page import document, filter_bar, notes_html, section_html, table_html
 from layerperf.renderers.html.roofline import Ceilings, points, roofline_svg
-from layerperf.renderers.html.runs import RunSet, run_set
+from layerperf.renderers.html.runs import RunSet
 from layerperf.renderers.html.source import Source
 from layerperf.renderers.html.table import layer_table
 from layerperf.renderers.html.timeline_part import legend_html, timeline_section
@@ -105,8 +105,9 @@ def _memory(src: Source) -> str:
 def timeline(src: Source, colors: Mapping[str, str], runs: RunSet | None, element_id: str = "timeline",
              title: str = "Timeline", scale_ns: float | None = None) -> tuple[str, dict[str, Any] | None]:
     """The timeline section and its data (None when the trace has no start times)."""
+    medians = src.digest.medians_incl_ns if src.digest is not None else None
     data = None if runs is None else gantt.timeline_data(src.calls, runs, colors, counters.tracks(src.profile),
-                                                         scale_ns)
+                                                         scale_ns, medians)
     return timeline_section(element_id, title, runs, data, colors), data
 
 
@@ -118,7 +119,7 @@ def _runs(src: Source) -> int | None:
 
 def breakdown(src: Source, device: TraceDevice | None, runs: RunSet | None) -> tuple[list[charts.TypeTime], Chart]:
     """The op-type chart's bars and how it reads (its statistic named)."""
-    calls = src.calls
+    calls = src.table
     if device is not None and calls.has_device:
         return (charts.type_times(calls, device=True),
                 Chart("breakdown", "device time the op type launched itself, summed over the trace (ranked by device "
@@ -129,14 +130,15 @@ def breakdown(src: Source, device: TraceDevice | None, runs: RunSet | None) -> t
                 Chart("breakdown", "per run: the sum over the op type's layers of each layer's median self time per "
                       "call x its calls per run (the table's statistic; the bars add up to the summed medians)",
                       per="per run", calls="calls"))
+    n = src.digest.calls if src.digest is not None else len(src.calls)
     return (charts.type_times(calls),
-            Chart("breakdown", f"self time summed over all {len(calls)} calls of the trace ("
+            Chart("breakdown", f"self time summed over all {n} calls of the trace ("
                   f"{len(runs) if runs else '?'} runs, warm-up included; the table's statistic)", calls="calls"))
 
 
 def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
     """The report of one trace as an HTML page."""
-    device = trace_device(src.calls.meta) if src.profile is None else None
+    device = trace_device(src.table.meta) if src.profile is None else None
     if device is not None:
         ceilings, cal_line = device_ceilings(device, peaks)
         table_peaks: Peaks | None | str = peaks
@@ -145,10 +147,10 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
         ceilings, table_peaks = Ceilings.of(found, _threads(src)), found
     table, notes, cut = layer_table(src, table_peaks, ceilings)  # type: ignore[arg-type]
     lines, warnings = split_notes(notes)
-    runs = run_set(src.calls, src.profile)
+    runs = src.runs()
     times, chart = breakdown(src, device, runs)
     # colours for the op types that matter most in the chart, then (a GPU trace) in CPU time
-    ranked = [t.op_type for t in times] + ([t.op_type for t in charts.type_times(src.calls)] if device else [])
+    ranked = [t.op_type for t in times] + ([t.op_type for t in charts.type_times(src.table)] if device else [])
     colors = op_colors(list(dict.fromkeys(ranked)))
     pts, missing = points(table.section.rows)
     roof_intro = ("each layer a point: FLOPs per byte moved against FLOP/s achieved (hollow: integer work, against "
@@ -159,7 +161,7 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
                        "or rate unknown")
     summary = (facts.facts_html(src, runs, device) + notes_html(lines) + facts.warnings_html(warnings))
     timeline_html, timeline_data = timeline(src, colors, runs)
-    gpu_html, kernels = gpu_section(src.calls, device) if device is not None else ("", None)
+    gpu_html, kernels = gpu_section(src.table, device) if device is not None else ("", None)
     parts = [
         section_html("summary", "Summary", summary),
         section_html("breakdown-section", "Time by op type", charts.breakdown_html(times, colors, chart),

@@ -19,6 +19,7 @@ from layerperf.analysis import aggregate as analysis
 from layerperf.analysis.matching import op_family
 from layerperf.data import figures
 from layerperf.data.calls import Calls
+from layerperf.data.fold import Folded
 from layerperf.renderers.html.draw import Svg, clip, color
 from layerperf.renderers.html.page import esc
 from layerperf.util import units
@@ -41,10 +42,10 @@ def _ranked(out: list[TypeTime]) -> list[TypeTime]:
     return sorted(out, key=lambda t: (-t.total_ns, t.op_type))
 
 
-def type_times(calls: Calls, device: bool = False) -> list[TypeTime]:
+def type_times(calls: Calls | Folded, device: bool = False) -> list[TypeTime]:
     """Self time per op type summed over all calls (as ``layerperf analyze --aggregate-by type``), or with
-    ``device`` the device time the op type launched itself; largest first."""
-    by_type = analysis.aggregate(calls, "type", "sum")
+    ``device`` the device time the op type launched itself; largest first. Of every call, or folded."""
+    by_type = analysis.grouped(calls, "type", "sum")
     values = np.nan_to_num(by_type.device_ns, nan=0.0) if device else by_type.total_ns
     grand = float(np.nansum(values)) if device else analysis.grand_total_ns(calls)
     shares = figures.shares(values, grand)

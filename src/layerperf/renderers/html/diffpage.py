@@ -16,6 +16,7 @@ from typing import Any
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis.matching import covers
 from layerperf.analysis.summary import summary
+from layerperf.data.fold import Folded
 from layerperf.renderers.html import charts
 from layerperf.renderers.html.build import generated, split_notes, timeline
 from layerperf.renderers.html.draw import op_colors
@@ -30,7 +31,6 @@ from layerperf.renderers.html.page import (
     section_html,
     table_html,
 )
-from layerperf.renderers.html.runs import run_set
 from layerperf.renderers.html.source import Source
 from layerperf.renderers.html.table import layer_table
 from layerperf.renderers.view import Column
@@ -43,7 +43,7 @@ FUSED = Column("covered_by", "fused into", str, "left")
 def covered(a: Source, b: Source, how: str, match: str) -> tuple[dict[str, str], dict[str, str]]:
     """Node names fused away on one side, each with the node of the other side that does its work:
     (B name -> A name, A name -> B name)."""
-    na, nb, pairing = analysis.node_pairing(a.calls, b.calls, how=how, match=match)
+    na, nb, pairing = analysis.node_pairing(a.table, b.table, how=how, match=match)
     in_a, in_b = covers(na, nb, pairing)
     return ({nb[j].name: na[i].name for j, i in in_a.items()}, {na[i].name: nb[j].name for i, j in in_b.items()})
 
@@ -74,7 +74,7 @@ def headline(totals: Mapping[str, Any], a: Source, b: Source, by: str, how: str,
 
 
 def _card(src: Source, side: str, totals: Mapping[str, Any], how: str) -> list[tuple[str, str]]:
-    runs = run_set(src.calls, src.profile)
+    runs = src.runs()
     rows = profile_facts(src, runs) if src.profile is not None else trace_facts(src, runs, None)
     return [(f"compared here ({how} per call, summed)", units.duration_us(totals[f"time_{side}_us"])), *rows]
 
@@ -82,7 +82,8 @@ def _card(src: Source, side: str, totals: Mapping[str, Any], how: str) -> list[t
 def modules_around_others(src: Source) -> set[str]:
     """The names of a trace's nodes that are a module holding other nodes (``layer1`` of ``layer1.0.conv1``:
     torch's Sequential and blocks), whose own time is the module call's, not a layer's."""
-    names = set(src.calls.name.values)
+    table = src.table
+    names = table.names() if isinstance(table, Folded) else set(table.name.values)
     prefixes = {name[:i] for name in names for i, ch in enumerate(name) if ch == "."}
     return names & prefixes
 
@@ -110,7 +111,7 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
     """A side-by-side page of two traces: the per-node (``by`` type: per op type) diff as ``layerperf diff``
     makes it with the same options; ``how``: the per-call statistic compared (default: the mean, as
     ``layerperf diff``'s), named in the headline, on each card and on the table."""
-    view = diff_view(a.calls, b.calls, by=by, how=how, match=match, order_by=order_by, top=top)
+    view = diff_view(a.table, b.table, by=by, how=how, match=match, order_by=order_by, top=top)
     section = view.sections[0]
     totals = view.doc["totals"]
     fused = covered(a, b, how, match) if by == "name" else ({}, {})
@@ -119,8 +120,8 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
     n_fused = sum(r["covered_by"] is not None for r in rows)
     n_modules = sum(str(p["only_in"]).endswith("(module)") for p in shown)
     columns = [*section.columns, FUSED] if n_fused else list(section.columns)
-    by_type, _ = analysis.diff(a.calls, b.calls, by="type", how=how, match=match)
-    colors = op_colors([t.op_type for t in charts.type_times(a.calls)])
+    by_type, _ = analysis.diff(a.table, b.table, by="type", how=how, match=match)
+    colors = op_colors([t.op_type for t in charts.type_times(a.table)])
     warnings = [f"A: {w}" for w in split_notes(layer_table(a, None, None)[1])[1]] + \
                [f"B: {w}" for w in split_notes(layer_table(b, None, None)[1])[1]]
     sides = "".join(f"<div><h3>{side.upper()}: {esc(src.label)}</h3>{facts_html(_card(src, side, totals, how))}</div>"
@@ -140,16 +141,16 @@ def pair(a: Source, b: Source, *, match: str = "normalized", how: str = "mean", 
                      f"{table_html(table)}</div>", section.title or ""),
     ]
     timelines, data = _timelines(a, b, colors)
-    return document(f"layerperf diff: {a.label} vs {b.label}", f"A = {a.calls.meta.get('source')}, "
-                    f"B = {b.calls.meta.get('source')}; delta = B - A, speedup = A / B; {generated(a)}",
+    return document(f"layerperf diff: {a.label} vs {b.label}", f"A = {a.table.meta.get('source')}, "
+                    f"B = {b.table.meta.get('source')}; delta = B - A, speedup = A / B; {generated(a)}",
                     parts + timelines, [table],
-                    {"kind": "diff", "a": a.calls.meta.get("source"), "b": b.calls.meta.get("source"),
+                    {"kind": "diff", "a": a.table.meta.get("source"), "b": b.table.meta.get("source"),
                      "timelines": data})
 
 
 def _timelines(a: Source, b: Source, colors: Mapping[str, str]) -> tuple[list[str], dict[str, Any]]:
     """A's and B's timelines drawn to one time scale, so that the longer run is the longer picture."""
-    ra, rb = run_set(a.calls, a.profile), run_set(b.calls, b.profile)
+    ra, rb = a.runs(), b.runs()
     spans = [float(r.durations_ns[r.representative]) for r in (ra, rb) if r is not None and len(r)]
     scale = max(spans, default=None)
     out, data = [], {}

@@ -7,11 +7,13 @@ the rest, :mod:`.runs`) is left out and named, never averaged in; the whole trac
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from layerperf.analysis.summary import summary, work_line
 from layerperf.calibration.device_peaks import TraceDevice
+from layerperf.data.fold import Folded
 from layerperf.data.metadata import Metadata
 from layerperf.renderers.html import counters
 from layerperf.renderers.html.page import facts_html as dl
@@ -55,12 +57,13 @@ def runs_line(runs: RunSet | None, said: str) -> str:
     return line
 
 
-def _per_run(runs: RunSet | None, values: np.ndarray, fmt: Callable[[float], str], whole: float) -> str:
-    """A figure per run: the median of its sums over the steady runs, the range, the whole trace's beside."""
+def _per_run(runs: RunSet | None, sums: Callable[[int], float], fmt: Callable[[float], str], whole: float) -> str:
+    """A figure per run (``sums(k)``: run k's sum): the median over the steady runs, the range, the whole
+    trace's beside."""
     if runs is None or len(runs) < 2 or not runs.split:
         n = len(runs) if runs is not None else "?"
         return f"{fmt(whole)} (the whole trace: {n} run{'' if n == 1 else 's'})"
-    steady = [float(np.nansum(values[runs.rows[k]])) for k in runs.steady]
+    steady = [sums(k) for k in runs.steady]
     noun = runs.noun
     warm = f", {runs.warmup} warm-up {noun}{'s' if runs.warmup > 1 else ''} left out" if runs.warmup else ""
     spread = f"; {fmt(min(steady))}–{fmt(max(steady))}" if len(steady) > 1 else ""
@@ -96,30 +99,49 @@ def profile_facts(src: Source, runs: RunSet | None) -> list[tuple[str, str]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Sums:
+    """Per run and over the whole trace, the sum of a figure (unknown counted as 0)."""
+
+    per_run: Callable[[int], float]
+    whole: float
+
+
+def _sums(src: Source, runs: RunSet | None, figure: str) -> _Sums:
+    if src.digest is not None:
+        per = src.digest.per_run[figure]
+        return _Sums(lambda k: float(per[k]), float(src.digest.whole[figure]))
+    values = np.nan_to_num(np.asarray(getattr(src.calls, figure), dtype=np.float64), nan=0.0)
+    return _Sums(lambda k: float(values[runs.rows[k]].sum()) if runs is not None else 0.0, float(values.sum()))
+
+
 def trace_facts(src: Source, runs: RunSet | None, device: TraceDevice | None) -> list[tuple[str, str]]:
-    calls, meta = src.calls, src.calls.meta
+    table, meta = src.table, src.table.meta
     said = f"{meta.get('runs')} (as the trace says)" if meta.get("runs") else "? (not in this trace)"
-    self_ns = np.nan_to_num(calls.dur_ns, nan=0.0)
+    n_calls = src.digest.calls if src.digest is not None else len(src.calls)
+    # the names calls have (a Kineto table's string table also holds its kernels' names)
+    ops = len(table.names()) if isinstance(table, Folded) else int(np.unique(table.name.codes).size)
     out = [
         ("trace", str(meta.get("source") or src.label)),
         ("format", src.format),
-        ("events", f"{meta.get('events', '?')} events, {len(calls)} op calls, {len(calls.name.values)} ops"),
+        ("events", f"{meta.get('events', '?')} events, {n_calls} op calls, {ops} ops"),
         ("runs", runs_line(runs, said)),
     ]
     if runs is not None and len(runs) > 1:
         out.append((f"{runs.noun} duration", f"median {_ms(runs.median_ns)} over the steady {runs.noun}s"
                                              + (f" ({runs.warmup} warm-up left out)" if runs.warmup else "")))
-    out.append(("total self time", _per_run(runs, self_ns, lambda v: units.duration_us(v / 1e3),
-                                            float(self_ns.sum()))))
-    if calls.has_device:
-        device_ns = np.nan_to_num(calls.device_ns, nan=0.0)
-        out.append(("device time", _per_run(runs, device_ns, lambda v: units.duration_us(v / 1e3),
-                                            float(device_ns.sum()))))
-    known = np.isfinite(calls.flops)
-    flops = (_per_run(runs, np.nan_to_num(calls.flops, nan=0.0), lambda v: units.si(v, "FLOP"),
-                      float(np.nansum(calls.flops)))
-             + f"; counted on the {int(known.sum())} of {len(calls)} op calls whose FLOPs are known") \
-        if known.any() else "? (not in this trace)"
+    per_run = {f: _sums(src, runs, f) for f in ("dur_ns", "device_ns", "flops")}
+    durations = per_run["dur_ns"]
+    out.append(("total self time", _per_run(runs, durations.per_run, lambda v: units.duration_us(v / 1e3),
+                                            durations.whole)))
+    if table.has_device:
+        device_ns = per_run["device_ns"]
+        out.append(("device time", _per_run(runs, device_ns.per_run, lambda v: units.duration_us(v / 1e3),
+                                            device_ns.whole)))
+    known = src.digest.flops_known if src.digest is not None else int(np.isfinite(src.calls.flops).sum())
+    flops = (_per_run(runs, per_run["flops"].per_run, lambda v: units.si(v, "FLOP"), per_run["flops"].whole)
+             + f"; counted on the {known} of {n_calls} op calls whose FLOPs are known") if known else \
+        "? (not in this trace)"
     out += [("FLOPs", flops), ("latency", "? (not in this trace)")]
     out.append(("machine", device.label() if device is not None else "? (not in this trace)"))
     return out
@@ -128,8 +150,8 @@ def trace_facts(src: Source, runs: RunSet | None, device: TraceDevice | None) ->
 def facts_html(src: Source, runs: RunSet | None, device: TraceDevice | None) -> str:
     """The headline figures as a definition list, and the calls far from their median counted."""
     rows = profile_facts(src, runs) if src.profile is not None else trace_facts(src, runs, device)
-    far = far_calls(src.calls)
-    rows.append(("calls far from their median", f"{far} of {len(src.calls)} took x{FAR:g} their op's median or more "
+    far, n = (src.digest.far, src.digest.calls) if src.digest is not None else (far_calls(src.calls), len(src.calls))
+    rows.append(("calls far from their median", f"{far} of {n} took x{FAR:g} their op's median or more "
                                                  "(marked red in the timeline; the table's max / median)"))
     return dl(rows)
 

@@ -44,10 +44,11 @@ class Held:
     cut: int
 
 
-def held_runs(runs: RunSet, kernel_counts: Sequence[int] = ()) -> Held:
+def held_runs(runs: RunSet, kernel_counts: Sequence[int] = (), *, kept_only: bool = True) -> Held:
     """The drawn run, then warm-ups, outliers, the fastest and slowest, then the others in order, while
-    their calls (and device activities) stay within :data:`MAX_CALLS`."""
-    sizes = [len(r) + (kernel_counts[k] if k < len(kernel_counts) else 0) for k, r in enumerate(runs.rows)]
+    their calls (and device activities) stay within :data:`MAX_CALLS`; with ``kept_only``, of a streamed
+    trace's runs (``runs.sizes``) only those whose calls were kept."""
+    sizes = [runs.size(k) + (kernel_counts[k] if k < len(kernel_counts) else 0) for k in range(len(runs))]
     first = runs.representative
     durations = runs.durations_ns
     order = [first, *range(runs.warmup), *runs.outliers]
@@ -57,10 +58,12 @@ def held_runs(runs: RunSet, kernel_counts: Sequence[int] = ()) -> Held:
     held: list[int] = []
     total = 0
     for k in dict.fromkeys(order):
+        if kept_only and runs.sizes and sizes[k] and not runs.rows[k].size:  # calls not kept (a streamed trace)
+            continue
         if k == first or total + sizes[k] <= MAX_CALLS:
             held.append(k)
             total += min(sizes[k], MAX_RUN_CALLS) if k == first else sizes[k]
-    return Held(tuple(held), max(len(runs.rows[first]) - MAX_RUN_CALLS, 0) if len(runs) else 0)
+    return Held(tuple(held), max(runs.size(first) - MAX_RUN_CALLS, 0) if len(runs) else 0)
 
 
 def depths(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -220,10 +223,11 @@ def _medians(calls: Calls, names: Sequence[str]) -> list[float | None]:
 
 
 def timeline_data(calls: Calls, runs: RunSet, colors: Mapping[str, str], counters: Sequence[Mapping[str, str]] = (),
-                  scale_ns: float | None = None) -> dict[str, Any]:
+                  scale_ns: float | None = None, medians: Mapping[str, float] | None = None) -> dict[str, Any]:
     """What ``timeline.js`` draws (see the module's docstring); ``counters``: the counter tracks
     (``label``, ``header``, ``unit``); ``scale_ns``: the time the first view spans (two timelines drawn to
-    one scale), the drawn run's own when None."""
+    one scale), the drawn run's own when None; ``medians``: each name's median inclusive time over the
+    whole trace where ``calls`` holds only some of its calls (a streamed trace)."""
     kernels = kernel_table(calls)
     per_run = _kernel_runs(kernels, runs)
     held = held_runs(runs, [k.size for k in per_run])
@@ -250,7 +254,8 @@ def timeline_data(calls: Calls, runs: RunSet, colors: Mapping[str, str], counter
         "lanes": b.lanes.doc(b.devices.values()),
         "names": names, "types": types, "ntype": [b.name_type[i] for i in range(len(names))],
         "colors": [colors.get(t, OTHER_COLOR) for t in types],
-        "medians": _medians(calls, names),
+        "medians": _medians(calls, names) if medians is None else [
+            None if (m := medians.get(n, float("nan"))) != m else round(m) for n in names],
         "knames": b.knames.values(), "kshort": [short_kernel(n) for n in b.knames.values()],
         "kinds": list(KINDS), "kcolors": [KIND_COLORS[k] for k in KINDS],
         "counters": list(counters), "parts": parts,

@@ -15,10 +15,12 @@ from typing import Any
 
 from layerperf.analysis.gpu.idle import CAUSES, KERNEL_WAIT_NS, idle
 from layerperf.analysis.gpu.kernel_type import kernel_types
+from layerperf.analysis.gpu.source import Activities, total_ns
+from layerperf.analysis.gpu.source import of as activities_of
 from layerperf.analysis.gpu.temporal import temporal
-from layerperf.analysis.gpu_kernels import of as kernel_table
 from layerperf.calibration.device_peaks import TraceDevice
 from layerperf.data.calls import Calls, KernelTable
+from layerperf.data.fold import Folded
 from layerperf.renderers.html.draw import Svg, clip, short_kernel
 from layerperf.renderers.html.gantt import KIND_COLORS
 from layerperf.renderers.html.page import Table, esc, facts_html, section_html, table_html
@@ -69,11 +71,11 @@ def bars_svg(element_id: str, title: str, bars: Sequence[tuple[str, float, str, 
     return svg.render()
 
 
-def _steps(calls: Calls) -> list[tuple[float, float]]:
+def _steps(calls: Calls | Folded) -> list[tuple[float, float]]:
     return [(float(w[0]), float(w[1])) for w in calls.meta.get("run_windows_ns") or []]
 
 
-def temporal_svg(k: KernelTable, calls: Calls) -> str:
+def temporal_svg(k: KernelTable | Activities, calls: Calls | Folded) -> str:
     result = temporal(k, _steps(calls))
     rows = [(b.label, [("idle", b.idle_ns), ("compute", b.compute_ns), ("non-compute", b.non_compute_ns)])
             for b in (result.whole, *result.steps)]
@@ -81,7 +83,7 @@ def temporal_svg(k: KernelTable, calls: Calls) -> str:
                        "on any stream), compute (computation kernels), non-compute (copies, sets, other)", rows)
 
 
-def idle_svg(k: KernelTable) -> str:
+def idle_svg(k: KernelTable | Activities) -> str:
     gaps = idle(k)
     streams = sorted({g.stream for g in gaps})
     rows = [(f"stream {s}", [(c, sum(g.idle_ns for g in gaps if g.stream == s and g.cause == c)) for c in CAUSES])
@@ -90,7 +92,7 @@ def idle_svg(k: KernelTable) -> str:
                        f"began), kernel wait (a gap under {units.duration_us(KERNEL_WAIT_NS / 1e3)}), other", rows)
 
 
-def kinds_svg(k: KernelTable) -> str:
+def kinds_svg(k: KernelTable | Activities) -> str:
     bars = [(t.kind, t.total_ns, KIND_COLORS[t.kind],
              f"{t.kind}: {t.calls} activities, {units.duration_us(t.total_ns / 1e3)} "
              f"({units.percent(t.share)} of device time), mean {units.duration_us(t.mean_ns / 1e3)}")
@@ -111,7 +113,7 @@ def kernels_svg(rows: Sequence[Mapping[str, Any]]) -> str:
     return bars_svg("gpu-kernels", "device time per kernel (sum over its calls), largest first", bars)
 
 
-def device_facts(device: TraceDevice, calls: Calls) -> list[tuple[str, str]]:
+def device_facts(device: TraceDevice, calls: Calls | Folded) -> list[tuple[str, str]]:
     """What the trace says of its device, and whose peaks rate its work."""
     props: Mapping[str, Any] = next((d for d in calls.meta.get("devices") or () if d.get("name") == device.name), {})
     out = [("device", device.label())]
@@ -131,17 +133,18 @@ def device_facts(device: TraceDevice, calls: Calls) -> list[tuple[str, str]]:
     return out
 
 
-def gpu_section(calls: Calls, device: TraceDevice) -> tuple[str, Table | None]:
-    """The section's markup and its kernel table (None when the trace keeps no device activity)."""
-    k = kernel_table(calls)
+def gpu_section(calls: Calls | Folded, device: TraceDevice) -> tuple[str, Table | None]:
+    """The section's markup and its kernel table (None when the trace keeps no device activity); of a
+    trace read whole or folded (its activities on disk)."""
+    k = activities_of(calls.meta)
     facts = facts_html(device_facts(device, calls))
-    if k is None or not len(k):
+    if k is None:
         return section_html("gpu-section", "GPU", facts + '<p class="missing">no device activity in this trace</p>'), \
             None
     view = kernels_view(calls)
     section = view.sections[0]
     table = Table("kernels", replace(section, notes=()), noun="kernels", filtered=False, pinned="")
-    total = float(k.dur_ns.sum())
+    total = total_ns(k)
     body = (facts
             + f'<p class="intro">{len(k)} device activities, {esc(units.duration_us(total / 1e3))} of device time '
             "(Holistic Trace Analysis's views: kinds of kernel by its name rules)</p>"

@@ -47,9 +47,16 @@ class RunSet:
     how: str
     noun: str = "run"  # "step" when the trace's ProfilerStep events are the runs
     split: bool = True  # whether each run's calls are known (else one window: the whole trace)
+    # calls in each run, where ``rows`` hold only the runs the page keeps (a trace too large to hold:
+    # :mod:`.streamed`); empty: every run's rows are there
+    sizes: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.starts_ns)
+
+    def size(self, k: int) -> int:
+        """Calls in run ``k``."""
+        return self.sizes[k] if self.sizes else len(self.rows[k])
 
     @property
     def durations_ns(self) -> np.ndarray:
@@ -91,12 +98,13 @@ def outlier_runs(durations: Sequence[float], warmup: int) -> tuple[int, ...]:
     return tuple(warmup + i for i, d in enumerate(steady.tolist()) if far(d, median))
 
 
-def _made(starts: Sequence[float], ends: Sequence[float], rows: Sequence[np.ndarray], how: str, *,
-          noun: str = "run", split: bool = True, warmups: bool = True) -> RunSet:
+def made(starts: Sequence[float], ends: Sequence[float], rows: Sequence[np.ndarray], how: str, *,
+         noun: str = "run", split: bool = True, warmups: bool = True, sizes: Sequence[int] = ()) -> RunSet:
+    """The runs with these extents and calls, their warm-up and outliers found."""
     durations = [e - s for s, e in zip(starts, ends, strict=True)]
     warmup = warmup_count(durations) if warmups else 0
     return RunSet(tuple(map(float, starts)), tuple(map(float, ends)), tuple(rows), warmup,
-                  outlier_runs(durations, warmup), how, noun, split)
+                  outlier_runs(durations, warmup), how, noun, split, tuple(sizes))
 
 
 def _ordered(calls: Calls, rows: np.ndarray) -> np.ndarray:
@@ -120,7 +128,7 @@ def run_set(calls: Calls, profile: Profile | None) -> RunSet | None:
         rows = [_ordered(calls, np.arange(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         warmup = profile.metadata.plan.warmup
         how = "measured runs" + (f" ({warmup} warm-up runs before them were not measured)" if warmup else "")
-        return _made([float(r.start_ns) for r in profile.runs], [float(r.start_ns + r.dur_ns) for r in profile.runs],
+        return made([float(r.start_ns) for r in profile.runs], [float(r.start_ns + r.dur_ns) for r in profile.runs],
                      rows, how, warmups=False)
     return _foreign(calls)
 
@@ -131,13 +139,13 @@ def _foreign(calls: Calls) -> RunSet:
     if found.bounds_ns and len(found.windows) == len(found.bounds_ns):
         starts = [s for s, _ in found.bounds_ns]
         ends = [e for _, e in found.bounds_ns]
-        return _made(starts, ends, [_ordered(calls, w) for w in found.windows], found.how, noun="step")
+        return made(starts, ends, [_ordered(calls, w) for w in found.windows], found.how, noun="step")
     if len(found.windows) >= 2:
         extents = [_extent(calls, w) for w in found.windows]
-        return _made([s for s, _ in extents], [e for _, e in extents], [_ordered(calls, w) for w in found.windows],
+        return made([s for s, _ in extents], [e for _, e in extents], [_ordered(calls, w) for w in found.windows],
                      found.how)
     whole = _ordered(calls, found.windows[0]) if found.windows else timed
     start, end = _extent(calls, whole)
     split = not (found.count and found.count > 1)  # the trace says it holds runs its calls don't divide into
     how = found.how if split else f"{found.how} ({found.count} runs said, drawn as one window)"
-    return _made([start], [end], [whole], how, split=split)
+    return made([start], [end], [whole], how, split=split)

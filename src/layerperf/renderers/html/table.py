@@ -15,6 +15,7 @@ import numpy as np
 from layerperf.calibration.peaks import Peaks
 from layerperf.data import figures
 from layerperf.data.calls import Calls, group_codes
+from layerperf.data.fold import Folded
 from layerperf.data.table import extra_columns
 from layerperf.renderers.html.counters import counter_columns
 from layerperf.renderers.html.page import Table
@@ -61,8 +62,15 @@ def _far(row: Mapping[str, Any]) -> bool:
     return isinstance(value, float) and value >= FAR
 
 
-def _per_call(calls: Calls) -> dict[str, dict[str, float | None]]:
-    """Per op name: the median, mean, p90 and max of one call's self time (µs)."""
+def _per_call(calls: Calls | Folded) -> dict[str, dict[str, float | None]]:
+    """Per op name: the median, mean, p90 and max of one call's self time (µs); of every call, or folded
+    (medians and p90 within the sketch's error)."""
+    if isinstance(calls, Folded):
+        tables = {key: calls.table("name", how) for key, how in (("call_median_us", "median"), ("mean_us", "mean"),
+                                                                  ("p90_us", "p90"), ("max_us", "max"))}
+        names = tables["max_us"].name.tolist()
+        return {n: {k: None if (x := float(t.dur_ns[i]) / 1e3) != x else x for k, t in tables.items()}
+                for i, n in enumerate(names)}
     codes = group_codes(calls, "name")
     g = figures.groups(codes)
     stats = {key: figures.grouped(calls.dur_ns, g, stat) / 1e3 for key, stat in
@@ -119,7 +127,7 @@ def _profile_section(src: Source, peaks: Peaks | None, ceilings: Ceilings | None
 
 
 def _trace_section(src: Source, peaks: Peaks | None, ceilings: Ceilings | None) -> Section:
-    calls = src.calls
+    calls = src.table
     gpu = calls.has_device
     section = analyze_view(calls, peaks=peaks, order_by="device" if gpu else None).sections[0]
     per = _per_call(calls)
@@ -128,7 +136,7 @@ def _trace_section(src: Source, peaks: Peaks | None, ceilings: Ceilings | None) 
         stats = per.get(str(r.get("name")), {})
         row = {**r, **stats}
         rows.append({**row, "spread": _spread(row, "call_median_us"), "bound": bound_of(row, ceilings)})
-    labels = list(calls.counters)
+    labels = list(calls.counter_labels if isinstance(calls, Folded) else calls.counters)
     counters = counter_columns(labels, labels, {}, rows)
     columns = [replace(c, header="self time (sum)") if c.key == "time_us" else c for c in section.columns
                if c.key not in labels]

@@ -1,0 +1,344 @@
+"""The report of a trace too large to hold whole: read twice, streamed, in memory that does not grow with it.
+
+The first reading folds the trace (:class:`~layerperf.data.fold.Folded`: the layer table, the op types'
+times, each op's median call; the device activities go to disk for the GPU views), stores its tables of
+calls in a temporary file (``$LAYERPERF_TMPDIR``, else the system's; some 100 bytes a call) and keeps,
+per call, its start, end and name (20 bytes a call, for at most :data:`MAX_SEQUENCE` calls) to find the
+runs as :func:`layerperf.analysis.trace_runs.find_runs` finds them in a table: the trace's
+``ProfilerStep`` windows, else the period of its op sequence. The second pass reads the stored calls
+back (not the trace: no second parse) and, knowing each call's run, sums self time, device time and
+FLOPs per run, counts the calls far from their op's median, and keeps only the calls of the runs the
+page holds (:func:`.gantt.held_runs`) for the timeline.
+
+Every figure equals the whole reading's, but for medians: within the quantile sketch's stated error for
+ops of many calls (:mod:`layerperf.data.sketch`), and so the count of calls far from their median near
+the threshold. Where a trace holds more calls than :data:`MAX_SEQUENCE`, runs come from its
+``ProfilerStep`` windows alone (else the trace is one window) and the page holds the drawn run only.
+The timeline of a streamed trace draws its calls, not its device activities (the GPU section has them).
+"""
+
+from __future__ import annotations
+
+import pickle
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from layerperf.analysis.trace_runs import period
+from layerperf.data.calls import Calls, concat, empty
+from layerperf.data.fold import Folded
+from layerperf.readers.detect import read_folded
+from layerperf.readers.gzsplit import is_gzip
+from layerperf.readers.spill import temp_dir
+from layerperf.renderers.html.gantt import MAX_RUN_CALLS, held_runs
+from layerperf.renderers.html.runs import FAR, RunSet, made
+
+WHOLE_BYTES = 256 << 20  # a trace up to this size (uncompressed) is read whole: every figure exact
+MAX_SEQUENCE = 12_000_000  # calls whose start, end and name the first reading keeps to find the runs
+SUMMED = ("dur_ns", "device_ns", "flops")  # the figures summed per run
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What the page reads of a streamed trace beside its folded table: the runs (``rows`` index the
+    held calls), per run and over the whole trace the sums of :data:`SUMMED` (unknown counted as 0), the
+    calls with FLOPs known, the calls in all, those far from their op's median, and each op's median
+    inclusive time (ns)."""
+
+    runs: RunSet | None
+    per_run: Mapping[str, np.ndarray]
+    whole: Mapping[str, float]
+    flops_known: int
+    calls: int
+    far: int
+    medians_incl_ns: Mapping[str, float]
+
+
+def streamed(path: Path, whole_bytes: int = WHOLE_BYTES) -> bool:
+    """Whether the trace at ``path`` is larger than ``whole_bytes`` uncompressed (a gzip's size as its
+    trailer says, or unknown and so large when it could have wrapped at 4 GiB)."""
+    size = path.stat().st_size
+    if not is_gzip(path):
+        return size > whole_bytes
+    if size >= (1 << 32) // 64:  # past 64x compression the 4-GiB trailer may have wrapped
+        return True
+    with path.open("rb") as f:
+        f.seek(max(size - 4, 0))
+        trailer = f.read(4)
+    return len(trailer) < 4 or int.from_bytes(trailer, "little") > whole_bytes
+
+
+def read(path: Path, max_sequence: int | None = None) -> tuple[Calls, Folded | None, Digest | None]:
+    """The trace at ``path`` read twice (see the module): the held runs' calls (a table), the folded
+    trace (its ``meta["activities"]`` open: the caller closes it) and the digest; a trace the readers
+    read whole (layerperf's own) as its table, with None and None."""
+    with tempfile.TemporaryFile(prefix="layerperf-report-", dir=temp_dir()) as store:
+        first = _First(MAX_SEQUENCE if max_sequence is None else max_sequence, store)
+        folded = read_folded(path, quantiles=True, activities=True, sink=first.add)
+        if not isinstance(folded, Folded):
+            return folded, None, None
+        try:
+            plan = _plan(folded.meta, first)
+            medians = _medians(folded)
+            second = _Second(plan, medians)
+            store.seek(0)
+            for _ in range(first.tables):  # the calls again, as the first reading stored them
+                second.add(pickle.load(store))
+            held, runs = second.held(folded.meta)
+        except BaseException:
+            if (activities := folded.meta.get("activities")) is not None:
+                activities.close()
+            raise
+    digest = Digest(runs, second.per_run(), second.whole, second.flops_known, second.n, second.far, medians)
+    return held, folded, digest
+
+
+class _First:
+    """The first reading's sink: each table of calls stored as it comes (``store``: a temporary file the
+    second pass reads back rather than parsing the trace again), and per call its start, end (start +
+    inclusive time) and name code, while there are at most ``cap`` calls."""
+
+    def __init__(self, cap: int, store: IO[bytes]) -> None:
+        self.store = store
+        self.tables = 0
+        self.cap = cap
+        self.n = 0
+        self.timed = False
+        self.names: dict[str, int] = {}
+        self.parts: tuple[list[np.ndarray], ...] = ([], [], [])  # starts, ends, name codes
+
+    @property
+    def over(self) -> bool:
+        return self.n > self.cap
+
+    def add(self, calls: Calls) -> None:
+        n = len(calls)
+        self.n += n
+        if not n:
+            return
+        pickle.dump(replace(calls, meta={}), self.store, protocol=pickle.HIGHEST_PROTOCOL)
+        self.tables += 1
+        ts = _starts(calls)
+        self.timed = self.timed or not bool(np.isnan(ts).all())
+        if self.over:
+            self.parts = ([], [], [])
+            return
+        for part, values in zip(self.parts, (ts, ts + np.nan_to_num(calls.incl_ns, nan=0.0),
+                                             codes(calls, self.names)), strict=True):
+            part.append(values)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The starts, ends and name codes, each joined as the parts of the one before are let go (the
+        peak is the parts and one column, not twice the parts)."""
+        joined = []
+        for dtype, part in zip((np.float64, np.float64, np.int32), self.parts, strict=True):
+            joined.append(np.concatenate(part) if part else np.zeros(0, dtype=dtype))
+            part.clear()
+        return joined[0], joined[1], joined[2]
+
+
+def _starts(calls: Calls) -> np.ndarray:
+    return calls.ts_ns if calls.ts_ns.size == len(calls) else np.full(len(calls), np.nan)
+
+
+def codes(calls: Calls, names: dict[str, int]) -> np.ndarray:
+    """Each call's name as a code of ``names`` (new names get the next code)."""
+    lut = np.asarray([names.setdefault(v, len(names)) for v in calls.name.values], dtype=np.int32)
+    return lut[calls.name.codes] if lut.size else np.zeros(len(calls), dtype=np.int32)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The runs found after the first reading: each run's extent, calls and (where known) each call's run
+    (``window``, in the order the calls came; -1 in none) and whether the page keeps it (``keep``);
+    ``marks``: with no ``window``, each call's run is the mark it starts in; ``drawn``: with no
+    ``window``, the run drawn."""
+
+    starts: tuple[float, ...]
+    ends: tuple[float, ...]
+    how: str
+    noun: str
+    split: bool
+    sizes: tuple[int, ...]
+    window: np.ndarray | None
+    keep: np.ndarray | None
+    marks: np.ndarray | None = None
+    drawn: int = 0
+
+    def runs(self, rows: tuple[np.ndarray, ...] = ()) -> RunSet:
+        n = len(self.starts)
+        rows = rows or tuple(np.zeros(0, dtype=np.int64) for _ in range(n))
+        return made(self.starts, self.ends, rows, self.how, noun=self.noun, split=self.split, sizes=self.sizes)
+
+
+def _plan(meta: Mapping[str, Any], first: _First) -> _Plan | None:
+    """The runs, as :func:`layerperf.analysis.trace_runs.find_runs` and the report find them in a whole
+    table; None when no call has a start time."""
+    if not first.timed:
+        return None
+    said = int(meta["runs"]) if meta.get("runs") else None
+    marked = [(float(s), float(e)) for s, e in meta.get("run_windows_ns") or ()]
+    if first.over:
+        return _unsequenced(first, said, marked)
+    ts, end, code = first.arrays()
+    n_calls = ts.size
+    timed = np.flatnonzero(~np.isnan(ts))
+    timed = timed[np.argsort(ts[timed], kind="stable")]
+    at = ts[timed]  # the starts in order
+    del ts
+    bounds: list[tuple[int, int]]
+    if marked:
+        bounds = [(int(np.searchsorted(at, s, "left")), int(np.searchsorted(at, e, "left"))) for s, e in marked]
+        starts, ends = [s for s, _ in marked], [e for _, e in marked]
+        how, noun, split = "its ProfilerStep events", "step", True
+    else:
+        p = None if said == 1 else period(code[timed], said)
+        if p is not None and (said is None or timed.size // p == said):
+            n = timed.size // p
+            bounds = [(k * p, (k + 1) * p) for k in range(n)]
+            how = f"its op sequence repeats {n} times, every {p} calls"
+        else:
+            bounds = [(0, int(timed.size))]
+            how = ("as the trace says: one run" if said == 1 else "its op sequence does not repeat: one run"
+                   if not said else f"as the trace says; its op sequence does not repeat that many times, so its "
+                                    f"calls are not split into runs ({said} runs said, drawn as one window)")
+        lo = np.asarray([a for a, _ in bounds])
+        starts = at[lo].tolist()
+        ends = np.maximum.reduceat(end[timed], lo).tolist()
+        noun, split = "run", not (said and said > 1 and len(bounds) == 1)
+    del at, end
+    window = np.full(n_calls, -1, dtype=np.int32)
+    for k, (a, b) in enumerate(bounds):
+        window[timed[a:b]] = k
+    del code
+    plan = _Plan(tuple(starts), tuple(ends), how, noun, split, tuple(b - a for a, b in bounds), window, None)
+    keep = np.zeros(n_calls, dtype=bool)
+    drawn = plan.runs().representative
+    for k in held_runs(plan.runs(), kept_only=False).runs:
+        a, b = bounds[k]
+        keep[timed[a:min(b, a + MAX_RUN_CALLS) if k == drawn else b]] = True
+    return replace(plan, keep=keep)
+
+
+def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, float]]) -> _Plan:
+    """The runs of a trace of more calls than the first reading keeps: its ProfilerStep windows (each call
+    in the last that starts at or before it, if it ends after), else one window; only the drawn run held."""
+    beyond = (f"the trace holds {first.n:,} calls, more than the {first.cap:,} whose op sequence is searched for "
+              "runs")
+    if marked:
+        order = sorted(range(len(marked)), key=lambda k: marked[k])
+        starts, ends = tuple(marked[k][0] for k in order), tuple(marked[k][1] for k in order)
+        plan = _Plan(starts, ends, f"its ProfilerStep events; {beyond}: only the drawn step is held", "step", True,
+                     (), None, None, marks=np.asarray([starts, ends]))
+        return replace(plan, drawn=plan.runs().representative)
+    how = "as the trace says: one run" if said == 1 else f"{beyond}: drawn as one window"
+    return _Plan((np.nan,), (np.nan,), how, "run", said == 1, (), None, None)
+
+
+def _medians(folded: Folded) -> dict[str, float]:
+    """Each op name's median inclusive time over all its calls (ns)."""
+    by_name = folded.table("name", "median")
+    return {n: float(v) for n, v in zip(by_name.name.tolist(), by_name.incl_ns.tolist(), strict=True)}
+
+
+class _Second:
+    """The second reading's sink: each call's run, sums per run, far calls, the held runs' calls."""
+
+    def __init__(self, plan: _Plan | None, medians: Mapping[str, float]) -> None:
+        self.plan = plan
+        self.medians = medians
+        self.n = 0
+        self.far = 0
+        self.flops_known = 0
+        self.whole = dict.fromkeys(SUMMED, 0.0)
+        runs = len(plan.starts) if plan is not None else 0
+        self.sums = {f: np.zeros(runs) for f in SUMMED}
+        self.counts = np.zeros(runs, dtype=np.int64)
+        self.extent = [np.inf, -np.inf]  # one window found by reading: its first start, its last end
+        self.kept: list[Calls] = []
+        self.kept_runs: list[np.ndarray] = []
+        self.kept_n = 0
+
+    def add(self, calls: Calls) -> None:
+        n = len(calls)
+        if not n:
+            return
+        lo, self.n = self.n, self.n + n
+        self._far(calls)
+        values = {f: np.nan_to_num(np.asarray(getattr(calls, f), dtype=np.float64), nan=0.0) for f in SUMMED}
+        for f in SUMMED:
+            self.whole[f] += float(values[f].sum())
+        self.flops_known += int(np.isfinite(calls.flops).sum())
+        if self.plan is None:
+            return
+        run, keep = self._runs(calls, lo)
+        inside = run >= 0
+        self.counts += np.bincount(run[inside], minlength=self.counts.size)
+        for f in SUMMED:
+            self.sums[f] += np.bincount(run[inside], weights=values[f][inside], minlength=self.counts.size)
+        if keep.any():
+            rows = np.flatnonzero(keep)
+            self.kept.append(calls.take(rows))
+            self.kept_runs.append(run[rows])
+            self.kept_n += rows.size
+            if self.plan.window is None and self.kept_n > 2 * MAX_RUN_CALLS:
+                self._trim()
+
+    def _far(self, calls: Calls) -> None:
+        med = np.asarray([self.medians.get(v, np.nan) for v in calls.name.values], dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.far += int(np.sum(calls.incl_ns / med[calls.name.codes] >= FAR)) if med.size else 0
+
+    def _runs(self, calls: Calls, lo: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each call's run (-1: none) and whether the page keeps it."""
+        plan = self.plan
+        assert plan is not None
+        n = len(calls)
+        if plan.window is not None and plan.keep is not None:
+            return plan.window[lo:lo + n].astype(np.int64), plan.keep[lo:lo + n]
+        ts = _starts(calls)
+        timed = ~np.isnan(ts)
+        if plan.marks is not None:
+            k = np.searchsorted(plan.marks[0], ts, "right") - 1
+            inside = timed & (k >= 0)
+            inside[inside] &= ts[inside] < plan.marks[1][k[inside]]
+            run = np.where(inside, k, -1)
+            return run, run == plan.drawn
+        if timed.any():
+            ends = ts[timed] + np.nan_to_num(calls.incl_ns[timed], nan=0.0)
+            self.extent = [min(self.extent[0], float(ts[timed].min())), max(self.extent[1], float(ends.max()))]
+        return np.where(timed, 0, -1), timed
+
+    def _trim(self) -> None:
+        """Keep the drawn run's first :data:`MAX_RUN_CALLS` calls by start (where the runs were not known
+        call by call before this reading)."""
+        table, run = concat(self.kept), np.concatenate(self.kept_runs)
+        first = np.argsort(table.ts_ns, kind="stable")[:MAX_RUN_CALLS]
+        first.sort()
+        self.kept, self.kept_runs, self.kept_n = [table.take(first)], [run[first]], first.size
+
+    def per_run(self) -> dict[str, np.ndarray]:
+        return dict(self.sums)
+
+    def held(self, meta: dict[str, Any]) -> tuple[Calls, RunSet | None]:
+        """The held runs' calls (one table, in the order read) and the runs, ``rows`` indexing it."""
+        plan = self.plan
+        if plan is None:
+            return empty(meta), None
+        if plan.window is None and self.kept_n > MAX_RUN_CALLS:
+            self._trim()
+        table = concat(self.kept, meta) if self.kept else empty(meta)
+        run = np.concatenate(self.kept_runs) if self.kept_runs else np.zeros(0, dtype=np.int64)
+        if plan.window is None and plan.marks is None:  # one window: its extent read in this pass
+            plan = replace(plan, starts=(self.extent[0],), ends=(self.extent[1],), sizes=(int(self.counts[0]),))
+        elif plan.window is None:
+            plan = replace(plan, sizes=tuple(self.counts.tolist()))
+        rows = []
+        for k in range(len(plan.starts)):
+            mine = np.flatnonzero(run == k)
+            rows.append(mine[np.argsort(table.ts_ns[mine], kind="stable")] if mine.size else mine)
+        return table, plan.runs(tuple(rows))
