@@ -6,6 +6,7 @@ calls whose sequence it keeps, runs from ProfilerStep windows alone and only the
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -167,3 +168,18 @@ def test_cli_report_streamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(streamed, "WHOLE_BYTES", 0)
     assert main(["report", str(trace), "-o", str(tmp_path / "r.html")]) == 0
     assert NOTE.search((tmp_path / "r.html").read_text())
+
+
+def test_stored_tables_hold_only_the_strings_their_rows_use() -> None:
+    """A reader's tables may share a string table that grows with the trace: the stored copy keeps only
+    the strings its rows use, and reads the same."""
+    import numpy as np
+
+    from layerperf.data.calls import Labels, TableBuilder
+
+    b = TableBuilder()
+    b.extend(b.ident_codes([("a", "Op", "", "", ""), ("b", "Op", "", "", "")]), [1.0, 2.0])
+    table = b.build({"source": "x"})
+    wide = Labels(np.asarray([2, 0], dtype=np.int32), ("b", "unused", "a"))
+    stored = streamed._compact(replace(table, name=wide))
+    assert stored.name.values == ("b", "a") and stored.name.tolist() == ["a", "b"] and stored.meta == {}

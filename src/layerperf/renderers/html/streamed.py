@@ -29,7 +29,7 @@ from typing import IO, Any
 import numpy as np
 
 from layerperf.analysis.trace_runs import period
-from layerperf.data.calls import Calls, concat, empty
+from layerperf.data.calls import Calls, Labels, concat, empty
 from layerperf.data.fold import Folded
 from layerperf.readers.detect import read_folded
 from layerperf.readers.gzsplit import is_gzip
@@ -120,7 +120,7 @@ class _First:
         self.n += n
         if not n:
             return
-        pickle.dump(replace(calls, meta={}), self.store, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(_compact(calls), self.store, protocol=pickle.HIGHEST_PROTOCOL)
         self.tables += 1
         ts = _starts(calls)
         self.timed = self.timed or not bool(np.isnan(ts).all())
@@ -139,6 +139,21 @@ class _First:
             joined.append(np.concatenate(part) if part else np.zeros(0, dtype=dtype))
             part.clear()
         return joined[0], joined[1], joined[2]
+
+
+def _compact(calls: Calls) -> Calls:
+    """The table to store: without its meta, each string column holding only the strings its rows use (a
+    reader's tables may share one string table that grows with the trace: stored whole with every table,
+    a trace of distinct names would be stored once per table)."""
+
+    def cut(labels: Labels) -> Labels:
+        used, codes = np.unique(labels.codes, return_inverse=True)
+        if used.size == len(labels.values):
+            return labels
+        return Labels(codes.reshape(-1).astype(np.int32), tuple(labels.values[i] for i in used.tolist()))
+
+    return replace(calls, meta={}, name=cut(calls.name), op_type=cut(calls.op_type), provider=cut(calls.provider),
+                   in_shapes=cut(calls.in_shapes), out_shapes=cut(calls.out_shapes))
 
 
 def _starts(calls: Calls) -> np.ndarray:
