@@ -170,7 +170,7 @@ def test_cli_report_streamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert NOTE.search((tmp_path / "r.html").read_text())
 
 
-def test_stored_tables_hold_only_the_strings_their_rows_use() -> None:
+def test_stored_tables_hold_only_the_strings_their_rows_use(monkeypatch: pytest.MonkeyPatch) -> None:
     """A reader's tables may share a string table that grows with the trace: the stored copy keeps only
     the strings its rows use, and reads the same."""
     import numpy as np
@@ -181,5 +181,7 @@ def test_stored_tables_hold_only_the_strings_their_rows_use() -> None:
     b.extend(b.ident_codes([("a", "Op", "", "", ""), ("b", "Op", "", "", "")]), [1.0, 2.0])
     table = b.build({"source": "x"})
     wide = Labels(np.asarray([2, 0], dtype=np.int32), ("b", "unused", "a"))
+    assert streamed._compact(replace(table, name=wide)).name is wide  # a few strings: stored as they are
+    monkeypatch.setattr(streamed, "SMALL_STRINGS", 1)
     stored = streamed._compact(replace(table, name=wide))
     assert stored.name.values == ("b", "a") and stored.name.tolist() == ["a", "b"] and stored.meta == {}

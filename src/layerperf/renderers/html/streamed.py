@@ -40,6 +40,7 @@ from layerperf.renderers.html.runs import FAR, RunSet, made
 WHOLE_BYTES = 256 << 20  # a trace up to this size (uncompressed) is read whole: every figure exact
 MAX_SEQUENCE = 12_000_000  # calls whose start, end and name the first reading keeps to find the runs
 SUMMED = ("dur_ns", "device_ns", "flops")  # the figures summed per run
+SMALL_STRINGS = 4096  # a stored table's string column is cut to the strings it uses beyond this many
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,8 @@ def _compact(calls: Calls) -> Calls:
     a trace of distinct names would be stored once per table)."""
 
     def cut(labels: Labels) -> Labels:
+        if len(labels.values) <= max(SMALL_STRINGS, len(labels)):  # no more strings than rows: stored as they are
+            return labels
         used, codes = np.unique(labels.codes, return_inverse=True)
         if used.size == len(labels.values):
             return labels
