@@ -67,14 +67,24 @@ def find_runs(calls: Calls) -> TraceRuns:
         windows = tuple(timed[(ts >= s) & (ts < e)] for s, e in marked)
         return TraceRuns(len(marked), windows, "its ProfilerStep events",
                          tuple((float(s), float(e)) for s, e in marked))
-    if said == 1:
-        return TraceRuns(1, (timed,), "as the trace says: one run")
-    p = period(calls.name.codes[timed], said)
-    if p is not None and (said is None or timed.size // p == said):
+    p, how = by_sequence(calls.name.codes[timed], said)
+    if p is not None:
         n = timed.size // p
-        return TraceRuns(n, tuple(timed[k * p:(k + 1) * p] for k in range(n)),
-                         f"its op sequence repeats {n} times, every {p} calls")
+        return TraceRuns(n, tuple(timed[k * p:(k + 1) * p] for k in range(n)), how)
+    if said and said > 1:
+        return TraceRuns(said, (), how)
+    return TraceRuns(1, (timed,), how)
+
+
+def by_sequence(codes: np.ndarray, said: int | None) -> tuple[int | None, str]:
+    """The runs of a trace without ProfilerStep marks from its calls' name codes by start time (``said``:
+    the runs the trace counts): the period that splits them (None: no split) and how they were found."""
+    if said == 1:
+        return None, "as the trace says: one run"
+    p = period(codes, said)
+    if p is not None and (said is None or codes.size // p == said):
+        return p, f"its op sequence repeats {codes.size // p} times, every {p} calls"
     if said:
-        return TraceRuns(said, (), "as the trace says; its op sequence does not repeat that many times, so "
-                                   "its calls are not split into runs")
-    return TraceRuns(1, (timed,), "its op sequence does not repeat: one run")
+        return None, ("as the trace says; its op sequence does not repeat that many times, so its calls are not "
+                      "split into runs")
+    return None, "its op sequence does not repeat: one run"

@@ -442,22 +442,17 @@ def concat(tables: Sequence[Calls], meta: dict[str, Any] | None = None) -> Calls
 
     def labels(column: str) -> Labels:
         index: dict[str, int] = {}
-        codes = []
-        for t in tables:
-            got = t.labels(column)
-            lut = np.asarray([index.setdefault(v, len(index)) for v in got.values], dtype=np.int32)
-            codes.append(lut[got.codes] if lut.size else np.zeros(len(got), dtype=np.int32))
+        codes = [recoded(t.labels(column), index) for t in tables]
         return Labels(np.concatenate(codes), tuple(index))
 
-    def joined(get: Any, fill: float = np.nan) -> np.ndarray:
-        return np.concatenate([np.asarray(get(t)) if get(t) is not None else np.full(len(t), fill) for t in tables])
+    def joined(get: Any) -> np.ndarray:
+        return np.concatenate([np.asarray(get(t)) if get(t) is not None else np.full(len(t), np.nan) for t in tables])
+
+    def figure(column: str) -> np.ndarray:
+        return np.concatenate([getattr(t, column) for t in tables])
 
     counter_labels = list(dict.fromkeys(c for t in tables for c in t.counters))
     groupings = sorted({g for t in tables for g in t.outer})
-    timed = all(t.ts_ns.size == len(t) for t in tables)
-    threads = all(t.pid.size == len(t) for t in tables)
-    def figure(column: str) -> np.ndarray:
-        return np.concatenate([getattr(t, column) for t in tables])
 
     return Calls(
         name=labels("name"), op_type=labels("op_type"), provider=labels("provider"), in_shapes=labels("in_shapes"),
@@ -467,9 +462,13 @@ def concat(tables: Sequence[Calls], meta: dict[str, Any] | None = None) -> Calls
         counters={c: joined(lambda t, c=c: t.counters.get(c)) for c in counter_labels},
         meta=tables[0].meta if meta is None else meta, device_incl_ns=joined(lambda t: t.device_incl),
         outer={g: np.concatenate([t.outer.get(g, np.ones(len(t), dtype=bool)) for t in tables]) for g in groupings},
-        ts_ns=joined(lambda t: t.ts_ns) if timed else _NO_FLOATS,
-        pid=np.concatenate([t.pid for t in tables]) if threads else _NO_INTS,
-        tid=np.concatenate([t.tid for t in tables]) if threads else _NO_INTS)
+        ts_ns=figure("ts_ns"), pid=figure("pid"), tid=figure("tid"))
+
+
+def recoded(labels: Labels, index: dict[str, int]) -> np.ndarray:
+    """The rows of ``labels`` as codes of ``index`` (a string it lacks gets the next code)."""
+    lut = np.asarray([index.setdefault(v, len(index)) for v in labels.values], dtype=np.int32)
+    return lut[labels.codes] if lut.size else np.zeros(len(labels), dtype=np.int32)
 
 
 def empty(meta: dict[str, Any] | None = None) -> Calls:

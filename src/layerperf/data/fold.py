@@ -242,6 +242,14 @@ class Folded:
         return float(np.sqrt(max(fig.sumsq[slot] / n - mean * mean, 0.0)))
 
 
+def called_names(table: Calls | Folded) -> set[str]:
+    """The op names the calls of a table (read whole or folded) have; a table's string column may name
+    more (a Kineto table's also names its kernels)."""
+    if isinstance(table, Folded):
+        return table.names()
+    return {table.name.values[c] for c in np.unique(table.name.codes).tolist()}
+
+
 def _grow(fig: _Figure, quantiles: bool) -> None:
     fig.sum.append(0.0)
     fig.sumsq.append(0.0)

@@ -43,14 +43,20 @@ def html(a: Any, b: Any = None, *, peaks: Peaks | None | str = AUTO, match: str 
     ``peaks``: the calibration drawn as roofline ceilings (default: the calibration of the machine the
     profile ran on, when there is one; None: none)."""
 
-    sources = [source.of(a)]
+    made: list[Source] = []  # the sources read here, closed here (a Source given stays the caller's)
+
+    def of(subject: Any) -> Source:
+        src = source.of(subject)
+        if src is not subject:
+            made.append(src)
+        return src
+
     try:
         if b is None:
-            return build.single(sources[0], peaks)
-        sources.append(source.of(b))
-        return diffpage.pair(*sources, match=match, **diff)  # no roofline: peaks do not apply
+            return build.single(of(a), peaks)
+        return diffpage.pair(of(a), of(b), match=match, **diff)  # no roofline: peaks do not apply
     finally:
-        for src in sources:
+        for src in made:
             src.close()
 
 

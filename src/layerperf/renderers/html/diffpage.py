@@ -16,7 +16,7 @@ from typing import Any
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis.matching import covers
 from layerperf.analysis.summary import summary
-from layerperf.data.fold import Folded
+from layerperf.data.fold import called_names
 from layerperf.renderers.html import charts
 from layerperf.renderers.html.build import generated, split_notes, timeline
 from layerperf.renderers.html.draw import op_colors
@@ -82,8 +82,7 @@ def _card(src: Source, side: str, totals: Mapping[str, Any], how: str) -> list[t
 def modules_around_others(src: Source) -> set[str]:
     """The names of a trace's nodes that are a module holding other nodes (``layer1`` of ``layer1.0.conv1``:
     torch's Sequential and blocks), whose own time is the module call's, not a layer's."""
-    table = src.table
-    names = table.names() if isinstance(table, Folded) else set(table.name.values)
+    names = called_names(src.table)
     prefixes = {name[:i] for name in names for i, ch in enumerate(name) if ch == "."}
     return names & prefixes
 

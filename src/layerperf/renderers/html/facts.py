@@ -13,8 +13,9 @@ import numpy as np
 
 from layerperf.analysis.summary import summary, work_line
 from layerperf.calibration.device_peaks import TraceDevice
-from layerperf.data.fold import Folded
+from layerperf.data.fold import called_names
 from layerperf.data.metadata import Metadata
+from layerperf.data.sketch import ALPHA, EXACT_MAX
 from layerperf.renderers.html import counters
 from layerperf.renderers.html.page import facts_html as dl
 from layerperf.renderers.html.page import notes_html
@@ -119,8 +120,7 @@ def trace_facts(src: Source, runs: RunSet | None, device: TraceDevice | None) ->
     table, meta = src.table, src.table.meta
     said = f"{meta.get('runs')} (as the trace says)" if meta.get("runs") else "? (not in this trace)"
     n_calls = src.digest.calls if src.digest is not None else len(src.calls)
-    # the names calls have (a Kineto table's string table also holds its kernels' names)
-    ops = len(table.names()) if isinstance(table, Folded) else int(np.unique(table.name.codes).size)
+    ops = len(called_names(table))
     out = [
         ("trace", str(meta.get("source") or src.label)),
         ("format", src.format),
@@ -151,8 +151,10 @@ def facts_html(src: Source, runs: RunSet | None, device: TraceDevice | None) -> 
     """The headline figures as a definition list, and the calls far from their median counted."""
     rows = profile_facts(src, runs) if src.profile is not None else trace_facts(src, runs, device)
     far, n = (src.digest.far, src.digest.calls) if src.digest is not None else (far_calls(src.calls), len(src.calls))
+    sketched = (f"; medians within {ALPHA:.1%} for ops of over {EXACT_MAX} calls (the trace was read as a stream)"
+                if src.digest is not None else "")
     rows.append(("calls far from their median", f"{far} of {n} took x{FAR:g} their op's median or more "
-                                                 "(marked red in the timeline; the table's max / median)"))
+                                                 f"(marked red in the timeline; the table's max / median{sketched})"))
     return dl(rows)
 
 

@@ -146,6 +146,12 @@ def _foreign(calls: Calls) -> RunSet:
                      found.how)
     whole = _ordered(calls, found.windows[0]) if found.windows else timed
     start, end = _extent(calls, whole)
-    split = not (found.count and found.count > 1)  # the trace says it holds runs its calls don't divide into
-    how = found.how if split else f"{found.how} ({found.count} runs said, drawn as one window)"
+    how, split = one_window(found.how, found.count)
     return made([start], [end], [whole], how, split=split)
+
+
+def one_window(how: str, said: int | None) -> tuple[str, bool]:
+    """How a trace drawn as one window was found, and whether that window is its one run (not when the
+    trace says it holds runs its calls do not divide into)."""
+    split = not (said and said > 1)
+    return (how, True) if split else (f"{how} ({said} runs said, drawn as one window)", False)

@@ -19,8 +19,10 @@ The timeline of a streamed trace draws its calls, not its device activities (the
 
 from __future__ import annotations
 
+import gzip
 import pickle
 import tempfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,18 +30,19 @@ from typing import IO, Any
 
 import numpy as np
 
-from layerperf.analysis.trace_runs import period
-from layerperf.data.calls import Calls, Labels, concat, empty
+from layerperf.analysis.trace_runs import by_sequence
+from layerperf.data.calls import Calls, Labels, concat, empty, recoded
 from layerperf.data.fold import Folded
 from layerperf.readers.detect import read_folded
 from layerperf.readers.gzsplit import is_gzip
 from layerperf.readers.spill import temp_dir
 from layerperf.renderers.html.gantt import MAX_RUN_CALLS, held_runs
-from layerperf.renderers.html.runs import FAR, RunSet, made
+from layerperf.renderers.html.runs import FAR, RunSet, made, one_window
 
 WHOLE_BYTES = 256 << 20  # a trace up to this size (uncompressed) is read whole: every figure exact
 MAX_SEQUENCE = 12_000_000  # calls whose start, end and name the first reading keeps to find the runs
 SUMMED = ("dur_ns", "device_ns", "flops")  # the figures summed per run
+LARGE_GZIP = 64 << 20  # a gzip this large is streamed unread (its trailer may have wrapped past 4 GiB)
 SMALL_STRINGS = 4096  # a stored table's string column is cut to the strings it uses beyond this many
 
 
@@ -60,17 +63,27 @@ class Digest:
 
 
 def streamed(path: Path, whole_bytes: int = WHOLE_BYTES) -> bool:
-    """Whether the trace at ``path`` is larger than ``whole_bytes`` uncompressed (a gzip's size as its
-    trailer says, or unknown and so large when it could have wrapped at 4 GiB)."""
+    """Whether the trace at ``path`` is larger than ``whole_bytes`` uncompressed. A gzip's trailer names
+    only its last member's size, modulo 4 GiB: one of :data:`LARGE_GZIP` or more is taken as large, one
+    whose trailer says large is, and the others are inflated (into nothing) until they pass ``whole_bytes``
+    or end."""
     size = path.stat().st_size
     if not is_gzip(path):
         return size > whole_bytes
-    if size >= (1 << 32) // 64:  # past 64x compression the 4-GiB trailer may have wrapped
+    if size >= LARGE_GZIP:
         return True
     with path.open("rb") as f:
         f.seek(max(size - 4, 0))
-        trailer = f.read(4)
-    return len(trailer) < 4 or int.from_bytes(trailer, "little") > whole_bytes
+        if int.from_bytes(f.read(4), "little") > whole_bytes:
+            return True
+    try:
+        with gzip.open(path, "rb") as g:  # every member, as the readers read them
+            seen = 0
+            while seen <= whole_bytes and (chunk := g.read(1 << 20)):
+                seen += len(chunk)
+    except (OSError, EOFError, zlib.error):
+        return False  # a damaged file: the reading says what is wrong with it
+    return seen > whole_bytes
 
 
 def read(path: Path, max_sequence: int | None = None) -> tuple[Calls, Folded | None, Digest | None]:
@@ -121,7 +134,8 @@ class _First:
         self.n += n
         if not n:
             return
-        pickle.dump(_compact(calls), self.store, protocol=pickle.HIGHEST_PROTOCOL)
+        stored = _compact(calls)
+        pickle.dump(stored, self.store, protocol=pickle.HIGHEST_PROTOCOL)
         self.tables += 1
         ts = _starts(calls)
         self.timed = self.timed or not bool(np.isnan(ts).all())
@@ -129,7 +143,7 @@ class _First:
             self.parts = ([], [], [])
             return
         for part, values in zip(self.parts, (ts, ts + np.nan_to_num(calls.incl_ns, nan=0.0),
-                                             codes(calls, self.names)), strict=True):
+                                             recoded(stored.name, self.names)), strict=True):
             part.append(values)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,12 +175,6 @@ def _compact(calls: Calls) -> Calls:
 
 def _starts(calls: Calls) -> np.ndarray:
     return calls.ts_ns if calls.ts_ns.size == len(calls) else np.full(len(calls), np.nan)
-
-
-def codes(calls: Calls, names: dict[str, int]) -> np.ndarray:
-    """Each call's name as a code of ``names`` (new names get the next code)."""
-    lut = np.asarray([names.setdefault(v, len(names)) for v in calls.name.values], dtype=np.int32)
-    return lut[calls.name.codes] if lut.size else np.zeros(len(calls), dtype=np.int32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,43 +211,49 @@ def _plan(meta: Mapping[str, Any], first: _First) -> _Plan | None:
     if first.over:
         return _unsequenced(first, said, marked)
     ts, end, code = first.arrays()
-    n_calls = ts.size
-    timed = np.flatnonzero(~np.isnan(ts))
-    timed = timed[np.argsort(ts[timed], kind="stable")]
-    at = ts[timed]  # the starts in order
-    del ts
-    bounds: list[tuple[int, int]]
+    order = np.argsort(ts, kind="stable")  # NaN last: the timed calls by start, then the rest
+    timed = order[:int(np.count_nonzero(~np.isnan(ts)))]
+    at = ts[timed]
+    del ts, order
     if marked:
         bounds = [(int(np.searchsorted(at, s, "left")), int(np.searchsorted(at, e, "left"))) for s, e in marked]
         starts, ends = [s for s, _ in marked], [e for _, e in marked]
-        how, noun, split = "its ProfilerStep events", "step", True
+        how, noun, split = "its ProfilerStep events" + _overlap(marked), "step", True
     else:
-        p = None if said == 1 else period(code[timed], said)
-        if p is not None and (said is None or timed.size // p == said):
-            n = timed.size // p
-            bounds = [(k * p, (k + 1) * p) for k in range(n)]
-            how = f"its op sequence repeats {n} times, every {p} calls"
-        else:
-            bounds = [(0, int(timed.size))]
-            how = ("as the trace says: one run" if said == 1 else "its op sequence does not repeat: one run"
-                   if not said else f"as the trace says; its op sequence does not repeat that many times, so its "
-                                    f"calls are not split into runs ({said} runs said, drawn as one window)")
+        p, how = by_sequence(code[timed], said)
+        bounds = [(k * p, (k + 1) * p) for k in range(timed.size // p)] if p else [(0, int(timed.size))]
         lo = np.asarray([a for a, _ in bounds])
-        starts = at[lo].tolist()
-        ends = np.maximum.reduceat(end[timed], lo).tolist()
-        noun, split = "run", not (said and said > 1 and len(bounds) == 1)
-    del at, end
+        starts, ends = at[lo].tolist(), np.maximum.reduceat(end[timed], lo).tolist()
+        how, split = (how, True) if p else one_window(how, said)
+        noun = "run"
+    del at, end, code
+    plan = _Plan(tuple(starts), tuple(ends), how, noun, split, tuple(b - a for a, b in bounds), None, None)
+    window, keep = _assigned(plan, timed, first.n, bounds)
+    return replace(plan, window=window, keep=keep)
+
+
+def _overlap(marked: list[tuple[float, float]]) -> str:
+    """What the page says of ProfilerStep windows that overlap: a call in two is placed in the later one
+    (the whole reading counts it in both)."""
+    spans = sorted(marked)
+    if any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False)):
+        return "; they overlap: a call in two steps is counted in the later one"
+    return ""
+
+
+def _assigned(plan: _Plan, timed: np.ndarray, n_calls: int,
+              bounds: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each call's run (``window``, -1: in none) and whether the page keeps it (``keep``: the calls of
+    the runs :func:`.gantt.held_runs` holds, the drawn one cut at its first :data:`MAX_RUN_CALLS`)."""
     window = np.full(n_calls, -1, dtype=np.int32)
     for k, (a, b) in enumerate(bounds):
         window[timed[a:b]] = k
-    del code
-    plan = _Plan(tuple(starts), tuple(ends), how, noun, split, tuple(b - a for a, b in bounds), window, None)
     keep = np.zeros(n_calls, dtype=bool)
     drawn = plan.runs().representative
     for k in held_runs(plan.runs(), kept_only=False).runs:
         a, b = bounds[k]
         keep[timed[a:min(b, a + MAX_RUN_CALLS) if k == drawn else b]] = True
-    return replace(plan, keep=keep)
+    return window, keep
 
 
 def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, float]]) -> _Plan:
@@ -250,8 +264,8 @@ def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, floa
     if marked:
         order = sorted(range(len(marked)), key=lambda k: marked[k])
         starts, ends = tuple(marked[k][0] for k in order), tuple(marked[k][1] for k in order)
-        plan = _Plan(starts, ends, f"its ProfilerStep events; {beyond}: only the drawn step is held", "step", True,
-                     (), None, None, marks=np.asarray([starts, ends]))
+        plan = _Plan(starts, ends, f"its ProfilerStep events{_overlap(marked)}; {beyond}: only the drawn step is held",
+                     "step", True, (), None, None, marks=np.asarray([starts, ends]))
         return replace(plan, drawn=plan.runs().representative)
     how = "as the trace says: one run" if said == 1 else f"{beyond}: drawn as one window"
     return _Plan((np.nan,), (np.nan,), how, "run", said == 1, (), None, None)

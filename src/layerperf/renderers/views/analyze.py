@@ -127,8 +127,8 @@ def _notes(table: Calls | Folded) -> list[str]:
     if table.has_outer if isinstance(table, Folded) else table.outer:
         lines.append("summed inclusive figures count a call nested in a call of its own group once")
     if meta.get("streamed"):
-        lines.append("read as a stream in bounded memory: every figure exact, medians exact for groups of up to "
-                     f"{EXACT_MAX} calls and within {ALPHA:.1%} beyond")
+        lines.append("read as a stream in bounded memory: every figure exact, medians (and p90s) exact for groups of "
+                     f"up to {EXACT_MAX} calls and within {ALPHA:.1%} beyond")
     lines.append("self time excludes nested events; cumulative = running share of total self time; "
                  "computation in FLOPs (floating point), int ops (integer); ? = unknown")
     return lines
