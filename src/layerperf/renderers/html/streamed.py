@@ -369,8 +369,17 @@ class _Second:
             plan = replace(plan, starts=(self.extent[0],), ends=(self.extent[1],), sizes=(int(self.counts[0]),))
         elif plan.window is None:
             plan = replace(plan, sizes=tuple(self.counts.tolist()))
-        rows = []
-        for k in range(len(plan.starts)):
-            mine = np.flatnonzero(run == k)
-            rows.append(mine[np.argsort(table.ts_ns[mine], kind="stable")] if mine.size else mine)
-        return table, plan.runs(tuple(rows))
+        return table, plan.runs(_rows_by_run(run, table.ts_ns, len(plan.starts)))
+
+
+def _rows_by_run(run: np.ndarray, ts: np.ndarray, n_runs: int) -> tuple[np.ndarray, ...]:
+    """Per run, the rows of the held table in it, by start (a run none of whose calls are held: none). Grouped
+    once, not searched per run: a trace holds tens of thousands of runs."""
+    rows = [np.zeros(0, dtype=np.int64)] * n_runs
+    inside = np.flatnonzero(run >= 0)
+    by_run = inside[np.argsort(run[inside], kind="stable")]
+    held, first = np.unique(run[by_run], return_index=True)
+    for k, a, b in zip(held.tolist(), first.tolist(), [*first[1:].tolist(), by_run.size], strict=True):
+        mine = by_run[a:b]
+        rows[k] = mine[np.argsort(ts[mine], kind="stable")]
+    return tuple(rows)
