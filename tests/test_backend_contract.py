@@ -218,9 +218,13 @@ def test_counters_per_layer(profiled: layerperf.Profile) -> None:
     assert profiled.counters.passes == 2
     for layer in profiled.layers:
         counts = layer.counters["task-clock"]
-        assert len(counts) == 2 and all(math.isfinite(c) for c in counts), layer.name
-        assert np.median(counts) > 0, layer.name  # CPU ns of real work, above an empty boundary's
+        assert len(counts) == 2 and all(math.isfinite(c) and c >= 0 for c in counts), layer.name
+    # CPU ns of real work, above an empty boundary's: the slowest layer's surely (a layer of a few µs may
+    # count no more than the empty boundary it is measured against when another process shares the host)
     assert len(profiled.counters.stepwise_median_ns) == len(profiled.layers)
+    slowest = int(np.nanargmax(profiled.counters.stepwise_median_ns))
+    assert np.median(profiled.layers[slowest].counters["task-clock"]) > 0, profiled.layers[slowest].name
+    assert sum(np.median(layer.counters["task-clock"]) for layer in profiled.layers) > 0
 
 
 def test_memory_report(profiled: layerperf.Profile) -> None:
