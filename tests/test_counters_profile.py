@@ -190,7 +190,8 @@ def test_threads_option_reaches_counting_worker(chain_path: Path) -> None:
     prof = layerperf.profile(chain_path, warmup=0, runs=1, threads=2, opt_level="disable",
                              events=["task-clock"], passes=2, latency=False)
     # the MatMuls' CPU time above an empty boundary's (the Relu may not be, on a host another process shares)
-    assert all(np.median(layer.counters["task-clock"]) > 0 for layer in prof.layers if layer.op_type == "MatMul")
+    matmuls = [layer for layer in prof.layers if layer.op_type == "MatMul"]
+    assert len(matmuls) == 2 and all(np.median(layer.counters["task-clock"]) > 0 for layer in matmuls)
     assert all(np.median(layer.counters["task-clock"]) >= 0 for layer in prof.layers)
     assert prof.metadata.plan.threads == 2
 
