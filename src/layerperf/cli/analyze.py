@@ -66,7 +66,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from layerperf.analysis import aggregate as analysis
-    from layerperf.readers.detect import read_folded
+    from layerperf.readers.detect import read_folded, release
     from layerperf.renderers.output import show
 
     fmt = output_format(args)
@@ -96,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
             view = _view(table, args, fmt)
     finally:
         for t in opened:
-            if (activities := t.meta.get("activities")) is not None:
-                activities.close()
+            release(t)
     show(view, fmt, args.output, table_layout)
     warn_dropped([table], fmt)
     return 0

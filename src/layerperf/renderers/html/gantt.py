@@ -214,12 +214,15 @@ def _counters(calls: Calls, rows: np.ndarray, position: np.ndarray, labels: Sequ
     return out
 
 
-def _medians(calls: Calls, names: Sequence[str]) -> list[float | None]:
-    """Each held name's median drawn duration over all its calls in the trace (ns)."""
-    g = figures.groups(calls.name.codes, len(calls.name.values))
-    med = figures.grouped(calls.incl_ns, g, "median")
-    code = {v: i for i, v in enumerate(calls.name.values)}
-    return [None if (m := float(med[code[n]])) != m else round(m) for n in names]
+def _medians(calls: Calls, names: Sequence[str], known: Mapping[str, float] | None = None) -> list[float | None]:
+    """Each held name's median drawn duration over all its calls in the trace (ns): from ``calls``, or
+    ``known`` where ``calls`` holds only some of them (a streamed trace)."""
+    if known is None:
+        g = figures.groups(calls.name.codes, len(calls.name.values))
+        med = figures.grouped(calls.incl_ns, g, "median")
+        code = {v: i for i, v in enumerate(calls.name.values)}
+        known = {n: float(med[code[n]]) for n in names}
+    return [None if (m := known.get(n, float("nan"))) != m else round(m) for n in names]
 
 
 def timeline_data(calls: Calls, runs: RunSet, colors: Mapping[str, str], counters: Sequence[Mapping[str, str]] = (),
@@ -254,8 +257,7 @@ def timeline_data(calls: Calls, runs: RunSet, colors: Mapping[str, str], counter
         "lanes": b.lanes.doc(b.devices.values()),
         "names": names, "types": types, "ntype": [b.name_type[i] for i in range(len(names))],
         "colors": [colors.get(t, OTHER_COLOR) for t in types],
-        "medians": _medians(calls, names) if medians is None else [
-            None if (m := medians.get(n, float("nan"))) != m else round(m) for n in names],
+        "medians": _medians(calls, names, medians),
         "knames": b.knames.values(), "kshort": [short_kernel(n) for n in b.knames.values()],
         "kinds": list(KINDS), "kcolors": [KIND_COLORS[k] for k in KINDS],
         "counters": list(counters), "parts": parts,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
 from layerperf.data.profile import Profile
-from layerperf.readers.detect import read_table, resolve
+from layerperf.readers.detect import read_table, release, resolve
 from layerperf.readers.layerperf import load_profile
 from layerperf.renderers.html import streamed
 from layerperf.renderers.html.runs import RunSet, run_set
@@ -53,8 +53,8 @@ class Source:
 
     def close(self) -> None:
         """Remove what a streamed reading left on disk (the device activities)."""
-        if self.folded is not None and (activities := self.folded.meta.get("activities")) is not None:
-            activities.close()
+        if self.folded is not None:
+            release(self.folded)
 
 
 def model_name(profile: Profile) -> str:

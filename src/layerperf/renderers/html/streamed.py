@@ -33,7 +33,7 @@ import numpy as np
 from layerperf.analysis.trace_runs import by_sequence
 from layerperf.data.calls import Calls, Labels, concat, empty, recoded
 from layerperf.data.fold import Folded
-from layerperf.readers.detect import read_folded
+from layerperf.readers.detect import read_folded, release
 from layerperf.readers.gzsplit import is_gzip
 from layerperf.readers.spill import temp_dir
 from layerperf.renderers.html.gantt import MAX_RUN_CALLS, held_runs
@@ -104,8 +104,7 @@ def read(path: Path, max_sequence: int | None = None) -> tuple[Calls, Folded | N
                 second.add(pickle.load(store))
             held, runs = second.held(folded.meta)
         except BaseException:
-            if (activities := folded.meta.get("activities")) is not None:
-                activities.close()
+            release(folded)
             raise
     digest = Digest(runs, second.per_run(), second.whole, second.flops_known, second.n, second.far, medians)
     return held, folded, digest
@@ -137,8 +136,8 @@ class _First:
         stored = _compact(calls)
         pickle.dump(stored, self.store, protocol=pickle.HIGHEST_PROTOCOL)
         self.tables += 1
-        ts = _starts(calls)
-        self.timed = self.timed or not bool(np.isnan(ts).all())
+        ts = calls.ts_ns
+        self.timed = self.timed or calls.has_times
         if self.over:
             self.parts = ([], [], [])
             return
@@ -171,10 +170,6 @@ def _compact(calls: Calls) -> Calls:
 
     return replace(calls, meta={}, name=cut(calls.name), op_type=cut(calls.op_type), provider=cut(calls.provider),
                    in_shapes=cut(calls.in_shapes), out_shapes=cut(calls.out_shapes))
-
-
-def _starts(calls: Calls) -> np.ndarray:
-    return calls.ts_ns if calls.ts_ns.size == len(calls) else np.full(len(calls), np.nan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +244,9 @@ def _assigned(plan: _Plan, timed: np.ndarray, n_calls: int,
     for k, (a, b) in enumerate(bounds):
         window[timed[a:b]] = k
     keep = np.zeros(n_calls, dtype=bool)
-    drawn = plan.runs().representative
-    for k in held_runs(plan.runs(), kept_only=False).runs:
+    runs = plan.runs()
+    drawn = runs.representative
+    for k in held_runs(runs, kept_only=False).runs:
         a, b = bounds[k]
         keep[timed[a:min(b, a + MAX_RUN_CALLS) if k == drawn else b]] = True
     return window, keep
@@ -332,7 +328,7 @@ class _Second:
         n = len(calls)
         if plan.window is not None and plan.keep is not None:
             return plan.window[lo:lo + n].astype(np.int64), plan.keep[lo:lo + n]
-        ts = _starts(calls)
+        ts = calls.ts_ns
         timed = ~np.isnan(ts)
         if plan.marks is not None:
             k = np.searchsorted(plan.marks[0], ts, "right") - 1
