@@ -26,7 +26,6 @@ with fewer than ``MIN_SAMPLES`` of them on every sample taken, flagged.
 
 from __future__ import annotations
 
-import gc
 import math
 import statistics
 import time
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 
 from layerperf.errors import InputError
 from layerperf.util.cpu_speed import SLOW_FACTOR, YARDSTICK_ITERATIONS, run_queue_wait_ns, yardstick_ns
+from layerperf.util.gc_pause import gc_paused
 
 Clock = Callable[[], int]
 __all__ = ["SLOW_FACTOR", "YARDSTICK_ITERATIONS", "run_queue_wait_ns", "yardstick_ns"]  # their home before util
@@ -218,17 +218,12 @@ def measure(call: Callable[[], object], opts: MeasureOptions, *, clock: Clock = 
             waited: Callable[[], int | None] = run_queue_wait_ns,
             ruler: Callable[[Clock], float] = yardstick_ns) -> Samples:
     """Warm up, size the samples, take them. The garbage collector is paused while timing."""
-    gc_was_on = gc.isenabled()
-    gc.disable()  # a collection inside a sample would be charged to the op
-    try:
+    with gc_paused():  # a collection inside a sample would be charged to the op
         loops = loops_for(estimate(call, opts.min_time_ms, clock), opts.min_time_ms)
         batches, ok, warm_s = warm_up(call, loops, opts, clock)
         # Cold first calls made the estimate pessimistic: size the samples from the settled timings.
         loops = loops_for(statistics.median(batches[-opts.settle_window:]), opts.min_time_ms)
         s, checked = _take(call, loops, opts, clock, waited, ruler)
-    finally:
-        if gc_was_on:
-            gc.enable()
     n = len(s.values)
     clean = [i for i in range(n) if s.clean(i)]
     slowed = [i for i in range(n) if not s.disturbed[i] and s.slowed(i)]

@@ -13,7 +13,6 @@ Any of them may be gzipped (by content, whatever the name).
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from layerperf.readers import kineto, kineto_stream, ort, parallel, streaming, t
 from layerperf.readers.decode import Event
 from layerperf.readers.layerperf import profile_from_doc, resolve_path
 from layerperf.readers.stream import BLOCK_BYTES, EventStream, load_json, open_events
+from layerperf.util.gc_pause import gc_paused
 
 FORMATS = ("layerperf", "ort", "kineto", "tef")
 ORT_CATS = frozenset(("Session", "Node"))
@@ -96,13 +96,8 @@ def release(table: Calls | Folded) -> None:
 def _without_gc(work: Any) -> Any:
     # Reading makes millions of objects that form no cycles (records, lists, strings), and each few
     # hundred thousand container allocations would start a collection that walks them all.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return work()
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _is_onnx_model(path: Path) -> bool:

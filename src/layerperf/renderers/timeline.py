@@ -12,7 +12,6 @@ of them has no timeline.
 
 from __future__ import annotations
 
-import gc
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ import orjson
 from layerperf.data.calls import Calls
 from layerperf.errors import InputError
 from layerperf.renderers.files import write_atomic
+from layerperf.util.gc_pause import gc_paused
 
 UNKNOWN = -1  # the pid/tid of a call whose process or thread the trace did not say
 
@@ -50,9 +50,7 @@ def write(table: Calls, f: IO[bytes]) -> None:
     calls are a million dicts: made and written in chunks, they never all exist at once)."""
     check(table)
     timeline = _Timeline(table)
-    was_enabled = gc.isenabled()
-    gc.disable()  # dicts of numbers and strings form no cycles: nothing for a collection to find
-    try:
+    with gc_paused():  # dicts of numbers and strings form no cycles: nothing for a collection to find
         f.write(b'{"traceEvents":' + orjson.dumps(timeline.metadata())[:-1])
         sep = b"," if timeline.metadata() else b""
         for chunk in timeline.chunks():
@@ -60,9 +58,6 @@ def write(table: Calls, f: IO[bytes]) -> None:
                 f.write(sep + orjson.dumps(chunk)[1:-1])
                 sep = b","
         f.write(b'],"displayTimeUnit":"ns","otherData":' + orjson.dumps(timeline.other()) + b"}")
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def save(table: Calls, path: str | Path) -> Path:
@@ -126,15 +121,10 @@ class Streamed:
         pid, tid = table.pid[rows], table.tid[rows]
         self.max_pid, self.max_tid = max(self.max_pid, int(pid.max())), max(self.max_tid, int(tid.max()))
         self.tracks.update(zip(pid.tolist(), (tid == UNKNOWN).tolist(), strict=True))
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             for lo in range(0, rows.size, CHUNK_ROWS):
                 at = slice(lo, lo + CHUNK_ROWS)
                 self._write(_calls(table, rows[at], pid[at], tid[at]))
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _write(self, events: list[dict[str, Any]]) -> None:
         known = [e for e in events if e["pid"] != UNKNOWN and e["tid"] != UNKNOWN]
