@@ -33,10 +33,14 @@ from layerperf.readers.ort import split_runs
 
 
 def sampled_route(model: str, threads: int, runs: int, period_ns: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="sampling-") as tmp:
+        return _sampled_route(model, threads, runs, period_ns, Path(tmp))
+
+
+def _sampled_route(model: str, threads: int, runs: int, period_ns: int, tmp: Path) -> dict[str, Any]:
     src = open_model(model)
     feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
     ort_state.set_global_thread_pool_sizes(threads, 1)
-    tmp = Path(tempfile.mkdtemp(prefix="sampling-"))
     so = ort.SessionOptions()
     so.use_per_session_threads = False
     so.enable_profiling = True

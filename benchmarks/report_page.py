@@ -79,7 +79,11 @@ def main() -> None:
     ap.add_argument("--builds", type=int, default=1, help="builds of each page (the median is printed)")
     ap.add_argument("--baseline", type=Path, help="another checkout's src folder, measured beside this one")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="report_page."))
+    with tempfile.TemporaryDirectory(prefix="report_page.") as tmp:
+        measure(args, Path(tmp))
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> None:
     traces = list(args.traces)
     for spec in args.synthetic:
         ops, runs = (int(x) for x in spec.split(","))

@@ -72,10 +72,19 @@ def insitu_session(path: Path, threads: int, prefix: Path) -> ort.InferenceSessi
 
 
 def one_config(model: str, threads: int, rounds: int) -> dict[str, Any]:
+    """One configuration, in a temporary folder removed when it ends (the optimized model can be GBs)."""
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="causes-") as tmp:
+        try:
+            return _one_config(model, threads, rounds, Path(tmp))
+        finally:
+            os.chdir(here)
+
+
+def _one_config(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, Any]:
     src = open_model(model)
     feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
     ort_state.set_global_thread_pool_sizes(threads, 1)
-    tmp = Path(tempfile.mkdtemp(prefix="causes-"))
     optimized = _optimized(str(src.path), {"opt_level": "all", "provider": "CPUExecutionProvider"},
                            src.data_dir, tmp)
     real = insitu_session(src.path, threads, tmp / "prof")
