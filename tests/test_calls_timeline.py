@@ -21,7 +21,7 @@ import layerperf
 from controlflow_models import MODELS, feeds
 from layerperf.analysis.aggregate import aggregate, filter_table
 from layerperf.cli import main
-from layerperf.data.calls import Calls, TableBuilder, int_id
+from layerperf.data.calls import Calls, TableBuilder, dense, int_id
 from layerperf.errors import InputError
 from layerperf.readers.detect import read_table
 from layerperf.readers.ort import is_kernel_event
@@ -316,3 +316,10 @@ def test_streamed_timeline_not_written_when_the_view_is_refused(tmp_path: Path, 
     done = run_cli("analyze", str(TORCH_TRACES[0]), "--timeline", str(out), *args)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("high", [0, 7, 5000, 10**12])
+def test_dense_numbers_values_as_unique_does(high: int) -> None:
+    key = np.random.default_rng(high).integers(0, high + 1, 3000)
+    assert np.array_equal(dense(key), np.unique(key, return_inverse=True)[1].reshape(-1))
+    assert dense(key[:0]).size == 0

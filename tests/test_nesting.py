@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from layerperf.data.nesting import enclosing, nest, open_order, outermost, self_times
+from layerperf.data.nesting import enclosing, nest, open_order, outermost, self_times, sort_by
+from layerperf.readers.spill import SORT_FIELDS, records, sort_order
 
 
 def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray,
@@ -89,3 +90,29 @@ def test_work_counts_on_the_outermost_call_that_has_it() -> None:
     values = np.array([np.nan, 6.0, 6.0, np.nan, 2.0])  # conv2d > convolution > ..., a lone op
     parent = np.array([-1, 0, 1, 2, -1])
     assert np.array_equal(outermost(values, parent), [np.nan, 6.0, np.nan, np.nan, 2.0], equal_nan=True)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sort_by_is_lexsort_with_ties_settled_by_the_later_keys(seed: int) -> None:
+    # few distinct values, so most rows tie on the first two keys and the later ones decide
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 3000))
+    keys = [rng.integers(0, int(rng.integers(1, 5)), n).astype(dtype)
+            for dtype in (np.int64, np.float64, np.int8, np.float64, np.int64)[:int(rng.integers(1, 6))]]
+    assert np.array_equal(sort_by(keys), np.lexsort(keys[::-1]))
+
+
+def test_spill_runs_sort_as_a_lexsort_of_every_field_would() -> None:
+    rng = np.random.default_rng(0)
+    for file_order in (True, False):
+        rec = records(5000)
+        rec["thread_key"] = rng.integers(0, 3, rec.size)
+        rec["ts_us"] = rng.integers(0, 50, rec.size) * 0.5
+        rec["nonzero"] = rng.integers(0, 2, rec.size)
+        rec["neg_dur"] = -rng.integers(0, 4, rec.size)
+        rec["seq"] = np.arange(rec.size) if file_order else rng.permutation(rec.size)
+        for zero_first in (True, False):
+            fields = [f for f in SORT_FIELDS if zero_first or f != "nonzero"]
+            order = sort_order(rec, zero_first)
+            assert order is not None
+            assert np.array_equal(order, np.lexsort([rec[f] for f in reversed(fields)]))

@@ -49,10 +49,38 @@ def open_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, *, zero_f
     parent's first µs may have either. So an event with a length there is a child, and a zero-length one
     is taken for the sibling (the likelier: a parent does its own work before its body starts).
     """
-    n = start.size
     if zero_first:
-        return np.lexsort((np.arange(n), -dur, dur != 0, start, thread))
-    return np.lexsort((np.arange(n), -dur, start, thread))
+        return sort_by([thread, start, dur != 0, -dur])
+    return sort_by([thread, start, -dur])
+
+
+def sort_by(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """Indices that sort by ``keys``, most significant first, ties kept in index order (``np.lexsort``
+    of the keys reversed, the same indices).
+
+    By the first two keys over every row, then by the rest over only the rows that tie on those: each
+    further key would cost a whole stable pass over every row, and in a timeline (thread, start) few tie.
+    """
+    head, rest = keys[:2], keys[2:]
+    order = np.lexsort(head[::-1])
+    if not rest or order.size < 2:
+        return order
+    tie = np.ones(order.size - 1, dtype=bool)
+    for key in head:
+        col = key[order]
+        tie &= col[1:] == col[:-1]
+    if not tie.any():
+        return order
+    # the positions of the tied rows, each tie numbered in order, and the tied rows sorted within their tie
+    member = np.zeros(order.size, dtype=bool)
+    member[:-1] |= tie
+    member[1:] |= tie
+    at = np.flatnonzero(member)
+    opens = np.ones(at.size, dtype=bool)
+    opens[1:] = ~tie[at[1:] - 1]
+    tied = order[at]
+    order[at] = tied[np.lexsort([key[tied] for key in reversed(rest)] + [np.cumsum(opens)])]
+    return order
 
 
 def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray | None = None, *,

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from layerperf.data.nesting import sort_by
+
 RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                    ("thread", "<i4"), ("ident", "<i4"), ("flops", "<f8"), ("bytes", "<f8"), ("part", "i1")])
 SORT_FIELDS = ("thread_key", "ts_us", "nonzero", "neg_dur", "seq")  # most significant first
@@ -37,7 +39,7 @@ def sort_order(records: np.ndarray, zero_first: bool) -> np.ndarray | None:
     seq = records["seq"]
     if seq.size > 1 and bool((seq[1:] >= seq[:-1]).all()):  # in file order already: a stable sort keeps it
         fields = fields[:-1]
-    return np.lexsort([records[f] for f in reversed(fields)])
+    return sort_by([records[f] for f in fields])
 
 
 def _in_order(records: np.ndarray, fields: list[str]) -> bool:
