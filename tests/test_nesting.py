@@ -7,10 +7,12 @@ pieces both use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
-from layerperf.data.nesting import enclosing, nest, open_order, outermost, self_times, sort_by
+from layerperf.data.nesting import any_ancestor, enclosing, nest, open_order, outermost, self_times, sort_by
 from layerperf.readers.spill import SORT_FIELDS, records, sort_order
 
 
@@ -116,3 +118,25 @@ def test_spill_runs_sort_as_a_lexsort_of_every_field_would() -> None:
             order = sort_order(rec, zero_first)
             assert order is not None
             assert np.array_equal(order, np.lexsort([rec[f] for f in reversed(fields)]))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_any_ancestor_walks_every_chain_to_its_top(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    parent = np.array([int(rng.integers(-1, i)) if i else -1 for i in range(n)])  # a forest: parents come first
+    code = rng.integers(0, 3, n)
+    flag = rng.random(n) < 0.2
+
+    def reference(test: Callable[[int, int], bool]) -> list[bool]:
+        out = []
+        for row in range(n):
+            up, hit = parent[row], False
+            while up >= 0 and not hit:
+                hit, up = test(up, row), parent[up]
+            out.append(hit)
+        return out
+
+    same = any_ancestor(parent, lambda up, rows: code[up] == code[rows])
+    assert same.tolist() == reference(lambda up, row: bool(code[up] == code[row]))
+    assert any_ancestor(parent, lambda up, rows: flag[up]).tolist() == reference(lambda up, row: bool(flag[up]))

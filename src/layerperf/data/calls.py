@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf.data.extension import TvmKernel
+from layerperf.data.nesting import any_ancestor
 
 if TYPE_CHECKING:  # for annotations only: reading a trace needs none of the Profile's modules
     from layerperf.data.raw import RawProfile
@@ -368,16 +369,12 @@ def with_outer(table: Calls, parent: np.ndarray) -> Calls:
     per grouping, a row is outer when no row around it belongs to its group."""
     if not (parent >= 0).any():
         return table
-    outer = {}
-    for grouping in GROUPINGS:
-        code = group_codes(table, grouping)
-        inner = np.zeros(len(table), dtype=bool)
-        at = parent.copy()
-        while (live := at >= 0).any():
-            inner[live] |= code[at[live]] == code[live]
-            at[live] = parent[at[live]]
-        outer[grouping] = ~inner
-    return replace(table, outer=outer)
+    return replace(table, outer={grouping: ~_same_around(parent, group_codes(table, grouping))
+                                 for grouping in GROUPINGS})
+
+
+def _same_around(parent: np.ndarray, code: np.ndarray) -> np.ndarray:
+    return any_ancestor(parent, lambda up, rows: code[up] == code[rows])
 
 
 def from_profile(profile: RawProfile, meta: dict[str, Any] | None = None) -> Calls:

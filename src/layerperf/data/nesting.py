@@ -22,7 +22,7 @@ Two kinds of clock need two small variations:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -210,9 +210,20 @@ def outermost(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
     the top) has a known value: the work of a call is counted on the outermost call that has it, not again
     on the calls it dispatches to (a PyTorch trace's ``aten::conv2d`` and its ``aten::convolution``)."""
     known = ~np.isnan(values)
-    covered = np.zeros(values.size, dtype=bool)
-    at = parent.copy()
-    while (live := at >= 0).any():
-        covered[live] |= known[at[live]]
-        at[live] = parent[at[live]]
-    return np.where(covered, np.nan, values)
+    return np.where(any_ancestor(parent, lambda up, rows: known[up]), np.nan, values)
+
+
+def any_ancestor(parent: np.ndarray, test: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Per row, whether a row around it (the ``parent`` chain, -1 at the top) passes ``test(around, rows)``
+    (index arrays of equal size; a boolean per pair). Up the chains a level at a time, a row dropped once
+    answered: the work shrinks with each level rather than staying the size of the table."""
+    found = np.zeros(parent.size, dtype=bool)
+    rows = np.flatnonzero(parent >= 0)
+    up = parent[rows]
+    while rows.size:
+        hit = test(up, rows)
+        found[rows[hit]] = True
+        rows, up = rows[~hit], parent[up[~hit]]
+        more = up >= 0
+        rows, up = rows[more], up[more]
+    return found
