@@ -43,7 +43,7 @@ system-deps:
 
 setup: $(BIN)/python system-deps
 	$(call PIP,$(VENV)) -c $(LOCK) pip setuptools wheel
-	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,torch,tvm,ray,parquet,predict]'
+	$(call PIP,$(VENV)) -c $(LOCK) $(TORCH_SRC) --no-build-isolation -e '.[test,fast,torch,tvm,ray,parquet,predict]'
 
 demo: setup
 	$(BIN)/layerperf profile $(MODEL) --out $(OUT) --report
@@ -71,7 +71,7 @@ lock:
 	rm -rf .venv-lock
 	$(PYTHON) -m venv .venv-lock
 	$(call PIP,.venv-lock) --upgrade pip setuptools wheel
-	$(call PIP,.venv-lock) $(TORCH_SRC) '.[test,pandas,torch,tvm,ray,parquet,predict]'
+	$(call PIP,.venv-lock) $(TORCH_SRC) '.[test,fast,pandas,torch,tvm,ray,parquet,predict]'
 	{ echo "# Exact versions \`make setup\` installs (a constraints file). Made by \`make lock\` with"; \
 	  echo "# $$(.venv-lock/bin/python -V) on $$(date -u +%Y-%m-%d); regenerate on purpose, then run make test."; \
 	  .venv-lock/bin/python -m pip freeze --all --exclude layerperf; } > $(LOCK).tmp

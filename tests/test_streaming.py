@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
 from layerperf.errors import InputError
-from layerperf.readers import detect, gzsplit, kineto_links, parallel
+from layerperf.readers import detect, gunzip, gzsplit, kineto_links, parallel
 from stream_traces import kineto_launches, ort_loop, shrink, tef_nested
 
 FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
@@ -50,6 +51,27 @@ def _check(path: Path) -> Folded:
     return folded
 
 
+@pytest.fixture(params=["default", "zlib"])
+def inflate(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each gzipped reading with the engine installs pick (ISA-L, with the fast extra) and with zlib."""
+    if request.param == "zlib":
+        monkeypatch.setenv("LAYERPERF_INFLATE", "zlib")
+    else:
+        monkeypatch.delenv("LAYERPERF_INFLATE", raising=False)
+    return str(request.param)
+
+
+def test_inflate_engine_is_isal_when_installed_and_zlib_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAYERPERF_INFLATE", raising=False)
+    try:
+        from isal import isal_zlib  # the fast extra, in the lock
+    except ImportError:
+        isal_zlib = None
+    assert gunzip.engine() is (isal_zlib or zlib)
+    monkeypatch.setenv("LAYERPERF_INFLATE", "zlib")
+    assert gunzip.engine() is zlib
+
+
 @pytest.fixture()
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """Segments, runs and merge blocks of a few records: every boundary falls inside nesting."""
@@ -57,7 +79,7 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
-def test_streaming_equals_whole_file(tiny: None, tmp_path: Path, make: object) -> None:
+def test_streaming_equals_whole_file(tiny: None, inflate: str, tmp_path: Path, make: object) -> None:
     path = make(tmp_path / "t.json")  # type: ignore[operator]
     _check(path)
     zipped = tmp_path / "t.json.gz"
@@ -144,7 +166,8 @@ def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
-def test_two_processes_gzipped(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: object) -> None:
+def test_two_processes_gzipped(tiny: None, inflate: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               make: object) -> None:
     """A gzipped file, both processes inflating it and each parsing its stretch, folds to the same figures;
     a damaged one is read again in one process, which reports the damage."""
     options = {"n_top": 400, "shuffle": False} if make is tef_nested else {"runs": 200}

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
+_fast_zlib: ModuleType | None
 try:  # optional: the fast extra
     from isal import isal_zlib as _fast_zlib
 except ImportError:  # pragma: no cover - depends on what is installed
