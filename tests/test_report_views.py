@@ -4,6 +4,7 @@ statistic named, counters with units, runs with their warm-up apart, the diff's 
 
 from __future__ import annotations
 
+import gzip
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,17 @@ def test_published_peaks_by_the_name_cuda_reports() -> None:
     assert device_peaks.for_name("Some Other GPU") is None
     device = device_peaks.trace_device(read_table(H100).meta)
     assert device is not None and device.name == "NVIDIA H100 80GB HBM3" and device.peaks is not None
+
+
+def test_a_cpu_trace_recorded_beside_a_gpu_is_not_rated_against_it(tmp_path: Path) -> None:
+    # PyTorch writes deviceProperties whenever the machine has a GPU, even when nothing ran on it
+    doc = orjson.loads(gzip.decompress((DATA / "torch_cpu" / "trace.json.gz").read_bytes()))
+    doc["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]
+    path = tmp_path / "cpu_beside_gpu.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert device_peaks.trace_device(read_table(path).meta) is None
+    page = html.html(path)
+    assert "H100" not in page
 
 
 def test_gpu_trace_is_never_rated_against_a_cpu_calibration() -> None:

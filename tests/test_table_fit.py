@@ -13,16 +13,18 @@ import pytest
 from rich.cells import cell_len
 
 import layerperf
+from layerperf.analysis.gpu import VIEWS
 from layerperf.analysis.memory.report import memory_report
 from layerperf.cli import build_parser, main
 from layerperf.cli.bench import _measure
 from layerperf.readers.detect import read_table
 from layerperf.renderers import markdown, terminal
-from layerperf.renderers.fit import shorten
+from layerperf.renderers.fit import Layout, shorten
 from layerperf.renderers.view import KEEP, Column, Section, View
 from layerperf.renderers.views.analyze import analyze_view
 from layerperf.renderers.views.bench import bench_view
 from layerperf.renderers.views.diff import diff_view
+from layerperf.renderers.views.gpu import gpu_view
 from layerperf.renderers.views.memory import memory_view
 from layerperf.renderers.views.profile import profile_view
 
@@ -245,3 +247,42 @@ def test_shorten_keeps_start_and_end() -> None:
 def test_markdown_and_txt_files_keep_every_column() -> None:
     view = profile_view(layerperf.load(SAVED), top=None, fmt="markdown", written={}, peaks=None)
     assert "in_shapes" in markdown.render(view) and "in_shapes" in terminal.render(view)
+
+
+def test_picked_columns_that_cannot_fit_print_whole() -> None:
+    # the README: picked columns are never left out; when they cannot fit, every cell prints whole and the
+    # terminal wraps the lines (rich must not squeeze them: "12.400 ms" cut to "12.400", "GFLOP/s" to "GFLOP")
+    view = profile_view(layerperf.load(SAVED), top=5, fmt="table", written={}, peaks=None)
+    section = view.sections[0]
+    picked = ("in_shapes", "out_shapes", "FLOPS", "bandwidth")
+    text = terminal.render(View(sections=(section,), doc=None), width=80, layout=Layout(columns=picked))
+    headers, rows = rows_of(text)
+    by_header = {c.header: c for c in section.columns}
+    assert headers[1] == "name" and len(headers) == 6, headers
+    assert max(cell_len(line) for line in text.splitlines()) > 80  # whole: wider than the terminal
+    for row, people in zip(rows, section.people_rows, strict=True):
+        assert row == [by_header[h].cell(people) for h in headers]
+
+
+@pytest.mark.parametrize("name", [v for v in VIEWS if v != "overlap"])  # overlap: one row of figures
+def test_gpu_views_keep_what_tells_their_rows_apart_at_80(name: str) -> None:
+    # the launch view at 80 columns once showed only numbers: its kernel names were left out to fit
+    view = gpu_view(read_table(DATA / "torch_resnet18_cuda" / "trace.json.gz"), name, top=4)
+    for section in view.sections:
+        if not section.people_rows:
+            continue
+        first = section.columns[0]
+        assert first.priority == KEEP, (name, first.key)
+        text = terminal.render(View(sections=(section,), doc=None), width=80)
+        headers, rows = rows_of(text)
+        assert headers[0] == first.header and all(cell_len(line) <= 80 for line in text.splitlines()), text
+        assert all(row[0] for row in rows)
+
+
+def test_shape_groups_keep_their_shapes_at_80() -> None:
+    view = analyze_view(read_table(TORCH_TRACE), by="shape", top=6)
+    text = terminal.render(view, width=80)
+    headers, rows = rows_of(text)
+    assert "in_shapes" in headers and "name" in headers
+    shown = [(row[headers.index("name")], row[headers.index("in_shapes")]) for row in rows]
+    assert len(set(shown)) == len(shown)  # every row told apart from the others

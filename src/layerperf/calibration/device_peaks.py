@@ -84,13 +84,14 @@ class TraceDevice:
 
 
 def trace_device(meta: Mapping[str, Any]) -> TraceDevice | None:
-    """The device of a trace's table meta: the first of its ``devices`` (``deviceProperties``), else an
-    unnamed GPU when it holds device activity (kernels), else None (a CPU trace)."""
+    """The device of a trace that holds device activity (kernels): the first of its ``devices``
+    (``deviceProperties``), else an unnamed GPU. None for a CPU trace, even one recorded on a machine
+    with a GPU (its ``deviceProperties`` name a device nothing ran on)."""
+    if meta.get("kernels") is None and not meta.get("device_events"):
+        return None
     devices: Sequence[Any] = meta.get("devices") or ()
     named = [d for d in devices if isinstance(d, Mapping) and d.get("name")]
     if named:
         name = str(named[0]["name"])
         return TraceDevice(name, len(named), for_name(name))
-    if meta.get("kernels") is not None or meta.get("device_events"):
-        return TraceDevice(None, 1, None)
-    return None
+    return TraceDevice(None, 1, None)

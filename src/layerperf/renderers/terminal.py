@@ -61,7 +61,9 @@ def print_section(section: Section, con: Console, width: int | None, layout: Lay
         if section.title is not None:  # a line of its own: wrapped at the terminal's width, not the table's,
             # and never padded to the table's width (rich pads a table's title)
             con.print(Text(section.title), highlight=False, width=note_width or width)
-        con.print(table(fitted))
+        # a table that prints whole (columns picked that cannot fit) on a console no width cuts: rich
+        # would otherwise squeeze its columns into the terminal, cutting numbers and their units
+        (con if fitted.widths is not None or width is None else _unbounded(con)).print(table(fitted))
         notes = fitted.notes
     for note in notes:
         con.print(note_text(note), highlight=False, width=note_width or width)
@@ -78,10 +80,16 @@ def print_view(view: View, con: Console | None = None, layout: Layout = PLAIN) -
     width = fit_width(con, layout)
     note_width = con.width if con.is_terminal else None  # --wide: notes still wrap at the terminal's width
     if width is None:  # nothing cuts a line: the table as wide as its cells
-        con = Console(file=con.file, width=UNBOUNDED, force_terminal=con.is_terminal,
-                      color_system=con.color_system if con.is_terminal else None)  # type: ignore[arg-type]
+        con = _unbounded(con)
     for section in view.sections:
         print_section(section, con, width, layout, note_width)
+
+
+def _unbounded(con: Console) -> Console:
+    """A console writing where ``con`` writes, in its colours, with lines as long as their text (the
+    terminal, if any, wraps them)."""
+    return Console(file=con.file, width=UNBOUNDED, force_terminal=con.is_terminal,
+                   color_system=con.color_system if con.is_terminal else None)  # type: ignore[arg-type]
 
 
 def render(view: View, width: int | None = None, layout: Layout = PLAIN) -> str:

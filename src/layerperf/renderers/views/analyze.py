@@ -26,6 +26,7 @@ from layerperf.renderers.view import KEEP, LOW, Column, Section, View, for_peopl
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import (
     LAYER_COLUMNS,
+    NAME_MIN,
     counter_columns,
     name_column,
     ranked_by,
@@ -86,8 +87,10 @@ def _counter_labels(table: Calls | Folded) -> list[str]:
     return list(table.counter_labels) if isinstance(table, Folded) else list(table.counters)
 
 
-def _columns(table: Calls | Folded, result: Calls, ranked: str) -> list[Column]:
+def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list[Column]:
     columns = list(ANALYZE_COLUMNS)
+    if by == "shape":  # the rows of one op type tell apart by their shapes alone: never left out
+        columns = [replace(c, priority=KEEP, min_width=NAME_MIN) if c.key == "in_shapes" else c for c in columns]
     if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
         columns = with_int_columns(columns)
     if _nested(table):
@@ -147,7 +150,7 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks, device)
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
-    columns = _columns(table, result, _ranked(table, how, order_by))
+    columns = _columns(table, result, _ranked(table, how, order_by), by)
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
     section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,

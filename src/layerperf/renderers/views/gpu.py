@@ -23,8 +23,8 @@ from layerperf.analysis.gpu.temporal import temporal
 from layerperf.data.calls import Annotations, Calls, KernelTable
 from layerperf.errors import InputError
 from layerperf.readers.dropped import warnings
-from layerperf.renderers.view import Column, Section, View, notes
-from layerperf.renderers.views.columns import text
+from layerperf.renderers.view import KEEP, Column, Section, View, notes
+from layerperf.renderers.views.columns import NAME_MIN, name_column, text
 from layerperf.util import units
 
 
@@ -63,7 +63,7 @@ def _temporal(k: KernelTable, table: Calls) -> tuple[list[Section], dict[str, An
                      "compute_us": b.compute_ns / 1e3, "non_compute_us": b.non_compute_ns / 1e3,
                      "idle_share": b.share(b.idle_ns), "compute_share": b.share(b.compute_ns),
                      "non_compute_share": b.share(b.non_compute_ns), "activities": b.activities})
-    cols = [text("label", "span"), _us("span_us", "span"), _us("idle_us", "idle"), _pct("idle_share", "idle %"),
+    cols = [name_column("label", "span"), _us("span_us", "span"), _us("idle_us", "idle"), _pct("idle_share", "idle %"),
             _us("compute_us", "compute"), _pct("compute_share", "compute %"), _us("non_compute_us", "non-compute"),
             _pct("non_compute_share", "non-compute %"), Column("activities", "activities")]
     lines = ["span = first device activity's start to last one's end; idle = no activity on any stream; compute = "
@@ -75,7 +75,8 @@ def _temporal(k: KernelTable, table: Calls) -> tuple[list[Section], dict[str, An
 
 def _idle(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     rows = _rows(idle(k))
-    cols = [Column("stream", "stream"), text("cause", "cause"), _us("idle_us", "idle"), _pct("share", "of idle"),
+    cols = [Column("stream", "stream", priority=KEEP), text("cause", "cause", priority=KEEP),
+            _us("idle_us", "idle"), _pct("share", "of idle"),
             Column("gaps", "gaps"), _us("min_us", "min gap"), _us("median_us", "median gap"),
             _us("mean_us", "mean gap"), _us("max_us", "max gap")]
     lines = ["host wait: the next activity's runtime call started after the gap began; kernel wait: otherwise, "
@@ -85,7 +86,8 @@ def _idle(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
 
 def _kernel_type(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     rows = _rows(kernel_types(k))
-    cols = [text("kind", "kind"), Column("calls", "calls"), _us("total_us", "device time"), _pct("share", "share"),
+    cols = [name_column("kind", "kind"), Column("calls", "calls"), _us("total_us", "device time"),
+            _pct("share", "share"),
             _us("mean_us", "mean"), _us("min_us", "min"), _us("max_us", "max"), _us("stddev_us", "stddev")]
     lines = ["communication: ^nccl.*Kernel; memory: ^Memcpy, ^Memset, ^dma; other: names holding Sync or Memcpy; "
              "computation: the rest (Holistic Trace Analysis's rules); per kernel: --aggregate-by kernel"]
@@ -97,11 +99,11 @@ def _launch(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     rows = _rows(result.kernels)
     seqs = [{"op": s.op, "calls": s.calls, "kernels": len(s.sequence), "sequence": " -> ".join(s.sequence)}
             for s in result.sequences]
-    cols = [text("name", "kernel"), Column("launches", "launches"), _us("cpu_mean_us", "CPU launch (mean)"),
+    cols = [name_column("name", "kernel"), Column("launches", "launches"), _us("cpu_mean_us", "CPU launch (mean)"),
             _us("delay_mean_us", "launch delay (mean)"), _us("delay_median_us", "median"),
             _us("delay_max_us", "max")]
-    seq_cols = [text("op", "op"), Column("calls", "calls"), Column("kernels", "kernels"),
-                text("sequence", "kernel sequence")]
+    seq_cols = [name_column("op", "op"), Column("calls", "calls"), Column("kernels", "kernels"),
+                text("sequence", "kernel sequence", priority=KEEP, min_width=NAME_MIN)]
     lines = [f"{result.launches} launches: {units.duration_us(result.cpu_ns / 1e3)} of CPU launch time, "
              f"{units.duration_us(result.delay_ns / 1e3)} of launch delay (runtime call's end to the activity's "
              "start, 0 when it started before the call returned)"]
@@ -113,7 +115,7 @@ def _launch(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
 
 def _queue(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     rows = _rows(queues(k))
-    cols = [Column("stream", "stream"), Column("changes", "changes"), Column("min_length", "min"),
+    cols = [Column("stream", "stream", priority=KEEP), Column("changes", "changes"), Column("min_length", "min"),
             Column("max_length", "max"), Column("mean_length", "mean", lambda v: f"{v:.2f}"),
             Column("time_mean_length", "time-weighted mean", lambda v: f"{v:.2f}"),
             _us("full_us", f"time at >= {MAX_QUEUE}")]
@@ -125,12 +127,13 @@ def _queue(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
 def _memcpy(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     result = memcpy(k)
     rows = _rows(result.directions)
-    cols = [text("direction", "direction"), Column("calls", "calls"), Column("bytes", "bytes", units.binary),
+    cols = [name_column("direction", "direction"), Column("calls", "calls"), Column("bytes", "bytes", units.binary),
             _us("total_us", "time"), Column("bandwidth_bytes_per_s", "bandwidth", _rate),
             Column("peak_bytes_per_s", "peak (concurrent)", _rate)]
     series = [{"start_us": s / 1e3, **{d: v[i] for d, v in result.bucket_bytes_per_s.items()}}
               for i, s in enumerate(result.bucket_start_ns)]
-    series_cols = [_us("start_us", "from"), *[Column(d, d, _rate) for d in result.bucket_bytes_per_s]]
+    series_cols = [Column("start_us", "from", units.duration_us, priority=KEEP),
+                   *[Column(d, d, _rate) for d in result.bucket_bytes_per_s]]
     lines = [f"over time: the span in {len(series)} buckets of {units.duration_us(result.bucket_ns / 1e3)}, bytes "
              "moved in each over its length"] if rows else ["no copies or sets in this trace"]
     sections = [Section(cols, rows, "Copies and sets by direction", notes(lines))]
@@ -156,7 +159,7 @@ def _overlap(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
 def _annotations(k: KernelTable | None, table: Calls) -> tuple[list[Section], dict[str, Any]]:
     a = table.meta.get("annotations")
     rows = _rows(annotation_times(a, k)) if isinstance(a, Annotations) else []
-    cols = [text("name", "annotation"), Column("cpu_calls", "CPU ranges"), _us("cpu_us", "CPU time"),
+    cols = [name_column("name", "annotation"), Column("cpu_calls", "CPU ranges"), _us("cpu_us", "CPU time"),
             Column("gpu_calls", "GPU ranges"), _us("gpu_us", "GPU time"),
             _us("launched_device_us", "device time launched inside")]
     lines = [] if rows else ["no user annotations in this trace"]
