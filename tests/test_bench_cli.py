@@ -96,6 +96,15 @@ def test_errors_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: li
     assert err.startswith("layerperf: error: ") and err.count("\n") == 1
 
 
+def test_an_input_beyond_memory_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    overcommit = Path("/proc/sys/vm/overcommit_memory")
+    if overcommit.exists() and overcommit.read_text().strip() == "1":
+        pytest.skip("this kernel grants any allocation (vm.overcommit_memory=1): it would not fail")
+    assert main(["bench", *FAST, "Relu", "--input", "X=1000000x1000000"]) == 2  # 3.6 TiB
+    err = capsys.readouterr().err
+    assert err.startswith("layerperf: error: out of memory: ") and err.count("\n") == 1, err
+
+
 def test_real_command_line() -> None:
     proc = run_cli("bench", "MatMul", "--input", "A=8x16", "--input", "B=16x4", *FAST, "--format", "json")
     assert proc.returncode == 0, proc.stderr

@@ -48,6 +48,8 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     (["--models", "MODEL", "--cpus", "4096"], "is not among those this process may run on"),
     (["--models", "MODEL", "--corun", "MatMul"], "co-runner 'MatMul' gives no inputs"),
     (["--models", "MODEL", "--inter-op", "seq,x"], "--inter-op: 'x' is not an integer"),
+    (["--models", "MODEL", "--opt-level", "all,turbo"], "unknown --opt-level 'turbo'"),
+    (["--models", "MODEL", "--runs", "0"], "--runs must be 1 or more, got 0"),
 ])
 def test_a_sweep_that_cannot_run_is_refused_before_the_store_is_made(
         model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:

@@ -64,6 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"layerperf: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except MemoryError as exc:  # an input shape or a trace beyond this machine: one line, as for bad input
+        if args.debug:
+            raise
+        detail = str(exc).strip() or "an allocation failed"
+        print(f"layerperf: error: out of memory: {detail} (smaller --shape/--input sizes, or a machine with "
+              "more memory)", file=sys.stderr)
+        return ERROR
     except KeyboardInterrupt:
         print("layerperf: interrupted", file=sys.stderr)
         return INTERRUPTED

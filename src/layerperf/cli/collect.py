@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from layerperf.cli.common import positive_int
+from layerperf.util import units
 
 if TYPE_CHECKING:
     from layerperf.dataset.config import Axes, Config
@@ -240,4 +241,4 @@ def _summary(t: Tally, store: str) -> str:
     if t.disturbed_runs:
         parts.append(f"{t.disturbed_runs} disturbed runs set aside")
     held = f"; {t.skipped} already in the store" if t.skipped else ""
-    return f"collected {t.planned} configurations ({', '.join(parts)}){held} -> {store}"
+    return f"collected {units.count(t.planned, 'configuration')} ({', '.join(parts)}){held} -> {store}"

@@ -163,15 +163,16 @@ def expand(axes: Axes) -> list[Config]:
 
 
 def _check_compile_factors(axes: Axes) -> None:
-    """Each --target and --tune a compiling backend of the sweep would get, checked there (TVM: the
-    target parsed and runnable here; trials not negative)."""
+    """Each --target, --opt-level and --tune a backend of the sweep would get, checked there (TVM: the
+    target parsed and runnable here; ONNX Runtime: a level it has; trials not negative)."""
     if any(t < 0 for t in axes.tunes):
         raise InputError("--tune values must be 0 (untuned) or a number of trials")
     for name in axes.backends:
         backend = backends.get(name)
-        if _has_option(name, "target"):
-            for target in axes.targets:
-                backends.check_options(backend, backends.backend_options(backend, {"target": target}))
+        for option, values in (("target", axes.targets), ("opt_level", axes.opt_levels)):
+            if _has_option(name, option):
+                for value in values:
+                    backends.check_options(backend, backends.backend_options(backend, {option: value}))
 
 
 def check(axes: Axes) -> None:
@@ -195,6 +196,8 @@ def check(axes: Axes) -> None:
     _check_compile_factors(axes)
     if any(b < 1 for b in axes.batches):
         raise InputError("--batch values must be 1 or more")
+    if axes.runs < 1:
+        raise InputError(f"--runs must be 1 or more, got {axes.runs}")
     for cpus in axes.cpu_sets:
         if cpus:
             check_cpus(cpus)
