@@ -62,6 +62,18 @@ def test_diff_by_type_and_formats(pair: tuple[Path, Path], capsys: pytest.Captur
     assert "| conv |" in capsys.readouterr().out
 
 
+def test_diff_orders_ascending_with_a_plus(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    def keys(order: str) -> list[str]:
+        return [r["key"] for r in _diff(capsys, str(pair[0]), str(pair[1]), f"--order-by={order}")["rows"]]
+
+    for column, figure in (("time_b_us", "time_b_us"), ("delta", "delta_us")):
+        rows = _diff(capsys, str(pair[0]), str(pair[1]), "--order-by", f"+{column}")["rows"]
+        values = [abs(r[figure]) if column == "delta" else r[figure] for r in rows]
+        assert values == sorted(values), column
+        assert keys(f"+{column}") == keys(column)[::-1] or len(set(values)) < len(values)
+    assert keys("+key") == sorted(keys("key")) and keys("-key") == sorted(keys("key"), reverse=True)
+
+
 def test_diff_bad_input(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_bytes(b"[{")

@@ -174,6 +174,22 @@ def test_views_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["label"] for r in rows] == ["whole trace", "ProfilerStep#2"]  # per step where the trace has steps
 
 
+@pytest.mark.parametrize("flags", [["--aggregate-by", "type"], ["--aggregate", "median"], ["--order-by", "calls"],
+                                   ["--min-time", "1"], ["--type", "aten::conv2d"], ["--name", "conv"]])
+def test_the_op_tables_flags_are_refused_beside_a_view(capsys: pytest.CaptureFixture[str], flags: list[str],
+                                                       tmp_path: Path) -> None:
+    assert main(["analyze", str(V100), "--view", "idle", *flags]) == 2
+    err = capsys.readouterr().err
+    assert f"{flags[0]} does not apply to --view idle" in err and err.count("\n") == 1
+
+
+def test_type_and_name_pick_a_views_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    timeline = tmp_path / "t.json"
+    assert main(["analyze", str(V100), "--view", "idle", "--name", "Backward", "--timeline", str(timeline)]) == 0
+    names = {e["name"] for e in orjson.loads(timeline.read_bytes())["traceEvents"] if e.get("ph") == "X"}
+    assert names and all("Backward" in n for n in names)
+
+
 def test_cpu_only_trace_has_no_device(capsys: pytest.CaptureFixture[str]) -> None:
     cpu = DATA / "torch_cpu" / "trace.json.gz"
     assert main(["analyze", str(cpu), "--view", "idle"]) == 0

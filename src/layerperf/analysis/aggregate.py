@@ -427,14 +427,21 @@ def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float,
 
 
 def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[str, Any]]:
-    """Diff rows by |delta| (default), or by another diff column, largest first."""
-    column = DIFF_ORDER_ALIASES.get(by, by)
+    """Diff rows by |delta| (default), or by another diff column: numbers largest first and names A-Z,
+    ``+COLUMN`` ascending and ``-COLUMN`` descending (as ``analyze --order-by``); unknown values last."""
+    ascending: bool | None = None
+    name = by
+    if by[:1] in "+-" and len(by) > 1:
+        ascending, name = by[0] == "+", by[1:]
+    column = DIFF_ORDER_ALIASES.get(name, name)
     if column not in DIFF_COLUMNS:
         raise InputError(f"unknown --order-by column {by!r}",
-                         hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')}")
+                         hint=f"valid: delta, {', '.join(c for c in DIFF_COLUMNS if c != 'delta_us')} "
+                              "(prefix + for ascending)")
     items = list(rows_)
     if column in ("key", "op_type", "only_in", "key_b", "op_type_b", "match"):
-        return sorted(items, key=lambda r: str(r[column] or ""))
+        return sorted(items, key=lambda r: str(r[column] or ""), reverse=ascending is False)
     if column == "delta_us":
-        return sorted(items, key=lambda r: -abs(r["delta_us"]))
-    return sorted(items, key=lambda r: (r[column] is None, -(r[column] or 0.0)))
+        return sorted(items, key=lambda r: abs(r["delta_us"]) * (1 if ascending else -1))
+    sign = 1 if ascending else -1
+    return sorted(items, key=lambda r: (r[column] is None, sign * (r[column] or 0.0)))

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
     if args.aggregate_by == "kernel" and (args.types or args.min_time is not None):
         raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
+    if args.view is not None:
+        _check_view_flags(args)
     if args.timeline is not None:  # a place the timeline cannot be written fails before reading, too
         from layerperf.renderers.files import check_dir
 
@@ -100,6 +102,19 @@ def run(args: argparse.Namespace) -> int:
     show(view, fmt, args.output, table_layout)
     warn_dropped([table], fmt)
     return 0
+
+
+def _check_view_flags(args: argparse.Namespace) -> None:
+    """Refuse the op table's flags beside --view, whose figures they would not change (--type and --name
+    pick the calls of a --timeline only)."""
+    flags = (("--aggregate-by", args.aggregate_by != "name"), ("--aggregate", args.aggregate != "sum"),
+             ("--order-by", args.order_by is not None), ("--min-time", args.min_time is not None),
+             ("--type", bool(args.types) and args.timeline is None),
+             ("--name", args.name is not None and args.timeline is None))
+    given = [flag for flag, on in flags if on]
+    if given:
+        raise InputError(f"{given[0]} does not apply to --view {args.view}: a view covers the whole timeline",
+                         hint="--top limits its rows; --type and --name pick the calls of a --timeline")
 
 
 def _view(table: Any, args: argparse.Namespace, fmt: str) -> Any:

@@ -25,7 +25,8 @@ def register(sub: Any) -> None:
                    help="a node's time: its calls' mean (default), median, sum, min or max; with --by type, "
                         "summed over the type's nodes")
     p.add_argument("--order-by", default="delta", metavar="COLUMN",
-                   help="delta (|B - A|, default), time_a, time_b, speedup, delta_pct, calls_a, calls_b, key")
+                   help="delta (|B - A|, default), time_a, time_b, speedup, delta_pct, calls_a, calls_b, key; "
+                        "+COLUMN for ascending")
     p.add_argument("-t", "--top", type=positive_int, default=0, help="rows to show, 0 for all (default)")
     add_output_args(p, FORMATS)
     p.epilog = (p.epilog or "") + " -o FILE.html writes the visual report of A and B side by side (as `layerperf " \
