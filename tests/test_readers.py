@@ -230,6 +230,14 @@ def test_tef_nesting_and_begin_end(tmp_path: Path) -> None:
     assert nodes["inner"]["flops"] is None
 
 
+def test_a_name_or_provider_that_is_no_string_reads_as_its_json(tmp_path: Path) -> None:
+    path = tmp_path / "odd.json"
+    path.write_bytes(orjson.dumps([{"name": {"a": 1}, "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1,
+                                    "args": {"provider": [1]}}]))
+    table = read_table(path)
+    assert table.labels("name").tolist() == ['{"a":1}'] and table.labels("provider").tolist() == ["[1]"]
+
+
 def test_chunked_reading_matches_whole(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     events = [{"ph": "X", "name": f"n{i % 13}", "cat": "op", "pid": 1, "tid": int(i % 3), "ts": float(i * 10),

@@ -54,7 +54,14 @@ def num(value: Any) -> float:
 
 
 def text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
+    """A name, type or provider as text: a value that is no string (an object, a list) as its JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, msgspec.Raw | bytes):  # kept by its JSON text as a key (_hashable)
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
 
 
 def shapes_text(value: Any) -> str:
