@@ -112,6 +112,8 @@ BAD = {
     "truncated.json": (b'[{"ph": "X", "name": "a", "ts": 1, "dur": 2},', "truncated"),
     "empty.json": (b"", "empty"),
     "shape.json": (b'{"layers": [1, 2]}', "not a trace"),
+    "number.json": (b"42", "not a trace: a trace is a JSON array or object"),
+    "events_not_a_list.json": (b'{"traceEvents": 5}', "traceEvents is a number, not an array"),
     "none.json": (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
     "fake.json.gz": (b"[]", "not gzip"),
     "broken.json.gz": (gzip.compress(b"[1, 2, 3]")[:-8] + b"xx", "gzip"),
@@ -176,5 +178,5 @@ def test_a_file_that_is_no_json_is_refused_at_its_first_bytes(tmp_path: Path) ->
     path = tmp_path / "model.onnx.data"
     with path.open("wb") as f:
         f.truncate(64 << 20)
-    with pytest.raises(InputError, match=r"starts with '\{' or '\[', this file with byte 0x00 at line 1, column 1"):
+    with pytest.raises(InputError, match=r"starts with '\{' or '\['\), this file has byte 0x00 at line 1, column 1"):
         open_events(path, block=1 << 16)

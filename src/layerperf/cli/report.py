@@ -18,7 +18,7 @@ def register(sub: Any) -> None:
     p.add_argument("trace", metavar="TRACE", help="trace to report on (any format `layerperf analyze` reads)")
     p.add_argument("b", metavar="B", nargs="?", help="a second trace: the page compares TRACE (A) with B")
     p.add_argument("-o", "--output", metavar="FILE.html", default="report.html",
-                   help="the page to write (default report.html); its directory must exist")
+                   help="the page to write (default report.html); a missing directory is made")
     p.add_argument("--match", choices=("normalized", "exact"), default="normalized",
                    help="with B: how nodes are paired, as `layerperf diff --match`")
     p.add_argument("--calibration", metavar="FILE.json",

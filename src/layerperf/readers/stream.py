@@ -237,8 +237,8 @@ def _check_start(reader: _Reader) -> None:
     # reading a file of any size whole (a 435 MB weights file took minutes to be called "not JSON").
     start = _skip_ws(reader.buf, 0)
     if start < len(reader.buf) and reader.buf[start:start + 1] not in (b"{", b"["):
-        raise InputError(f"{reader.path} is not valid JSON (a trace starts with '{{' or '[', this file with "
-                         f"byte 0x{reader.buf[start]:02x} at {reader.position(start)})")
+        raise InputError(f"{reader.path} is not a trace: a trace is a JSON array or object (it starts with '{{' "
+                         f"or '['), this file has byte 0x{reader.buf[start]:02x} at {reader.position(start)}")
 
 
 def _skip_ws(buf: bytes, i: int) -> int:
