@@ -180,3 +180,18 @@ def test_a_file_that_is_no_json_is_refused_at_its_first_bytes(tmp_path: Path) ->
         f.truncate(64 << 20)
     with pytest.raises(InputError, match=r"starts with '\{' or '\['\), this file has byte 0x00 at line 1, column 1"):
         open_events(path, block=1 << 16)
+
+
+def test_a_type_the_trace_lacks_says_which_it_has(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(trace), "--type", "Nope"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "hint: no op of type 'Nope' in this trace; its types: " in out and "Conv" in out
+
+
+def test_a_profile_directory_with_its_trace_gzipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = Path(__file__).parent / "data" / "traces_0_1" / "resnet18_counters_memory" / "trace.json"
+    (tmp_path / "trace.json.gz").write_bytes(gzip.compress(saved.read_bytes()))
+    assert main(["analyze", str(tmp_path), "--format", "json"]) == 0
+    gzipped = orjson.loads(capsys.readouterr().out)
+    assert main(["analyze", str(saved), "--format", "json"]) == 0
+    assert gzipped == orjson.loads(capsys.readouterr().out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,18 @@ def renamed_pair(tmp_path: Path) -> tuple[Path, Path]:
 def _md_rows(text: str) -> list[list[str]]:
     """The cells of the first markdown table's body (header and alignment lines skipped)."""
     lines = [line for line in text.splitlines() if line.startswith("| ")]
-    return [[c.replace("\\|", "|") for c in line[2:-2].split(" | ")] for line in lines[2:]]
+    return [[_md_unescape(c) for c in line[2:-2].split(" | ")] for line in lines[2:]]
+
+
+def _md_unescape(cell: str) -> str:
+    return re.sub(r"\\(.)", r"\1", cell)
+
+
+def test_markdown_cells_escape_what_markdown_would_read() -> None:
+    for text in ("a|b", "void k<float>(float*)", "<script>alert(1)</script>", "back\\slash", "x\\|y"):
+        cell = markdown.escape(text)
+        assert "<" not in cell.replace("\\<", "") and "|" not in cell.replace("\\|", "")
+        assert _md_unescape(cell) == text
 
 
 def _same_number(cell: str, value: Any) -> bool:

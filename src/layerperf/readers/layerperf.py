@@ -14,12 +14,12 @@ from layerperf.readers.stream import load_json
 
 
 def resolve_path(path: Path) -> Path:
-    """A profile directory stands for the trace.json inside it."""
+    """A profile directory stands for the trace.json inside it (or, gzipped, trace.json.gz)."""
     if path.is_dir():
-        trace = path / TRACE_FILENAME
-        if not trace.exists():
-            raise InputError(f"{path} holds no {TRACE_FILENAME}")
-        return trace
+        for trace in (path / TRACE_FILENAME, path / f"{TRACE_FILENAME}.gz"):
+            if trace.exists():
+                return trace
+        raise InputError(f"{path} holds no {TRACE_FILENAME} (nor {TRACE_FILENAME}.gz)")
     return path
 
 

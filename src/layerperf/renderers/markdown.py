@@ -12,7 +12,10 @@ SUFFIX = ".md"
 
 
 def escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A cell's text as Markdown shows it as it is: a pipe does not end the cell, and ``<``/``>`` open no
+    HTML tag (a kernel's ``foo<float>`` would vanish, a name ``<script>`` would be markup)."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "\\<").replace(">", "\\>")
+            .replace("\n", " "))
 
 
 def section_text(section: Section) -> str:

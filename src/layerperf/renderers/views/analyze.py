@@ -22,7 +22,7 @@ from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX
 from layerperf.errors import InputError
 from layerperf.readers.dropped import warnings
-from layerperf.renderers.view import KEEP, LOW, Column, Section, View, for_people, notes
+from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View, for_people, notes
 from layerperf.renderers.views import peak
 from layerperf.renderers.views.columns import (
     LAYER_COLUMNS,
@@ -101,6 +101,15 @@ def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list
     return ranked_by(columns + counter_columns(_counter_labels(table)), analysis.PUBLISHED.get(ranked, ranked))
 
 
+def _no_such_types(table: Calls | Folded, types: Sequence[str]) -> tuple[Note, ...]:
+    """A hint naming the op types there are, where none asked for with --type is in the trace."""
+    present = analysis.grouped(table, "type", "sum").op_type.tolist()
+    if any(t in present for t in types):
+        return ()  # they are there: the other filters left nothing
+    listed = ", ".join(sorted(present)[:12]) + (", ..." if len(present) > 12 else "")
+    return notes([f"no op of type {', '.join(repr(t) for t in types)} in this trace; its types: {listed}"], "hint")
+
+
 def _ranked(table: Calls | Folded, how: str, order_by: str | None) -> str:
     """The key of the column the rows are ranked by."""
     return analysis.resolve_column(table, order_by or ("calls" if how == "count" else analysis.SELF_US))[0]
@@ -150,6 +159,8 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks, device)
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
+    if types and not len(ranked):
+        peak_notes += _no_such_types(table, types)
     columns = _columns(table, result, _ranked(table, how, order_by), by)
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
