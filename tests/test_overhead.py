@@ -56,9 +56,11 @@ def test_threads_counted_match_an_explicit_request(tiny_model_path: Path, thread
     prof = layerperf.profile(tiny_model_path, warmup=1, runs=2, threads=threads)
     s = summary(prof)
     assert s["intra_op_threads"] == threads
-    # ONNX Runtime's own record: pool workers that ran part of a node, never more than it has
+    # ONNX Runtime's own record: the threads that ran a part of a node for the pool, never more than the
+    # session has. Mostly its workers (threads - 1); under load the calling thread shows among them too
+    # (seen once in CI: 2 for a pool of one worker), as when it takes back work no worker had started.
     seen = prof.extra["measurement"]["pool_workers_seen"]
-    assert seen is None or seen <= threads - 1
+    assert seen is None or seen <= threads
 
 
 def test_default_threads_and_inputs_printed(tiny_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
