@@ -58,7 +58,7 @@ def test_threads_counted_match_an_explicit_request(tiny_model_path: Path, thread
     assert s["intra_op_threads"] == threads
     # ONNX Runtime's own record: the threads that ran a part of a node for the pool, never more than the
     # session has. Mostly its workers (threads - 1); under load the calling thread shows among them too
-    # (seen once in CI: 2 for a pool of one worker), as when it takes back work no worker had started.
+    # (seen once in CI: 2 for a pool of one worker), likely where it took back work no worker had started.
     seen = prof.extra["measurement"]["pool_workers_seen"]
     assert seen is None or seen <= threads
 
