@@ -21,11 +21,12 @@ import layerperf
 from controlflow_models import MODELS, feeds
 from layerperf.analysis.aggregate import aggregate, filter_table
 from layerperf.cli import main
-from layerperf.data.calls import Calls, TableBuilder, dense, int_id
+from layerperf.data.calls import Calls, TableBuilder, int_id
 from layerperf.errors import InputError
 from layerperf.readers.detect import read_table
 from layerperf.readers.ort import is_kernel_event
 from layerperf.renderers import timeline
+from layerperf.util.arrays import dense
 
 from conftest import run_cli
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from layerperf.data.extension import TvmKernel
 from layerperf.data.nesting import any_ancestor
+from layerperf.util.arrays import dense
 
 if TYPE_CHECKING:  # for annotations only: reading a trace needs none of the Profile's modules
     from layerperf.data.raw import RawProfile
@@ -349,19 +350,6 @@ def group_codes(table: Calls, grouping: str) -> np.ndarray:
         # re-densified after each column, so the combined key never outgrows int64
         key = dense(key * max(len(labels.values), 1) + labels.codes)
     return key
-
-
-def dense(key: np.ndarray) -> np.ndarray:
-    """``key``'s values numbered 0, 1, ... in their sorted order (``np.unique``'s inverse): by a table of
-    the values present where they span no more than a few times the rows, else by sorting."""
-    if not key.size:
-        return key.astype(np.int64)
-    low, high = int(key.min()), int(key.max())
-    if low < 0 or high >= 4 * key.size + 1024:
-        return np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    present = np.zeros(high + 1, dtype=bool)
-    present[key] = True
-    return (np.cumsum(present, dtype=np.int64) - 1)[key]
 
 
 def with_outer(table: Calls, parent: np.ndarray) -> Calls:
