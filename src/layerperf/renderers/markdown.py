@@ -5,17 +5,25 @@ Cells are formatted as in the terminal (units, ``?`` for unknown); numbers align
 
 from __future__ import annotations
 
+import re
+
 from layerperf.renderers.view import Section, View
 
 NAME = "markdown"
 SUFFIX = ".md"
 
 
+# What Markdown would read as syntax in a name, escaped with a backslash (CommonMark's escapes); the rest is
+# left as written, so that the file reads as plain text too: a pipe ends a cell; < and > open HTML tags (a
+# kernel's foo<float> would vanish, a name <script> would be markup); * makes emphasis even inside a word (a
+# C++ signature's pointers); _ only at a word's edge (__init__, not in_shapes); ` code; ]( a link; &name;
+# an entity (a&lt;b would read a<b); a backslash escapes these itself.
+_SYNTAX = re.compile(r"[\\|<>*`]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|\](?=\()|&(?=#?[0-9A-Za-z]+;)")
+
+
 def escape(text: str) -> str:
-    """A cell's text as Markdown shows it as it is: a pipe does not end the cell, and ``<``/``>`` open no
-    HTML tag (a kernel's ``foo<float>`` would vanish, a name ``<script>`` would be markup)."""
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "\\<").replace(">", "\\>")
-            .replace("\n", " "))
+    """Text as Markdown shows it as it is (see :data:`_SYNTAX`), a line break a space."""
+    return _SYNTAX.sub(lambda m: "\\" + m.group(0), text).replace("\n", " ")
 
 
 def section_text(section: Section) -> str:
@@ -27,7 +35,7 @@ def section_text(section: Section) -> str:
         lines.append("| " + " | ".join(escape(c.cell(row)) for c in cols) + " |")
     if section.notes:
         lines.append("")
-        lines.extend(n.plain() for n in section.notes)
+        lines.extend(escape(n.plain()) for n in section.notes)
     return "\n".join(lines) + "\n"
 
 
