@@ -324,3 +324,6 @@ def test_dense_numbers_values_as_unique_does(high: int) -> None:
     key = np.random.default_rng(high).integers(0, high + 1, 3000)
     assert np.array_equal(dense(key), np.unique(key, return_inverse=True)[1].reshape(-1))
     assert dense(key[:0]).size == 0
+    negative = key - high // 2
+    assert np.array_equal(dense(negative), np.unique(negative, return_inverse=True)[1].reshape(-1))
+    assert dense(np.array([True, False, True])).tolist() == [1, 0, 1]

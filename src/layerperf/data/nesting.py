@@ -68,7 +68,10 @@ def sort_by(keys: Sequence[np.ndarray]) -> np.ndarray:
     tie = np.ones(order.size - 1, dtype=bool)
     for key in head:
         col = key[order]
-        tie &= col[1:] == col[:-1]
+        same = col[1:] == col[:-1]
+        if col.dtype.kind in "fc":  # NaNs sort together, last, and tie as lexsort sees them
+            same |= np.isnan(col[1:]) & np.isnan(col[:-1])
+        tie &= same
     if not tie.any():
         return order
     # the positions of the tied rows, each tie numbered in order, and the tied rows sorted within their tie
