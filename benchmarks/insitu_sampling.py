@@ -38,6 +38,7 @@ def sampled_route(model: str, threads: int, runs: int, period_ns: int) -> dict[s
 
 
 def _sampled_route(model: str, threads: int, runs: int, period_ns: int, tmp: Path) -> dict[str, Any]:
+    """Sampled and plain runs alternating on one profiled session (its files in ``tmp``)."""
     src = open_model(model)
     feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
     ort_state.set_global_thread_pool_sizes(threads, 1)

@@ -84,6 +84,7 @@ def main() -> None:
 
 
 def measure(args: argparse.Namespace, tmp: Path) -> None:
+    """Build each page, load it in Chromium where there is one, print the figures (files in ``tmp``)."""
     traces = list(args.traces)
     for spec in args.synthetic:
         ops, runs = (int(x) for x in spec.split(","))

@@ -82,6 +82,7 @@ def one_config(model: str, threads: int, rounds: int) -> dict[str, Any]:
 
 
 def _one_config(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, Any]:
+    """In-situ runs and each stepwise variant, interleaved round by round, in ``tmp``."""
     src = open_model(model)
     feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
     ort_state.set_global_thread_pool_sizes(threads, 1)

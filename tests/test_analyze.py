@@ -11,8 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
+from layerperf.calibration.peaks import Peaks
 from layerperf.cli import main
 from layerperf.errors import InputError
+from layerperf.readers.detect import read_table
+from layerperf.renderers.views.analyze import analyze_view
 
 from conftest import run_cli
 
@@ -195,3 +198,19 @@ def test_a_profile_directory_with_its_trace_gzipped(tmp_path: Path, capsys: pyte
     gzipped = orjson.loads(capsys.readouterr().out)
     assert main(["analyze", str(saved), "--format", "json"]) == 0
     assert gzipped == orjson.loads(capsys.readouterr().out)
+
+
+def test_a_cpu_trace_naming_a_gpu_is_rated_against_no_peak(tmp_path: Path) -> None:
+    doc = orjson.loads(gzip.decompress((Path(__file__).parent / "data" / "torch_cpu" / "trace.json.gz").read_bytes()))
+    doc["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]
+    path = tmp_path / "cpu_beside_gpu.json"
+    path.write_bytes(orjson.dumps(doc))
+    given = Peaks("Some CPU", 2, flops_per_s={1: 100e9, 2: 200e9}, int_ops_per_s={1: 400e9, 2: 800e9},
+                  bytes_per_s={1: 20e9, 2: 30e9}, measured_at="2026-11-24T00:00:00Z")  # test input, not measured
+    section = analyze_view(read_table(path), peaks=given).sections[0]
+    assert "pct_of_peak" not in section.keys
+    assert any("% of peak not given: the trace names the GPU NVIDIA H100" in n.text for n in section.notes)
+    plain = tmp_path / "cpu.json"  # the same trace without the GPU's name is rated against the peaks given
+    del doc["deviceProperties"]
+    plain.write_bytes(orjson.dumps(doc))
+    assert "pct_of_peak" in analyze_view(read_table(plain), peaks=given).sections[0].keys

@@ -72,6 +72,10 @@ def test_diff_orders_ascending_with_a_plus(pair: tuple[Path, Path], capsys: pyte
         assert values == sorted(values), column
         assert keys(f"+{column}") == keys(column)[::-1] or len(set(values)) < len(values)
     assert keys("+key") == sorted(keys("key")) and keys("-key") == sorted(keys("key"), reverse=True)
+    for order in ("key_b", "-key_b"):  # a row found in A only has no key_b: last, in either direction
+        rows = _diff(capsys, str(pair[0]), str(pair[1]), f"--order-by={order}")["rows"]
+        has = [bool(r["key_b"]) for r in rows]
+        assert not all(has) and has == sorted(has, reverse=True), order
 
 
 def test_diff_bad_input(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

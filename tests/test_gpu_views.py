@@ -176,11 +176,12 @@ def test_views_cli(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("flags", [["--aggregate-by", "type"], ["--aggregate", "median"], ["--order-by", "calls"],
                                    ["--min-time", "1"], ["--type", "aten::conv2d"], ["--name", "conv"]])
-def test_the_op_tables_flags_are_refused_beside_a_view(capsys: pytest.CaptureFixture[str], flags: list[str],
-                                                       tmp_path: Path) -> None:
+def test_the_op_tables_flags_are_refused_beside_a_view(capsys: pytest.CaptureFixture[str], flags: list[str]) -> None:
     assert main(["analyze", str(V100), "--view", "idle", *flags]) == 2
     err = capsys.readouterr().err
     assert f"{flags[0]} does not apply to --view idle" in err and err.count("\n") == 1
+    assert main(["analyze", str(V100), "--view", "idle", "--aggregate-by", "kernel", "--min-time", "1"]) == 2
+    assert "does not apply to --view idle" in capsys.readouterr().err  # the view's refusal, not the kernel table's
 
 
 def test_type_and_name_pick_a_views_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

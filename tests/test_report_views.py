@@ -52,8 +52,10 @@ def test_a_cpu_trace_recorded_beside_a_gpu_is_not_rated_against_it(tmp_path: Pat
     path = tmp_path / "cpu_beside_gpu.json"
     path.write_bytes(orjson.dumps(doc))
     assert device_peaks.trace_device(read_table(path).meta) is None
-    page = html.html(path)
-    assert "H100" not in page
+    page = html.html(path, peaks=CPU_PEAKS)  # nor against a CPU's: the trace cannot tell where its ops ran
+    assert "pct_of_peak" not in page_data(page)["tables"]["layers"]["keys"]
+    assert "% of peak not given: the trace names the GPU NVIDIA H100 80GB HBM3 but records no activity" in page
+    assert "H100 SXM" not in page  # no published peaks drawn
 
 
 def test_gpu_trace_is_never_rated_against_a_cpu_calibration() -> None:

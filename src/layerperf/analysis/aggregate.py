@@ -195,12 +195,17 @@ def orderable(table: Calls | Folded) -> list[str]:
     return [*(PUBLISHED.get(c, c) for c in NUMERIC_COLUMNS), *_counter_names(table), *STRING_COLUMNS]
 
 
+def _direction(column: str) -> tuple[str, bool | None]:
+    """An --order-by value's column and direction: ``+COLUMN`` ascending, ``-COLUMN`` descending, else None
+    (the column's default)."""
+    if column[:1] in "+-" and len(column) > 1:
+        return column[1:], column[0] == "+"
+    return column, None
+
+
 def resolve_column(table: Calls | Folded, column: str) -> tuple[str, bool | None]:
     """(canonical column, ascending or None for the column's default) of an --order-by value."""
-    ascending: bool | None = None
-    if column[:1] in "+-" and len(column) > 1:
-        ascending = column[0] == "+"
-        column = column[1:]
+    column, ascending = _direction(column)
     if column in _counter_names(table) or column in NUMERIC_COLUMNS or column in STRING_COLUMNS:
         return column, ascending
     canonical = ALIASES.get(column) or ALIASES.get(column.lower())
@@ -429,10 +434,7 @@ def _diff_row(key: str, op_type: str, calls_a: int, calls_b: int, time_a: float,
 def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[str, Any]]:
     """Diff rows by |delta| (default), or by another diff column: numbers largest first and names A-Z,
     ``+COLUMN`` ascending and ``-COLUMN`` descending (as ``analyze --order-by``); unknown values last."""
-    ascending: bool | None = None
-    name = by
-    if by[:1] in "+-" and len(by) > 1:
-        ascending, name = by[0] == "+", by[1:]
+    name, ascending = _direction(by)
     column = DIFF_ORDER_ALIASES.get(name, name)
     if column not in DIFF_COLUMNS:
         raise InputError(f"unknown --order-by column {by!r}",
@@ -440,7 +442,8 @@ def order_diff(rows_: Iterable[dict[str, Any]], by: str = "delta") -> list[dict[
                               "(prefix + for ascending)")
     items = list(rows_)
     if column in ("key", "op_type", "only_in", "key_b", "op_type_b", "match"):
-        return sorted(items, key=lambda r: str(r[column] or ""), reverse=ascending is False)
+        named = sorted((r for r in items if r[column]), key=lambda r: str(r[column]), reverse=ascending is False)
+        return named + [r for r in items if not r[column]]  # rows without one last, either way
     if column == "delta_us":
         return sorted(items, key=lambda r: abs(r["delta_us"]) * (1 if ascending else -1))
     sign = 1 if ascending else -1

@@ -95,3 +95,19 @@ def trace_device(meta: Mapping[str, Any]) -> TraceDevice | None:
         name = str(named[0]["name"])
         return TraceDevice(name, len(named), for_name(name))
     return TraceDevice(None, 1, None)
+
+
+def idle_device(meta: Mapping[str, Any]) -> str | None:
+    """The GPU a trace's ``deviceProperties`` name when it recorded no activity on any device, else None.
+    Such a trace is a CPU run on a machine with a GPU, or a GPU run profiled with CPU activity only: it
+    cannot tell which, so its work is rated against no peak (neither that GPU's nor a CPU's)."""
+    if trace_device(meta) is not None:
+        return None
+    devices: Sequence[Any] = meta.get("devices") or ()
+    named = [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
+    return named[0] if named else None
+
+
+def idle_device_note(name: str) -> str:
+    return (f"% of peak not given: the trace names the GPU {name} but records no activity on it (a CPU run on a "
+            "machine with that GPU, or a GPU run profiled on the CPU only)")

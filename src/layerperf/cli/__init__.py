@@ -68,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         detail = str(exc).strip() or "an allocation failed"
-        print(f"layerperf: error: out of memory: {detail} (smaller --shape/--input sizes, or a machine with "
-              "more memory)", file=sys.stderr)
+        print(f"layerperf: error: out of memory: {detail} (smaller inputs, or a machine with more memory)",
+              file=sys.stderr)
         return ERROR
     except KeyboardInterrupt:
         print("layerperf: interrupted", file=sys.stderr)

@@ -73,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
     table_layout = layout(args, fmt)
     if args.name is not None:
         analysis.compile_regex(args.name)  # a bad regex fails before the trace is read
-    if args.aggregate_by == "kernel" and (args.types or args.min_time is not None):
-        raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
     if args.view is not None:
         _check_view_flags(args)
+    if args.aggregate_by == "kernel" and (args.types or args.min_time is not None):
+        raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
     if args.timeline is not None:  # a place the timeline cannot be written fails before reading, too
         from layerperf.renderers.files import check_dir
 

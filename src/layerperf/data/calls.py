@@ -362,6 +362,7 @@ def with_outer(table: Calls, parent: np.ndarray) -> Calls:
 
 
 def _same_around(parent: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """Per row, whether a row around it has its group's code."""
     return any_ancestor(parent, lambda up, rows: code[up] == code[rows])
 
 

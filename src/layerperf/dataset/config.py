@@ -178,7 +178,7 @@ def _check_compile_factors(axes: Axes) -> None:
 def check(axes: Axes) -> None:
     """Refuse, in one line and before anything is measured or written, what no configuration could run:
     no model, an unknown model or backend, a backend that cannot run here, an unusable perf event, a
-    malformed co-runner, a CPU set this process may not use, an empty factor."""
+    malformed co-runner, a CPU set this process may not use, an empty factor, no measured run."""
     if not axes.models:
         raise InputError("nothing to collect: --models names no model")
     for name, values in (("--batch", axes.batches), ("--threads", axes.threads), ("--opt-level", axes.opt_levels),

@@ -166,7 +166,9 @@ def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool
 def _kind(doc: Any) -> str:
     if isinstance(doc, dict):
         if "traceEvents" in doc:
-            return f"an object whose traceEvents is {_kind(doc['traceEvents'])}, not an array"
+            inner = doc["traceEvents"]
+            return f"an object whose traceEvents is {'an object' if isinstance(inner, dict) else _kind(inner)}, " \
+                   "not an array"
         keys = ", ".join(json.dumps(k) for k in list(doc)[:5])  # quoted and escaped: one line whatever they hold
         return f"an object with keys {keys}" if keys else "an empty object"
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")

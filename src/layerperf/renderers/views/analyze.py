@@ -15,7 +15,7 @@ import numpy as np
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
 from layerperf.analysis.gpu import source
-from layerperf.calibration.device_peaks import trace_device
+from layerperf.calibration.device_peaks import idle_device, idle_device_note, trace_device
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
@@ -103,11 +103,14 @@ def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list
 
 def _no_such_types(table: Calls | Folded, types: Sequence[str]) -> tuple[Note, ...]:
     """A hint naming the op types there are, where none asked for with --type is in the trace."""
-    present = analysis.grouped(table, "type", "sum").op_type.tolist()
+    present = [t for t in analysis.grouped(table, "type", "sum").op_type.tolist() if t]
     if any(t in present for t in types):
         return ()  # they are there: the other filters left nothing
+    asked = ", ".join(repr(t) for t in types)
+    if not present:
+        return notes([f"no op of type {asked}: this trace records no op types"], "hint")
     listed = ", ".join(sorted(present)[:12]) + (", ..." if len(present) > 12 else "")
-    return notes([f"no op of type {', '.join(repr(t) for t in types)} in this trace; its types: {listed}"], "hint")
+    return notes([f"no op of type {asked} in this trace; its types: {listed}"], "hint")
 
 
 def _ranked(table: Calls | Folded, how: str, order_by: str | None) -> str:
@@ -156,17 +159,20 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
     device = trace_device(table.meta)  # a GPU trace's work is rated against its GPU, never this CPU
-    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"), peaks, device)
+    idle = idle_device(table.meta)
+    ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"),
+                                     None if idle else peaks, device)
+    if idle:
+        peak_notes.append(Note(idle_device_note(idle)))
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
-    if types and not len(ranked):
-        peak_notes += _no_such_types(table, types)
+    hints = _no_such_types(table, types) if types and not len(ranked) else ()
     columns = _columns(table, result, _ranked(table, how, order_by), by)
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
     section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=(*notes(_notes(table)), *notes(warnings(table.meta), "warning"), *peak_notes))
+                      notes=(*notes(_notes(table)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints))
     return View(sections=(section,), doc=rows)
 
 
