@@ -81,8 +81,8 @@ lock:
 test-latest: system-deps
 	[ -x .venv-latest/bin/python ] || $(PYTHON) -m venv .venv-latest
 	$(call PIP,.venv-latest) --upgrade pip setuptools wheel
-	$(call PIP,.venv-latest) --upgrade --upgrade-strategy eager -e '.[test]'
-	.venv-latest/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(onnx|onnxruntime|numpy|protobuf) '
+	$(call PIP,.venv-latest) --upgrade --upgrade-strategy eager -e '.[test,fast]'
+	.venv-latest/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(onnx|onnxruntime|numpy|protobuf|isal) '
 	.venv-latest/bin/python -m pytest -q -n 2 --dist loadfile
 
 test-oldest: system-deps
