@@ -87,27 +87,32 @@ def trace_device(meta: Mapping[str, Any]) -> TraceDevice | None:
     """The device of a trace that holds device activity (kernels): the first of its ``devices``
     (``deviceProperties``), else an unnamed GPU. None for a CPU trace, even one recorded on a machine
     with a GPU (its ``deviceProperties`` name a device nothing ran on)."""
-    if meta.get("kernels") is None and not meta.get("device_events"):
+    if not _active(meta):
         return None
-    devices: Sequence[Any] = meta.get("devices") or ()
-    named = [d for d in devices if isinstance(d, Mapping) and d.get("name")]
-    if named:
-        name = str(named[0]["name"])
-        return TraceDevice(name, len(named), for_name(name))
-    return TraceDevice(None, 1, None)
+    named = _named(meta)
+    return TraceDevice(named[0], len(named), for_name(named[0])) if named else TraceDevice(None, 1, None)
 
 
 def idle_device(meta: Mapping[str, Any]) -> str | None:
     """The GPU a trace's ``deviceProperties`` name when it recorded no activity on any device, else None.
     Such a trace is a CPU run on a machine with a GPU, or a GPU run profiled with CPU activity only: it
     cannot tell which, so its work is rated against no peak (neither that GPU's nor a CPU's)."""
-    if trace_device(meta) is not None:
-        return None
+    named = _named(meta)
+    return named[0] if named and not _active(meta) else None
+
+
+def _active(meta: Mapping[str, Any]) -> bool:
+    """Whether the trace recorded activity on a device (kernels, copies, sets)."""
+    return meta.get("kernels") is not None or bool(meta.get("device_events"))
+
+
+def _named(meta: Mapping[str, Any]) -> list[str]:
+    """The names of the devices the trace's ``deviceProperties`` list."""
     devices: Sequence[Any] = meta.get("devices") or ()
-    named = [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
-    return named[0] if named else None
+    return [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
 
 
 def idle_device_note(name: str) -> str:
+    """What a trace naming an idle GPU says in place of % of peak."""
     return (f"% of peak not given: the trace names the GPU {name} but records no activity on it (a CPU run on a "
             "machine with that GPU, or a GPU run profiled on the CPU only)")
