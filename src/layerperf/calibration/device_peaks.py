@@ -93,12 +93,16 @@ def trace_device(meta: Mapping[str, Any]) -> TraceDevice | None:
     return TraceDevice(named[0], len(named), for_name(named[0])) if named else TraceDevice(None, 1, None)
 
 
-def idle_device(meta: Mapping[str, Any]) -> str | None:
-    """The GPU a trace's ``deviceProperties`` name when it recorded no activity on any device, else None.
-    Such a trace is a CPU run on a machine with a GPU, or a GPU run profiled with CPU activity only: it
-    cannot tell which, so its work is rated against no peak (neither that GPU's nor a CPU's)."""
+def unrated(meta: Mapping[str, Any]) -> str | None:
+    """Why a trace's work is rated against no peak, or None when it may be. A trace whose
+    ``deviceProperties`` name a GPU it recorded no activity on is a CPU run on a machine with that GPU, or
+    a GPU run profiled with CPU activity only: it cannot tell which, so neither that GPU's peaks nor a
+    CPU's apply."""
     named = _named(meta)
-    return named[0] if named and not _active(meta) else None
+    if not named or _active(meta):
+        return None
+    return (f"% of peak not given: the trace names the GPU {named[0]} but records no activity on it (a CPU run "
+            "on a machine with that GPU, or a GPU run profiled on the CPU only)")
 
 
 def _active(meta: Mapping[str, Any]) -> bool:
@@ -110,9 +114,3 @@ def _named(meta: Mapping[str, Any]) -> list[str]:
     """The names of the devices the trace's ``deviceProperties`` list."""
     devices: Sequence[Any] = meta.get("devices") or ()
     return [str(d["name"]) for d in devices if isinstance(d, Mapping) and d.get("name")]
-
-
-def idle_device_note(name: str) -> str:
-    """What a trace naming an idle GPU says in place of % of peak."""
-    return (f"% of peak not given: the trace names the GPU {name} but records no activity on it (a CPU run on a "
-            "machine with that GPU, or a GPU run profiled on the CPU only)")

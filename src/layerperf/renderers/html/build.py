@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from layerperf.calibration import peaks as cal
-from layerperf.calibration.device_peaks import TraceDevice, idle_device, idle_device_note, trace_device
+from layerperf.calibration.device_peaks import TraceDevice, trace_device, unrated
 from layerperf.calibration.peaks import Peaks
 from layerperf.errors import LayerperfError
 from layerperf.renderers import svg
@@ -143,10 +143,9 @@ def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
         ceilings, cal_line = device_ceilings(device, peaks)
         table_peaks: Peaks | None | str = peaks
     else:
-        idle = idle_device(src.table.meta) if src.profile is None else None
-        found, cal_line = calibration(src, None if idle else peaks)
-        if idle:
-            cal_line = idle_device_note(idle)
+        why_not = unrated(src.table.meta) if src.profile is None else None
+        found, cal_line = calibration(src, None if why_not else peaks)
+        cal_line = why_not or cal_line
         ceilings, table_peaks = Ceilings.of(found, _threads(src)), found
     table, notes, cut = layer_table(src, table_peaks, ceilings)  # type: ignore[arg-type]
     lines, warnings = split_notes(notes)

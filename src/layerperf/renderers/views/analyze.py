@@ -15,7 +15,7 @@ import numpy as np
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
 from layerperf.analysis.gpu import source
-from layerperf.calibration.device_peaks import idle_device, idle_device_note, trace_device
+from layerperf.calibration.device_peaks import trace_device, unrated
 from layerperf.calibration.peaks import Peaks
 from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
@@ -159,11 +159,11 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
     device = trace_device(table.meta)  # a GPU trace's work is rated against its GPU, never this CPU
-    idle = idle_device(table.meta)
+    why_not = unrated(table.meta)
     ref, peak_notes = peak.reference(table.meta.get("machine"), table.meta.get("threads"),
-                                     None if idle else peaks, device)
-    if idle:
-        peak_notes.append(Note(idle_device_note(idle)))
+                                     None if why_not else peaks, device)
+    if why_not:
+        peak_notes.append(Note(why_not))
     rows = peak.with_pcts(analysis.rows(result), ref)
     peak_notes += peak.above_peak(rows, ref, f"over its calls ({how}) in {table.meta.get('source')}", "rows")
     hints = _no_such_types(table, types) if types and not len(ranked) else ()
