@@ -8,6 +8,7 @@
 #
 #   OUT=/tmp/out bash benchmarks/quiet_host.sh          (PY: the python; QUICK=1: a few seconds per part)
 #   OUT=/tmp/out SERIAL=1 SWEEP=resnet18,mobilenet_v2 bash benchmarks/quiet_host.sh
+#   OUT=/tmp/out SERIAL=1 BUSY=0 P1=450 bash benchmarks/quiet_host.sh   (the quiet counter runs alone)
 #
 # SERIAL=1: nothing runs beside the quiet counter runs (side by side, the lanes of an earlier call disturbed each
 # other: the speed checks set aside 218 of 270 sweep runs): the models' counter runs go one after the other on
@@ -83,6 +84,7 @@ if [[ $SERIAL == 1 ]]; then
   start=$SECONDS; phase_end=$((SECONDS + P1))
   serial quiet
   echo "phase 1: $((SECONDS - start)) s"; uptime
+  if [[ ${BUSY:-1} == 1 ]]; then   # BUSY=0: no phase 2
   echo "== phase 2: counters with a busy process per core; beside them sweeps A then B of ${SWEEP:-} ($(date +%T))"
   start=$SECONDS; phase_end=$((SECONDS + P2)); pids=()
   spin=($(busy_on "$(pair 0)"))
@@ -90,6 +92,7 @@ if [[ $SERIAL == 1 ]]; then
   [[ -n ${SWEEP:-} ]] && { collect "$(pair 4)" "A0:$SWEEP" "B0:$SWEEP" & pids+=($!); }
   wait "${pids[@]}"; kill "${spin[@]}" 2>/dev/null
   echo "phase 2: $((SECONDS - start)) s"; uptime
+  fi
 else
 echo "== phase 1: counters quiet, zoo sweep A, then the ONNX files ($(date +%T))"
 start=$SECONDS; phase_end=$((SECONDS + P1)); k=0; pids=()

@@ -39,7 +39,7 @@ def children(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[parallel.Child]]:
         return child
 
     monkeypatch.setattr(parallel, "fork", fork)
-    monkeypatch.setattr(parallel.gzsplit, "split", lambda path, n: (lambda: None, lambda: None))
+    monkeypatch.setattr(parallel.gzsplit, "stretches", lambda path, even=True: ([lambda: None] * 2, lambda: None))
     old = signal.signal(signal.SIGALRM, _hang)
     signal.alarm(60)  # a hang fails the test rather than the suite
     try:
@@ -55,11 +55,29 @@ def _hang(*_: object) -> None:
     raise AssertionError("waited on a child that should have been stopped")
 
 
+_HERE = os.getpid()
+
+
 def _read(stream: Any, k: int) -> int:
-    if k == 1:
+    """Here: interrupted; in the child: ten minutes' work (whichever stretch each takes first)."""
+    if os.getpid() != _HERE:
         time.sleep(600)
         return 1
     raise KeyboardInterrupt
+
+
+def test_failed_read_stops_the_child(children: list[parallel.Child]) -> None:
+    """A stretch that fails here: the child's stretches are of no use either (one process reads the file
+    again), so it is stopped at once rather than left to take every stretch there is."""
+
+    def read(stream: Any, k: int) -> int:
+        if os.getpid() != _HERE:
+            time.sleep(600)
+            return 1
+        raise ValueError("a damaged stretch")
+
+    assert parallel.side_by_side(Path("trace.json"), read) is None
+    assert len(children) == 1 and not _alive(children[0].pid)
 
 
 def test_interrupted_read_stops_the_child(children: list[parallel.Child]) -> None:

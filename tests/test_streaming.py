@@ -152,18 +152,24 @@ def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:
     assert {table.launcher[k] for k in range(len(table)) if table.name[k].startswith("inside")} == {"aten::zeros"}
 
 
-def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file split between two processes (its B/E pairs on both sides) folds to the same figures."""
+@pytest.mark.parametrize("many", [False, True], ids=["two-stretches", "many-stretches"])
+def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool) -> None:
+    """A file split between two processes (its B/E pairs open across stretches) folds to the same figures."""
     path = tef_nested(tmp_path / "t.json", n_top=400, shuffle=False)
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    if many:
+        _split_small(monkeypatch)
     folded = _check(path)
     assert folded.meta.get("processes") == 2
+    assert (folded.meta["stretches"] > 2) == many
 
 
 def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small files (plain or gzipped) read by two processes, the gzipped cut looked for in a small window."""
+    """Small files (plain or gzipped) read by two processes in stretches of 16 KiB, the gzipped cuts looked for
+    in small windows."""
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     monkeypatch.setattr(gzsplit, "MIN_DECOMPRESSED", 0)
+    monkeypatch.setattr(gzsplit, "STRETCH_BYTES", 16 << 10)
     monkeypatch.setattr(gzsplit, "WINDOW", 4096)
     monkeypatch.setattr(gzsplit, "_SKIP", 1000)
 
@@ -179,7 +185,7 @@ def test_two_processes_gzipped(tiny: None, inflate: str, tmp_path: Path, monkeyp
     zipped.write_bytes(gzip.compress(path.read_bytes()))
     _split_small(monkeypatch)
     folded = _check(zipped)
-    assert folded.meta.get("processes") == 2
+    assert folded.meta.get("processes") == 2 and folded.meta["stretches"] == 2  # cut in two (their events cost alike)
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(zipped.read_bytes()[: zipped.stat().st_size * 3 // 4])
     with pytest.raises(InputError, match="gzip"):
@@ -197,8 +203,51 @@ def test_kineto_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.Mo
     _split_small(monkeypatch)
     monkeypatch.setattr(kineto_links, "BLOCK", 100)
     folded = _check(path)
-    assert folded.meta.get("processes") == 2
+    assert folded.meta.get("processes") == 2 and folded.meta["stretches"] > 2
     assert folded.meta["device_events"] == 3000
+
+
+def test_a_pair_open_across_the_cut(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A B/E pair open from the first stretch to the last (once a ValueError: the pairs joined across parts
+    were a part more than the parts' identity maps)."""
+    events = [{"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 0}]
+    events += [{"ph": "X", "name": f"op{k % 3}", "pid": 1, "tid": 1, "ts": 1 + 10 * k, "dur": 5, "args": {}}
+               for k in range(5000)]
+    events += [{"ph": "E", "name": "outer", "pid": 1, "tid": 1, "ts": 60000}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    folded = _check(path)
+    assert folded.meta["processes"] == 2 and folded.calls == 5001
+    rows = folded.table("name", "sum")
+    outer = list(rows.name).index("outer")
+    assert rows.incl_ns[outer] == 60000e3 and rows.total_ns[outer] == (60000 - 5000 * 5) * 1e3  # itself: 35 ms
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+def test_stretches_taken_in_any_share_read_every_event_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            zipped: bool) -> None:
+    """However the two processes share the stretches out (here one takes every third, skipping the rest, and
+    another the others), the stretches hold every event once, in file order, and every one but the last
+    ends where the next begins."""
+    path = kineto_launches(tmp_path / "k.json", calls=3000)
+    events = json.loads(path.read_text())["traceEvents"]
+    if zipped:
+        path = tmp_path / "k.json.gz"
+        path.write_bytes(gzip.compress((tmp_path / "k.json").read_bytes()))
+    _split_small(monkeypatch)
+    mine, theirs = gzsplit.stretches(path), gzsplit.stretches(path)  # each as a process of its own reads them
+    assert mine is not None and theirs is not None
+    n = len(mine[0])
+    assert n == gzsplit.MAX_STRETCHES or n > 10
+    got: dict[int, list[str]] = {}
+    for opens, ks in ((mine[0], range(0, n, 3)), (theirs[0], [k for k in range(n) if k % 3])):
+        for k in ks:
+            got[k] = [f"{e.name}@{e.ts}" for chunk in opens[k]().chunks() for e in chunk]
+    for _, done in (mine, theirs):
+        done()
+    assert all(got[k] for k in range(n))
+    assert [e for k in range(n) for e in got[k]] == [f"{e['name']}@{e['ts']}" for e in events]
 
 
 def test_analyze_cli_streams_the_same_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

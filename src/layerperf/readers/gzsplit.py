@@ -1,18 +1,19 @@
-"""A big gzipped trace read in two processes: both inflate it, each parses its own stretch.
+"""A big trace cut into stretches that two processes share out, plain or gzipped.
 
-A gzip stream can only be inflated from its start, so a plain file's split (cut the mapped file near
-the middle, :func:`layerperf.readers.stream.split_events`) does not apply. Parsing, not inflating, is
-what costs (ISA-L inflates ~1 GB/s; events parse at ~200 MB/s a core), so both processes inflate
-from the start: the first parses up to the cut and stops, the second inflates past the first one's
-share without parsing it and parses the rest. The share point is worked out from the decompressed
-size (the gzip trailer's, or the first MiB's ratio) and weighs the second process's extra inflating;
-the cut is the last event start before it, found by both in the same window of bytes, so both find
-the same one. As for a plain file, the cut is proven when the first stretch parses, and anything
+A plain file is cut near equal shares of its bytes (:func:`layerperf.readers.stream.split_events`). A gzip
+stream can only be inflated from its start, so each process inflates the whole of it once, forward, and
+parses the stretches it takes, skipping the others' (ISA-L inflates ~1 GB/s; events parse at 50-200 MB/s a
+core). A stretch ends at the last event start before its share point, looked for in the same window of
+bytes by every process, so all find the same cut. The stretches are taken one at a time by whichever
+process is free (:func:`layerperf.readers.parallel.side_by_side`): a trace whose events cost more to read in
+one part of the file than another (PyTorch writes its operators before their kernels) still keeps both
+busy to the end. As for a plain file, a cut is proven when the stretch before it parses, and anything
 unexpected makes the caller read the file in one process (which reports any error at its true spot).
 """
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable
 from functools import partial
@@ -31,10 +32,12 @@ from layerperf.readers.stream import (
     split_events,
 )
 
-WINDOW = 4 << 20  # decompressed bytes before the share point in which the cut is looked for
+WINDOW = 4 << 20  # decompressed bytes before a share point in which the cut is looked for
 MIN_DECOMPRESSED = 64 << 20  # below this one process reads it (forking and inflating twice cost more)
+STRETCH_BYTES = 8 << 20  # (decompressed) bytes a stretch has about: what a free process takes at a time
+MAX_STRETCHES = 64  # a record keeps its part in a byte (streaming.RECORD's "part")
 _SAMPLE = 1 << 20  # compressed bytes inflated to estimate the ratio
-_SKIP = 8 << 20  # decompressed bytes the second process inflates and drops at a time
+_SKIP = 8 << 20  # decompressed bytes inflated and dropped at a time, skipping another process's stretch
 
 
 def is_gzip(path: Path) -> bool:
@@ -45,31 +48,46 @@ def is_gzip(path: Path) -> bool:
         return False
 
 
-def split(path: Path, parts: int, *, block: int = BLOCK_BYTES) -> list[Callable[[], EventStream]] | None:
-    """:func:`~layerperf.readers.stream.split_events` for any trace file: a gzipped one in two stretches
-    (see the module's docstring); None when it can't be split."""
+def count(size: int) -> int:
+    """How many stretches a trace of ``size`` (decompressed) bytes is cut into."""
+    return max(2, min(MAX_STRETCHES, size // STRETCH_BYTES))
+
+
+Opens = list[Callable[[], EventStream]]  # per stretch: what makes its stream
+
+
+def stretches(path: Path, *, block: int = BLOCK_BYTES, even: bool = True) -> tuple[Opens, Callable[[], None]] | None:
+    """The trace at ``path`` (plain or gzipped) as :func:`count` stretches: a function per stretch making its
+    stream, called in the process that reads it (a gzipped trace's stretches in increasing order there), and
+    one that ends this process's reading; None when it can't be cut. ``even=False``: a gzipped trace whose
+    events cost the same throughout (ONNX Runtime's) is cut in two only, the first process's share the
+    larger by what the second spends inflating it (:func:`first_share`): neither then inflates the whole
+    file for the sake of balance."""
     if not is_gzip(path):
-        return split_events(path, parts, block=block)
-    if parts != 2:
-        return None
+        opened = split_events(path, count(path.stat().st_size), block=block)
+        return None if opened is None else (opened, lambda: None)
     sized = _sizes(path, block)
     if sized is None:
         return None
     total, head = sized
     found = _events_start(head)
-    if found is None:
+    if found is None or total < MIN_DECOMPRESSED:
         return None
     form, _, first_event, sig = found
-    share = first_event + int((total - first_event) * first_share())
-    if share - WINDOW <= first_event or total < MIN_DECOMPRESSED:
+    if even:
+        n = count(total)
+        shares = [first_event + (total - first_event) * k // n for k in range(n)]  # shares[0]: the first event
+    else:
+        n, shares = 2, [first_event, first_event + int((total - first_event) * first_share())]
+    if shares[1] - first_event <= 2 * WINDOW or (n == 2 and total - shares[1] <= WINDOW):
         return None
-    return [partial(_stretch, path, block, sig, "array", share, first_event),
-            partial(_stretch, path, block, sig, form, share, None)]
+    passes = _Passes(path, sig, shares)
+    return [partial(_stretch, passes, block, sig, form if k == n - 1 else "array", k) for k in range(n)], passes.close
 
 
 def first_share() -> float:
-    """The first process's share of the bytes: the second also inflates the first's stretch, so the first
-    parses more, by how fast the engine inflates against parsing (~5.6 ns a byte a core)."""
+    """The first process's share of a trace cut in two: the second also inflates the first's stretch, so the
+    first parses more, by how fast the engine inflates against parsing (~5.6 ns a byte a core)."""
     inflate_ns = 3.0 if engine() is zlib else 0.7  # a decompressed byte, measured on this kind of host
     parse_ns = 5.6
     return (parse_ns + inflate_ns) / (2 * parse_ns + inflate_ns)
@@ -98,81 +116,114 @@ def _sizes(path: Path, block: int) -> tuple[int, bytes] | None:
     return total, out[:block]
 
 
-class _Body:
-    """One process's stretch of the decompressed bytes, as a file ``_Reader`` reads: the first's ends
-    just before the cut (closed with ``]``), the second's starts at the cut."""
+class _Pass:
+    """One process's single forward pass over the decompressed bytes: ``buf`` holds them from ``start``,
+    ``off`` into it is where reading is."""
 
-    def __init__(self, path: Path, sig: bytes, share: int, begin: int | None) -> None:
-        """``begin``: where the first stretch starts (its first event); None for the second stretch."""
+    def __init__(self, path: Path, sig: bytes, shares: list[int]) -> None:
         self.src = GunzipAhead(path)
-        self.sig, self.share, self.first = sig, share, begin is not None
-        self.pos = 0  # decompressed offset of the next byte served (first) or read (second)
-        self.pending = b""  # bytes read ahead, starting at pos
-        if begin:  # the document's start, before the events: not part of the stretch
-            self.pending = self.src.read(begin)
-            self.pos = len(self.pending)
-            self.pending = b""
-        self.end: int | None = None  # where the first stretch ends (the cut), once known
-        self.done = False
+        self.sig, self.shares = sig, shares
+        self.buf, self.start, self.off = b"", 0, 0
+        self.cuts: dict[int, tuple[int, int]] = {}  # share index -> (end of the stretch before, start of its own)
 
-    def _find_cut(self) -> None:
-        """Read up to the share point; the cut is the last event start in the window before it."""
-        while self.pos + len(self.pending) < self.share:
-            data = self.src.read(_SKIP)
+    def cut(self, k: int) -> tuple[int, int]:
+        """The cut at share point ``k`` (1 or more): the last event start in the window before it."""
+        if k not in self.cuts:
+            lo = self.shares[k] - WINDOW
+            found = _cut_before(self._ahead(lo, self.shares[k]), self.sig, WINDOW)
+            if found is None:
+                raise InputError(f"{self.src.path}: no event starts in the window before a share point")
+            self.cuts[k] = (lo + found[0], lo + found[1])
+        return self.cuts[k]
+
+    def _ahead(self, lo: int, hi: int) -> bytes:
+        """Bytes [lo, hi) (at or after where reading is), read ahead: reading stays where it is."""
+        if lo < self.start + self.off:
+            raise InputError(f"{self.src.path}: stretches taken out of order")
+        self.buf, self.start, self.off = self.buf[self.off:], self.start + self.off, 0
+        while self.start + len(self.buf) < hi:
+            data = self.src.read(max(_SKIP, hi - self.start - len(self.buf)))
             if not data:
                 raise InputError(f"{self.src.path}: shorter than its share point")
-            self.pending += data
-        lo = self.share - WINDOW - self.pos
-        cut = _cut_before(self.pending[lo:lo + WINDOW], self.sig, WINDOW)
-        if cut is None:
-            raise InputError(f"{self.src.path}: no event starts in the window before the share point")
-        if self.first:
-            self.end = self.share - WINDOW + cut[0]
-        else:
-            start = lo + cut[1]
-            self.pos += start
-            self.pending = self.pending[start:]
-            self.end = -1
+            self.buf += data
+        return self.buf[lo - self.start:hi - self.start]
+
+    def skip_to(self, offset: int) -> None:
+        """Move reading forward to ``offset``, inflating and dropping what lies before it."""
+        if offset < self.start + self.off:
+            raise InputError(f"{self.src.path}: stretches taken out of order")
+        while offset > self.start + len(self.buf):
+            self.start, self.buf, self.off = self.start + len(self.buf), b"", 0
+            self.buf = self.src.read(min(_SKIP, offset - self.start))
+            if not self.buf:
+                raise InputError(f"{self.src.path}: shorter than its share point")
+        self.off = offset - self.start
+
+    def read(self, n: int, end: int | None) -> bytes:
+        """Up to ``n`` bytes from where reading is, none at or past ``end`` (None: the file's end)."""
+        pos = self.start + self.off
+        if end is not None:
+            n = min(n, end - pos)
+        if n <= 0:
+            return b""
+        if self.off >= len(self.buf):
+            self.start, self.buf, self.off = pos, self.src.read(max(n, BLOCK_BYTES)), 0
+        out = self.buf[self.off:self.off + n]
+        self.off += len(out)
+        return out
+
+
+class _Passes:
+    """Each process's :class:`_Pass` (made where it is first used: a forked child makes its own)."""
+
+    def __init__(self, path: Path, sig: bytes, shares: list[int]) -> None:
+        self.path, self.sig, self.shares = path, sig, shares
+        self.mine: _Pass | None = None
+        self.pid = -1
+
+    def here(self) -> _Pass:
+        if self.pid != os.getpid():
+            self.mine, self.pid = _Pass(self.path, self.sig, self.shares), os.getpid()
+        assert self.mine is not None
+        return self.mine
+
+    def close(self) -> None:
+        if self.mine is not None and self.pid == os.getpid():
+            self.mine.src.close()
+            self.mine = None
+
+
+class _Body:
+    """Stretch ``k`` of the decompressed bytes, as a file ``_Reader`` reads: from its cut (the first, from
+    the first event) to the next cut, closed with ``]`` (the last, to the file's end). The next cut is
+    looked for when reading reaches its window, not before: a stretch is never held whole."""
+
+    def __init__(self, passes: _Passes, k: int) -> None:
+        self.src = src = passes.here()
+        last = len(passes.shares) - 1
+        if k and k not in src.cuts:  # the stretch before was another process's: skipped up to the window
+            src.skip_to(passes.shares[k] - WINDOW)
+        src.skip_to(src.cut(k)[1] if k else passes.shares[0])
+        self.k = k
+        self.window = None if k == last else passes.shares[k + 1] - WINDOW  # where the next cut is looked for
+        self.end: int | None = None  # the next cut, once found
+        self.suffix = b"" if k == last else b"]"
 
     def read(self, n: int) -> bytes:
-        if self.first:
-            return self._read_first(n)
-        if self.end is None:
-            target = self.share - WINDOW
-            while self.pos < target:  # the first's stretch: inflated, not kept
-                data = self.src.read(min(_SKIP, target - self.pos))
-                if not data:
-                    raise InputError(f"{self.src.path}: shorter than its share point")
-                self.pos += len(data)
-            self._find_cut()
-        if self.pending:
-            out, self.pending = self.pending[:n], self.pending[n:]
-            return out
-        return self.src.read(n)
-
-    def _read_first(self, n: int) -> bytes:
-        if self.done:
-            return b""
-        if self.end is None and self.pos + len(self.pending) + n > self.share - WINDOW:
-            self._find_cut()
-        if self.end is not None and self.pos >= self.end:
-            self.done = True
-            return b"]"
-        want = n if self.end is None else min(n, self.end - self.pos)
-        if len(self.pending) < want:
-            self.pending += self.src.read(want - len(self.pending))
-        out, self.pending = self.pending[:want], self.pending[want:]
-        self.pos += len(out)
+        src = self.src
+        if self.end is None and self.window is not None and src.start + src.off + n > self.window:
+            self.end = src.cut(self.k + 1)[0]
+        out = src.read(n, self.end if self.end is not None else self.window)
         if not out:
-            self.done = True
+            out, self.suffix = self.suffix, b""
         return out
 
     def close(self) -> None:
-        self.src.close()
+        """Nothing: the pass goes on to this process's next stretch (:meth:`_Passes.close` ends it)."""
 
 
-def _stretch(path: Path, block: int, sig: bytes, form: str, share: int, begin: int | None) -> EventStream:
-    body: Any = _Body(path, sig, share, begin)
-    reader = _Reader(path, block, body)
+def _stretch(passes: _Passes, block: int, sig: bytes, form: str, k: int) -> EventStream:
+    body: Any = _Body(passes, k)
+    reader = _Reader(passes.path, block, body)
     tail: list[Any] = []
-    return EventStream(str(path), form, {}, [], _chunks(reader, sig, form, tail), tail)
+    return EventStream(str(passes.path), form, {}, [], _chunks(reader, sig, form, tail), tail)

@@ -31,6 +31,7 @@ from layerperf.readers.kineto_collect import Cpu
 from layerperf.readers.kineto_links import ACTIVITY, BLOCK, NONE, PART_SHIFT, Mapped, classify
 from layerperf.readers.spill import Spill
 from layerperf.readers.tef import to_ns
+from layerperf.util.arrays import PartMaps
 
 _SORT = [("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8")]
 OWNER = np.dtype([*_SORT, ("op", "<i8"), ("ident", "<i8")])  # an op (or a call's op) by id, then position
@@ -54,7 +55,7 @@ class Recorder:
         self.calls = Spill(False, str(self.dir), dtype=CALL)
         self.launched = Spill(False, str(self.dir), dtype=OWNER)
         self.waiting = Spill(False, str(self.dir), dtype=OWNER)
-        self.ident_maps: list[np.ndarray] = []  # read in parts: each part's identities, renumbered
+        self.ident_maps: PartMaps | None = None  # read in parts: each part's identities, renumbered
 
     def cpu(self, cpu: Cpu, seq: int) -> None:
         """Note the ops' External ids and the runtime calls among CPU events numbered from ``seq``."""
@@ -63,7 +64,7 @@ class Recorder:
         self.calls.add(calls)
 
     def adopt(self, op_runs: list[tuple[Path, int]], call_runs: list[tuple[Path, int]],
-              ident_maps: list[np.ndarray]) -> None:
+              ident_maps: PartMaps) -> None:
         """Take over what the parts of a trace read by two processes noted (``ident_maps``: each part's
         identity codes in the merged numbering)."""
         self.ops.adopt(op_runs)
@@ -126,7 +127,7 @@ def cpu_records(cpu: Cpu, seq: int) -> tuple[np.ndarray, np.ndarray]:
     return ops, calls
 
 
-def _sorted(spill: Spill, path: Path, fields: tuple[str, ...], ident_maps: list[np.ndarray] | None = None) -> Mapped:
+def _sorted(spill: Spill, path: Path, fields: tuple[str, ...], ident_maps: PartMaps | None = None) -> Mapped:
     """The spill's records by id, then position: the id as ``key`` and ``fields``, one mapped file
     (``ident_maps``: records of a part renumbered into the merged identities, by the part in their position's
     high bits)."""
@@ -137,17 +138,10 @@ def _sorted(spill: Spill, path: Path, fields: tuple[str, ...], ident_maps: list[
             out["key"] = block["thread_key"]
             for name in fields:
                 out[name] = block[name]
-            if ident_maps:
-                _renumber(out, block["seq"] >> PART_SHIFT, ident_maps)
+            if ident_maps is not None:
+                out["ident"] = ident_maps(block["seq"] >> PART_SHIFT, out["ident"])
             out.tofile(f)
     return Mapped(path, dtype)
-
-
-def _renumber(out: np.ndarray, part: np.ndarray, ident_maps: list[np.ndarray]) -> None:
-    for k, imap in enumerate(ident_maps):
-        mine = (part == k) & (out["ident"] >= 0)
-        if mine.any():
-            out["ident"][mine] = imap[out["ident"][mine]]
 
 
 def _first(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

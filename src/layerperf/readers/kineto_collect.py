@@ -192,6 +192,11 @@ class Kinds:
             self._flops[k], self._bytes[k], self._mark[k] = kind.flops, kind.bytes, kind.step or bool(kind.note)
         return k
 
+    def unnumber(self) -> None:
+        """Forget the kinds' identity codes (a new stretch numbers its identities afresh), keeping the rest."""
+        n = len(self.kinds)
+        self._codes[:n][self._codes[:n] >= 0] = _UNSET
+
     def arrays(self) -> tuple[np.ndarray, ...]:
         """Per kind: class, identity code, derived FLOPs and bytes, whether a step or an annotation."""
         n = len(self.kinds)

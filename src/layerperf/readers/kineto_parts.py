@@ -12,6 +12,7 @@ in one process (which also reports any error at its true spot).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
 from layerperf.readers.kineto_links import ACTIVITY, KEYED, PART_SHIFT, keyed  # a part in a position's high bits
 from layerperf.readers.spill import Spill
 from layerperf.readers.stream import EventStream
+from layerperf.util.arrays import PartMaps
 
 _COPY = 1 << 18  # activities copied at a time
 
@@ -54,10 +56,14 @@ class Part:
 
 
 def read_part(stream: EventStream, directory: Path, index: int, drain: Any, record_dtype: np.dtype,
-              record: bool = False) -> Part:
+              record: bool = False, kinds: Kinds | None = None) -> Part:
     """Read one stretch (``drain``: :func:`layerperf.readers.kineto_stream._drain`), spilling into
-    ``directory`` (``record``: also what :class:`~layerperf.readers.kineto_activities.Recorder` keeps)."""
-    builder, threads, kinds = TableBuilder(), Interner(), Kinds()
+    ``directory`` (``record``: also what :class:`~layerperf.readers.kineto_activities.Recorder` keeps;
+    ``kinds``: what the process worked out of the events of its earlier stretches)."""
+    builder, threads = TableBuilder(), Interner()
+    if kinds is None:
+        kinds = Kinds()
+    kinds.unnumber()  # the identities are this stretch's own, numbered afresh
     cpu, dev = Cpu(), Device()
     steps: list[tuple[float, float]] = []
     notes: list[tuple[str, bool, float, float]] = []
@@ -123,13 +129,18 @@ def _moved(spill: Spill, directory: Path) -> list[tuple[Path, int]]:
 
 def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtype,
                   record: bool = False) -> list[Part] | None:
-    """The trace read as two parts side by side; None when it can't be (the caller reads it in one)."""
-    return parallel.side_by_side(path, lambda stream, k: read_part(stream, directory, k, drain, record_dtype,
-                                                                   record))
+    """The trace read by two processes side by side, a part per stretch, in file order; None when it can't
+    be (the caller reads it in one)."""
+    kinds: dict[int, Kinds] = {}  # per process: its events' kinds, worked out once for all its stretches
+
+    def read(stream: EventStream, k: int) -> Part:
+        return read_part(stream, directory, k, drain, record_dtype, record, kinds.setdefault(os.getpid(), Kinds()))
+
+    return parallel.side_by_side(path, read)
 
 
 def merged(parts: list[Part], builder: TableBuilder, threads: Interner, spill: Spill, ops: Spill, calls: Spill,
-           activities: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+           activities: Path) -> tuple[PartMaps, PartMaps]:
     """Adopt the parts' runs and join their activities into one file, renumbered; the maps from each part's
     identity and thread codes to the merged ones."""
     ident_maps, thread_maps = [], []
@@ -149,17 +160,12 @@ def merged(parts: list[Part], builder: TableBuilder, threads: Interner, spill: S
                         if imap.size else block["ident"]
                     block.tofile(out)
             p.activities.unlink()
-    return ident_maps, thread_maps
+    return PartMaps(ident_maps), PartMaps(thread_maps)
 
 
-def renumbered(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray]) -> np.ndarray:
-    """Records of any part with the merged identity and thread codes (in place)."""
+def renumbered(block: np.ndarray, maps: tuple[PartMaps, PartMaps]) -> np.ndarray:
+    """Records of any part with the merged identity and thread codes (in place; ``maps``: of :func:`merged`)."""
     part = block["seq"] >> PART_SHIFT
-    for k in range(1, len(ident_maps)):
-        mine = part == k
-        if mine.any():
-            ident = block["ident"][mine].astype(np.int64)
-            imap = ident_maps[k]
-            block["ident"][mine] = np.where(ident >= 0, imap[np.maximum(ident, 0)] if imap.size else -1, -1)
-            block["thread"][mine] = thread_maps[k][block["thread"][mine].astype(np.int64)]
+    block["ident"] = maps[0](part, block["ident"])
+    block["thread"] = maps[1](part, block["thread"])
     return block

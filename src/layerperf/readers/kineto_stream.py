@@ -34,6 +34,7 @@ from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import thread_ids, to_ns
+from layerperf.util.arrays import PartMaps
 
 RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                    ("thread", "<i4"), ("ident", "<i4"), ("is_op", "?"), ("flops", "<f8"), ("bytes", "<f8"),
@@ -132,7 +133,7 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
     if devices := from_skeleton(read.skeleton):
         info["devices"] = devices
     if parts is not None:
-        info["processes"] = len(parts)
+        info["processes"], info["stretches"] = 2, len(parts)
     folded.meta = {**info, **meta}
     return folded
 
@@ -150,7 +151,7 @@ class _Read:
     min_ts: float
     dropped: Dropped
     skeleton: Any
-    maps: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # per part: identity and thread maps
+    maps: tuple[PartMaps, PartMaps] | None = None  # the parts' identity and thread codes, merged
     windows: list[tuple[float, float]] = field(default_factory=list)  # the steps (one process only)
     notes: list[tuple[str, bool, float, float]] = field(default_factory=list)  # the annotations (likewise)
 
@@ -243,13 +244,13 @@ def _lone_tables(builder: TableBuilder, links: DiskLinks, origin: float) -> Any:
                          recs["pid"], recs["tid"], origin)
 
 
-def _segments(spill: Spill, origin: float, maps: tuple[list[np.ndarray], list[np.ndarray]] | None) -> Any:
+def _segments(spill: Spill, origin: float, maps: tuple[PartMaps, PartMaps] | None) -> Any:
     """The CPU records in nesting order (``maps``: renumbered from the parts' codes), cut where nothing is
     open (:func:`streaming.cuts`)."""
     pieces: list[np.ndarray] = []  # joined once there are enough (not block by block: quadratic)
     held, need = 0, streaming.SEGMENT_RECORDS
     for block in spill.sorted_blocks():
-        pieces.append(block if maps is None else kineto_parts.renumbered(block, *maps))
+        pieces.append(block if maps is None else kineto_parts.renumbered(block, maps))
         held += block.size
         if held < need:
             continue

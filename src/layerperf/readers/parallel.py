@@ -65,33 +65,65 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     return table
 
 
-def side_by_side(path: Path, read: Callable[[EventStream, int], Any]) -> list[Any] | None:
-    """``read(stream, k)`` of each of two stretches of the trace at ``path`` (plain or gzipped,
-    :func:`layerperf.readers.gzsplit.split`), the second in a forked child; None when the file can't be cut
-    or either side fails (the caller reads it in one process, which reports any error rightly)."""
+def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: bool = True) -> list[Any] | None:
+    """``read(stream, k)`` of every stretch ``k`` of the trace at ``path`` (plain or gzipped,
+    :func:`layerperf.readers.gzsplit.stretches`; ``even`` as there), in stretch order, read by this process
+    and a forked child side by side: this process takes the first stretch, the child the second, then each
+    the next one nobody has taken whenever it is free, so both stay busy to the end however unevenly the
+    file's parts cost. None when the file can't be cut or either side fails (the caller reads it in one
+    process, which reports any error rightly)."""
     try:
-        streams = gzsplit.split(path, 2)
+        cut = gzsplit.stretches(path, even=even)
     except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
         return None
-    if streams is None:
+    if cut is None:
         return None
-    first, second = streams
-    # any failure: read again in one process, which reports any error rightly
-    return _both(lambda: read(first(), 0), lambda: read(second(), 1), (Exception,))
+    opens, done = cut
+    # the stretches' numbers, taken one at a time from a pipe both processes read (a read is atomic)
+    r, w = os.pipe()
+    try:
+        os.write(w, b"".join(k.to_bytes(_TOKEN, "little") for k in range(len(opens))))
+    finally:
+        os.close(w)
+
+    def take(token: bytes) -> list[tuple[int, Any]]:
+        got = []
+        try:
+            while len(token) == _TOKEN:
+                k = int.from_bytes(token, "little")
+                got.append((k, read(opens[k](), k)))
+                token = os.read(r, _TOKEN)
+        finally:
+            done()
+        return got
+
+    try:
+        first = os.read(r, _TOKEN)  # taken before the child exists: the first stretch is this process's
+        both = _both(lambda: take(first), lambda: take(os.read(r, _TOKEN)), (Exception,))  # any failure: one process
+    finally:
+        os.close(r)
+    if both is None:
+        return None
+    results = sorted(both[0] + both[1], key=lambda kr: kr[0])
+    return [r for _, r in results] if [k for k, _ in results] == list(range(len(opens))) else None
+
+
+_TOKEN = 2  # bytes of a stretch's number in the pipe (gzsplit.MAX_STRETCHES fits)
 
 
 def _both(mine: Callable[[], Any], theirs: Callable[[], Any],
           failures: tuple[type[BaseException], ...]) -> list[Any] | None:
     """``mine()`` here and ``theirs()`` in a forked child, side by side: both results, or None when either
-    fails (here: one of ``failures``) or no child can be forked. Interrupted here (Ctrl-C), the child's
-    work is of no use: it is stopped at once."""
+    fails (here: one of ``failures``, and the child is stopped at once) or no child can be forked.
+    Interrupted here (Ctrl-C), the child's work is of no use: it is stopped at once."""
     child = fork(theirs)
     if child is None:
         return None
     try:
         got = mine()
     except failures:
-        got = None
+        child.kill()
+        return None
     except BaseException:
         child.kill()
         raise

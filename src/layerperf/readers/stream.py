@@ -485,14 +485,16 @@ class _Stretch:
         self._release()
         return out
 
-    def _release(self) -> None:
-        """Give back the mapped pages read past: they are the page cache's to keep, and counted in this
-        process's resident memory while mapped (a 2.7 GB file would be 2.7 GB of it by the end)."""
+    def _release(self, least: int = _RELEASE) -> None:
+        """Give back the mapped pages read past (``least`` bytes of them at a time): they are the page
+        cache's to keep, and counted in this process's resident memory while mapped (a 2.7 GB file would be
+        2.7 GB of it by the end)."""
         upto = self.pos - self.pos % _PAGE
-        if isinstance(self.data, mmap.mmap) and upto - self.released >= _RELEASE:
+        if isinstance(self.data, mmap.mmap) and upto - self.released >= max(least, 1):
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 self.data.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
             self.released = upto
 
     def close(self) -> None:
-        pass
+        """The stretch read: its pages are given back whatever their number (a process reads many)."""
+        self._release(0)

@@ -23,6 +23,7 @@ read whole (:func:`layerperf.readers.detect.read_table`).
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.tef import Idents, Part, Slices
+from layerperf.util.arrays import PartMaps
 
 SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
 DRAIN_ROWS = 1 << 16  # timed events gathered before they become records (fewer, larger numpy steps)
@@ -109,11 +111,11 @@ class _Spilled:
 
 
 def _spill_part(stream: EventStream, reader: ModuleType, directory: Path, part_index: int,
-                zero_first: bool) -> _Spilled:
+                zero_first: bool, reading: Any = None) -> _Spilled:
     spill = Spill(zero_first, str(directory))  # inside the parent's directory: removed with it
     threads = Interner()
     slices = SpillSlices(spill, threads, part_index)
-    part = reader.part(stream, slices, threads)
+    part = reader.part(stream, slices, threads, reading)
     slices.drain()
     spill.flush()
     return _Spilled(part, spill.runs, slices.min_ts_us)
@@ -135,7 +137,12 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
 
 
 def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: bool) -> list[_Spilled] | None:
-    return parallel.side_by_side(path, lambda stream, k: _spill_part(stream, reader, directory, k, zero_first))
+    readings: dict[int, Any] = {}  # per process: the reader's Reading, carried from stretch to stretch
+
+    def read(stream: EventStream, k: int) -> _Spilled:
+        return _spill_part(stream, reader, directory, k, zero_first, readings.setdefault(os.getpid(), reader.Reading()))
+
+    return parallel.side_by_side(path, read, even=False)  # their events cost alike: a gzipped one cut in two
 
 
 def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta: dict[str, Any],
@@ -146,16 +153,16 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
     dropped = Dropped()
     for s in spilled:
         dropped.merge(s.part.dropped)
-    extra = _cross_pairs([s.part for s in spilled], builder, threads, dropped)
-    if extra[0].size:  # sorted in with the rest: they may enclose, or lie in, events of either part
-        ident_maps.append(np.arange(len(builder.idents()), dtype=np.int64))
-        thread_maps.append(np.arange(len(threads.table), dtype=np.int64))
-        spill.add(_records(extra, len(spilled), threads))
     counters: dict[int, dict[str, float]] = {}
     int_ops: dict[int, float] = {}
     for s, imap in zip(spilled, ident_maps, strict=True):
         counters.update({int(imap[k]): v for k, v in s.part.ident_counters.items()})
         int_ops.update({int(imap[k]): v for k, v in s.part.ident_int_ops.items()})
+    extra = _cross_pairs([s.part for s in spilled], builder, threads, dropped)
+    if extra[0].size:  # sorted in with the rest: they may enclose, or lie in, events of any part
+        ident_maps.append(np.arange(len(builder.idents()), dtype=np.int64))
+        thread_maps.append(np.arange(len(threads.table), dtype=np.int64))
+        spill.add(_records(extra, len(spilled), threads))
     origin = min([s.min_ts_us for s in spilled] + ([float(extra[1].min())] if extra[1].size else []))
     origin = 0.0 if not np.isfinite(origin) else origin
 
@@ -163,7 +170,7 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
     folded.declare(builder.idents())
     total_ns = 0.0
     proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)
-    for columns in _segments(spill, ident_maps, thread_maps, origin):
+    for columns in _segments(spill, (PartMaps(ident_maps), PartMaps(thread_maps)), origin):
         table = reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
                              {}, origin_us=origin)
         total_ns += float(table.total_ns.sum())
@@ -174,8 +181,8 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
                             "total_ns": total_ns, "spilled_records": spill.records}
     if reader is ort:
         info.update(runs=sum(p.runs for p in parts), inclusive_flops=True)
-    if len(spilled) > 1:
-        info["processes"] = len(spilled)
+    if len(spilled) > 1:  # read in stretches by two processes (parallel.side_by_side)
+        info["processes"], info["stretches"] = 2, len(spilled)
     if dropped:
         info["dropped"] = dropped.doc()
     folded.meta = {**info, **meta}
@@ -217,14 +224,13 @@ def _records(columns: tuple[np.ndarray, ...], part_index: int, threads: Interner
     return rec
 
 
-def _segments(spill: Spill, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray],
-              origin_us: float) -> Iterator[tuple[np.ndarray, ...]]:
+def _segments(spill: Spill, maps: tuple[PartMaps, PartMaps], origin_us: float) -> Iterator[tuple[np.ndarray, ...]]:
     """The records in nesting order, in global codes, as columns (thread, ts, dur, ident, flops, bytes),
     cut where nothing is open on the thread."""
     pieces: list[tuple[np.ndarray, ...]] = []  # joined once there are enough (not block by block: quadratic)
     held, need = 0, SEGMENT_RECORDS
     for block in spill.sorted_blocks():
-        pieces.append(_columns(block, ident_maps, thread_maps))
+        pieces.append(_columns(block, maps))
         held += block.size
         if held < need:
             continue
@@ -252,17 +258,10 @@ def _joined(pieces: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     return pieces[0] if len(pieces) == 1 else tuple(np.concatenate(c) for c in zip(*pieces, strict=True))
 
 
-def _columns(block: np.ndarray, ident_maps: list[np.ndarray], thread_maps: list[np.ndarray]) -> tuple[np.ndarray, ...]:
-    part = block["part"].astype(np.int64)
-    ident = block["ident"].astype(np.int64)
-    thread = block["thread"].astype(np.int64)
-    for k, (imap, tmap) in enumerate(zip(ident_maps, thread_maps, strict=True)):
-        mine = part == k
-        if mine.any():
-            ident[mine] = imap[ident[mine]]
-            thread[mine] = tmap[thread[mine]]
-    return (thread, block["ts_us"].copy(), -block["neg_dur"], ident, block["flops"].copy(), block["bytes"].copy(),
-            block["thread_key"].copy())
+def _columns(block: np.ndarray, maps: tuple[PartMaps, PartMaps]) -> tuple[np.ndarray, ...]:
+    part = block["part"]
+    return (maps[1](part, block["thread"]), block["ts_us"].copy(), -block["neg_dur"], maps[0](part, block["ident"]),
+            block["flops"].copy(), block["bytes"].copy(), block["thread_key"].copy())
 
 
 def _cuts(cols: tuple[np.ndarray, ...], origin_us: float) -> list[int]:

@@ -332,13 +332,24 @@ class Part:
     dropped: Dropped = field(default_factory=Dropped)  # events left out, by reason
 
 
-def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None) -> Part:
+class Reading:
+    """The identities met so far, numbered in the order met, kept for the next stretch a process reads (see
+    :class:`layerperf.readers.ort.Reading`)."""
+
+    def __init__(self) -> None:
+        self.builder = TableBuilder()
+        self.idents = Idents(_generic_key(self.builder), _arg_key)
+
+
+def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None,
+         reading: Reading | None = None) -> Part:
     """Read a stretch of events; :func:`merge` turns parts read in order into the table. ``slices`` and
     ``threads`` (given together) take the timed events as they come (a spill to disk, say): the part's
-    columns are then what ``slices`` kept."""
-    builder = TableBuilder()
+    columns are then what ``slices`` kept. ``reading``: what this process's earlier stretches worked out
+    (the part's identities are then every one met so far)."""
+    reading = Reading() if reading is None else reading
+    builder, idents = reading.builder, reading.idents
     threads = Interner() if threads is None else threads
-    idents = Idents(_generic_key(builder), _arg_key)
     slices = Slices() if slices is None else slices
     open_b: dict[Any, list[Event]] = {}
     loose_e: list[Event] = []

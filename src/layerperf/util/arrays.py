@@ -17,3 +17,21 @@ def dense(key: np.ndarray) -> np.ndarray:
     present = np.zeros(high + 1, dtype=bool)
     present[key] = True
     return (np.cumsum(present, dtype=np.int64) - 1)[key]
+
+
+class PartMaps:
+    """Per part, a map from the part's own codes to merged ones, applied to records of every part in one
+    gather (not one masked pass per part: a trace read in many stretches has dozens of parts)."""
+
+    def __init__(self, maps: list[np.ndarray]) -> None:
+        sizes = [m.size for m in maps]
+        self.offset = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]]).astype(np.int64)
+        self.flat = np.concatenate(maps).astype(np.int64) if sum(sizes) else np.zeros(0, dtype=np.int64)
+
+    def __call__(self, part: np.ndarray, code: np.ndarray) -> np.ndarray:
+        """Each record's code in the merged numbering (``part``: its part); a negative code (none) stays."""
+        code = np.asarray(code).astype(np.int64)  # a copy: the caller's column is left as it was
+        known = code >= 0
+        if known.any():
+            code[known] = self.flat[self.offset[np.asarray(part)[known].astype(np.int64)] + code[known]]
+        return code
