@@ -81,6 +81,29 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
 
 
+def test_gunzip_reads_and_skips_across_pieces(inflate: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads and skips of any size, across the inflated pieces (of 1,000 bytes here), give the bytes in order;
+    at the end a read gives what is left, then nothing."""
+    data = bytes(range(256)) * 40 + os.urandom(5000)  # 15,240 bytes, the end not compressible
+    path = tmp_path / "d.gz"
+    path.write_bytes(gzip.compress(data))
+    monkeypatch.setattr(gunzip, "PIECE", 1000)
+    f = gunzip.GunzipAhead(path)
+    at = 0
+    try:
+        for op, n in [("read", 10), ("skip", 2500), ("read", 3000), ("read", 1), ("skip", 0), ("read", 990),
+                      ("skip", 1), ("read", 0), ("read", 4000), ("skip", 999)]:
+            if op == "read":
+                assert f.read(n) == data[at:at + n], (op, n, at)
+            else:
+                assert f.skip(n) == n
+            at += n
+        assert f.read(100_000) == data[at:]
+        assert f.read(10) == b"" and f.skip(10) == 0
+    finally:
+        f.close()
+
+
 @pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
 def test_streaming_equals_whole_file(tiny: None, inflate: str, tmp_path: Path, make: object) -> None:
     path = make(tmp_path / "t.json")  # type: ignore[operator]

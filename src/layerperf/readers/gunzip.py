@@ -15,6 +15,7 @@ import os
 import queue
 import threading
 import zlib
+from collections import deque
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
@@ -46,7 +47,8 @@ class GunzipAhead:
         self.path = path
         self._zlib = engine_module or engine()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
-        self._buf = b""
+        self._pieces: deque[bytes] = deque()  # inflated, not read yet: the first from ``_off`` on
+        self._held = self._off = 0  # bytes in the pieces; bytes of the first already read
         self._done = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._inflate, name="layerperf-gunzip", daemon=True)
@@ -86,25 +88,57 @@ class GunzipAhead:
             except queue.Full:
                 continue
 
+    def _next(self) -> bool:
+        """Take the next inflated piece into ``_pieces``; False at the end; raises what inflating raised."""
+        if self._done:
+            return False
+        item = self._queue.get()
+        if item is _END:
+            self._done = True
+            return False
+        if isinstance(item, Exception):
+            self._done = True
+            self.close()
+            if isinstance(item, EOFError | zlib.error):
+                raise item
+            raise zlib.error(str(item)) from item  # ISA-L's own error class: as zlib's
+        self._pieces.append(item)
+        self._held += len(item)
+        return True
+
     def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` decompressed bytes (fewer only at the end); raises what inflating raised."""
-        while not self._done and (n < 0 or len(self._buf) < n):
-            item = self._queue.get()
-            if item is _END:
-                self._done = True
-            elif isinstance(item, Exception):
-                self._done = True
-                self.close()
-                if isinstance(item, EOFError | zlib.error):
-                    raise item
-                raise zlib.error(str(item)) from item  # ISA-L's own error class: as zlib's
-            else:
-                self._buf = self._buf + item if self._buf else item
-        if n < 0 or n >= len(self._buf):
-            out, self._buf = self._buf, b""
-        else:
-            out, self._buf = self._buf[:n], self._buf[n:]
-        return out
+        """Up to ``n`` decompressed bytes (fewer only at the end); raises what inflating raised. The pieces
+        are kept as inflated and only what is returned is copied (joining and re-slicing one buffer copied
+        every byte ~4 times over: 1.4 s of a 10M-event trace's reading)."""
+        while (n < 0 or self._held - self._off < n) and self._next():
+            pass
+        want = self._held - self._off if n < 0 else min(n, self._held - self._off)
+        out = []
+        while want:
+            piece = self._pieces[0]
+            take = min(want, len(piece) - self._off)
+            out.append(piece[self._off:self._off + take] if take < len(piece) else piece)
+            self._drop(take)
+            want -= take
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def skip(self, n: int) -> int:
+        """Drop up to ``n`` decompressed bytes without copying them; how many were dropped."""
+        left = n
+        while left:
+            if self._held == self._off and not self._next():
+                break
+            step = min(left, len(self._pieces[0]) - self._off)
+            self._drop(step)
+            left -= step
+        return n - left
+
+    def _drop(self, n: int) -> None:
+        """Forget the first ``n`` bytes held (at most the first piece's rest)."""
+        self._off += n
+        if self._off == len(self._pieces[0]):
+            self._held -= len(self._pieces.popleft())
+            self._off = 0
 
     def close(self) -> None:
         self._stop.set()

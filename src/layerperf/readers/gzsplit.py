@@ -37,7 +37,7 @@ MIN_DECOMPRESSED = 64 << 20  # below this one process reads it (forking and infl
 STRETCH_BYTES = 8 << 20  # (decompressed) bytes a stretch has about: what a free process takes at a time
 MAX_STRETCHES = 64  # a record keeps its part in a byte (streaming.RECORD's "part")
 _SAMPLE = 1 << 20  # compressed bytes inflated to estimate the ratio
-_SKIP = 8 << 20  # decompressed bytes inflated and dropped at a time, skipping another process's stretch
+_SKIP = 8 << 20  # decompressed bytes read ahead at a time while a cut is looked for
 
 
 def is_gzip(path: Path) -> bool:
@@ -152,11 +152,11 @@ class _Pass:
         """Move reading forward to ``offset``, inflating and dropping what lies before it."""
         if offset < self.start + self.off:
             raise InputError(f"{self.src.path}: stretches taken out of order")
-        while offset > self.start + len(self.buf):
-            self.start, self.buf, self.off = self.start + len(self.buf), b"", 0
-            self.buf = self.src.read(min(_SKIP, offset - self.start))
-            if not self.buf:
+        gap = offset - self.start - len(self.buf)
+        if gap > 0:  # past what is held: the rest is dropped as it is inflated, never copied
+            if self.src.skip(gap) < gap:
                 raise InputError(f"{self.src.path}: shorter than its share point")
+            self.start, self.buf = offset, b""
         self.off = offset - self.start
 
     def read(self, n: int, end: int | None) -> bytes:
