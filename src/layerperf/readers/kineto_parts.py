@@ -1,12 +1,13 @@
 """A big PyTorch (Kineto) trace read by two processes before it is folded, as the other formats are.
 
-The file is cut in two at an event boundary (:func:`layerperf.readers.gzsplit.split`, plain or gzipped);
-a forked child reads the second stretch while this process reads the first, each spilling its CPU records,
-op External ids and call correlations into sorted runs and writing its device activities to a file of its
-own, with row identities and threads numbered locally. The parts then merge: identities and threads are
-renumbered into one numbering in file order (the first part's, then what the second adds: as one process
-reading the whole file numbers them), a record's part is the high bits of its file-order ``seq``, and the
-second part's activities follow the first's. Anything unexpected returns None and the caller reads the file
+The file is cut into stretches at event boundaries (:func:`layerperf.readers.gzsplit.stretches`, plain or
+gzipped) that this process and a forked child share out (:func:`layerperf.readers.parallel.side_by_side`).
+Each process spills the CPU records, op External ids and call correlations of every stretch it takes into
+sorted runs of its own, and writes each stretch's device activities to a file, with row identities and
+threads numbered per stretch. The parts then merge: identities and threads are renumbered into one
+numbering in file order (the first stretch's, then what each next one adds: as one process reading the
+whole file numbers them), a record's stretch is the high bits of its file-order ``seq``, and the stretches'
+activities follow one another in file order. Anything unexpected returns None and the caller reads the file
 in one process (which also reports any error at its true spot).
 """
 
@@ -33,11 +34,8 @@ _COPY = 1 << 18  # activities copied at a time
 
 @dataclass
 class Part:
-    """What one stretch of the trace gave: its runs and files, and its identities and threads in order."""
+    """What one stretch of the trace gave: its activities' file, its identities and threads in order."""
 
-    runs: list[tuple[Path, int]]
-    op_runs: list[tuple[Path, int]]
-    call_runs: list[tuple[Path, int]]
     activities: Path
     idents: list[Any]
     threads: list[Any]
@@ -48,34 +46,56 @@ class Part:
     min_ts: float = np.inf
     dropped: Dropped = field(default_factory=Dropped)
     skeleton: Any = None
-    # kept for the GPU views only (``record``): the ops and calls with their times, the steps, the annotations
-    record_op_runs: list[tuple[Path, int]] = field(default_factory=list)
-    record_call_runs: list[tuple[Path, int]] = field(default_factory=list)
+    # kept for the GPU views only (``record``): the steps, the annotations
     windows: list[tuple[float, float]] = field(default_factory=list)
     notes: list[tuple[str, bool, float, float]] = field(default_factory=list)
 
 
-def read_part(stream: EventStream, directory: Path, index: int, drain: Any, record_dtype: np.dtype,
-              record: bool = False, kinds: Kinds | None = None) -> Part:
-    """Read one stretch (``drain``: :func:`layerperf.readers.kineto_stream._drain`), spilling into
-    ``directory`` (``record``: also what :class:`~layerperf.readers.kineto_activities.Recorder` keeps;
-    ``kinds``: what the process worked out of the events of its earlier stretches)."""
-    builder, threads = TableBuilder(), Interner()
-    if kinds is None:
-        kinds = Kinds()
+@dataclass
+class Runs:
+    """One process's sorted runs, spanning the stretches it took: CPU records, op External ids, call
+    correlations, and (for the GPU views) the ops and calls with their times."""
+
+    records: list[tuple[Path, int]] = field(default_factory=list)
+    ops: list[tuple[Path, int]] = field(default_factory=list)
+    calls: list[tuple[Path, int]] = field(default_factory=list)
+    record_ops: list[tuple[Path, int]] = field(default_factory=list)
+    record_calls: list[tuple[Path, int]] = field(default_factory=list)
+
+
+class Reading:
+    """One process's reading across the stretches it takes: the kinds it worked out, and spills whose runs
+    span its stretches — as few as one process reading the whole file writes, however many stretches there
+    are — moved up into ``directory`` once it has taken its last (:meth:`finish`)."""
+
+    def __init__(self, directory: Path, record_dtype: np.dtype) -> None:
+        self.directory = directory
+        self.kinds = Kinds()
+        self.spills = tuple(Spill(False, str(directory), dtype=d)
+                            for d in (record_dtype, KEYED, KEYED, kineto_activities.OWNER, kineto_activities.CALL))
+
+    def finish(self) -> Runs:
+        """The runs, moved into the directory (the spills' own directories go)."""
+        try:
+            return Runs(*(_moved(s, self.directory) for s in self.spills))
+        finally:
+            for s in self.spills:
+                s.close()
+
+
+def read_part(stream: EventStream, reading: Reading, index: int, drain: Any, record: bool = False) -> Part:
+    """Read one stretch (``drain``: :func:`layerperf.readers.kineto_stream._drain`) into ``reading``'s spills
+    (``record``: also what :class:`~layerperf.readers.kineto_activities.Recorder` keeps)."""
+    builder, threads, kinds = TableBuilder(), Interner(), reading.kinds
     kinds.unnumber()  # the identities are this stretch's own, numbered afresh
+    spill, ops, calls, record_ops, record_calls = reading.spills
     cpu, dev = Cpu(), Device()
     steps: list[tuple[float, float]] = []
     notes: list[tuple[str, bool, float, float]] = []
     keys: list[int] = []
-    out = Part([], [], [], directory / f"activities{index}.bin", [], [])
+    out = Part(reading.directory / f"activities{index}.bin", [], [])
     base = index << PART_SHIFT
-    with Spill(False, str(directory), dtype=record_dtype) as spill, \
-            Spill(False, str(directory), dtype=KEYED) as ops, Spill(False, str(directory), dtype=KEYED) as calls, \
-            Spill(False, str(directory), dtype=kineto_activities.OWNER) as record_ops, \
-            Spill(False, str(directory), dtype=kineto_activities.CALL) as record_calls, \
-            out.activities.open("wb") as activities:
-        # the spills' own directories are removed on leaving: their runs are moved up into ``directory``
+    with out.activities.open("wb") as activities:
         seq = base
 
         def flush() -> None:
@@ -107,8 +127,6 @@ def read_part(stream: EventStream, directory: Path, index: int, drain: Any, reco
             if len(cpu) >= streaming.DRAIN_ROWS or len(dev) >= streaming.DRAIN_ROWS:
                 flush()
         flush()
-        out.runs, out.op_runs, out.call_runs = (_moved(s, directory) for s in (spill, ops, calls))
-        out.record_op_runs, out.record_call_runs = _moved(record_ops, directory), _moved(record_calls, directory)
     out.records, out.steps = seq - base, len(steps)
     if record:
         out.windows, out.notes = steps, notes
@@ -128,30 +146,33 @@ def _moved(spill: Spill, directory: Path) -> list[tuple[Path, int]]:
 
 
 def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtype,
-                  record: bool = False) -> list[Part] | None:
-    """The trace read by two processes side by side, a part per stretch, in file order; None when it can't
-    be (the caller reads it in one)."""
-    kinds: dict[int, Kinds] = {}  # per process: its events' kinds, worked out once for all its stretches
+                  record: bool = False) -> tuple[list[Part], list[Runs]] | None:
+    """The trace read by two processes side by side: a part per stretch, in file order, and each process's
+    runs; None when it can't be (the caller reads it in one)."""
+    readings: dict[int, Reading] = {}  # per process, made there
 
-    def read(stream: EventStream, k: int) -> Part:
-        return read_part(stream, directory, k, drain, record_dtype, record, kinds.setdefault(os.getpid(), Kinds()))
+    def mine() -> Reading:
+        return readings.setdefault(os.getpid(), Reading(directory, record_dtype))
 
-    return parallel.side_by_side(path, read)
+    got = parallel.side_by_side(path, lambda stream, k: read_part(stream, mine(), k, drain, record),
+                                finish=lambda: mine().finish())
+    return None if got is None else (got[:-2], got[-2:])
 
 
-def merged(parts: list[Part], builder: TableBuilder, threads: Interner, spill: Spill, ops: Spill, calls: Spill,
-           activities: Path) -> tuple[PartMaps, PartMaps]:
-    """Adopt the parts' runs and join their activities into one file, renumbered; the maps from each part's
-    identity and thread codes to the merged ones."""
+def merged(parts: list[Part], runs: list[Runs], builder: TableBuilder, threads: Interner, spill: Spill, ops: Spill,
+           calls: Spill, activities: Path) -> tuple[PartMaps, PartMaps]:
+    """Adopt the processes' runs and join the parts' activities into one file, renumbered; the maps from each
+    part's identity and thread codes to the merged ones."""
+    for r in runs:
+        spill.adopt(r.records)
+        ops.adopt(r.ops)
+        calls.adopt(r.calls)
     ident_maps, thread_maps = [], []
     with activities.open("wb") as out:
         for p in parts:
             imap = np.asarray(builder.ident_codes(p.idents), dtype=np.int64)
             ident_maps.append(imap)
             thread_maps.append(np.asarray(threads.codes(p.threads), dtype=np.int64))
-            spill.adopt(p.runs)
-            ops.adopt(p.op_runs)
-            calls.adopt(p.call_runs)
             # plain reads a block at a time: a mapped file's pages read through would stay resident (~64
             # bytes per activity, 380 MiB at 30M events)
             with p.activities.open("rb") as acts:

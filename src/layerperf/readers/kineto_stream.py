@@ -101,7 +101,7 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
             parts = kineto_parts.two_processes(path, spill.dir, _drain, RECORD,  # type: ignore[arg-type]
                                                record=recorder is not None)
         if parts is not None:
-            read = _Read.of_parts(parts, stream, spill, ops, calls, recorder)
+            read = _Read.of_parts(*parts, stream, spill, ops, calls, recorder)
         else:
             read = _read_one(open_events(path) if split else stream, spill, ops, calls, recorder)  # type: ignore[arg-type]
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
@@ -133,7 +133,7 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
     if devices := from_skeleton(read.skeleton):
         info["devices"] = devices
     if parts is not None:
-        info["processes"], info["stretches"] = 2, len(parts)
+        info["processes"], info["stretches"] = 2, len(parts[0])
     folded.meta = {**info, **meta}
     return folded
 
@@ -156,13 +156,12 @@ class _Read:
     notes: list[tuple[str, bool, float, float]] = field(default_factory=list)  # the annotations (likewise)
 
     @classmethod
-    def of_parts(cls, parts: list[kineto_parts.Part], stream: EventStream, spill: Spill, ops: Spill,
-                 calls: Spill, recorder: kineto_activities.Recorder | None) -> _Read:
+    def of_parts(cls, parts: list[kineto_parts.Part], runs: list[kineto_parts.Runs], stream: EventStream,
+                 spill: Spill, ops: Spill, calls: Spill, recorder: kineto_activities.Recorder | None) -> _Read:
         builder, threads = TableBuilder(), Interner()
-        maps = kineto_parts.merged(parts, builder, threads, spill, ops, calls, _activities_path(spill, recorder))
+        maps = kineto_parts.merged(parts, runs, builder, threads, spill, ops, calls, _activities_path(spill, recorder))
         if recorder is not None:
-            recorder.adopt([r for p in parts for r in p.record_op_runs], [r for p in parts for r in p.record_call_runs],
-                           maps[0])
+            recorder.adopt([x for r in runs for x in r.record_ops], [x for r in runs for x in r.record_calls], maps[0])
         dropped = Dropped()
         for p in parts:
             dropped.merge(p.dropped)

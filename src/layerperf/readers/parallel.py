@@ -65,13 +65,15 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     return table
 
 
-def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: bool = True) -> list[Any] | None:
+def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: bool = True,
+                 finish: Callable[[], Any] | None = None) -> list[Any] | None:
     """``read(stream, k)`` of every stretch ``k`` of the trace at ``path`` (plain or gzipped,
     :func:`layerperf.readers.gzsplit.stretches`; ``even`` as there), in stretch order, read by this process
     and a forked child side by side: this process takes the first stretch, the child the second, then each
     the next one nobody has taken whenever it is free, so both stay busy to the end however unevenly the
-    file's parts cost. None when the file can't be cut or either side fails (the caller reads it in one
-    process, which reports any error rightly)."""
+    file's parts cost. ``finish``: called in each process once it has taken its last stretch, its two results
+    (this process's, then the child's) following the stretches' in the list. None when the file can't be cut
+    or either side fails (the caller reads it in one process, which reports any error rightly)."""
     try:
         cut = gzsplit.stretches(path, even=even)
     except (OSError, ValueError):  # the file can't be mapped (an address-space limit, say): one process
@@ -86,7 +88,7 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
     finally:
         os.close(w)
 
-    def take(token: bytes) -> list[tuple[int, Any]]:
+    def take(token: bytes) -> tuple[list[tuple[int, Any]], Any]:
         got = []
         try:
             while len(token) == _TOKEN:
@@ -95,7 +97,7 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
                 token = os.read(r, _TOKEN)
         finally:
             done()
-        return got
+        return got, finish() if finish is not None else None
 
     try:
         first = os.read(r, _TOKEN)  # taken before the child exists: the first stretch is this process's
@@ -104,8 +106,11 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
         os.close(r)
     if both is None:
         return None
-    results = sorted(both[0] + both[1], key=lambda kr: kr[0])
-    return [r for _, r in results] if [k for k, _ in results] == list(range(len(opens))) else None
+    (mine, my_end), (theirs, their_end) = both
+    results = sorted(mine + theirs, key=lambda kr: kr[0])
+    if [k for k, _ in results] != list(range(len(opens))):
+        return None
+    return [r for _, r in results] + ([my_end, their_end] if finish is not None else [])
 
 
 _TOKEN = 2  # bytes of a stretch's number in the pipe (gzsplit.MAX_STRETCHES fits)
