@@ -161,6 +161,41 @@ class Folded:
             for k, i in enumerate(present.tolist()):
                 fig.sketch[i].add(ordered[bounds[k]:bounds[k + 1]])
 
+    def merge(self, other: Folded) -> None:
+        """Fold in what ``other`` folded (another process's share of the same trace's tables): its
+        identities in its order after this one's, its statistics combined slot by slot — sums and counts
+        added, extremes compared, sketches merged — as if its tables had been folded in here."""
+        slots = [self._slot(ident) for ident in other.idents]
+        for label in other.counter_labels:
+            if label not in self.counter_labels:
+                self.counter_labels.append(label)
+        for i, j in enumerate(slots):
+            self.count[j] += other.count[i]
+        self.calls += other.calls
+        self.nested, self.has_outer = self.nested or other.nested, self.has_outer or other.has_outer
+        self.has_device = self.has_device or other.has_device
+        n = len(self.idents)
+        for name, theirs in other.figures.items():
+            fig = self.figures.get(name)
+            if fig is None:
+                self.figures[name] = fig = _Figure()
+                for _ in range(n):
+                    _grow(fig, self.quantiles)
+            for grouping, per in theirs.once.items():
+                mine = fig.once.setdefault(grouping, [0.0] * n)
+                mine.extend([0.0] * (n - len(mine)))
+                for i, j in enumerate(slots):
+                    mine[j] += per[i]
+            for i, j in enumerate(slots):
+                if not other.count[i]:
+                    continue
+                fig.sum[j] += theirs.sum[i]
+                fig.sumsq[j] += theirs.sumsq[i]
+                fig.min[j] = _fmin(fig.min[j], theirs.min[i])
+                fig.max[j] = _fmax(fig.max[j], theirs.max[i])
+                if self.quantiles:
+                    fig.sketch[j].merge(theirs.sketch[i])
+
     # -- the aggregated table --------------------------------------------------------------------
     def table(self, by: str = "name", how: str = "sum", *, types: Sequence[str] = (),
               name: re.Pattern[str] | None = None) -> Calls:

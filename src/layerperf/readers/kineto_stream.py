@@ -25,7 +25,7 @@ import numpy as np
 from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import enclosing, outermost, self_times
-from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming
+from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming, twofold
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
@@ -110,11 +110,7 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
         try:
             if recorder is not None:
                 recorder.link()
-            total = 0.0
-            for seg in _segments(spill, origin, read.maps):
-                table = _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
-                total += float(table.total_ns.sum())
-                folded.add(table)
+            folded, total = _fold_segments(folded, spill, read, links, origin, two=recorder is None)
             for table in _lone_tables(read.builder, links, origin):
                 total += float(table.total_ns.sum())
                 folded.add(table)
@@ -136,6 +132,22 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
         info["processes"], info["stretches"] = 2, len(parts[0])
     folded.meta = {**info, **meta}
     return folded
+
+
+def _fold_segments(folded: Folded, spill: Spill, read: _Read, links: DiskLinks, origin: float,
+                   two: bool) -> tuple[Folded, float]:
+    """The CPU segments folded in (by two processes where it pays and ``two``: not while the links' runtime
+    calls are recorded for the GPU views); the accumulators and the calls' summed time."""
+    def table_of(seg: np.ndarray) -> Calls:
+        return _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
+
+    def reset() -> None:
+        links.orphans = []
+
+    folded, total, orphans = twofold.fold_all(lambda: _segments(spill, origin, read.maps), table_of, folded,
+                                              read.records if two else 0, extra=lambda: links.orphans, reset=reset)
+    links.orphans.extend(orphans or [])
+    return folded, total
 
 
 @dataclass

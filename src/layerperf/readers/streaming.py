@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import Interner, TableBuilder
+from layerperf.data.calls import Calls, Interner, TableBuilder
 from layerperf.data.fold import Folded
-from layerperf.readers import ort, parallel, tef
+from layerperf.readers import ort, parallel, tef, twofold
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
@@ -168,13 +168,14 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
 
     folded = Folded(quantiles=quantiles, sink=sink)
     folded.declare(builder.idents())
-    total_ns = 0.0
     proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)
-    for columns in _segments(spill, (PartMaps(ident_maps), PartMaps(thread_maps)), origin):
-        table = reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
-                             {}, origin_us=origin)
-        total_ns += float(table.total_ns.sum())
-        folded.add(table)
+    maps = (PartMaps(ident_maps), PartMaps(thread_maps))
+
+    def table_of(columns: tuple[np.ndarray, ...]) -> Calls:
+        return reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
+                            {}, origin_us=origin)
+
+    folded, total_ns, _ = twofold.fold_all(lambda: _segments(spill, maps, origin), table_of, folded, spill.records)
     parts = [s.part for s in spilled]
     info: dict[str, Any] = {"format": "ort" if reader is ort else "tef", "events": sum(p.events for p in parts),
                             "ts_origin_us": 0.0 if reader is ort else origin, "streamed": True,
