@@ -9,7 +9,9 @@ profiler trace, read by the Kineto reader; see ``trace_gen.py``) and compression
 trace is generated chunk by chunk (never held whole) into ``--dir`` and ``layerperf analyze`` runs on
 it in its own subprocess, ``--repeat`` times (median reported). Peak RSS is the largest of the
 process's own high-water mark and the sum over it and its children sampled every 5 ms (layerperf
-reads a big plain file in two processes). ``--before SRC`` runs another checkout's analyze on the
+reads a big file in two processes): pages a forked child shares with its parent count in both, so it is an
+upper bound. Peak PSS (sampled every 50 ms) counts a page shared by n processes 1/n in each: the memory
+the tree takes. ``--before SRC`` runs another checkout's analyze on the
 same files, alternately. The peers — ``json.load`` + pandas groupby, and Holistic Trace Analysis's
 parser (Kineto traces) — run where the trace has at most ``--peer-max`` events and they are
 installed. Each generated trace is deleted after its runs unless ``--keep``. The load average is
@@ -67,17 +69,38 @@ def _tree_rss_kib(pid: int) -> int:
     return total + sum(_tree_rss_kib(c) for c in children)
 
 
-def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MiB, exit code) of a command run on its own."""
+def _tree_pss_kib(pid: int) -> int:
+    """Proportional KiB of a process and its children: a page shared by n of them counts 1/n in each (a forked
+    helper's pages shared with its parent are counted once, as the memory they take)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except (OSError, StopIteration, ValueError):
+        return total
+    return total + sum(_tree_pss_kib(c) for c in children)
+
+
+Run = tuple[float, float, float, int]  # wall s, peak RSS MiB (summed over the tree: an upper bound), peak PSS MiB, exit
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None) -> Run:
+    """(wall seconds, peak RSS in MiB, peak PSS in MiB, exit code) of a command run on its own."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    tree_peak = 0
+    tree_peak = pss_peak = 0
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal tree_peak
+        nonlocal tree_peak, pss_peak
+        k = 0
         while not done.wait(0.005):
             tree_peak = max(tree_peak, _tree_rss_kib(proc.pid))
+            k += 1
+            if k % 10 == 0:  # every 50 ms: the kernel walks the page tables for it
+                pss_peak = max(pss_peak, _tree_pss_kib(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -88,7 +111,7 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
     code = os.waitstatus_to_exitcode(status)
     if code and proc.stderr is not None:
         sys.stderr.write(proc.stderr.read().decode(errors="replace")[-400:])
-    return wall, max(usage.ru_maxrss, tree_peak) / 1024, code
+    return wall, max(usage.ru_maxrss, tree_peak) / 1024, pss_peak / 1024, code
 
 
 def analyze_argv(src: Path, trace: Path, extra: list[str], report: bool = False) -> list[str]:
@@ -110,9 +133,9 @@ def _fits(module: str) -> bool:
     return True
 
 
-def _median(runs: list[tuple[float, float, int]]) -> tuple[float, float, int]:
+def _median(runs: list[Run]) -> Run:
     walls = sorted(r[0] for r in runs)
-    return walls[len(walls) // 2], max(r[1] for r in runs), max(r[2] for r in runs)
+    return walls[len(walls) // 2], max(r[1] for r in runs), max(r[2] for r in runs), max(r[3] for r in runs)
 
 
 def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]:
@@ -127,27 +150,27 @@ def bench_one(fmt: str, n: int, gz: bool, args: argparse.Namespace) -> list[str]
         print(f"  generated {path.name} in {time.perf_counter() - t0:.0f} s", flush=True)
     size = path.stat().st_size / 2**20
     trees = ([("before", args.before)] if args.before else []) + [("layerperf", HERE.parent / "src")]
-    runs: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in trees}
+    runs: dict[str, list[Run]] = {label: [] for label, _ in trees}
     before_load = load()
     for _ in range(args.repeat):  # alternately, so that the host's slow spells hit both alike
         for label, src in trees:
             runs[label].append(measure(analyze_argv(src, path, args.analyze_args.split(), args.report)))
     lines = []
     for label, rs in runs.items():
-        wall, rss, code = _median(rs)
+        wall, rss, pss, code = _median(rs)
         lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | {label} | {wall:.2f} | "
-                     f"{rss:,.0f} | {code} | {before_load} → {load()} |")
+                     f"{rss:,.0f} | {pss:,.0f} | {code} | {before_load} → {load()} |")
     if n <= args.peer_max:
         if _fits("pandas"):
-            wall, rss, code = measure([sys.executable, "-c", PANDAS, str(path)])
+            wall, rss, pss, code = measure([sys.executable, "-c", PANDAS, str(path)])
             lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | json.load + pandas | "
-                         f"{wall:.2f} | {rss:,.0f} | {code} | {load()} |")
+                         f"{wall:.2f} | {rss:,.0f} | {pss:,.0f} | {code} | {load()} |")
         if fmt == "kineto" and _fits("hta"):
             with tempfile.TemporaryDirectory() as d:
                 os.link(path, Path(d) / f"rank-0{suffix}")
-                wall, rss, code = measure([sys.executable, "-c", HTA, d])
+                wall, rss, pss, code = measure([sys.executable, "-c", HTA, d])
             lines.append(f"| {fmt} | {n:,} | {'gzip' if gz else 'plain'} | {size:,.0f} | HTA parser | {wall:.2f} | "
-                         f"{rss:,.0f} | {code} | {load()} |")
+                         f"{rss:,.0f} | {pss:,.0f} | {code} | {load()} |")
     path.with_suffix(".report.html").unlink(missing_ok=True)
     if not args.keep:
         path.unlink()
@@ -178,8 +201,8 @@ def main() -> None:
           f"free disk {shutil.disk_usage(args.dir).free / 2**30:.0f} GiB in {args.dir}; "
           + ("layerperf report TRACE -o page.html" if args.report else "layerperf analyze TRACE --format csv")
           + f" {args.analyze_args}".rstrip())
-    print("| format | events | file | MiB | tool | wall s | peak RSS MiB | exit | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| format | events | file | MiB | tool | wall s | peak RSS MiB | peak PSS MiB | exit | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     try:
         for n in (int(x) for x in args.events.split(",")):
             for fmt in args.formats.split(","):

@@ -3,7 +3,8 @@
 After a big trace is read, its records are merged in nesting order and cut into segments (whole nesting
 trees); each segment becomes a table of calls (nesting, device time, identities: numpy work) that is folded
 into the per-identity accumulators (:class:`layerperf.data.fold.Folded`). That used to run in one process
-while the other CPU idled: ~30% of a 10M-event PyTorch trace's time. Here the merging stays in this process,
+while the other CPU idled: ~30% of a 10M-event PyTorch trace's time (an ONNX Runtime profile's folding is
+mostly the merge: it stays in one process). Here the merging stays in this process,
 and each segment goes to whichever is free: the helper when it has finished its last one (it says so with a
 byte on a pipe), else this process. The helper folds its segments into accumulators of its own, returned at
 the end and merged in (:meth:`Folded.merge`); sums come out in another order (equal to ~1e-16), everything
