@@ -16,7 +16,6 @@ CPU time, not wall time: a busy host delays the pass but adds nothing to either 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -246,31 +245,6 @@ def test_disturbed_pairs_are_set_aside_unless_too_few_remain() -> None:
     assert pairs_disturbed(marks) == [False, True, True, False]
     assert kept([False, True, True, False, False]) == [True, False, False, True, True]
     assert kept([True, True, False]) == [True, True, True]  # 1 clean pair: not enough, all are used
-
-
-def test_the_yardstick_reads_the_slowest_cpu_of_the_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Timed on each CPU the process may run on, the slowest reading counts (a second vCPU slowed while the
-    first runs at full speed was missed when only the calling thread was timed); the thread's CPU set is as
-    it was after; where it can't be pinned, the calling thread's reading."""
-    from layerperf.util import cpu_speed
-
-    allowed = os.sched_getaffinity(0)
-    speed = {cpu: 10_000.0 for cpu in allowed}
-    slow = max(allowed)
-    speed[slow] = 25_000.0 if len(allowed) > 1 else 10_000.0
-
-    def timed() -> float:  # the reading of the CPU this thread is pinned to
-        here = os.sched_getaffinity(0)
-        return speed[next(iter(here))] if len(here) == 1 else 10_000.0
-
-    assert cpu_speed.slowest_cpu_yardstick_ns(timed) == speed[slow]
-    assert os.sched_getaffinity(0) == allowed
-
-    def refuse(pid: int, cpus: object) -> None:
-        raise OSError(22, "pinning refused")
-
-    monkeypatch.setattr(cpu_speed.os, "sched_setaffinity", refuse)
-    assert cpu_speed.slowest_cpu_yardstick_ns(timed) == 10_000.0
 
 
 @pytest.mark.parametrize(("disturbed", "pairs"), [(set(), 10), ({0, 3, 4, 9}, 14), (set(range(100)), 30)])

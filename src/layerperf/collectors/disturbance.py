@@ -1,5 +1,5 @@
-"""Whether a pass ran with the CPU to itself: the time its threads waited for a CPU and the speed of the
-slowest CPU it may run on (:mod:`layerperf.util.cpu_speed`) read before and after it.
+"""Whether a pass ran with the CPU to itself: the time its threads waited for a CPU and the CPU's speed
+(:mod:`layerperf.util.cpu_speed`) read before and after it.
 
 The counting passes of a stepwise executor are compared, layer by layer, with in-situ runs taken in
 between them; a pass or run that waited for a CPU or ran on a slowed one says more about the host than
@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from layerperf.util.cpu_speed import SLOW_FACTOR, run_queue_wait_ns, slowest_cpu_yardstick_ns
+from layerperf.util.cpu_speed import SLOW_FACTOR, run_queue_wait_ns, yardstick_ns
 
 # A pass whose threads waited for a CPU more than this share of its wall time was disturbed. Not 0:
 # a thread woken for a parallel section waits a few µs for its CPU even on an idle host.
@@ -30,7 +30,7 @@ class Mark:
 
 
 def mark() -> Mark:
-    y = slowest_cpu_yardstick_ns()
+    y = yardstick_ns()
     return Mark(time.perf_counter_ns(), run_queue_wait_ns(), y)
 
 

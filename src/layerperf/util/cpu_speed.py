@@ -9,7 +9,6 @@ ONNX Runtime counting passes set aside what ran while either reading says the CP
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -33,32 +32,6 @@ def run_queue_wait_ns() -> int | None:
         except (OSError, IndexError, ValueError):
             continue  # a thread that exited meanwhile
     return total
-
-
-def slowest_cpu_yardstick_ns(yardstick: Callable[[], float] | None = None) -> float:
-    """The yardstick timed on each CPU this process may run on, this thread pinned to each in turn: the
-    slowest CPU's reading (the calling thread's alone where it can't be pinned). A session's worker threads
-    run on the other CPUs of the set, and the host may slow one vCPU and not another: timed on the calling
-    thread alone, a mobilenet_v2 run at 2 threads read 6.8 ms in situ for a while where it reads 4.3, with
-    the yardstick at full speed."""
-    timed = yardstick or yardstick_ns
-    try:
-        allowed = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        return timed()
-    if len(allowed) < 2:
-        return timed()
-    worst = 0.0
-    try:
-        for cpu in sorted(allowed):
-            os.sched_setaffinity(0, {cpu})  # this thread only (Linux): the session's threads keep theirs
-            worst = max(worst, timed())
-    except OSError:
-        return timed()
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, allowed)
-    return worst
 
 
 def yardstick_ns(clock: Callable[[], int] = time.perf_counter_ns) -> float:
