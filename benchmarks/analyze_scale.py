@@ -56,31 +56,28 @@ analyzer.get_gpu_kernel_breakdown(visualize=False)
 """
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """Resident KiB of a process and its children (pages they share counted in each: an upper bound)."""
+def _tree_kib(pid: int, file: str, field: str) -> int:
+    """KiB of ``field`` in ``/proc/PID/file``, summed over a process and its children."""
     total = 0
     try:
-        with open(f"/proc/{pid}/status") as f:
-            total += next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        with open(f"/proc/{pid}/{file}") as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith(field))
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             children = [int(c) for c in f.read().split()]
     except (OSError, StopIteration, ValueError):
         return total
-    return total + sum(_tree_rss_kib(c) for c in children)
+    return total + sum(_tree_kib(c, file, field) for c in children)
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """Resident KiB of a process and its children (pages they share counted in each: an upper bound)."""
+    return _tree_kib(pid, "status", "VmRSS:")
 
 
 def _tree_pss_kib(pid: int) -> int:
     """Proportional KiB of a process and its children: a page shared by n of them counts 1/n in each (a forked
     helper's pages shared with its parent are counted once, as the memory they take)."""
-    total = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            children = [int(c) for c in f.read().split()]
-    except (OSError, StopIteration, ValueError):
-        return total
-    return total + sum(_tree_pss_kib(c) for c in children)
+    return _tree_kib(pid, "smaps_rollup", "Pss:")
 
 
 Run = tuple[float, float, float, int]  # wall s, peak RSS MiB (summed over the tree: an upper bound), peak PSS MiB, exit
