@@ -111,3 +111,31 @@ def test_a_reaped_child_closes_nothing_of_anyone_else(tmp_path: Path) -> None:
         child.kill()
         other.write("still open")
     assert (tmp_path / "other.txt").read_text() == "still open"
+
+
+def _wait_for(path: Path) -> None:
+    for _ in range(6000):  # up to a minute: the other process's failure, however slow the host
+        if path.exists():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never came")
+
+
+def test_a_failed_child_is_noticed_at_the_next_stretch(children: list[parallel.Child], monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """The child fails on its first stretch: this process stops at its next one (and the caller reads the file
+    in one process), rather than reading every stretch left first."""
+    monkeypatch.setattr(parallel.gzsplit, "stretches", lambda path, even=True: ([lambda: None] * 20, lambda: None))
+    failed = tmp_path / "failed"
+    read_here: list[int] = []
+
+    def read(stream: Any, k: int) -> int:
+        if os.getpid() != _HERE:
+            failed.touch()
+            raise ValueError("a damaged stretch")
+        _wait_for(failed)
+        read_here.append(k)
+        return k
+
+    assert parallel.side_by_side(Path("trace.json"), read) is None
+    assert read_here[0] == 0 and len(read_here) < 10, read_here  # all 19 left, before

@@ -9,6 +9,7 @@ the helper comes free) equal the whole-file reading; a helper that fails leaves 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,25 @@ def test_a_failed_helper_leaves_the_figures_as_one_process_gives(tiny: None, hel
     monkeypatch.setattr(Folded, "add", add)
     _check(kineto_launches(tmp_path / "k.json"))
     assert helper == [False], "the helper failed, and everything was folded again here"
+
+
+def test_a_helper_that_dies_is_noticed_at_the_next_segment(tmp_path: Path) -> None:
+    """The helper dies on its first segment: this process stops at its next one rather than making every table
+    left (and then all of them again)."""
+    failed = tmp_path / "failed"
+    made_here: list[int] = []
+    table = detect.read_table(tef_nested(tmp_path / "t.json", n_top=20))
+
+    def table_of(item: int) -> Calls:
+        if os.getpid() != _HERE:
+            failed.touch()
+            os._exit(3)  # gone, as a process killed for memory is
+        for _ in range(6000):  # up to a minute for the helper to die, however slow the host
+            if failed.exists():
+                break
+            time.sleep(0.01)
+        made_here.append(item)
+        return table
+
+    assert twofold.fold(iter(range(50)), table_of, Folded()) is None
+    assert 0 < len(made_here) < 10, made_here  # all 49 left, before

@@ -75,11 +75,11 @@ def stretches(path: Path, *, block: int = BLOCK_BYTES, even: bool = True) -> tup
         return None
     form, _, first_event, sig = found
     if even:
-        n = count(total)
+        n = count(total - first_event)
         shares = [first_event + (total - first_event) * k // n for k in range(n)]  # shares[0]: the first event
     else:
         n, shares = 2, [first_event, first_event + int((total - first_event) * first_share())]
-    if shares[1] - first_event <= 2 * WINDOW or (n == 2 and total - shares[1] <= WINDOW):
+    if shares[1] - first_event <= WINDOW or (n == 2 and total - shares[1] <= WINDOW):  # windows apart
         return None
     passes = _Passes(path, sig, shares)
     return [partial(_stretch, passes, block, sig, form if k == n - 1 else "array", k) for k in range(n)], passes.close

@@ -152,7 +152,10 @@ def two_processes(path: Path, directory: Path, drain: Any, record_dtype: np.dtyp
     readings: dict[int, Reading] = {}  # per process, made there
 
     def mine() -> Reading:
-        return readings.setdefault(os.getpid(), Reading(directory, record_dtype))
+        pid = os.getpid()
+        if pid not in readings:  # made once a process (its spills' folders with it)
+            readings[pid] = Reading(directory, record_dtype)
+        return readings[pid]
 
     got = parallel.side_by_side(path, lambda stream, k: read_part(stream, mine(), k, drain, record),
                                 finish=lambda: mine().finish())

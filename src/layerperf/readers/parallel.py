@@ -1,12 +1,14 @@
-"""Reading a big trace in two processes, one stretch of its events each.
+"""Reading a big trace in two processes: this one and a forked child.
 
 Decoding events and reading their fields is Python work that holds the interpreter lock, so a second
-core helps only in a second process. The file is cut in two at an event boundary
-(:func:`layerperf.readers.stream.split_events`); a forked child reads the second stretch while
-this process reads the first; the child sends back its part — numbers as numpy arrays, identities as
-tuples — and the parts merge in file order (:func:`layerperf.readers.tef.merge`). Anything
-unexpected, a wrong cut or a damaged file included, returns None and the caller reads the file
-the ordinary way, which also gives the error message with its true position.
+core helps only in a second process. :func:`side_by_side` (the streamed readings) has the file cut into
+stretches at event boundaries (:func:`layerperf.readers.gzsplit.stretches`) and deals them out through a
+pipe of stretch numbers: this process takes the first, the child the second, then each the next one left
+whenever it is free; the results come back in stretch order. :func:`read` (a table read whole) cuts a plain
+file in two halves (:func:`layerperf.readers.stream.split_events`) and merges the two parts in file order
+(:func:`layerperf.readers.tef.merge`). Anything unexpected, a wrong cut or a damaged file included, returns
+None and the caller reads the file the ordinary way, which also gives the error message with its true
+position.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -57,7 +60,7 @@ def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:
     if streams is None:
         return None
     first, second = streams
-    parts = _both(lambda: reader.part(first()), lambda: reader.part(second()), (InputError,))
+    parts = _both(lambda _: reader.part(first()), lambda: reader.part(second()), (InputError,))
     if parts is None:
         return None
     table: Calls = reader.merge(parts, meta)
@@ -88,10 +91,12 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
     finally:
         os.close(w)
 
-    def take(token: bytes) -> tuple[list[tuple[int, Any]], Any]:
+    def take(token: bytes, other: Child | None = None) -> tuple[list[tuple[int, Any]], Any]:
         got = []
         try:
             while len(token) == _TOKEN:
+                if other is not None and other.ended():  # it failed (it ends only once the tokens are out)
+                    raise _ChildFailed
                 k = int.from_bytes(token, "little")
                 got.append((k, read(opens[k](), k)))
                 token = os.read(r, _TOKEN)
@@ -99,9 +104,12 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
             done()
         return got, finish() if finish is not None else None
 
+    if threading.active_count() != 1:  # forking other threads is unsafe (one left from the peek, say)
+        os.close(r)
+        return None
     try:
         first = os.read(r, _TOKEN)  # taken before the child exists: the first stretch is this process's
-        both = _both(lambda: take(first), lambda: take(os.read(r, _TOKEN)), (Exception,))  # any failure: one process
+        both = _both(lambda child: take(first, child), lambda: take(os.read(r, _TOKEN)), (Exception,))
     finally:
         os.close(r)
     if both is None:
@@ -116,16 +124,20 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
 _TOKEN = 2  # bytes of a stretch's number in the pipe (gzsplit.MAX_STRETCHES fits)
 
 
-def _both(mine: Callable[[], Any], theirs: Callable[[], Any],
+class _ChildFailed(Exception):
+    """The child ended while stretches were left: the file is read again in one process."""
+
+
+def _both(mine: Callable[[Child], Any], theirs: Callable[[], Any],
           failures: tuple[type[BaseException], ...]) -> list[Any] | None:
-    """``mine()`` here and ``theirs()`` in a forked child, side by side: both results, or None when either
+    """``mine(child)`` here and ``theirs()`` in a forked child, side by side: both results, or None when either
     fails (here: one of ``failures``, and the child is stopped at once) or no child can be forked.
     Interrupted here (Ctrl-C), the child's work is of no use: it is stopped at once."""
     child = fork(theirs)
     if child is None:
         return None
     try:
-        got = mine()
+        got = mine(child)
     except failures:
         child.kill()
         return None
@@ -155,6 +167,10 @@ class Child:
         if os.waitstatus_to_exitcode(status) != 0 or not payload:
             return None
         return pickle.loads(payload)
+
+    def ended(self) -> bool:
+        """Whether the child has ended (or is sending its result): its pipe reads without waiting."""
+        return self.fd >= 0 and bool(select.select([self.fd], [], [], 0)[0])
 
     def kill(self) -> None:
         if self.fd >= 0:  # not handed to a reader yet

@@ -3,9 +3,9 @@
 ``layerperf analyze`` and ``diff`` need, per group of calls, sums, counts, extremes and medians — not
 the calls themselves. So an ONNX Runtime profile or any Trace Event Format file is read like this:
 
-1. events are decoded a chunk at a time (two processes for a big plain file, the second core
-   inflating ahead for a gzipped one) and each timed event becomes a fixed-size record, spilled to
-   disk in sorted runs (:mod:`layerperf.readers.spill`);
+1. events are decoded a chunk at a time (a big file by two processes that share its stretches out,
+   :func:`layerperf.readers.parallel.side_by_side`; a gzipped one inflated ahead on a thread) and each
+   timed event becomes a fixed-size record, spilled to disk in sorted runs (:mod:`layerperf.readers.spill`);
 2. the runs are merged in the order the nesting rule opens events (thread, start, longer first);
 3. that stream is cut into *segments* where nothing is open on the thread — no event before the cut
    ends after it — so each segment holds whole nesting trees, and the reader's own table code
@@ -103,7 +103,8 @@ class SpillSlices(Slices):
 
 @dataclass
 class _Spilled:
-    """What one process read of its stretch: the part (without columns), its runs, its earliest start."""
+    """What one stretch gave (a process reads several): the part (without columns), its runs, its earliest
+    start."""
 
     part: Part
     runs: list[tuple[Path, int]]

@@ -95,7 +95,10 @@ def fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded,
     try:
         with os.fdopen(items_w, "wb") as out:
             for item in items:
-                finished += _count(done_r)
+                n, ended = _count(done_r)
+                if ended:  # the helper is gone (it writes until told to stop): no use going on
+                    raise BrokenPipeError
+                finished += n
                 if sent == finished:  # the helper is free: it takes this one
                     _send(out, item)
                     sent += 1
@@ -120,16 +123,17 @@ def fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded,
     return total + their_total, state
 
 
-def _count(fd: int) -> int:
-    """Bytes waiting on the non-blocking pipe ``fd`` (one per segment the helper finished), read."""
+def _count(fd: int) -> tuple[int, bool]:
+    """Bytes waiting on the non-blocking pipe ``fd`` (one per segment the helper finished), read; and whether
+    the pipe has ended (the helper exited)."""
     n = 0
     while True:
         try:
             got = os.read(fd, 4096)
         except BlockingIOError:
-            return n
+            return n, False
         if not got:
-            return n
+            return n, True
         n += len(got)
 
 

@@ -25,6 +25,7 @@ class PartMaps:
 
     def __init__(self, maps: list[np.ndarray]) -> None:
         sizes = [m.size for m in maps]
+        self.size = np.asarray(sizes, dtype=np.int64)
         self.offset = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]]).astype(np.int64)
         self.flat = np.concatenate(maps).astype(np.int64) if sum(sizes) else np.zeros(0, dtype=np.int64)
 
@@ -33,5 +34,8 @@ class PartMaps:
         code = np.asarray(code).astype(np.int64)  # a copy: the caller's column is left as it was
         known = code >= 0
         if known.any():
-            code[known] = self.flat[self.offset[np.asarray(part)[known].astype(np.int64)] + code[known]]
+            part = np.asarray(part)[known].astype(np.int64)
+            if (code[known] >= self.size[part]).any():  # a code its part never gave: a reading gone wrong
+                raise ValueError("a record's code is beyond its part's map")
+            code[known] = self.flat[self.offset[part] + code[known]]
         return code
