@@ -176,9 +176,11 @@ def test_kineto_unlinked_activity(tiny: None, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("many", [False, True], ids=["two-stretches", "many-stretches"])
-def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool) -> None:
+@pytest.mark.parametrize("make", [tef_nested, ort_loop], ids=["tef", "ort"])
+def test_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, many: bool, make: object) -> None:
     """A file split between two processes (its B/E pairs open across stretches) folds to the same figures."""
-    path = tef_nested(tmp_path / "t.json", n_top=400, shuffle=False)
+    options = {"n_top": 400, "shuffle": False} if make is tef_nested else {"runs": 200}
+    path = make(tmp_path / "t.json", **options)  # type: ignore[operator]
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     if many:
         _split_small(monkeypatch)
@@ -228,6 +230,29 @@ def test_kineto_two_processes(tiny: None, tmp_path: Path, monkeypatch: pytest.Mo
     folded = _check(path)
     assert folded.meta.get("processes") == 2 and folded.meta["stretches"] > 2
     assert folded.meta["device_events"] == 3000
+
+
+def test_stretches_carry_each_identity_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process carries its identities from stretch to stretch and each part holds only those new to the
+    process: over a process's parts, each identity once (all so far in each part grew as stretches times
+    identities)."""
+    from layerperf.readers import streaming, tef
+
+    events = [{"ph": "X", "name": f"op{k}", "pid": 1, "tid": 1, "ts": 10 * k, "dur": 5, "args": {}}
+              for k in range(6000)]
+    events += [{"ph": "X", "name": f"op{k}", "pid": 1, "tid": 1, "ts": 60000 + 10 * k, "dur": 5, "args": {}}
+               for k in range(0, 6000, 7)]  # met again, later
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    _split_small(monkeypatch)
+    spilled = streaming._two_processes(path, tef, tmp_path, False)
+    assert spilled is not None and len(spilled) > 10
+    per_process: dict[int, list[object]] = {}
+    for s in spilled:
+        per_process.setdefault(s.part.reading, []).extend(s.part.idents)
+    assert len(per_process) == 2
+    assert all(len(ids) == len(set(ids)) for ids in per_process.values())
+    assert len(set().union(*per_process.values())) == 6000
 
 
 def test_a_pair_open_across_the_cut(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,6 +58,7 @@ from layerperf.readers.tef import (
     thread_ids,
     to_ns,
 )
+from layerperf.readers.tef import Reading as TefReading
 
 # -- the format --------------------------------------------------------------------------------------
 KERNEL_SUFFIX = "_kernel_time"
@@ -365,13 +366,13 @@ def _each(cats: list[Any], names: list[Any]) -> list[int]:
             for k, r in zip(kernel_flags(cats, names), run_flags(cats, names), strict=True)]
 
 
-class Reading:
+class Reading(TefReading):
     """What reading worked out of the events so far — their identities, numbered in the order met, with
     their FLOPs and bytes — kept for the next stretch a process reads (worked out once per process, not
     once per stretch: a node's shapes are parsed and costed once)."""
 
     def __init__(self) -> None:
-        self.builder = TableBuilder()
+        super().__init__()
         self.costs = _Costs(self.builder)
         self.idents = Idents(self.costs.make, _arg_key)
         self.kinds: dict[tuple[Any, Any], int] = {}
@@ -381,10 +382,10 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
          reading: Reading | None = None) -> Part:
     """Read a stretch of an ONNX Runtime profile; :func:`merge` turns parts read in order into the table
     (``slices``, ``threads``: as :func:`layerperf.readers.tef.part` takes them; ``reading``: what this
-    process's earlier stretches worked out — the part's identities are then every one met so far, which
-    keeps their numbering in file order when the parts merge in file order)."""
+    process's earlier stretches worked out — the part then carries the identities its earlier parts did
+    not, see :class:`layerperf.readers.tef.Part`)."""
     reading = Reading() if reading is None else reading
-    builder, costs, idents, kinds = reading.builder, reading.costs, reading.idents, reading.kinds
+    costs, idents, kinds = reading.costs, reading.idents, reading.kinds
     threads = Interner() if threads is None else threads
     slices = Slices() if slices is None else slices
     n_events = runs = 0
@@ -401,8 +402,9 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
         if n_nodes + kind.count(_RUN) < len(chunk):  # other events: any item that is no event object is one
             others = list(compress(chunk, map(_OTHER.__eq__, kind)))
             count_not_objects(others, column(others, "ph"), slices.dropped)
-    return Part(builder.idents(), threads.values(), slices.joined(), {}, [], n_events, runs, dict(costs.counters),
-                dict(costs.int_ops), slices.dropped)
+    new, base = reading.new_idents()
+    return Part(new, threads.values(), slices.joined(), {}, [], n_events, runs, dict(costs.counters),
+                dict(costs.int_ops), slices.dropped, ident_base=base, reading=reading.process)
 
 
 def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:

@@ -149,18 +149,19 @@ def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: 
 def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta: dict[str, Any],
                  quantiles: bool, sink: Any = None) -> Folded:
     builder, threads = TableBuilder(), Interner()
-    ident_maps = [np.asarray(builder.ident_codes(s.part.idents), dtype=np.int64) for s in spilled]
+    ident_maps, which = _ident_maps([s.part for s in spilled], builder)
     thread_maps = [np.asarray(threads.codes(s.part.threads), dtype=np.int64) for s in spilled]
     dropped = Dropped()
     for s in spilled:
         dropped.merge(s.part.dropped)
     counters: dict[int, dict[str, float]] = {}
     int_ops: dict[int, float] = {}
-    for s, imap in zip(spilled, ident_maps, strict=True):
-        counters.update({int(imap[k]): v for k, v in s.part.ident_counters.items()})
-        int_ops.update({int(imap[k]): v for k, v in s.part.ident_int_ops.items()})
+    for s, w in zip(spilled, which, strict=True):
+        counters.update({int(ident_maps[w][k]): v for k, v in s.part.ident_counters.items()})
+        int_ops.update({int(ident_maps[w][k]): v for k, v in s.part.ident_int_ops.items()})
     extra = _cross_pairs([s.part for s in spilled], builder, threads, dropped)
     if extra[0].size:  # sorted in with the rest: they may enclose, or lie in, events of any part
+        which.append(len(ident_maps))
         ident_maps.append(np.arange(len(builder.idents()), dtype=np.int64))
         thread_maps.append(np.arange(len(threads.table), dtype=np.int64))
         spill.add(_records(extra, len(spilled), threads))
@@ -170,7 +171,7 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
     folded = Folded(quantiles=quantiles, sink=sink)
     folded.declare(builder.idents())
     proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)
-    maps = (PartMaps(ident_maps), PartMaps(thread_maps))
+    maps = (PartMaps(ident_maps, which), PartMaps(thread_maps))
 
     def table_of(columns: tuple[np.ndarray, ...]) -> Calls:
         return reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
@@ -193,6 +194,20 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
         info["dropped"] = dropped.doc()
     folded.meta = {**info, **meta}
     return folded
+
+
+def _ident_maps(parts: list[Part], builder: TableBuilder) -> tuple[list[np.ndarray], list[int]]:
+    """Per process that read parts, the map from its identity codes to ``builder``'s, and per part the index of
+    its process's map: each part's new identities numbered in file order (as one reading of the whole file
+    numbers them), appended to its process's map."""
+    codes: dict[int, list[int]] = {}
+    for p in parts:
+        mine = codes.setdefault(p.reading, [])
+        if len(mine) != p.ident_base:  # the parts of a process come in the order it read them
+            raise ValueError("a part's identities do not follow its process's earlier ones")
+        mine.extend(builder.ident_codes(p.idents))
+    order = list(codes)
+    return [np.asarray(codes[r], dtype=np.int64) for r in order], [order.index(p.reading) for p in parts]
 
 
 def _cross_pairs(parts: list[Part], builder: TableBuilder, threads: Interner,

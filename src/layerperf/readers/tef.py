@@ -11,6 +11,7 @@ package knows use: ``op_name``/``op_type``, ``provider``, ``in_shapes``/``input_
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -330,6 +331,10 @@ class Part:
     ident_counters: dict[int, dict[str, float]] = field(default_factory=dict)  # per identity code
     ident_int_ops: dict[int, float] = field(default_factory=dict)  # per identity code, where known
     dropped: Dropped = field(default_factory=Dropped)  # events left out, by reason
+    # read with a Reading: ``idents`` are those met since the process's earlier stretches, numbered from
+    # ``ident_base`` on in the numbering of the process (``reading``) whose earlier parts hold the rest
+    ident_base: int = 0
+    reading: int = 0
 
 
 class Reading:
@@ -339,6 +344,15 @@ class Reading:
     def __init__(self) -> None:
         self.builder = TableBuilder()
         self.idents = Idents(_generic_key(self.builder), _arg_key)
+        self.shipped = 0  # identities already in an earlier part
+        self.process = os.getpid()
+
+    def new_idents(self) -> tuple[list[tuple[str, str, str, str, str]], int]:
+        """The identities met since the last call, and the code of the first (each part carries only those:
+        a part per stretch carrying them all grew with stretches times identities)."""
+        every, base = self.builder.idents(), self.shipped
+        self.shipped = len(every)
+        return every[base:], base
 
 
 def part(stream: EventStream, slices: Slices | None = None, threads: Interner | None = None,
@@ -346,9 +360,9 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
     """Read a stretch of events; :func:`merge` turns parts read in order into the table. ``slices`` and
     ``threads`` (given together) take the timed events as they come (a spill to disk, say): the part's
     columns are then what ``slices`` kept. ``reading``: what this process's earlier stretches worked out
-    (the part's identities are then every one met so far)."""
+    (the part's identities are then those its earlier parts did not carry, see :class:`Part`)."""
     reading = Reading() if reading is None else reading
-    builder, idents = reading.builder, reading.idents
+    idents = reading.idents
     threads = Interner() if threads is None else threads
     slices = Slices() if slices is None else slices
     open_b: dict[Any, list[Event]] = {}
@@ -357,8 +371,9 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
     for chunk in stream.chunks():
         n_events += len(chunk)
         collect(chunk, threads, idents, slices, open_b, loose_e)
-    return Part(builder.idents(), threads.values(), slices.joined(), open_b, loose_e, n_events,
-                dropped=slices.dropped)
+    new, base = reading.new_idents()
+    return Part(new, threads.values(), slices.joined(), open_b, loose_e, n_events, dropped=slices.dropped,
+                ident_base=base, reading=reading.process)
 
 
 def remapped(part: Part, builder: TableBuilder, threads: Interner) -> tuple[np.ndarray, ...]:

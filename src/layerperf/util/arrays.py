@@ -23,10 +23,14 @@ class PartMaps:
     """Per part, a map from the part's own codes to merged ones, applied to records of every part in one
     gather (not one masked pass per part: a trace read in many stretches has dozens of parts)."""
 
-    def __init__(self, maps: list[np.ndarray]) -> None:
+    def __init__(self, maps: list[np.ndarray], which: list[int] | None = None) -> None:
+        """``which``: per part, the index of its map in ``maps`` (parts read by one process share its map);
+        None: a map per part."""
         sizes = [m.size for m in maps]
-        self.size = np.asarray(sizes, dtype=np.int64)
-        self.offset = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]]).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]]).astype(np.int64)
+        pick = np.arange(len(maps), dtype=np.int64) if which is None else np.asarray(which, dtype=np.int64)
+        self.size = np.asarray(sizes, dtype=np.int64)[pick]
+        self.offset = starts[pick]
         self.flat = np.concatenate(maps).astype(np.int64) if sum(sizes) else np.zeros(0, dtype=np.int64)
 
     def __call__(self, part: np.ndarray, code: np.ndarray) -> np.ndarray:
