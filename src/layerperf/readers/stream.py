@@ -486,9 +486,8 @@ class _Stretch:
         return out
 
     def _release(self, least: int = _RELEASE) -> None:
-        """Give back the mapped pages read past (``least`` bytes of them at a time): they are the page
-        cache's to keep, and counted in this process's resident memory while mapped (a 2.7 GB file would be
-        2.7 GB of it by the end)."""
+        """Give back the mapped pages read past, ``least`` bytes at a time: the page cache's to keep, they
+        count in this process's resident memory while mapped (a 2.7 GB file would be 2.7 GB of it)."""
         upto = self.pos - self.pos % _PAGE
         if isinstance(self.data, mmap.mmap) and upto - self.released >= max(least, 1):
             with contextlib.suppress(OSError, ValueError, AttributeError):
