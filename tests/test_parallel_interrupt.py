@@ -139,3 +139,40 @@ def test_a_failed_child_is_noticed_at_the_next_stretch(children: list[parallel.C
 
     assert parallel.side_by_side(Path("trace.json"), read) is None
     assert read_here == [0]  # all 20, before
+
+
+def test_a_child_done_first_is_not_taken_for_a_failed_one(children: list[parallel.Child],
+                                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The child takes the second stretch; this process takes the last, and is held until the child has found
+    none left, sent its result and ended: that child did not fail, and the stretches come back (it was once
+    taken for a failed one, and the file read again in one process)."""
+    monkeypatch.setattr(parallel.gzsplit, "stretches", lambda path, even=True: ([lambda: None] * 3, lambda: None))
+    started, taken = tmp_path / "started", tmp_path / "taken"
+    real_read = os.read
+
+    def read_token(fd: int, n: int) -> bytes:
+        got = real_read(fd, n)
+        if os.getpid() == _HERE and n == parallel._TOKEN and got == (2).to_bytes(2, "little"):
+            taken.touch()
+            wait_until_exited(children[0].pid)  # held right after taking the last stretch's number
+        return got
+
+    monkeypatch.setattr(parallel.os, "read", read_token)
+
+    def read(stream: Any, k: int) -> int:
+        if os.getpid() != _HERE:  # the child, on the second stretch: held until the last one is taken here
+            started.touch()
+            _wait_for(taken)
+        else:
+            _wait_for(started)
+        return k
+
+    assert parallel.side_by_side(Path("trace.json"), read) == [0, 1, 2]
+
+
+def _wait_for(path: Path) -> None:
+    for _ in range(6000):  # up to a minute, however slow the host
+        if path.exists():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never came")

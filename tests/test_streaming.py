@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import zlib
 from pathlib import Path
 
@@ -253,6 +254,50 @@ def test_stretches_carry_each_identity_once(tmp_path: Path, monkeypatch: pytest.
     assert len(per_process) == 2
     assert all(len(ids) == len(set(ids)) for ids in per_process.values())
     assert len(set().union(*per_process.values())) == 6000
+
+
+def test_ort_counters_and_int_ops_over_many_stretches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ONNX Runtime profile whose runs meet new nodes as they go, with integer operations and per-node
+    counters, read in dozens of stretches: names in the whole-file order, and every figure, counters and
+    integer operations included, as read whole (each part carries only what its stretch worked out)."""
+    rng, events, ts = random.Random(3), [], 0
+    for r in range(6):
+        start, names = ts, list(range((r + 1) * 250))
+        rng.shuffle(names)
+        for k in names:
+            d, width = rng.randint(1, 9), 8 + k % 50
+            integer = k % 3 == 0
+            args: dict[str, object] = {
+                "op_name": "MatMulInteger" if integer else "Relu", "provider": "CPUExecutionProvider",
+                "input_type_shape": [{"int8": [1, width]}, {"int8": [width, 4]}] if integer else
+                [{"float": [1, width]}],
+                "output_type_shape": [{"int32": [1, 4]}] if integer else [{"float": [1, width]}]}
+            if k % 2 == 0:
+                args["layerperf_counters"] = {"cycles": float(1000 + k), "instr": float(7 * k)}
+            events.append({"cat": "Node", "name": f"n{k}_kernel_time", "ph": "X", "pid": 1, "tid": 7, "ts": ts,
+                           "dur": d, "args": args})
+            ts += d
+        events.append({"cat": "Session", "name": "model_run", "ph": "X", "pid": 1, "tid": 7, "ts": start,
+                       "dur": ts - start})
+        ts += 5
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events))
+    _split_small(monkeypatch)
+    table = detect.read_table(path)
+    folded = _check(path)
+    assert folded.meta["stretches"] > 10
+    ref, got = analysis.aggregate(table, "name", "sum"), folded.table("name", "sum")
+    assert sorted(ref.counters) == sorted(got.counters) == ["cycles", "instr"]
+    for c in ref.counters:
+        assert np.allclose(ref.counters[c], got.counters[c], equal_nan=True), c
+    assert np.isfinite(got.int_ops).sum() > 100 and np.isfinite(got.counters["cycles"]).sum() > 100
+    from layerperf.readers import ort, streaming
+
+    carried: dict[tuple[int, str], list[int]] = {}  # per process: the identities its parts carry figures of
+    for s in streaming._two_processes(path, ort, tmp_path, True) or []:
+        carried.setdefault((s.part.reading, "counters"), []).extend(s.part.ident_counters)
+        carried.setdefault((s.part.reading, "int_ops"), []).extend(s.part.ident_int_ops)
+    assert len(carried) == 4 and all(len(k) == len(set(k)) for k in carried.values())  # once, not all so far a part
 
 
 def test_a_pair_open_across_the_cut(tiny: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -290,6 +290,7 @@ class _Costs:
         self.figures: dict[int, tuple[float, float]] = {}
         self.int_ops: dict[int, float] = {}
         self.counters: dict[int, dict[str, float]] = {}
+        self.touched: set[int] = set()  # identities worked out since the last part took them (see part)
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -319,6 +320,7 @@ class _Costs:
         ident = self.builder.ident(node_name(name), op, prov, got_in[0] if got_in else "",
                                    got_out[0] if got_out else "")
         self.figures[ident] = (flops, nbytes)
+        self.touched.add(ident)
         self._arrays = None
         if int_ops == int_ops:
             self.int_ops[ident] = int_ops
@@ -403,8 +405,12 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
             others = list(compress(chunk, map(_OTHER.__eq__, kind)))
             count_not_objects(others, column(others, "ph"), slices.dropped)
     new, base = reading.new_idents()
-    return Part(new, threads.values(), slices.joined(), {}, [], n_events, runs, dict(costs.counters),
-                dict(costs.int_ops), slices.dropped, ident_base=base, reading=reading.process)
+    # the counts and integer operations this stretch worked out (later ones, as in one reading, win)
+    touched, costs.touched = costs.touched, set()
+    counters = {k: costs.counters[k] for k in touched if k in costs.counters}
+    int_ops = {k: costs.int_ops[k] for k in touched if k in costs.int_ops}
+    return Part(new, threads.values(), slices.joined(), {}, [], n_events, runs, counters, int_ops, slices.dropped,
+                ident_base=base, reading=reading.process)
 
 
 def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:

@@ -95,11 +95,12 @@ def side_by_side(path: Path, read: Callable[[EventStream, int], Any], *, even: b
         got = []
         try:
             while len(token) == _TOKEN:
-                if other is not None and other.ended():  # it failed (it ends only once the tokens are out)
-                    raise _ChildFailed
                 k = int.from_bytes(token, "little")
                 got.append((k, read(opens[k](), k)))
+                ended = other is not None and other.ended()  # looked at before the next number is taken:
                 token = os.read(r, _TOKEN)
+                if ended and len(token) == _TOKEN:  # a child that ended with numbers left failed
+                    raise _ChildFailed
         finally:
             done()
         return got, finish() if finish is not None else None

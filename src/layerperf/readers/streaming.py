@@ -141,7 +141,9 @@ def _two_processes(path: Path, reader: ModuleType, directory: Path, zero_first: 
     readings: dict[int, Any] = {}  # per process: the reader's Reading, carried from stretch to stretch
 
     def read(stream: EventStream, k: int) -> _Spilled:
-        return _spill_part(stream, reader, directory, k, zero_first, readings.setdefault(os.getpid(), reader.Reading()))
+        if os.getpid() not in readings:  # made once a process
+            readings[os.getpid()] = reader.Reading()
+        return _spill_part(stream, reader, directory, k, zero_first, readings[os.getpid()])
 
     return parallel.side_by_side(path, read, even=False)  # their events cost alike: a gzipped one cut in two
 
