@@ -49,9 +49,10 @@ class Folded:
     """The calls of a trace folded into per-identity statistics; ``meta`` as a table's.
 
     ``quantiles``: keep a sketch per identity and figure (what ``median`` needs; costs time, so asked
-    for). ``calls`` counts every call folded in; ``nested`` says whether any call's inclusive time
-    differs from its self time; ``has_outer`` whether any table folded in had nesting flags. ``sink``: also
-    handed every table folded in, as it comes (a timeline written as the trace streams).
+    for). ``calls`` counts every call folded in, ``total_ns`` sums their total times; ``nested`` says
+    whether any call's inclusive time differs from its self time; ``has_outer`` whether any table folded in
+    had nesting flags. ``sink``: also handed every table folded in, as it comes (a timeline written as the
+    trace streams).
     """
 
     def __init__(self, *, quantiles: bool = False, sink: Callable[[Calls], None] | None = None) -> None:
@@ -63,6 +64,7 @@ class Folded:
         self.figures: dict[str, _Figure] = {}
         self.meta: dict[str, Any] = {}
         self.calls = 0
+        self.total_ns = 0.0
         self.nested = False
         self.has_outer = False
         self.has_device = False
@@ -110,6 +112,7 @@ class Folded:
             self.sink(table)
         if not len(table):
             return
+        self.total_ns += float(table.total_ns.sum())
         for label in table.counters:
             if label not in self.counter_labels:
                 self.counter_labels.append(label)
@@ -172,6 +175,7 @@ class Folded:
         for i, j in enumerate(slots):
             self.count[j] += other.count[i]
         self.calls += other.calls
+        self.total_ns += other.total_ns
         self.nested, self.has_outer = self.nested or other.nested, self.has_outer or other.has_outer
         self.has_device = self.has_device or other.has_device
         n = len(self.idents)

@@ -110,9 +110,8 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
         try:
             if recorder is not None:
                 recorder.link()
-            folded, total = _fold_segments(folded, spill, read, links, origin, two=recorder is None)
+            folded = _fold_segments(folded, spill, read, links, origin, two=recorder is None)
             for table in _lone_tables(read.builder, links, origin):
-                total += float(table.total_ns.sum())
                 folded.add(table)
         finally:
             links.close()
@@ -120,7 +119,7 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
             recorder.finish()
     info: dict[str, Any] = {"format": "kineto", "events": read.n_events, "device_events": read.n_dev,
                             "device_unlinked": links.unlinked, "runs": read.steps or None, "ts_origin_us": origin,
-                            "inclusive_flops": True, "streamed": True, "total_ns": total,
+                            "inclusive_flops": True, "streamed": True, "total_ns": folded.total_ns,
                             "spilled_records": read.records}
     if read.dropped:
         info["dropped"] = read.dropped.doc()
@@ -135,19 +134,19 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
 
 
 def _fold_segments(folded: Folded, spill: Spill, read: _Read, links: DiskLinks, origin: float,
-                   two: bool) -> tuple[Folded, float]:
+                   two: bool) -> Folded:
     """The CPU segments folded in (by two processes where it pays and ``two``: not while the links' runtime
-    calls are recorded for the GPU views); the accumulators and the calls' summed time."""
+    calls are recorded for the GPU views)."""
     def table_of(seg: np.ndarray) -> Calls:
         return _segment_table(seg, read.builder, read.threads, links, origin, read.n_dev > 0)
 
     def reset() -> None:
         links.orphans = []
 
-    folded, total, orphans = twofold.fold_all(lambda: _segments(spill, origin, read.maps), table_of, folded,
-                                              read.records if two else 0, extra=lambda: links.orphans, reset=reset)
+    folded, orphans = twofold.fold_all(lambda: _segments(spill, origin, read.maps), table_of, folded,
+                                       read.records if two else 0, extra=lambda: links.orphans, reset=reset)
     links.orphans.extend(orphans or [])
-    return folded, total
+    return folded
 
 
 @dataclass

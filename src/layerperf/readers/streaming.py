@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import Calls, Interner, TableBuilder
+from layerperf.data.calls import Interner, TableBuilder
 from layerperf.data.fold import Folded
 from layerperf.readers import ort, parallel, tef
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
@@ -175,19 +175,14 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
     proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)
     maps = (PartMaps(ident_maps, which), PartMaps(thread_maps))
 
-    def table_of(columns: tuple[np.ndarray, ...]) -> Calls:
-        return reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
-                            {}, origin_us=origin)
-
-    total_ns = 0.0  # in this process: the merge, not the tables, is what costs here (a helper saved nothing)
+    # in this process: the merge, not the tables, is what costs here (a fold helper saved nothing)
     for columns in _segments(spill, maps, origin):
-        table = table_of(columns)
-        total_ns += float(table.total_ns.sum())
-        folded.add(table)
+        folded.add(reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
+                                {}, origin_us=origin))
     parts = [s.part for s in spilled]
     info: dict[str, Any] = {"format": "ort" if reader is ort else "tef", "events": sum(p.events for p in parts),
                             "ts_origin_us": 0.0 if reader is ort else origin, "streamed": True,
-                            "total_ns": total_ns, "spilled_records": spill.records}
+                            "total_ns": folded.total_ns, "spilled_records": spill.records}
     if reader is ort:
         info.update(runs=sum(p.runs for p in parts), inclusive_flops=True)
     if len(spilled) > 1:  # read in stretches by two processes (parallel.side_by_side)

@@ -39,50 +39,44 @@ def worth_it(folded: Folded, records: int) -> bool:
 
 def fold_all(items: Callable[[], Iterable[Any]], table_of: Callable[[Any], Calls], folded: Folded, records: int, *,
              extra: Callable[[], Any] = lambda: None,
-             reset: Callable[[], None] = lambda: None) -> tuple[Folded, float, Any]:
+             reset: Callable[[], None] = lambda: None) -> tuple[Folded, Any]:
     """``table_of(item)`` of every item of ``items()`` folded into ``folded``: by two processes where it pays
     (:func:`worth_it`, ``records`` to fold), else by this one — also when the helper fails, with fresh
-    accumulators then and ``reset()`` called first (to undo what the tables changed). The accumulators, the
-    calls' summed ``total_ns`` and what ``extra()`` gave in the helper (None without one)."""
-    declared = list(folded.idents)
+    accumulators then and ``reset()`` called first (to undo what the tables changed). The accumulators, and
+    what ``extra()`` gave in the helper (None without one)."""
     if worth_it(folded, records):
+        declared = list(folded.idents)
         shared = fold(items(), table_of, folded, extra)
         if shared is not None:
-            return folded, shared[0], shared[1]
+            return folded, shared[0]
         reset()
         folded = Folded(quantiles=folded.quantiles, sink=folded.sink)
         folded.declare(declared)
-    total = 0.0
     for item in items():
-        table = table_of(item)
-        total += float(table.total_ns.sum())
-        folded.add(table)
-    return folded, total, None
+        folded.add(table_of(item))
+    return folded, None
 
 
 def fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded,
-         extra: Callable[[], Any] = lambda: None) -> tuple[float, Any] | None:
-    """Fold ``table_of(item)`` of every item into ``folded``, shared with a helper process; the calls'
-    summed ``total_ns`` and what ``extra()`` gave in the helper once done (the state its tables changed that
-    the caller needs back). None when the helper failed: ``folded`` is then partly folded, and the caller
-    starts again in one process."""
+         extra: Callable[[], Any] = lambda: None) -> tuple[Any] | None:
+    """Fold ``table_of(item)`` of every item into ``folded``, shared with a helper process; what ``extra()``
+    gave in the helper once done (the state its tables changed that the caller needs back), in a 1-tuple.
+    None when the helper failed: ``folded`` is then partly folded, and the caller starts again in one
+    process."""
     items_r, items_w = os.pipe()
     done_r, done_w = os.pipe()
     idents, quantiles = list(folded.idents), folded.quantiles
 
-    def helper() -> tuple[Folded, float, Any]:
+    def helper() -> tuple[Folded, Any]:
         os.close(items_w)
         os.close(done_r)
         mine = Folded(quantiles=quantiles)
         mine.declare(idents)  # the same slots as the caller's, in the same order
-        total = 0.0
         with os.fdopen(items_r, "rb") as f:
             while (item := _receive(f)) is not None:
-                table = table_of(item)
-                total += float(table.total_ns.sum())
-                mine.add(table)
+                mine.add(table_of(item))
                 os.write(done_w, b"\x01")
-        return mine, total, extra()
+        return mine, extra()
 
     child = parallel.fork(helper)
     os.close(items_r)
@@ -92,7 +86,7 @@ def fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded,
         os.close(done_r)
         return None
     os.set_blocking(done_r, False)
-    total, sent, finished = 0.0, 0, 0
+    sent, finished = 0, 0
     try:
         with os.fdopen(items_w, "wb") as out:
             for item in items:
@@ -104,9 +98,7 @@ def fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded,
                     _send(out, item)
                     sent += 1
                     continue
-                table = table_of(item)
-                total += float(table.total_ns.sum())
-                folded.add(table)
+                folded.add(table_of(item))
             _send(out, None)
         got = child()
     except BrokenPipeError:  # the helper died: its share is lost
@@ -119,9 +111,9 @@ def fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded,
         os.close(done_r)  # only now: the helper says it is done with each segment, its last one too
     if got is None:
         return None
-    theirs, their_total, state = got
+    theirs, state = got
     folded.merge(theirs)
-    return total + their_total, state
+    return (state,)
 
 
 def _count(fd: int) -> tuple[int, bool]:
