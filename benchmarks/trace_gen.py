@@ -8,7 +8,12 @@
   step, aten ops with a nested ``aten::`` child each), then the ``cudaLaunchKernel`` runtime calls
   and their kernels, in time order, linked by ``External id`` and ``correlation``.
 
-``events`` counts every event written. Durations are random (seeded) whole and fractional µs.
+``events`` counts every event written. Durations are random (seeded) whole and fractional µs. ``shapes``:
+the distinct input shapes each node or op is called with, as a decoder's sequence grows step by step (an
+ONNX Runtime run ``k``, or a Kineto op's ``k``-th call, sees length ``1 + k % shapes``): the trace then
+names ``shapes`` times as many distinct ops. A million ONNX Runtime events (5,000 runs of 200 nodes) name
+300,000 with ``shapes=1500``; a million Kineto events (250,000 calls of 8 ops) name 250,000 with
+``shapes=31250``.
 """
 
 from __future__ import annotations
@@ -53,10 +58,16 @@ def _write(path: Path, head: bytes, chunks: Iterator[list[dict[str, Any]]], tail
     return n
 
 
-def _ort_chunks(n_events: int, seed: int) -> Iterator[list[dict[str, Any]]]:
+def _seq_shapes(seq: int) -> dict[str, Any]:
+    return {"input_type_shape": [{"float": [1, seq, 768]}, {"float": [768, 768]}],
+            "output_type_shape": [{"float": [1, seq, 768]}]}
+
+
+def _ort_chunks(n_events: int, seed: int, shapes: int = 1) -> Iterator[list[dict[str, Any]]]:
     rng = np.random.default_rng(seed)
     nodes = [(f"/model/layer{i}/{OPS[i % len(OPS)]}", OPS[i % len(OPS)]) for i in range(NODES)]
     ts, made, run_start, i = 1000, 0, 1000, 0
+    args = SHAPES if shapes == 1 else _seq_shapes(1)
     while made < n_events:
         durs = rng.integers(1, 500, CHUNK).tolist()
         events = []
@@ -65,7 +76,7 @@ def _ort_chunks(n_events: int, seed: int) -> Iterator[list[dict[str, Any]]]:
                 break
             name, op = nodes[i % NODES]
             events.append({"cat": "Node", "name": f"{name}_kernel_time", "ph": "X", "pid": 1, "tid": 1, "ts": ts,
-                           "dur": dur, "args": {"op_name": op, "provider": "CPUExecutionProvider", **SHAPES}})
+                           "dur": dur, "args": {"op_name": op, "provider": "CPUExecutionProvider", **args}})
             ts += dur + 1
             made += 1
             i += 1
@@ -75,11 +86,13 @@ def _ort_chunks(n_events: int, seed: int) -> Iterator[list[dict[str, Any]]]:
                 made += 1
                 ts += 5
                 run_start = ts
+                if shapes > 1:
+                    args = _seq_shapes(1 + (i // NODES) % shapes)
         yield events
 
 
-def write_ort(path: Path, n_events: int, seed: int = 0) -> int:
-    return _write(path, b"[\n", _ort_chunks(n_events, seed), b"\n]\n")
+def write_ort(path: Path, n_events: int, seed: int = 0, shapes: int = 1) -> int:
+    return _write(path, b"[\n", _ort_chunks(n_events, seed, shapes), b"\n]\n")
 
 
 # Kineto: per op call 5 events (op, its nested aten child, runtime launch, kernel, and half of the
@@ -112,9 +125,10 @@ def _step(s: int, first_ts: float, last_end: float) -> dict[str, Any]:
             "args": {"External id": 1 << 40 | s}}
 
 
-def _kineto_cpu(n_events: int, seed: int) -> Iterator[list[dict[str, Any]]]:
+def _kineto_cpu(n_events: int, seed: int, shapes: int = 1) -> Iterator[list[dict[str, Any]]]:
     events: list[dict[str, Any]] = []
     step, first_ts, last_end = -1, 0.0, 0.0
+    dims = [[8, 64, 56, 56]]
     for s, index, ts, dur, child, _, _ in _kineto_calls(n_events, seed):
         if s != step:
             if step >= 0:  # the step's frame, once its last op is known
@@ -123,7 +137,8 @@ def _kineto_cpu(n_events: int, seed: int) -> Iterator[list[dict[str, Any]]]:
         last_end = ts + dur
         op = OPS[index % len(OPS)]
         events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::{op.lower()}", "pid": 1, "tid": 1, "ts": ts,
-                       "dur": dur, "args": {"External id": 2 * index + 1, "Input Dims": [[8, 64, 56, 56]]}})
+                       "dur": dur, "args": {"External id": 2 * index + 1, "Input Dims": dims if shapes == 1 else
+                                            [[1, 1 + (index // len(OPS)) % shapes, 768]]}})
         events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::_{op.lower()}_impl", "pid": 1, "tid": 1,
                        "ts": round(ts + 0.2, 3), "dur": child, "args": {"External id": 2 * index + 2}})
         if len(events) >= CHUNK:
@@ -154,11 +169,11 @@ def _kineto_gpu(n_events: int, seed: int) -> Iterator[list[dict[str, Any]]]:
     yield events
 
 
-def write_kineto(path: Path, n_events: int, seed: int = 0) -> int:
+def write_kineto(path: Path, n_events: int, seed: int = 0, shapes: int = 1) -> int:
     head = orjson.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "generated"}]})[:-1]
 
     def both() -> Iterator[list[dict[str, Any]]]:
-        yield from _kineto_cpu(n_events, seed)
+        yield from _kineto_cpu(n_events, seed, shapes)
         yield from _kineto_gpu(n_events, seed)
 
     return _write(path, head + b',"traceEvents":[\n', both(), b"\n]}\n")

@@ -241,14 +241,15 @@ def top(table: Calls, n: int) -> Calls:
     return table if n <= 0 or n >= len(table) else table.take(np.arange(n))
 
 
-def _value(x: Any, count: bool = False) -> Any:
-    if isinstance(x, float | np.floating):
-        if np.isnan(x):
-            return None
-        return int(x) if count and float(x).is_integer() else float(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+def _json_column(values: np.ndarray, count: bool) -> list[Any]:
+    """A column's values for JSON: None where NaN; a count that is a whole number as an int."""
+    out = np.asarray(values).astype(object)
+    nan = np.isnan(values)
+    if count:
+        whole = np.flatnonzero(~nan & np.isfinite(values) & (values == np.floor(values)))
+        out[whole] = [int(v) for v in np.asarray(values)[whole].tolist()]
+    out[nan] = None
+    return out.tolist()
 
 
 def rows(table: Calls) -> list[dict[str, Any]]:
@@ -257,23 +258,16 @@ def rows(table: Calls) -> list[dict[str, Any]]:
     cols = numeric_columns(table)
     if not table.has_device:
         del cols["device_us"], cols["device_incl_us"]
-    device_rows = on_device(table).tolist() if table.has_device else None
-    strings = {c: table.labels(c).tolist() for c in STRING_COLUMNS}
-    numbers = {k: v.tolist() for k, v in cols.items()}
-    published = [(key, PUBLISHED.get(key, key)) for key in cols]  # the edge: analyze's published names
-    out = []
-    for i in range(len(table)):
-        row: dict[str, Any] = {"name": strings["name"][i], "op_type": strings["op_type"][i],
-                               "provider": strings["provider"][i]}
-        for key, name in published:
-            row[name] = _value(numbers[key][i], key in COUNT_COLUMNS)
-        row["calls"] = int(table.calls[i])
-        row["in_shapes"] = strings["in_shapes"][i]
-        row["out_shapes"] = strings["out_shapes"][i]
-        if device_rows is not None:
-            row["rate_time"] = "device" if device_rows[i] else "cpu"
-        out.append(row)
-    return out
+    names = ["name", "op_type", "provider", *(PUBLISHED.get(key, key) for key in cols), "calls", "in_shapes",
+             "out_shapes"]  # the edge: analyze's published names
+    columns = [table.labels(c).tolist() for c in ("name", "op_type", "provider")]
+    columns += [_json_column(v, key in COUNT_COLUMNS) for key, v in cols.items()]
+    columns += [np.asarray(table.calls).astype(np.int64).tolist(), table.labels("in_shapes").tolist(),
+                table.labels("out_shapes").tolist()]
+    if table.has_device:
+        names.append("rate_time")
+        columns.append(["device" if d else "cpu" for d in on_device(table).tolist()])
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def check_grouping(by: str, how: str) -> None:

@@ -8,6 +8,8 @@ Unknown figures are NaN in the float columns, never 0.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -59,9 +61,9 @@ class Labels:
     @staticmethod
     def of(strings: Sequence[str]) -> Labels:
         """Encode a plain sequence of strings (small tables and tests; readers use :class:`Interner`)."""
-        table: dict[str, int] = {}
-        codes = [table.setdefault(s, len(table)) for s in strings]
-        return Labels(np.asarray(codes, dtype=np.int32), tuple(table))
+        table = {s: k for k, s in enumerate(dict.fromkeys(strings))}
+        codes = np.fromiter(map(table.__getitem__, strings), dtype=np.int32, count=len(strings))
+        return Labels(codes, tuple(table))
 
 
 # The "left out" marks of Calls' time and thread columns (compared by identity, never filled).
@@ -231,10 +233,15 @@ class Interner:
     def codes(self, values: Iterable[Any]) -> list[int]:
         table = self.table
         values = list(values)
+        if not table:  # each value hashed twice, not four times (an identity is a tuple of five strings)
+            table.update(zip(dict.fromkeys(values), itertools.count()))
+            return list(range(len(values))) if len(table) == len(values) else list(map(table.__getitem__, values))
         found = list(map(table.get, values))  # at C speed when every value is known already
         if None not in found:
             return found  # type: ignore[return-value]
-        return [table.setdefault(v, len(table)) for v in values]
+        new = dict.fromkeys(itertools.compress(values, map(operator.is_, found, itertools.repeat(None))))
+        table.update(zip(new, itertools.count(len(table))))  # the new values, first seen first
+        return list(map(table.__getitem__, values))
 
     def values(self) -> list[Any]:
         return list(self.table)
@@ -304,9 +311,10 @@ class TableBuilder:
         col = {k: _joined(v, _DTYPES.get(k, (np.float64,))[0]) for k, v in self._parts.items()}
         keys = col["keys"]
         labels: dict[str, Labels] = {}
-        for position, string_column in enumerate(STRING_COLUMNS):
+        by_column = list(zip(*idents, strict=True)) or [()] * len(STRING_COLUMNS)
+        for string_column, values in zip(STRING_COLUMNS, by_column, strict=True):
             encode = Interner()
-            per_ident = np.asarray(encode.codes(t[position] for t in idents), dtype=np.int32)
+            per_ident = np.asarray(encode.codes(values), dtype=np.int32)
             codes = per_ident[keys] if idents else np.zeros(0, dtype=np.int32)
             labels[string_column] = Labels(codes, tuple(encode.values()))
         dur_ns: np.ndarray = np.multiply(col["dur_us"], 1e3)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import GROUPINGS, STRING_COLUMNS, Calls, Labels
-from layerperf.data.sketch import Sketch
+from layerperf.data.calls import GROUPINGS, STRING_COLUMNS, Calls, Interner, Labels
+from layerperf.data.sketch import Sketches
 
 FIGURES = ("dur_ns", "incl_ns", "device_ns", "device_incl_ns", "flops", "bytes", "int_ops")
 # inclusive figures: summed once over calls nested in a call of their own group
@@ -33,16 +33,32 @@ _STAT = {"sum": "sum", "count": "sum", "mean": "mean", "median": "median", "max"
 Ident = tuple[str, str, str, str, str]
 
 
-@dataclass
 class _Figure:
-    """One figure's running statistics, one slot per identity."""
+    """One figure's running statistics, one slot per identity (numpy columns, grown by doubling)."""
 
-    sum: list[float] = field(default_factory=list)
-    min: list[float] = field(default_factory=list)
-    max: list[float] = field(default_factory=list)
-    sumsq: list[float] = field(default_factory=list)
-    once: dict[str, list[float]] = field(default_factory=dict)  # grouping -> sum over outer calls
-    sketch: list[Sketch] = field(default_factory=list)
+    def __init__(self, size: int, quantiles: bool) -> None:
+        self.sum = np.zeros(size)
+        self.min = np.full(size, np.inf)
+        self.max = np.full(size, -np.inf)
+        self.sumsq = np.zeros(size)
+        self.once: dict[str, np.ndarray] = {}  # grouping -> sum over outer calls
+        self.sketch = Sketches() if quantiles else None
+
+    def fit(self, size: int) -> None:
+        """Room for ``size`` slots."""
+        have = self.sum.size
+        if size <= have:
+            return
+        size = max(size, 2 * have)
+        self.sum, self.sumsq = _grown(self.sum, size, 0.0), _grown(self.sumsq, size, 0.0)
+        self.min, self.max = _grown(self.min, size, np.inf), _grown(self.max, size, -np.inf)
+        self.once = {g: _grown(v, size, 0.0) for g, v in self.once.items()}
+
+    def outer(self, grouping: str) -> np.ndarray:
+        per = self.once.get(grouping)
+        if per is None:
+            per = self.once[grouping] = np.zeros(self.sum.size)
+        return per
 
 
 class Folded:
@@ -52,7 +68,9 @@ class Folded:
     for). ``calls`` counts every call folded in, ``total_ns`` sums their total times; ``nested`` says
     whether any call's inclusive time differs from its self time; ``has_outer`` whether any table folded in
     had nesting flags. ``sink``: also handed every table folded in, as it comes (a timeline written as the
-    trace streams).
+    trace streams). A folding costs time per call folded, and memory per identity a few numbers per figure
+    (columns, not objects): a trace of hundreds of thousands of distinct ops (shapes that change every
+    step) folds as fast as one of a few hundred.
     """
 
     def __init__(self, *, quantiles: bool = False, sink: Callable[[Calls], None] | None = None) -> None:
@@ -60,7 +78,7 @@ class Folded:
         self.sink = sink
         self.index: dict[Ident, int] = {}
         self.idents: list[Ident] = []
-        self.count: list[int] = []
+        self.count = np.zeros(0, dtype=np.int64)
         self.figures: dict[str, _Figure] = {}
         self.meta: dict[str, Any] = {}
         self.calls = 0
@@ -78,11 +96,15 @@ class Folded:
         for labels in columns:
             key = key * max(len(labels.values), 1) + labels.codes
         combos, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # new identities in the order their rows come
+        rows = first[order]
+        idents = list(zip(*([labels.values[c] for c in labels.codes[rows].tolist()] for labels in columns),
+                          strict=True))
+        found = list(map(self.index.get, idents))
+        known: list[int] = found if None not in found else [  # type: ignore[assignment]  # every slot is an int
+            self._slot(ident) if slot is None else slot for slot, ident in zip(found, idents, strict=True)]
         slots = np.empty(combos.size, dtype=np.int64)
-        for k in np.argsort(first, kind="stable").tolist():  # new identities in the order their rows come
-            row = int(first[k])
-            ident = tuple(labels.values[labels.codes[row]] for labels in columns)
-            slots[k] = self._slot(ident)
+        slots[order] = known
         return slots[inverse.reshape(-1)]
 
     def _slot(self, ident: Ident) -> int:
@@ -90,21 +112,36 @@ class Folded:
         if slot is None:
             slot = self.index[ident] = len(self.idents)
             self.idents.append(ident)
-            self.count.append(0)
-            for fig in self.figures.values():
-                _grow(fig, self.quantiles)
+            self._fit()
         return slot
+
+    def _fit(self) -> None:
+        n = len(self.idents)
+        if n > self.count.size:
+            size = max(n, 2 * self.count.size, 64)
+            self.count = _grown(self.count, size, 0)
+            for fig in self.figures.values():
+                fig.fit(size)
 
     def names(self) -> set[str]:
         """The op names of the calls folded in."""
-        return {ident[0] for ident, n in zip(self.idents, self.count, strict=True) if n}
+        return {self.idents[i][0] for i in np.flatnonzero(self.count[:len(self.idents)]).tolist()}
 
     def declare(self, idents: Sequence[Ident]) -> None:
         """Number these identities first, in this order (a reader's, in the order the file first names
         them), so that groups come in the order the whole table gives them, whatever order calls are
         folded in."""
         for ident in idents:
-            self._slot(tuple(ident))  # type: ignore[arg-type]
+            if ident not in self.index:
+                self.index[ident] = len(self.idents)
+                self.idents.append(ident)
+        self._fit()
+
+    def _figure(self, name: str) -> _Figure:
+        fig = self.figures.get(name)
+        if fig is None:
+            fig = self.figures[name] = _Figure(self.count.size, self.quantiles)
+        return fig
 
     def add(self, table: Calls) -> None:
         """Fold in the calls of ``table`` (rows as read, whole nesting trees)."""
@@ -116,119 +153,100 @@ class Folded:
         for label in table.counters:
             if label not in self.counter_labels:
                 self.counter_labels.append(label)
-        for name in (*FIGURES, *(f"counter:{c}" for c in self.counter_labels)):
-            if name not in self.figures:
-                self.figures[name] = fig = _Figure()
-                for _ in self.idents:
-                    _grow(fig, self.quantiles)
         slot = self._codes(table)
-        n = len(self.idents)
-        counts = np.bincount(slot, minlength=n)
-        for i in np.flatnonzero(counts).tolist():
-            self.count[i] += int(counts[i])
+        # the figures worked out per identity present in this table (local codes), then added to its slot
+        present, local = np.unique(slot, return_inverse=True)
+        local = local.reshape(-1)
+        counts = np.bincount(local, minlength=present.size)
+        self.count[present] += counts
         self.calls += len(table)
         self.nested = self.nested or not bool((table.incl_ns == table.dur_ns).all())
         self.has_outer = self.has_outer or bool(table.outer)
         self.has_device = self.has_device or table.has_device
-        order = np.argsort(slot, kind="stable")
-        present = np.flatnonzero(counts)
-        starts = np.searchsorted(slot[order], present)
-        for name, fig in self.figures.items():
-            values = _column(table, name)
-            self._fold(fig, name, values, slot, order, present, starts, table)
+        order = np.argsort(local, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        for name in (*FIGURES, *(f"counter:{c}" for c in self.counter_labels)):
+            self._fold(self._figure(name), name, _column(table, name), slot, present, local, order, starts, table)
 
-    def _fold(self, fig: _Figure, name: str, values: np.ndarray, slot: np.ndarray, order: np.ndarray,
-              present: np.ndarray, starts: np.ndarray, table: Calls) -> None:
-        n = len(self.idents)
-        sums = np.bincount(slot, weights=values, minlength=n)  # NaN in a slot's values: its sum is NaN
-        squares = np.bincount(slot, weights=values * values, minlength=n)
+    def _fold(self, fig: _Figure, name: str, values: np.ndarray, slot: np.ndarray, present: np.ndarray,
+              local: np.ndarray, order: np.ndarray, starts: np.ndarray, table: Calls) -> None:
+        k = present.size
+        fig.sum[present] += np.bincount(local, weights=values, minlength=k)  # a NaN makes its slot's sum NaN
+        fig.sumsq[present] += np.bincount(local, weights=values * values, minlength=k)
         ordered = values[order]
-        mins = np.minimum.reduceat(ordered, starts) if starts.size else starts
-        maxs = np.maximum.reduceat(ordered, starts) if starts.size else starts
-        for k, i in enumerate(present.tolist()):
-            fig.sum[i] += float(sums[i])
-            fig.sumsq[i] += float(squares[i])
-            fig.min[i] = _fmin(fig.min[i], float(mins[k]))
-            fig.max[i] = _fmax(fig.max[i], float(maxs[k]))
+        fig.min[present] = np.minimum(fig.min[present], np.minimum.reduceat(ordered, starts))  # NaN wins
+        fig.max[present] = np.maximum(fig.max[present], np.maximum.reduceat(ordered, starts))
         if name in ONCE:
             for grouping in GROUPINGS:
                 outer = table.outer.get(grouping)
-                once = np.bincount(slot, weights=values if outer is None else np.where(outer, values, 0.0),
-                                   minlength=n)
-                per = fig.once.setdefault(grouping, [0.0] * n)
-                per.extend([0.0] * (n - len(per)))
-                for i in present.tolist():
-                    per[i] += float(once[i])
-        if self.quantiles:
-            bounds = [*starts.tolist(), ordered.size]
-            for k, i in enumerate(present.tolist()):
-                fig.sketch[i].add(ordered[bounds[k]:bounds[k + 1]])
+                fig.outer(grouping)[present] += np.bincount(
+                    local, weights=values if outer is None else np.where(outer, values, 0.0), minlength=k)
+        if fig.sketch is not None:
+            fig.sketch.add(slot, values)
 
     def merge(self, other: Folded) -> None:
         """Fold in what ``other`` folded (another process's share of the same trace's tables): its
         identities in its order after this one's, its statistics combined slot by slot — sums and counts
         added, extremes compared, sketches merged — as if its tables had been folded in here."""
-        slots = [self._slot(ident) for ident in other.idents]
+        n_other = len(other.idents)
+        slots = np.fromiter((self._slot(ident) for ident in other.idents), dtype=np.int64, count=n_other)
         for label in other.counter_labels:
             if label not in self.counter_labels:
                 self.counter_labels.append(label)
-        for i, j in enumerate(slots):
-            self.count[j] += other.count[i]
+        self.count[slots] += other.count[:n_other]
         self.calls += other.calls
         self.total_ns += other.total_ns
         self.nested, self.has_outer = self.nested or other.nested, self.has_outer or other.has_outer
         self.has_device = self.has_device or other.has_device
-        n = len(self.idents)
+        hit = other.count[:n_other] > 0
+        mine, theirs_at = slots[hit], np.flatnonzero(hit)
         for name, theirs in other.figures.items():
-            fig = self.figures.get(name)
-            if fig is None:
-                self.figures[name] = fig = _Figure()
-                for _ in range(n):
-                    _grow(fig, self.quantiles)
+            fig = self._figure(name)
             for grouping, per in theirs.once.items():
-                mine = fig.once.setdefault(grouping, [0.0] * n)
-                mine.extend([0.0] * (n - len(mine)))
-                for i, j in enumerate(slots):
-                    mine[j] += per[i]
-            for i, j in enumerate(slots):
-                if not other.count[i]:
-                    continue
-                fig.sum[j] += theirs.sum[i]
-                fig.sumsq[j] += theirs.sumsq[i]
-                fig.min[j] = _fmin(fig.min[j], theirs.min[i])
-                fig.max[j] = _fmax(fig.max[j], theirs.max[i])
-                if self.quantiles:
-                    fig.sketch[j].merge(theirs.sketch[i])
+                fig.outer(grouping)[slots] += per[:n_other]
+            fig.sum[mine] += theirs.sum[theirs_at]
+            fig.sumsq[mine] += theirs.sumsq[theirs_at]
+            fig.min[mine] = np.minimum(fig.min[mine], theirs.min[theirs_at])
+            fig.max[mine] = np.maximum(fig.max[mine], theirs.max[theirs_at])
+            if fig.sketch is not None and theirs.sketch is not None:
+                fig.sketch.merge(theirs.sketch, slots)
 
     # -- the aggregated table --------------------------------------------------------------------
     def table(self, by: str = "name", how: str = "sum", *, types: Sequence[str] = (),
               name: re.Pattern[str] | None = None) -> Calls:
         """One row per group of ``by`` of the calls whose op type is one of ``types`` (all when empty)
         and whose name matches ``name``, figures combined by ``how``: ``aggregate(filter_table(...))``."""
-        keep = [i for i, ident in enumerate(self.idents) if self.count[i]
-                and (not types or ident[1] in types) and (name is None or name.search(ident[0]))]
-        columns = GROUPINGS[by]
-        positions = [STRING_COLUMNS.index(c) for c in columns]
+        n = len(self.idents)
+        keep = self.count[:n] > 0
+        if types or name is not None:
+            keep &= np.fromiter(((not types or ident[1] in types) and (name is None or bool(name.search(ident[0])))
+                                 for ident in self.idents), dtype=bool, count=n)
+        rows = np.flatnonzero(keep)
         # groups in the order aggregate makes them: by each grouping column's value, values numbered in
-        # the order identities were first seen (all of them, as a table's labels number them)
-        first_seen = [{v: k for k, v in reversed(list(enumerate(ident[p] for ident in self.idents)))}
-                      for p in positions]
-        group_of: dict[tuple[str, ...], list[int]] = {}
-        for i in keep:
-            group_of.setdefault(tuple(self.idents[i][p] for p in positions), []).append(i)
-        keys = sorted(group_of, key=lambda k: tuple(first_seen[j][v] for j, v in enumerate(k)))
-        members = [group_of[k] for k in keys]
-        return self._aggregated(members, by, how)
+        # the order identities were first seen (all of them, as a table's labels number them); a group's
+        # members in identity order
+        values = [_numbered(column) for column in zip(*self.idents, strict=True)] if self.idents else []
+        keys = [values[STRING_COLUMNS.index(c)][0][rows] for c in GROUPINGS[by]]
+        order = np.lexsort(keys[::-1]) if rows.size else rows
+        rows = rows[order]
+        new = np.zeros(rows.size, dtype=bool)
+        new[:1] = True
+        for k in keys:
+            k = k[order]
+            new[1:] |= k[1:] != k[:-1]
+        return self._aggregated(rows, np.cumsum(new) - 1, int(new.sum()), by, how, values)
 
-    def _aggregated(self, members: list[list[int]], by: str, how: str) -> Calls:
-        labels = {c: _labels([[self.idents[i][p] for i in m] for m in members],
-                             "name" if c == "name" else "*") for p, c in enumerate(STRING_COLUMNS)}
-        sizes = np.asarray([sum(self.count[i] for i in m) for m in members], dtype=np.int64)
+    def _aggregated(self, rows: np.ndarray, group: np.ndarray, groups: int, by: str, how: str,
+                    values: list[tuple[np.ndarray, list[str]]]) -> Calls:
+        labels = {c: _labels(*values[p], rows, group, groups, "name" if c == "name" else "*")
+                  for p, c in enumerate(STRING_COLUMNS)} if values else {c: Labels.of([]) for c in STRING_COLUMNS}
+        sizes = np.bincount(group, weights=self.count[rows], minlength=groups).astype(np.int64)
         stat = _STAT[how]
-        cols = {f: self._stat(f, members, sizes, stat, by) for f in FIGURES}
-        total = self._stat("dur_ns", members, sizes, "sum", by)
-        flops = cols["flops"] if self.meta.get("inclusive_flops") else self._stat("flops", members, sizes, stat)
-        counters = {c: self._stat(f"counter:{c}", members, sizes, stat) for c in self.counter_labels}
+        members = _Members(rows, group, groups, sizes)
+        cols = {f: self._stat(f, members, stat, by) for f in FIGURES}
+        total = self._stat("dur_ns", members, "sum", by)
+        flops = cols["flops"] if self.meta.get("inclusive_flops") else self._stat("flops", members, stat)
+        counters = {c: self._stat(f"counter:{c}", members, stat) for c in self.counter_labels}
         return Calls(name=labels["name"], op_type=labels["op_type"], provider=labels["provider"],
                      in_shapes=labels["in_shapes"], out_shapes=labels["out_shapes"], dur_ns=cols["dur_ns"],
                      total_ns=total, incl_ns=cols["incl_ns"], device_ns=cols["device_ns"], calls=sizes,
@@ -236,49 +254,50 @@ class Folded:
                      meta={**self.meta, "aggregate_by": by, "aggregate": how},
                      device_incl_ns=cols["device_incl_ns"])
 
-    def _stat(self, name: str, members: list[list[int]], sizes: np.ndarray, stat: str,
-              by: str | None = None) -> np.ndarray:
+    def _stat(self, name: str, members: _Members, stat: str, by: str | None = None) -> np.ndarray:
         fig = self.figures.get(name)
         if fig is None:
-            return np.full(len(members), np.nan)
+            return np.full(members.groups, np.nan)
+        rows, group = members.rows, members.group
         if stat == "sum" or stat == "mean":
             per = fig.once[by] if by is not None and name in ONCE and stat == "sum" and by in fig.once else fig.sum
-            out = np.asarray([sum(per[i] for i in m) for m in members], dtype=np.float64)
+            out = np.bincount(group, weights=per[rows], minlength=members.groups)
             if stat == "mean":
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    out = out / sizes
+                    out = out / members.sizes
             return out
         if stat in ("min", "max"):
-            pick = _fmin if stat == "min" else _fmax
+            reduce = np.minimum.reduceat if stat == "min" else np.maximum.reduceat
             src = fig.min if stat == "min" else fig.max
-            out_list = []
-            for m in members:
-                v = src[m[0]]
-                for i in m[1:]:
-                    v = pick(v, src[i])
-                out_list.append(v)
-            return np.asarray(out_list, dtype=np.float64)
-        pct = 90.0 if stat == "p90" else 50.0
-        return np.asarray([self._quantile(fig, m, pct) for m in members], dtype=np.float64)
-
-    def _quantile(self, fig: _Figure, members: list[int], pct: float) -> float:
-        if not self.quantiles:
+            return reduce(src[rows], members.starts()) if rows.size else np.zeros(0)
+        if fig.sketch is None:
             raise ValueError("medians and percentiles need Folded(quantiles=True)")
-        if len(members) == 1:
-            return fig.sketch[members[0]].quantile(pct)
-        merged = Sketch()
-        for i in members:
-            merged.merge(fig.sketch[i])
-        return merged.quantile(pct)
+        return fig.sketch.quantiles(90.0 if stat == "p90" else 50.0, members.lists())
 
     def stddev(self, name: str, slot: int) -> float:
         """Population standard deviation of a figure over one identity's calls."""
         fig = self.figures[name]
-        n = self.count[slot]
+        n = int(self.count[slot])
         if not n:
             return float("nan")
         mean = fig.sum[slot] / n
         return float(np.sqrt(max(fig.sumsq[slot] / n - mean * mean, 0.0)))
+
+
+@dataclass
+class _Members:
+    """The identities of each group of an aggregated table: ``rows`` (slots) grouped, ``group`` each one's."""
+
+    rows: np.ndarray
+    group: np.ndarray
+    groups: int
+    sizes: np.ndarray  # calls per group
+
+    def starts(self) -> np.ndarray:
+        return np.searchsorted(self.group, np.arange(self.groups))
+
+    def lists(self) -> list[list[int]]:
+        return [part.tolist() for part in np.split(self.rows, self.starts()[1:])] if self.groups else []
 
 
 def called_names(table: Calls | Folded) -> set[str]:
@@ -289,17 +308,6 @@ def called_names(table: Calls | Folded) -> set[str]:
     return {table.name.values[c] for c in np.unique(table.name.codes).tolist()}
 
 
-def _grow(fig: _Figure, quantiles: bool) -> None:
-    fig.sum.append(0.0)
-    fig.sumsq.append(0.0)
-    fig.min.append(float("inf"))
-    fig.max.append(float("-inf"))
-    for per in fig.once.values():
-        per.append(0.0)
-    if quantiles:
-        fig.sketch.append(Sketch())
-
-
 def _column(table: Calls, name: str) -> np.ndarray:
     if name.startswith("counter:"):
         values = table.counters.get(name[len("counter:"):])
@@ -307,18 +315,25 @@ def _column(table: Calls, name: str) -> np.ndarray:
     return np.asarray(getattr(table, name) if name != "device_incl_ns" else table.device_incl, dtype=np.float64)
 
 
-def _fmin(a: float, b: float) -> float:
-    return a if a != a else b if b != b else min(a, b)  # NaN wins: unknown stays unknown
+def _numbered(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Each value's number, in the order first seen, and the distinct values."""
+    seen = Interner()
+    return np.asarray(seen.codes(values), dtype=np.int64), seen.values()
 
 
-def _fmax(a: float, b: float) -> float:
-    return a if a != a else b if b != b else max(a, b)
+def _labels(codes: np.ndarray, values: list[str], rows: np.ndarray, group: np.ndarray, groups: int,
+            mixed: str) -> Labels:
+    """A group's value (``codes`` of ``values``, per identity) when all its identities agree; else
+    "(n names)" (names) or "*"."""
+    codes = codes[rows]
+    pairs = np.unique(group * (len(values) + 1) + codes)  # each group's distinct values
+    distinct = np.bincount(pairs // (len(values) + 1), minlength=groups)
+    first = codes[np.searchsorted(group, np.arange(groups))] if rows.size else codes
+    return Labels.of([values[c] if d == 1 else f"({d} names)" if mixed == "name" else "*"
+                      for c, d in zip(first.tolist(), distinct.tolist(), strict=True)])
 
 
-def _labels(values: list[list[str]], mixed: str) -> Labels:
-    """A group's value when all its identities agree; else "(n names)" (names) or "*"."""
-    out = []
-    for group in values:
-        distinct = list(dict.fromkeys(group))
-        out.append(distinct[0] if len(distinct) == 1 else f"({len(distinct)} names)" if mixed == "name" else "*")
-    return Labels.of(out)
+def _grown(values: np.ndarray, size: int, fill: float) -> np.ndarray:
+    out = np.full(size, fill, dtype=values.dtype)
+    out[:values.size] = values
+    return out

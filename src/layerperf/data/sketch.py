@@ -78,6 +78,16 @@ class Sketch:
         for part in values:
             self._add_buckets(part)
 
+    def take(self, v: np.ndarray) -> None:
+        """Bucket these (non-NaN) values, in a bucketed sketch."""
+        self.count += int(v.size)
+        self._add_buckets(v)
+
+    def take_buckets(self, other: Sketch) -> None:
+        """Add a bucketed sketch's buckets, in a bucketed sketch."""
+        self.count += other.count
+        self._add_keys(other.bucket_keys, other.bucket_counts)
+
     def _add_buckets(self, v: np.ndarray) -> None:
         self._add_keys(*np.unique(_keys(v), return_counts=True))
 
@@ -130,3 +140,146 @@ def _value(key: int) -> float:
     index = abs(key) - _OFFSET
     value = 2 * GAMMA ** index / (GAMMA + 1)
     return -value if key < 0 else value
+
+
+class Sketches:
+    """One :class:`Sketch` per group (dense codes 0..n-1), kept as columns: what folding a trace of
+    hundreds of thousands of distinct ops needs (a Sketch object per op and figure takes ~0.5 KB before
+    it holds a value; here a value takes 16 bytes and a group 16).
+
+    Every quantile equals the one a Sketch per group given the same values gives (and merged as
+    :meth:`quantiles` merges groups): a group's non-NaN values are kept as they are, in one log shared
+    by the groups, while it holds at most :data:`EXACT_MAX` of them; past that they go into its
+    buckets, which depend only on the values, not on when they were bucketed.
+    """
+
+    def __init__(self) -> None:
+        self.count = np.zeros(0, dtype=np.int64)  # non-NaN values per group
+        self.nan = np.zeros(0, dtype=np.int64)
+        self._groups: list[np.ndarray] = []  # the exact values not bucketed yet, with their groups
+        self._values: list[np.ndarray] = []
+        self._logged = 0
+        self._compact_at = LOG_MIN
+        self._starts: np.ndarray | None = None  # with the log sorted by group: where each group starts
+        self.bucketed: dict[int, Sketch] = {}  # the buckets of groups past EXACT_MAX
+
+    def grow(self, n: int) -> None:
+        """Make room for groups up to ``n - 1`` (and a few more: grown by doubling)."""
+        if n > self.count.size:
+            extra = max(n, 2 * self.count.size) - self.count.size
+            self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
+            self.nan = np.concatenate([self.nan, np.zeros(extra, dtype=np.int64)])
+            self._starts = None
+
+    def add(self, groups: np.ndarray, values: np.ndarray) -> None:
+        """Add ``values[i]`` to group ``groups[i]``."""
+        groups = np.asarray(groups, dtype=np.int64)
+        v = np.asarray(values, dtype=np.float64)
+        if not groups.size:
+            return
+        self.grow(int(groups.max()) + 1)
+        bad = np.isnan(v)
+        if bad.any():
+            self.nan += np.bincount(groups[bad], minlength=self.nan.size)
+            groups, v = groups[~bad], v[~bad]
+        self._log(groups, v.copy())
+
+    def _log(self, groups: np.ndarray, values: np.ndarray) -> None:
+        if not groups.size:
+            return
+        self.count += np.bincount(groups, minlength=self.count.size)
+        self._groups.append(groups)
+        self._values.append(values)
+        self._logged += groups.size
+        self._starts = None
+        if self._logged >= self._compact_at:
+            self._compact()
+
+    def _compact(self) -> None:
+        """The log as one array, without the values of groups past EXACT_MAX: those go to their buckets."""
+        groups = np.concatenate(self._groups) if self._groups else np.zeros(0, dtype=np.int64)
+        values = np.concatenate(self._values) if self._values else np.zeros(0)
+        over = self.count[groups] > EXACT_MAX
+        if over.any():
+            order = np.argsort(groups[over], kind="stable")
+            mine, theirs = groups[over][order], values[over][order]
+            cuts = np.flatnonzero(mine[1:] != mine[:-1]) + 1
+            for g, part in zip(mine[np.r_[0, cuts]].tolist(), np.split(theirs, cuts), strict=True):
+                self._buckets(g).take(part)
+            groups, values = groups[~over], values[~over]
+        self._groups, self._values = [groups], [values]
+        self._logged = int(groups.size)
+        self._compact_at = max(2 * self._logged, LOG_MIN)
+
+    def _buckets(self, group: int) -> Sketch:
+        sketch = self.bucketed.get(group)
+        if sketch is None:
+            sketch = self.bucketed[group] = Sketch()
+            sketch.exact = None
+        return sketch
+
+    def merge(self, other: Sketches, slots: np.ndarray) -> None:
+        """Add ``other``'s values: its group ``i`` to group ``slots[i]`` here."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if not slots.size:
+            return
+        self.grow(int(slots.max()) + 1)
+        m = min(other.count.size, slots.size)
+        self.nan[slots[:m]] += other.nan[:m]
+        other._compact()
+        for g, theirs in other.bucketed.items():
+            self.count[slots[g]] += theirs.count
+            self._buckets(int(slots[g])).take_buckets(theirs)
+        self._log(slots[other._groups[0]], other._values[0])
+
+    def quantiles(self, pct: float, members: list[list[int]] | None = None) -> np.ndarray:
+        """The ``pct`` percentile of each group (with ``members``: of each union of groups), as a Sketch given
+        the same values (merged) gives it: NaN where the values hold a NaN or none; numpy's exact figure
+        while there are at most EXACT_MAX, else read from the buckets."""
+        members = [[g] for g in range(self.count.size)] if members is None else members
+        sizes = np.fromiter(map(len, members), dtype=np.int64, count=len(members))
+        flat = np.fromiter((g for m in members for g in m), dtype=np.int64, count=int(sizes.sum()))
+        union = np.repeat(np.arange(len(members)), sizes)
+        count = np.bincount(union, weights=self.count[flat], minlength=len(members)).astype(np.int64)
+        nan = np.bincount(union, weights=self.nan[flat], minlength=len(members))
+        out = np.full(len(members), np.nan)
+        starts, values = self._by_group()
+        exact = (count > 0) & (nan == 0) & (count <= EXACT_MAX)
+        if exact.any():  # each union's values side by side, then the unions of one size at a time
+            keep = exact[union]
+            own, sel = union[keep], flat[keep]
+            lens = starts[sel + 1] - starts[sel]
+            idx = np.repeat(starts[sel] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+            gathered, owner = values[idx], np.repeat(own, lens)
+            which = np.flatnonzero(exact)
+            first = np.searchsorted(owner, which)
+            for size in np.unique(count[which]).tolist():
+                pick = count[which] == size
+                out[which[pick]] = np.percentile(gathered[first[pick][:, None] + np.arange(size)], pct, axis=1)
+        for u in np.flatnonzero((nan == 0) & (count > EXACT_MAX)).tolist():
+            merged = Sketch()
+            merged.exact = None
+            for g in members[u]:
+                if g in self.bucketed:
+                    merged.take_buckets(self.bucketed[g])
+                merged.take(values[starts[g]:starts[g + 1]])
+            out[u] = merged.quantile(pct)
+        return out
+
+    def quantile(self, group: int, pct: float) -> float:
+        return float(self.quantiles(pct, [[group]])[0])
+
+    def median(self, group: int) -> float:
+        return self.quantile(group, 50)
+
+    def _by_group(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where each group's values start in the log sorted by group (``n + 1`` offsets), and the log."""
+        if self._starts is None or len(self._groups) > 1:
+            self._compact()
+            order = np.argsort(self._groups[0], kind="stable")
+            self._groups, self._values = [self._groups[0][order]], [self._values[0][order]]
+            self._starts = np.searchsorted(self._groups[0], np.arange(self.count.size + 1))
+        return self._starts, self._values[0]
+
+
+LOG_MIN = 1 << 16  # values logged before the log is first compacted

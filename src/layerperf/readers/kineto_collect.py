@@ -95,8 +95,10 @@ class _Kind:
     note: int = 0  # an annotation: 1 on the CPU, 2 on the GPU
 
 
-def _kind(cat: Any, name_value: Any, device: Any, dims: Any, types: Any, concrete: Any) -> _Kind:
-    """The rules of an event-by-event reading, for one combination."""
+def _kind(cat: Any, name_value: Any, device: Any, dims: Any, types: Any, concrete: Any,
+          shapes: dict[bytes, str]) -> _Kind:
+    """The rules of an event-by-event reading, for one combination (``shapes``: the text of each recorded
+    ``Input Dims`` met so far: many ops share them)."""
     try:
         cat = V1_CATS.get(cat, cat)
     except TypeError:  # an unhashable category: nothing this reader reads
@@ -110,13 +112,21 @@ def _kind(cat: Any, name_value: Any, device: Any, dims: Any, types: Any, concret
     note = (2 if cat == "gpu_user_annotation" else 1) if cat in ANNOTATION_CATS else 0
     if cat in ROW_CATS:
         kind = _Kind(_OP if cat == "cpu_op" else _RUNTIME,
-                     (name, name, "CPU", shapes_text(raw_value(dims)), ""), name, note=note)
+                     (name, name, "CPU", _shapes(dims, shapes), ""), name, note=note)
     elif cat in FRAME_CATS:
         kind = _Kind(_FRAME, None, name, step=name.startswith(STEP_PREFIX), note=note)
     else:
         return _Kind(_SKIP, None, name, note=note)
     kind.flops, kind.bytes = _derived(name, dims, types, concrete)
     return kind
+
+
+def _shapes(dims: Any, known: dict[bytes, str]) -> str:
+    key = bytes(dims)
+    text_ = known.get(key)
+    if text_ is None:
+        text_ = known[key] = shapes_text(raw_value(dims))
+    return text_
 
 
 def _derived(name: str, dims: Any, types: Any, concrete: Any) -> tuple[float, float]:
@@ -144,6 +154,7 @@ class Kinds:
         self.kinds: list[_Kind] = []
         self.first: dict[Any, tuple[Any, int]] = {}  # per head: the inputs first seen with it, their kind
         self.full: dict[Any, int] = {}
+        self.shapes: dict[bytes, str] = {}  # recorded Input Dims -> their text
         # per kind, as arrays grown by doubling (a trace names a new ProfilerStep#N every step): class,
         # identity code (_UNSET, NONE), derived FLOPs and bytes, whether a step or an annotation
         self._cls = np.zeros(64, dtype=np.int64)
@@ -180,7 +191,7 @@ class Kinds:
         k = self.full.get(key)
         if k is None:
             k = self.full[key] = len(self.kinds)
-            kind = _kind(cat, name, device, dims, types, concrete)
+            kind = _kind(cat, name, device, dims, types, concrete, self.shapes)
             self.kinds.append(kind)
             if k >= self._cls.size:
                 for attr in ("_cls", "_codes", "_flops", "_bytes", "_mark"):

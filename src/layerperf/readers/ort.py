@@ -27,7 +27,6 @@ It is read two ways, through the same parsing (the first section below):
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -36,13 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from layerperf import cost as cost_model
-from layerperf.cost.onnx import elementwise
-from layerperf.data.calls import Calls, Interner, TableBuilder, shape_str, with_outer
+from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.nesting import CONTROL_FLOW_OPS, body_sums, depths, enclosing, open_order, qualify, self_times
-from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
+from layerperf.data.tensor import TensorInfo
 from layerperf.readers.decode import Args, fields
 from layerperf.readers.dropped import Dropped
+from layerperf.readers.ort_costs import Costs, listed_tensors, tensor_info
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
     Idents,
@@ -50,10 +48,8 @@ from layerperf.readers.tef import (
     Slices,
     column,
     count_not_objects,
-    json_value,
     raw_key,
     remapped,
-    text,
     thread_codes,
     thread_ids,
     to_ns,
@@ -95,26 +91,6 @@ def is_run_event(ev: Any) -> bool:
 def node_name(event_name: str) -> str:
     """The node a kernel event times: its name less the suffix."""
     return event_name[: -len(KERNEL_SUFFIX)] if event_name.endswith(KERNEL_SUFFIX) else event_name
-
-
-def listed_tensors(value: Any) -> list[tuple[str, Any]] | None:
-    """``input_type_shape``/``output_type_shape`` (``[{"float": [1, 3, 8, 8]}, ...]``) as
-    (ONNX Runtime's element type, dims) pairs; None when the value is not of that form."""
-    if not isinstance(value, list):
-        return None
-    out = []
-    for item in value:
-        if not isinstance(item, dict) or len(item) != 1:
-            return None
-        ((elem_type, dims),) = item.items()
-        out.append((str(elem_type), dims))
-    return out
-
-
-def tensor_info(name: str, elem_type: str, dims: Any) -> TensorInfo:
-    """One listed tensor as a TensorInfo; its shape None unless the dims are sane sizes."""
-    ok = isinstance(dims, list) and all(type(d) is int and 0 <= d < 1 << 40 for d in dims)
-    return TensorInfo(name, tuple(dims) if ok else None, ort_type_to_dtype(elem_type))
 
 
 def tensor_infos(shapes: Any, names: list[str],
@@ -259,78 +235,6 @@ def pool_workers(runs: Iterable[RunEvents]) -> int | None:
 
 
 # -- the event table: what layerperf analyze and diff read -------------------------------------------
-# Elementwise ops cost per output element whatever their attributes; Conv and MatMul read their
-# dimensions off the shapes. (Pooling, Gemm and Gelu, say, need attributes the profile lacks.)
-_ATTRIBUTE_DEPENDENT = frozenset(("Gelu",))
-# Quantization ops work per element whatever their attributes (axis, saturate).
-_QUANTIZATION = frozenset(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"))
-# ONNX Runtime's quantized elementwise ops (com.microsoft): every input is recorded, none pre-packed.
-_CONTRIB = frozenset(("QLinearAdd", "QLinearMul"))
-
-
-def _shape_only(op_type: str) -> bool:
-    return op_type in ("Conv", "MatMul") or op_type in _QUANTIZATION or op_type in _CONTRIB or (
-        ("", op_type) in elementwise.TABLE and op_type not in _ATTRIBUTE_DEPENDENT)
-
-
-def _tensors(value: Any, prefix: str) -> tuple[str, list[TensorInfo]] | None:
-    """``[{"float": [1, 3, 8, 8]}, ...]`` -> ("1x3x8x8;...", TensorInfos); None when not that shape."""
-    listed = listed_tensors(value)
-    if listed is None:
-        return None
-    return (";".join(shape_str(dims) for _, dims in listed),
-            [tensor_info(f"{prefix}{i}", elem_type, dims) for i, (elem_type, dims) in enumerate(listed)])
-
-
-class _Costs:
-    """Per distinct (node, op, provider, shapes): its row identity, FLOPs, bytes, integer operations."""
-
-    def __init__(self, builder: TableBuilder) -> None:
-        self.builder = builder
-        self.figures: dict[int, tuple[float, float]] = {}
-        self.int_ops: dict[int, float] = {}
-        self.counters: dict[int, dict[str, float]] = {}
-        self.touched: set[int] = set()  # identities worked out since the last part took them (see part)
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """FLOPs and bytes per identity code (NaN: unknown)."""
-        if self._arrays is None:
-            n = max(self.figures, default=-1) + 1
-            flops, nbytes = np.full(n, np.nan), np.full(n, np.nan)
-            for ident, (f, b) in self.figures.items():
-                flops[ident], nbytes[ident] = f, b
-            self._arrays = flops, nbytes
-        return self._arrays
-
-    def make(self, key: tuple[Any, ...]) -> int:
-        name, op_type, provider, ins, outs, counts = key
-        op, prov = text(op_type), text(provider)
-        got_in = _tensors(json_value(ins), "in")
-        got_out = _tensors(json_value(outs), "out")
-        flops = nbytes = int_ops = math.nan
-        if got_in is not None and got_out is not None:
-            cost = cost_model.of("com.microsoft" if op in _CONTRIB else "", op, got_in[1], got_out[1])
-            if cost.flops is not None and _shape_only(op):
-                flops = float(cost.flops)
-            if cost.int_ops is not None and _shape_only(op):
-                int_ops = float(cost.int_ops)
-            if cost.bytes is not None:
-                nbytes = float(cost.bytes)
-        ident = self.builder.ident(node_name(name), op, prov, got_in[0] if got_in else "",
-                                   got_out[0] if got_out else "")
-        self.figures[ident] = (flops, nbytes)
-        self.touched.add(ident)
-        self._arrays = None
-        if int_ops == int_ops:
-            self.int_ops[ident] = int_ops
-        counters = json_value(counts)
-        if isinstance(counters, dict):
-            self.counters[ident] = {str(k): float(v) for k, v in counters.items()
-                                    if type(v) in (int, float) and math.isfinite(v)}
-        return ident
-
-
 FIELDS = ("name", "pid", "tid", "ts", "dur", "args")
 # what a node event's row identity is made of (with its name), read with one C call per event
 ARG_KEY = attrgetter("op_name", "provider", "input_type_shape", "output_type_shape", "layerperf_counters")
@@ -354,7 +258,7 @@ def _kinds(cats: list[Any], names: list[Any], known: dict[tuple[Any, Any], int])
     except TypeError:  # an unhashable name: decided event by event
         return _each(cats, names)
     try:
-        new = set(pairs) - known.keys()
+        new = {pair for pair in set(pairs) if pair not in known}  # (a set less the dict's keys would walk them all)
     except TypeError:
         return _each(cats, names)
     for pair in new:
@@ -375,7 +279,7 @@ class Reading(TefReading):
 
     def __init__(self) -> None:
         super().__init__()
-        self.costs = _Costs(self.builder)
+        self.costs = Costs(self.builder, node_name)
         self.idents = Idents(self.costs.make, _arg_key)
         self.kinds: dict[tuple[Any, Any], int] = {}
 
@@ -472,6 +376,8 @@ def _int_ops_column(parts: Sequence[Part], builder: TableBuilder, ident: np.ndar
     """Per row, its node's integer operations (NaN: unknown), from each part's per-identity figure."""
     values = np.full(len(builder.idents()), np.nan)
     for p in parts:
+        if not p.ident_int_ops:
+            continue
         codes = builder.ident_codes(p.idents)
         for local, count in p.ident_int_ops.items():
             values[codes[local]] = count
@@ -482,6 +388,8 @@ def _counter_columns(parts: Sequence[Part], builder: TableBuilder, ident: np.nda
     """Per row, the counts layerperf's drop-in session wrote for its node (NaN: not counted)."""
     per_ident: dict[int, dict[str, float]] = {}
     for p in parts:
+        if not p.ident_counters:
+            continue
         codes = builder.ident_codes(p.idents)
         for local, counts in p.ident_counters.items():
             per_ident[codes[local]] = counts

@@ -176,9 +176,9 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
     maps = (PartMaps(ident_maps, which), PartMaps(thread_maps))
 
     # in this process: the merge, not the tables, is what costs here (a fold helper saved nothing)
+    idents, thread_values = builder.idents(), threads.values()
     for columns in _segments(spill, maps, origin):
-        folded.add(reader.merge([replace(proto, idents=builder.idents(), threads=threads.values(), columns=columns)],
-                                {}, origin_us=origin))
+        folded.add(reader.merge([_segment_part(proto, columns, idents, thread_values)], {}, origin_us=origin))
     parts = [s.part for s in spilled]
     info: dict[str, Any] = {"format": "ort" if reader is ort else "tef", "events": sum(p.events for p in parts),
                             "ts_origin_us": 0.0 if reader is ort else origin, "streamed": True,
@@ -191,6 +191,18 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
         info["dropped"] = dropped.doc()
     folded.meta = {**info, **meta}
     return folded
+
+
+def _segment_part(proto: Part, columns: tuple[np.ndarray, ...], idents: list[Any], threads: list[Any]) -> Part:
+    """A segment's rows as a part naming only the identities they have (a merge costs per identity it is
+    given: a trace of 300,000 distinct ops would cost that many in every segment)."""
+    used, local = np.unique(columns[3], return_inverse=True)
+    codes = used.tolist()
+    counters, int_ops = proto.ident_counters, proto.ident_int_ops
+    return replace(proto, idents=[idents[c] for c in codes], threads=threads,
+                   columns=(*columns[:3], local.reshape(-1), *columns[4:]),
+                   ident_counters={j: counters[c] for j, c in enumerate(codes) if c in counters} if counters else {},
+                   ident_int_ops={j: int_ops[c] for j, c in enumerate(codes) if c in int_ops} if int_ops else {})
 
 
 def _ident_maps(parts: list[Part], builder: TableBuilder) -> tuple[list[np.ndarray], list[int]]:

@@ -221,7 +221,8 @@ class Idents:
 
 def raw_key(*values: Any) -> tuple[Any, ...]:
     """Argument values as a hashable key: raw JSON by its bytes."""
-    return tuple(map(_hashable, values))
+    return tuple([bytes(v) if type(v) is msgspec.Raw else v if v is None or type(v) is str else _hashable(v)
+                  for v in values])
 
 
 def json_value(value: Any) -> Any:
