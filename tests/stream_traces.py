@@ -6,10 +6,15 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
-from layerperf.readers import spill, streaming
+from layerperf.analysis import aggregate as analysis
+from layerperf.data.calls import STRING_COLUMNS, Calls
+from layerperf.data.fold import Folded
+from layerperf.data.sketch import ALPHA
+from layerperf.readers import detect, spill, streaming
 
 
 def shrink(monkeypatch: pytest.MonkeyPatch, *, segment: int, run: int, merge: int, block: int) -> None:
@@ -120,3 +125,32 @@ def kineto_launches(path: Path, calls: int = 200, seed: int = 2) -> Path:
         ts = round(ts + dur + 0.5, 3)
     path.write_bytes(orjson.dumps({"schemaVersion": 1, "traceEvents": cpu + gpu}))
     return path
+
+
+FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
+
+
+def same_figures(ref: Calls, got: Calls, how: str) -> None:
+    """Two aggregated tables alike: the same groups, figures equal (medians within the sketch's error)."""
+    assert len(ref) == len(got)
+    for column in STRING_COLUMNS:
+        assert ref.labels(column).tolist() == got.labels(column).tolist(), column
+    for name in (*FIGURES, "device_incl"):
+        a, b = getattr(ref, name), getattr(got, name)
+        if how == "median":
+            assert np.allclose(a, b, equal_nan=True, rtol=ALPHA), name
+        else:  # sums in another order may differ in the last bit
+            assert np.allclose(a, b, equal_nan=True, rtol=1e-12, atol=1e-9), name
+
+
+def check_folded(path: Path) -> Folded:
+    """The trace at ``path`` folded as it streams: every grouping and statistic as the table read whole gives."""
+    table = detect.read_table(path)
+    folded = detect.read_folded(path, quantiles=True)
+    assert isinstance(folded, Folded)
+    assert folded.calls == len(table)
+    assert folded.meta["total_ns"] == pytest.approx(table.meta["total_ns"])
+    for by in ("name", "type", "provider", "shape"):
+        for how in analysis.AGGREGATES:
+            same_figures(analysis.aggregate(table, by, how), folded.table(by, how), how)
+    return folded

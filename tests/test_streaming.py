@@ -19,38 +19,11 @@ import pytest
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
-from layerperf.data.calls import STRING_COLUMNS, Calls
-from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
 from layerperf.errors import InputError
 from layerperf.readers import detect, gunzip, gzsplit, kineto_links, parallel
+from stream_traces import check_folded as _check
 from stream_traces import kineto_launches, ort_loop, shrink, tef_nested
-
-FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_ops", "calls")
-
-
-def _same(ref: Calls, got: Calls, how: str) -> None:
-    assert len(ref) == len(got)
-    for column in STRING_COLUMNS:
-        assert ref.labels(column).tolist() == got.labels(column).tolist(), column
-    for name in (*FIGURES, "device_incl"):
-        a, b = getattr(ref, name), getattr(got, name)
-        if how == "median":
-            assert np.allclose(a, b, equal_nan=True, rtol=ALPHA), name
-        else:  # sums in another order may differ in the last bit
-            assert np.allclose(a, b, equal_nan=True, rtol=1e-12, atol=1e-9), name
-
-
-def _check(path: Path) -> Folded:
-    table = detect.read_table(path)
-    folded = detect.read_folded(path, quantiles=True)
-    assert isinstance(folded, Folded)
-    assert folded.calls == len(table)
-    assert folded.meta["total_ns"] == pytest.approx(table.meta["total_ns"])
-    for by in ("name", "type", "provider", "shape"):
-        for how in analysis.AGGREGATES:
-            _same(analysis.aggregate(table, by, how), folded.table(by, how), how)
-    return folded
 
 
 @pytest.fixture(params=["default", "zlib"])

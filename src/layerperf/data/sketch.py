@@ -267,7 +267,13 @@ class Sketches:
         return out
 
     def quantile(self, group: int, pct: float) -> float:
-        return float(self.quantiles(pct, [[group]])[0])
+        """The ``pct`` percentile of one group (as :meth:`quantiles` gives it)."""
+        if group >= self.count.size or self.nan[group] or not self.count[group]:
+            return math.nan
+        if self.count[group] > EXACT_MAX:
+            return float(self.quantiles(pct, [[group]])[0])
+        starts, values = self._by_group()
+        return float(np.percentile(values[starts[group]:starts[group + 1]], pct))
 
     def median(self, group: int) -> float:
         return self.quantile(group, 50)

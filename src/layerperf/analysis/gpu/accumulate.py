@@ -2,13 +2,13 @@
 
 :class:`Stats` keeps, per group (dense codes 0..n-1), the count, total, least, largest, mean and sum of
 squared deviations (merged per block by Chan's pairwise rule, so a standard deviation agrees with
-numpy's two-pass one within 1e-9 relative however the values are cut in blocks) and, when asked, a
-:class:`~layerperf.data.sketch.Sketch` for the median (exact for a group of at most 4096 values).
+numpy's two-pass one within 1e-9 relative however the values are cut in blocks) and, when asked, the
+median from :class:`~layerperf.data.sketch.Sketches` (exact for a group of at most 4096 values).
 Totals of integer-ns values (what the readers give) are exact in float64 in any order, so counts,
 totals, means, least and largest do not depend on the block size. :class:`Keys` gives arbitrary
 integer keys (a stream and cause, a kernel name and its launcher) dense codes as blocks bring them;
 :func:`runs` cuts a sorted block where its key changes.
-Memory: a few numbers per group, plus a sketch's at most 4096 values (or its buckets) per group.
+Memory: a few numbers per group, plus at most 4096 values (or buckets) per group for the median.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from layerperf.data.sketch import Sketch
+from layerperf.data.sketch import Sketches
 
 
 def runs(keys: np.ndarray) -> Iterator[tuple[int, int]]:
@@ -55,7 +55,7 @@ class Stats:
         self.most = np.zeros(0)
         self.mean = np.zeros(0)
         self.m2 = np.zeros(0)
-        self.sketches: list[Sketch] | None = [] if medians else None
+        self.sketches = Sketches() if medians else None
 
     def _grow(self, n: int) -> None:
         extra = n - self.count.size
@@ -65,7 +65,7 @@ class Stats:
         for name, fill in (("total", 0.0), ("least", np.inf), ("most", -np.inf), ("mean", 0.0), ("m2", 0.0)):
             setattr(self, name, np.append(getattr(self, name), np.full(extra, fill)))
         if self.sketches is not None:
-            self.sketches.extend(Sketch() for _ in range(extra))
+            self.sketches.grow(n)
 
     def add(self, codes: np.ndarray, values: np.ndarray) -> None:
         """Fold one block: ``values[i]`` belongs to group ``codes[i]``."""
@@ -82,7 +82,7 @@ class Stats:
         np.minimum.at(self.least, codes, values)
         np.maximum.at(self.most, codes, values)
         if self.sketches is not None:
-            self._sketch(codes, values, n_b)
+            self.sketches.add(codes, values)
 
     def _merge(self, n_b: np.ndarray, sum_b: np.ndarray, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
         # Chan et al.'s merge of two groups' (count, mean, M2); a group new in this block takes the block's
@@ -98,17 +98,10 @@ class Stats:
         self.count = n
         self.total = self.total + sum_b
 
-    def _sketch(self, codes: np.ndarray, values: np.ndarray, n_b: np.ndarray) -> None:
-        assert self.sketches is not None
-        by_group = values[np.argsort(codes, kind="stable")]
-        ends = np.cumsum(n_b)
-        for g in np.flatnonzero(n_b).tolist():
-            self.sketches[g].add(by_group[ends[g] - n_b[g]:ends[g]])
-
     def std(self, g: int) -> float:
         """Population standard deviation of group ``g``."""
         return float(np.sqrt(self.m2[g] / self.count[g]))
 
     def median(self, g: int) -> float:
         assert self.sketches is not None
-        return self.sketches[g].median()
+        return self.sketches.median(g)

@@ -1,0 +1,193 @@
+"""Traces that name many distinct ops — a decoder whose sequence grows step by step calls every node with new
+shapes — fold at a cost per call, not per identity and segment: the same figures as the table read whole,
+each segment's merge given only the identities its rows have, a few numbers per identity, and the
+sketches' columns equal to a sketch per group."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import json
+import math
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from layerperf.analysis import aggregate as analysis
+from layerperf.data.calls import Interner, Labels, TableBuilder
+from layerperf.data.fold import Folded
+from layerperf.data.sketch import Sketch, Sketches
+from layerperf.readers import detect, ort
+from stream_traces import check_folded, shrink
+
+NODES = (("q", "MatMul"), ("k", "QuantizeLinear"), ("act", "Relu"), ("body", "Add"), ("loop", "Loop"))
+
+
+def growing(path: Path, steps: int = 60) -> Path:
+    """An ONNX Runtime profile of ``steps`` runs, run ``s`` with sequence length ``s + 1``: every node has a
+    new identity each run; counters on some nodes, a Loop whose body is nested in it."""
+    events: list[dict[str, Any]] = []
+    ts = 0
+    for step in range(steps):
+        start, seq = ts, step + 1
+        for name, op in NODES:
+            d = 3 + (step * 7 + len(name)) % 11
+            if op == "Loop":  # its body ran inside it, and is written first, as ONNX Runtime writes it
+                events.append(_node("body2", "Add", ts + 1, 1, seq))
+            events.append(_node(name, op, ts, d, seq, counted=name in ("q", "act")))
+            ts += d + 1
+        events.append({"cat": "Session", "name": "model_run", "ph": "X", "pid": 1, "tid": 7, "ts": start,
+                       "dur": ts - start})
+        ts += 5
+    path.write_text(json.dumps(events))
+    return path
+
+
+def _node(name: str, op: str, ts: int, dur: int, seq: int, counted: bool = False) -> dict[str, Any]:
+    second, out = ({"float": []}, "int8") if op == "QuantizeLinear" else ({"float": [16, 16]}, "float")
+    args: dict[str, Any] = {"op_name": op, "provider": "CPUExecutionProvider",
+                            "input_type_shape": [{"float": [seq, 16]}, second], "output_type_shape": [{out: [seq, 16]}]}
+    if counted:
+        args["layerperf_counters"] = {"task-clock": float(1000 * seq + dur)}
+    return {"cat": "Node", "name": f"{name}_kernel_time", "ph": "X", "pid": 1, "tid": 7, "ts": ts, "dur": dur,
+            "args": args}
+
+
+@pytest.fixture()
+def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
+
+
+def test_many_distinct_ops_fold_as_read_whole(small_segments: None, tmp_path: Path) -> None:
+    path = growing(tmp_path / "t.json")
+    folded = check_folded(path)  # every grouping and statistic
+    table = detect.read_table(path)
+    ref, got = analysis.aggregate(table, "shape", "sum"), folded.table("shape", "sum")
+    assert len(got) > 250  # a row per node and shape
+    assert np.array_equal(ref.counters["task-clock"], got.counters["task-clock"], equal_nan=True)
+    assert np.isfinite(got.counters["task-clock"]).sum() == 120
+    assert np.isfinite(got.int_ops).sum() == 240  # all but the Loop's (the two Add bodies share a shape)
+    assert "loop::body2" in set(folded.table("name", "sum").name.tolist())  # the body named after its Loop
+
+
+def test_each_segment_merges_only_its_own_identities(small_segments: None, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment's rows are merged with the identities they have, not with every identity of the trace (which
+    cost a trace of 300,000 distinct ops that many in every segment)."""
+    path = growing(tmp_path / "t.json")
+    given: list[tuple[int, int]] = []
+    merge = ort.merge
+
+    def counting(parts: list[Any], *args: Any, **kw: Any) -> Any:
+        given.append((len(parts[0].idents), int(np.unique(parts[0].columns[3]).size)))
+        return merge(parts, *args, **kw)
+
+    monkeypatch.setattr(ort, "merge", counting)
+    folded = detect.read_folded(path)
+    assert isinstance(folded, Folded) and len(given) > 5
+    assert all(idents == used for idents, used in given), given
+    assert sum(idents for idents, _ in given) < 2 * len(folded.idents)
+
+
+def test_an_identity_takes_a_few_numbers_a_figure() -> None:
+    """Folding 30,000 distinct ops of three calls each, medians kept: under 1,500 bytes an identity, its
+    name and statistics included (a list of floats and a sketch object per figure took ~4,500)."""
+    n = 30_000
+    builder = TableBuilder()
+    codes = [builder.ident(f"node{k}", "MatMul", "CPU", f"1x{k}x768", f"1x{k}x768") for k in range(n)]
+    keys = np.repeat(np.asarray(codes), 3)
+    builder.extend(keys, np.random.default_rng(0).uniform(1, 9, keys.size), flops=np.full(keys.size, 1e6))
+    table = builder.build({})
+    gc.collect()
+    tracemalloc.start()
+    try:
+        folded = Folded(quantiles=True)
+        folded.add(table)
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(folded.idents) == n and folded.calls == 3 * n
+    assert held / n < 1500, held / n
+    median = folded.table("name", "median")
+    assert median.dur_ns[7] == np.median(table.dur_ns[keys == codes[7]])  # exact: three values
+
+
+def _sketch_of(parts: list[np.ndarray]) -> Sketch:
+    s = Sketch()
+    for p in parts:
+        s.add(p)
+    return s
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sketch_columns_equal_a_sketch_per_group(seed: int) -> None:
+    """Groups small and past EXACT_MAX, NaN, zero and negative values, another instance merged in under other
+    codes, unions of groups: every quantile equals the one Sketch objects give, to the bit."""
+    rng = np.random.default_rng(seed)
+    groups = int(rng.integers(2, 40))
+    mine: list[list[np.ndarray]] = [[] for _ in range(groups)]
+    columns = Sketches()
+    for _ in range(int(rng.integers(1, 10))):
+        n = int(rng.integers(0, 4000))
+        g = np.minimum(rng.zipf(1.4, n) - 1, groups - 1)  # a few groups get most values
+        v = rng.lognormal(2, 2, n) * np.where(rng.random(n) < 0.1, -1, 1)
+        v[rng.random(n) < 0.05] = 0.0
+        v[rng.random(n) < 0.0005] = np.nan
+        columns.add(g, v)
+        for k in range(groups):
+            mine[k].append(v[g == k])
+    other, theirs = Sketches(), [rng.lognormal(1, 1, int(rng.integers(0, 6000))) for _ in range(groups)]
+    other.add(np.repeat(np.arange(groups), [t.size for t in theirs]), np.concatenate(theirs))
+    slots = rng.permutation(groups)
+    columns.merge(other, slots)
+    for k in range(groups):
+        mine[slots[k]].append(theirs[k])
+    reference = [_sketch_of(parts) for parts in mine]
+    assert any(not s.is_exact for s in reference) and any(s.is_exact for s in reference)
+    unions = [sorted(set(rng.choice(groups, int(rng.integers(1, 5))).tolist())) for _ in range(12)]
+    for pct in (50.0, 90.0):
+        want = [s.quantile(pct) for s in reference]
+        assert np.array_equal(columns.quantiles(pct)[:groups], want, equal_nan=True)
+        assert np.array_equal([columns.quantile(k, pct) for k in range(groups)], want, equal_nan=True)
+        merged = []
+        for union in unions:
+            s = Sketch()
+            for k in union:
+                s.merge(reference[k])
+            merged.append(s.quantile(pct))
+        assert np.array_equal(columns.quantiles(pct, unions), merged, equal_nan=True)
+    assert math.isnan(Sketches().quantile(3, 50))
+
+
+def test_interner_numbers_values_in_the_order_first_seen() -> None:
+    rng = np.random.default_rng(1)
+    seen = Interner()
+    naive: dict[Any, int] = {}
+    for size in (0, 50, 1, 400, 400):
+        values = [(f"n{v}", "x") for v in rng.integers(0, 300, size).tolist()]
+        want = [naive.setdefault(v, len(naive)) for v in values]
+        assert seen.codes(iter(values)) == want
+    assert seen.values() == list(naive)
+    fresh = Interner()
+    assert fresh.codes(["a", "b", "a", "c"]) == [0, 1, 0, 2] and fresh.codes(["d", "e"]) == [3, 4]
+    assert Labels.of(["b", "a", "b"]).tolist() == ["b", "a", "b"] and Labels.of(["b", "a", "b"]).values == ("b", "a")
+
+
+def test_json_rows_keep_unknowns_null_and_whole_counts_int() -> None:
+    builder = TableBuilder()
+    a, b = builder.ident("a", "Conv", "CPU", "", ""), builder.ident("b", "Relu", "CPU", "", "")
+    builder.extend([a, b, b], [1.5, 2.0, math.nan], flops=[3e20, math.nan, math.nan], bytes_=[2.5, 4.0, 4.0],
+                   counters={"cycles": [7.0, 4.0, 5.0]})
+    rows = analysis.rows(analysis.aggregate(builder.build({}), "name", "sum"))
+    assert [r["name"] for r in rows] == ["a", "b"] and [r["calls"] for r in rows] == [1, 2]
+    assert rows[0]["flops"] == 3 * 10**20 and type(rows[0]["flops"]) is int  # a count: whole numbers as ints
+    assert rows[1]["flops"] is None and rows[1]["time_us"] is None  # unknown: null
+    assert rows[0]["bytes"] == 2.5 and rows[1]["bytes"] == 8 and type(rows[1]["bytes"]) is int
+    assert rows[0]["time_us"] == 1.5 and type(rows[0]["time_us"]) is float
+    assert [r["cycles"] for r in rows] == [7.0, 9.0] and all(type(r["cycles"]) is float for r in rows)
+    assert list(itertools.islice(rows[0], 3)) == ["name", "op_type", "provider"]
+    assert list(rows[0])[-2:] == ["in_shapes", "out_shapes"]
