@@ -131,12 +131,14 @@ FIGURES = ("dur_ns", "total_ns", "incl_ns", "device_ns", "flops", "bytes", "int_
 
 
 def same_figures(ref: Calls, got: Calls, how: str) -> None:
-    """Two aggregated tables alike: the same groups, figures equal (medians within the sketch's error)."""
+    """Two aggregated tables alike: the same groups, figures and counters equal (medians within the sketch's
+    error), unknown (NaN) in the same places."""
     assert len(ref) == len(got)
     for column in STRING_COLUMNS:
         assert ref.labels(column).tolist() == got.labels(column).tolist(), column
-    for name in (*FIGURES, "device_incl"):
-        a, b = getattr(ref, name), getattr(got, name)
+    assert sorted(ref.counters) == sorted(got.counters)
+    pairs = [(name, getattr(ref, name), getattr(got, name)) for name in (*FIGURES, "device_incl")]
+    for name, a, b in pairs + [(f"counter {c}", ref.counters[c], got.counters[c]) for c in ref.counters]:
         if how == "median":
             assert np.allclose(a, b, equal_nan=True, rtol=ALPHA), name
         else:  # sums in another order may differ in the last bit

@@ -140,8 +140,8 @@ def test_fuzzed_duplicate_ids_fold_as_the_whole_reading(tmp_path: Path, seed: in
     """Ops sharing an External id, calls sharing a correlation id: the first of each in the file takes the
     device time, streamed as whole (the streamed reading once gave it to every op with the id)."""
     from layerperf.analysis import aggregate as analysis
+    from stream_traces import same_figures as _same
     from stream_traces import shrink
-    from test_streaming import _same
 
     r = random.Random(100 + seed)
     shrink(monkeypatch, segment=40, run=97, merge=50, block=13)

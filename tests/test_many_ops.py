@@ -73,6 +73,79 @@ def test_many_distinct_ops_fold_as_read_whole(small_segments: None, tmp_path: Pa
     assert "loop::body2" in set(folded.table("name", "sum").name.tolist())  # the body named after its Loop
 
 
+def test_counts_met_late_stay_unknown_for_calls_before(small_segments: None, tmp_path: Path) -> None:
+    """A node counted only after others ran uncounted (counting that starts after warm-up steps), named first
+    in the file but run last: the uncounted calls folded before any counter was met are unknown (NaN), not
+    0 / inf, and every statistic equals the table read whole; medians too (their sketches were short)."""
+    events: list[dict[str, Any]] = []
+    for step in range(40):  # "b", never counted, runs in every step; "a" is counted in the last ten
+        start = step * 100
+        for k, (name, counted) in enumerate((("b", False), ("a", step >= 30))):
+            ev = _node(name, "Relu", start + 10 * k, 3 + step % 4, 1 + step, counted=counted)
+            events.append(ev)
+        events.append({"cat": "Session", "name": "model_run", "ph": "X", "pid": 1, "tid": 7, "ts": start,
+                       "dur": 30})
+    first_a = next(i for i, e in enumerate(events) if e["name"] == "a_kernel_time")
+    events.insert(0, events.pop(first_a))  # "a" named first in the file (its first call still at its time)
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps(events))
+    folded = check_folded(path)  # counters compared too, NaN where NaN
+    for how in ("sum", "min", "max", "median"):
+        got = folded.table("name", how)
+        per_name = dict(zip(got.name.tolist(), got.counters["task-clock"].tolist(), strict=True))
+        assert math.isnan(per_name["b"]), how
+        assert math.isnan(per_name["a"]), how  # thirty of its forty calls were not counted either
+
+
+def test_a_counter_met_after_many_identities_then_merged(tmp_path: Path) -> None:
+    """A counter that first comes in a later table, and one only the other half of a merge has: medians work
+    (the sketches grow to every slot) and calls without it stay unknown."""
+    def table(names: list[str], cycles: float | None) -> Any:
+        b = TableBuilder()
+        keys = [b.ident(n, "Relu", "CPU", "", "") for n in names]
+        counters = None if cycles is None else {"cycles": [cycles] * len(keys)}
+        b.extend(keys, [1.0] * len(keys), counters=counters)
+        return b.build({})
+
+    first, late = Folded(quantiles=True), table(["x"], 5.0)
+    first.add(table([f"n{k}" for k in range(100)], None))
+    first.add(late)
+    other = Folded(quantiles=True)
+    other.add(table(["x", "n7"], None))
+    first.merge(other)
+    for how in ("sum", "median", "p90", "min", "max"):
+        got = first.table("name", how)
+        values = dict(zip(got.name.tolist(), got.counters["cycles"].tolist(), strict=True))
+        assert math.isnan(values["n7"]) and math.isnan(values["x"]) and math.isnan(values["n3"]), how
+    only = Folded(quantiles=True)
+    only.add(late)
+    assert only.table("name", "median").counters["cycles"].tolist() == [5.0]
+
+
+def test_nothing_folded_is_an_empty_table() -> None:
+    folded, other = Folded(quantiles=True), Folded(quantiles=True)
+    folded.merge(other)
+    for by in ("name", "type", "provider", "shape"):
+        for how in analysis.AGGREGATES:
+            assert len(folded.table(by, how)) == 0
+
+
+def test_extremes_keep_the_first_of_equal_values() -> None:
+    """0.0 and -0.0 compare equal: the least and largest keep the one met first, across tables and across the
+    identities of a group, as comparing them one by one does."""
+    def table(value: float, name: str = "a") -> Any:
+        b = TableBuilder()
+        b.extend([b.ident(name, "Relu", "CPU", "", "")], [value])
+        return b.build({})
+
+    folded = Folded()
+    for t in (table(0.0), table(-0.0), table(-0.0, "b")):
+        folded.add(t)
+    for how in ("min", "max"):
+        assert not np.signbit(folded.table("name", how).dur_ns[0]), how
+        assert not np.signbit(folded.table("type", how).dur_ns[0]), how
+
+
 def test_each_segment_merges_only_its_own_identities(small_segments: None, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A segment's rows are merged with the identities they have, not with every identity of the trace (which
@@ -160,7 +233,8 @@ def test_sketch_columns_equal_a_sketch_per_group(seed: int) -> None:
                 s.merge(reference[k])
             merged.append(s.quantile(pct))
         assert np.array_equal(columns.quantiles(pct, unions), merged, equal_nan=True)
-    assert math.isnan(Sketches().quantile(3, 50))
+    assert math.isnan(Sketches().quantile(3, 50)) and math.isnan(columns.quantile(-1, 50))
+    assert np.isnan(columns.quantiles(50.0, [[groups + 5], [0, groups + 9]])[0])  # a group never given a value
 
 
 def test_interner_numbers_values_in_the_order_first_seen() -> None:

@@ -18,9 +18,11 @@ from layerperf.analysis import aggregate as analysis
 from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
 from layerperf.readers import detect, parallel, twofold
+from stream_traces import check_folded as _check
 from stream_traces import kineto_launches, tef_nested
+from stream_traces import same_figures as _same
 from test_parallel_interrupt import wait_until_exited
-from test_streaming import _check, _same, tiny  # noqa: F401 - the fixture, and the whole-file comparison
+from test_streaming import tiny  # noqa: F401 - the fixture
 
 _HERE = os.getpid()
 

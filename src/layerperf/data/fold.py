@@ -54,6 +54,14 @@ class _Figure:
         self.min, self.max = _grown(self.min, size, np.inf), _grown(self.max, size, -np.inf)
         self.once = {g: _grown(v, size, 0.0) for g, v in self.once.items()}
 
+    def unknown(self, slots: np.ndarray, calls: np.ndarray) -> None:
+        """These slots' calls (``calls`` of each) had no value for this figure (it was met after them, or only
+        in another process's share): NaN, as folding a NaN value makes it."""
+        if slots.size:
+            self.sum[slots] = self.sumsq[slots] = self.min[slots] = self.max[slots] = np.nan
+            if self.sketch is not None:
+                self.sketch.add(np.repeat(slots, calls), np.full(int(calls.sum()), np.nan))
+
     def outer(self, grouping: str) -> np.ndarray:
         per = self.once.get(grouping)
         if per is None:
@@ -139,8 +147,10 @@ class Folded:
 
     def _figure(self, name: str) -> _Figure:
         fig = self.figures.get(name)
-        if fig is None:
+        if fig is None:  # a counter met for the first time: the calls folded so far were not counted
             fig = self.figures[name] = _Figure(self.count.size, self.quantiles)
+            called = np.flatnonzero(self.count)
+            fig.unknown(called, self.count[called])
         return fig
 
     def add(self, table: Calls) -> None:
@@ -158,6 +168,8 @@ class Folded:
         present, local = np.unique(slot, return_inverse=True)
         local = local.reshape(-1)
         counts = np.bincount(local, minlength=present.size)
+        names = (*FIGURES, *(f"counter:{c}" for c in self.counter_labels))
+        figures = [self._figure(name) for name in names]  # before this table's calls are counted
         self.count[present] += counts
         self.calls += len(table)
         self.nested = self.nested or not bool((table.incl_ns == table.dur_ns).all())
@@ -165,8 +177,8 @@ class Folded:
         self.has_device = self.has_device or table.has_device
         order = np.argsort(local, kind="stable")
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        for name in (*FIGURES, *(f"counter:{c}" for c in self.counter_labels)):
-            self._fold(self._figure(name), name, _column(table, name), slot, present, local, order, starts, table)
+        for name, fig in zip(names, figures, strict=True):
+            self._fold(fig, name, _column(table, name), slot, present, local, order, starts, table)
 
     def _fold(self, fig: _Figure, name: str, values: np.ndarray, slot: np.ndarray, present: np.ndarray,
               local: np.ndarray, order: np.ndarray, starts: np.ndarray, table: Calls) -> None:
@@ -174,8 +186,8 @@ class Folded:
         fig.sum[present] += np.bincount(local, weights=values, minlength=k)  # a NaN makes its slot's sum NaN
         fig.sumsq[present] += np.bincount(local, weights=values * values, minlength=k)
         ordered = values[order]
-        fig.min[present] = np.minimum(fig.min[present], np.minimum.reduceat(ordered, starts))  # NaN wins
-        fig.max[present] = np.maximum(fig.max[present], np.maximum.reduceat(ordered, starts))
+        fig.min[present] = _least(fig.min[present], np.minimum.reduceat(ordered, starts))
+        fig.max[present] = _most(fig.max[present], np.maximum.reduceat(ordered, starts))
         if name in ONCE:
             for grouping in GROUPINGS:
                 outer = table.outer.get(grouping)
@@ -193,21 +205,26 @@ class Folded:
         for label in other.counter_labels:
             if label not in self.counter_labels:
                 self.counter_labels.append(label)
+        hit = other.count[:n_other] > 0
+        mine, theirs_at = slots[hit], np.flatnonzero(hit)
+        for name in other.figures:
+            self._figure(name)  # new here: the calls folded here had no value for it
+        for name, fig in self.figures.items():
+            if name not in other.figures:  # the other's calls had none
+                fig.unknown(mine, other.count[theirs_at])
         self.count[slots] += other.count[:n_other]
         self.calls += other.calls
         self.total_ns += other.total_ns
         self.nested, self.has_outer = self.nested or other.nested, self.has_outer or other.has_outer
         self.has_device = self.has_device or other.has_device
-        hit = other.count[:n_other] > 0
-        mine, theirs_at = slots[hit], np.flatnonzero(hit)
         for name, theirs in other.figures.items():
-            fig = self._figure(name)
+            fig = self.figures[name]
             for grouping, per in theirs.once.items():
                 fig.outer(grouping)[slots] += per[:n_other]
             fig.sum[mine] += theirs.sum[theirs_at]
             fig.sumsq[mine] += theirs.sumsq[theirs_at]
-            fig.min[mine] = np.minimum(fig.min[mine], theirs.min[theirs_at])
-            fig.max[mine] = np.maximum(fig.max[mine], theirs.max[theirs_at])
+            fig.min[mine] = _least(fig.min[mine], theirs.min[theirs_at])
+            fig.max[mine] = _most(fig.max[mine], theirs.max[theirs_at])
             if fig.sketch is not None and theirs.sketch is not None:
                 fig.sketch.merge(theirs.sketch, slots)
 
@@ -225,7 +242,8 @@ class Folded:
         # groups in the order aggregate makes them: by each grouping column's value, values numbered in
         # the order identities were first seen (all of them, as a table's labels number them); a group's
         # members in identity order
-        values = [_numbered(column) for column in zip(*self.idents, strict=True)] if self.idents else []
+        values = [_numbered(column) for column in zip(*self.idents, strict=True)] if self.idents else \
+            [(np.zeros(0, dtype=np.int64), [])] * len(STRING_COLUMNS)
         keys = [values[STRING_COLUMNS.index(c)][0][rows] for c in GROUPINGS[by]]
         order = np.lexsort(keys[::-1]) if rows.size else rows
         rows = rows[order]
@@ -239,7 +257,7 @@ class Folded:
     def _aggregated(self, rows: np.ndarray, group: np.ndarray, groups: int, by: str, how: str,
                     values: list[tuple[np.ndarray, list[str]]]) -> Calls:
         labels = {c: _labels(*values[p], rows, group, groups, "name" if c == "name" else "*")
-                  for p, c in enumerate(STRING_COLUMNS)} if values else {c: Labels.of([]) for c in STRING_COLUMNS}
+                  for p, c in enumerate(STRING_COLUMNS)}
         sizes = np.bincount(group, weights=self.count[rows], minlength=groups).astype(np.int64)
         stat = _STAT[how]
         members = _Members(rows, group, groups, sizes)
@@ -267,9 +285,7 @@ class Folded:
                     out = out / members.sizes
             return out
         if stat in ("min", "max"):
-            reduce = np.minimum.reduceat if stat == "min" else np.maximum.reduceat
-            src = fig.min if stat == "min" else fig.max
-            return reduce(src[rows], members.starts()) if rows.size else np.zeros(0)
+            return members.first_extreme(fig.min[rows] if stat == "min" else fig.max[rows], stat == "max")
         if fig.sketch is None:
             raise ValueError("medians and percentiles need Folded(quantiles=True)")
         return fig.sketch.quantiles(90.0 if stat == "p90" else 50.0, members.lists())
@@ -295,6 +311,19 @@ class _Members:
 
     def starts(self) -> np.ndarray:
         return np.searchsorted(self.group, np.arange(self.groups))
+
+    def first_extreme(self, values: np.ndarray, largest: bool) -> np.ndarray:
+        """Each group's least (largest) value, NaN if it has one, the first member's where several tie (0.0
+        and -0.0): what comparing the members one by one in order gives."""
+        if not values.size:
+            return np.zeros(0)
+        extreme = (np.maximum if largest else np.minimum).reduceat(values, self.starts())
+        at = np.flatnonzero(values == extreme[self.group])  # a group with a NaN has none: it stays NaN
+        if not at.size:
+            return extreme
+        first = np.r_[True, self.group[at][1:] != self.group[at][:-1]]
+        extreme[self.group[at[first]]] = values[at[first]]
+        return extreme
 
     def lists(self) -> list[list[int]]:
         return [part.tolist() for part in np.split(self.rows, self.starts()[1:])] if self.groups else []
@@ -331,6 +360,15 @@ def _labels(codes: np.ndarray, values: list[str], rows: np.ndarray, group: np.nd
     first = codes[np.searchsorted(group, np.arange(groups))] if rows.size else codes
     return Labels.of([values[c] if d == 1 else f"({d} names)" if mixed == "name" else "*"
                       for c, d in zip(first.tolist(), distinct.tolist(), strict=True)])
+
+
+def _least(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Slot by slot the lesser, ``a`` where they tie (0.0 against -0.0); NaN wins: unknown stays unknown."""
+    return np.where(np.isnan(b) | (b < a), b, a)
+
+
+def _most(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(b) | (b > a), b, a)
 
 
 def _grown(values: np.ndarray, size: int, fill: float) -> np.ndarray:

@@ -239,6 +239,7 @@ class Sketches:
         members = [[g] for g in range(self.count.size)] if members is None else members
         sizes = np.fromiter(map(len, members), dtype=np.int64, count=len(members))
         flat = np.fromiter((g for m in members for g in m), dtype=np.int64, count=int(sizes.sum()))
+        self.grow(int(flat.max(initial=-1)) + 1)  # a group never given a value holds none
         union = np.repeat(np.arange(len(members)), sizes)
         count = np.bincount(union, weights=self.count[flat], minlength=len(members)).astype(np.int64)
         nan = np.bincount(union, weights=self.nan[flat], minlength=len(members))
@@ -248,9 +249,7 @@ class Sketches:
         if exact.any():  # each union's values side by side, then the unions of one size at a time
             keep = exact[union]
             own, sel = union[keep], flat[keep]
-            lens = starts[sel + 1] - starts[sel]
-            idx = np.repeat(starts[sel] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-            gathered, owner = values[idx], np.repeat(own, lens)
+            gathered, owner = values[_ranges(starts, sel)], np.repeat(own, starts[sel + 1] - starts[sel])
             which = np.flatnonzero(exact)
             first = np.searchsorted(owner, which)
             for size in np.unique(count[which]).tolist():
@@ -259,16 +258,16 @@ class Sketches:
         for u in np.flatnonzero((nan == 0) & (count > EXACT_MAX)).tolist():
             merged = Sketch()
             merged.exact = None
-            for g in members[u]:
-                if g in self.bucketed:
-                    merged.take_buckets(self.bucketed[g])
-                merged.take(values[starts[g]:starts[g + 1]])
+            bucketed = [self.bucketed[g] for g in members[u] if g in self.bucketed]
+            if bucketed:
+                merged.take_buckets(_joined_buckets(bucketed))
+            merged.take(values[_ranges(starts, np.asarray(members[u], dtype=np.int64))])
             out[u] = merged.quantile(pct)
         return out
 
     def quantile(self, group: int, pct: float) -> float:
         """The ``pct`` percentile of one group (as :meth:`quantiles` gives it)."""
-        if group >= self.count.size or self.nan[group] or not self.count[group]:
+        if not 0 <= group < self.count.size or self.nan[group] or not self.count[group]:
             return math.nan
         if self.count[group] > EXACT_MAX:
             return float(self.quantiles(pct, [[group]])[0])
@@ -289,3 +288,19 @@ class Sketches:
 
 
 LOG_MIN = 1 << 16  # values logged before the log is first compacted
+
+
+def _ranges(starts: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The log positions of these groups' values, group after group."""
+    lens = starts[groups + 1] - starts[groups]
+    return np.repeat(starts[groups] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+
+
+def _joined_buckets(sketches: list[Sketch]) -> Sketch:
+    """One bucketed sketch holding these bucketed sketches' buckets (added once, not one by one)."""
+    joined = Sketch()
+    joined.exact = None
+    joined.count = sum(s.count for s in sketches)
+    joined._add_keys(np.concatenate([s.bucket_keys for s in sketches]),
+                     np.concatenate([s.bucket_counts for s in sketches]))
+    return joined
