@@ -26,7 +26,7 @@ from layerperf.errors import InputError
 from layerperf.readers.detect import read_table
 from layerperf.readers.ort import is_kernel_event
 from layerperf.renderers import timeline
-from layerperf.util.arrays import dense
+from layerperf.util.arrays import dense, unique_inverse
 
 from conftest import run_cli
 
@@ -327,3 +327,7 @@ def test_dense_numbers_values_as_unique_does(high: int) -> None:
     negative = key - high // 2
     assert np.array_equal(dense(negative), np.unique(negative, return_inverse=True)[1].reshape(-1))
     assert dense(np.array([True, False, True])).tolist() == [1, 0, 1]
+    for k in (key, negative, key[:0]):
+        values, inverse = unique_inverse(k)
+        want_values, want_inverse = np.unique(k, return_inverse=True)
+        assert np.array_equal(values, want_values) and np.array_equal(inverse, want_inverse.reshape(-1))

@@ -25,6 +25,7 @@ import numpy as np
 
 from layerperf.data.calls import GROUPINGS, STRING_COLUMNS, Calls, Interner, Labels
 from layerperf.data.sketch import Sketches
+from layerperf.util.arrays import unique_inverse
 
 FIGURES = ("dur_ns", "incl_ns", "device_ns", "device_incl_ns", "flops", "bytes", "int_ops")
 # inclusive figures: summed once over calls nested in a call of their own group
@@ -165,8 +166,7 @@ class Folded:
                 self.counter_labels.append(label)
         slot = self._codes(table)
         # the figures worked out per identity present in this table (local codes), then added to its slot
-        present, local = np.unique(slot, return_inverse=True)
-        local = local.reshape(-1)
+        present, local = unique_inverse(slot)
         counts = np.bincount(local, minlength=present.size)
         names = (*FIGURES, *(f"counter:{c}" for c in self.counter_labels))
         figures = [self._figure(name) for name in names]  # before this table's calls are counted
@@ -321,7 +321,7 @@ class _Members:
         at = np.flatnonzero(values == extreme[self.group])  # a group with a NaN has none: it stays NaN
         if not at.size:
             return extreme
-        first = np.r_[True, self.group[at][1:] != self.group[at][:-1]]
+        first = np.concatenate([[True], self.group[at][1:] != self.group[at][:-1]])
         extreme[self.group[at[first]]] = values[at[first]]
         return extreme
 

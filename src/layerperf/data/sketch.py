@@ -204,7 +204,7 @@ class Sketches:
             order = np.argsort(groups[over], kind="stable")
             mine, theirs = groups[over][order], values[over][order]
             cuts = np.flatnonzero(mine[1:] != mine[:-1]) + 1
-            for g, part in zip(mine[np.r_[0, cuts]].tolist(), np.split(theirs, cuts), strict=True):
+            for g, part in zip(mine[np.concatenate([[0], cuts])].tolist(), np.split(theirs, cuts), strict=True):
                 self._buckets(g).take(part)
             groups, values = groups[~over], values[~over]
         self._groups, self._values = [groups], [values]

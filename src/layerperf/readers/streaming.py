@@ -40,7 +40,7 @@ from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, Dropped
 from layerperf.readers.spill import RECORD, Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.tef import Idents, Part, Slices
-from layerperf.util.arrays import PartMaps
+from layerperf.util.arrays import PartMaps, unique_inverse
 
 SEGMENT_RECORDS = 1 << 18  # records a segment holds at least before it is cut (where it safely can be)
 DRAIN_ROWS = 1 << 16  # timed events gathered before they become records (fewer, larger numpy steps)
@@ -196,11 +196,11 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
 def _segment_part(proto: Part, columns: tuple[np.ndarray, ...], idents: list[Any], threads: list[Any]) -> Part:
     """A segment's rows as a part naming only the identities they have (a merge costs per identity it is
     given: a trace of 300,000 distinct ops would cost that many in every segment)."""
-    used, local = np.unique(columns[3], return_inverse=True)
+    used, local = unique_inverse(columns[3])
     codes = used.tolist()
     counters, int_ops = proto.ident_counters, proto.ident_int_ops
     return replace(proto, idents=[idents[c] for c in codes], threads=threads,
-                   columns=(*columns[:3], local.reshape(-1), *columns[4:]),
+                   columns=(*columns[:3], local, *columns[4:]),
                    ident_counters={j: counters[c] for j, c in enumerate(codes) if c in counters} if counters else {},
                    ident_int_ops={j: int_ops[c] for j, c in enumerate(codes) if c in int_ops} if int_ops else {})
 
