@@ -218,10 +218,11 @@ class Calls:
 class Interner:
     """Gives each distinct value a dense int code, in first-seen order."""
 
-    __slots__ = ("table",)
+    __slots__ = ("_listed", "table")
 
     def __init__(self) -> None:
         self.table: dict[Any, int] = {}
+        self._listed: list[Any] = []  # the values by code, as of the last :meth:`picked`
 
     def code(self, value: Any) -> int:
         table = self.table
@@ -245,6 +246,12 @@ class Interner:
 
     def values(self) -> list[Any]:
         return list(self.table)
+
+    def picked(self, codes: Iterable[int]) -> list[Any]:
+        """The values of these codes (the list of every value is made again only when values were added)."""
+        if len(self._listed) != len(self.table):
+            self._listed = list(self.table)
+        return list(map(self._listed.__getitem__, codes))
 
 
 class TableBuilder:
@@ -272,6 +279,10 @@ class TableBuilder:
     def idents(self) -> list[tuple[str, str, str, str, str]]:
         """Every row identity so far, in code order."""
         return self._ident.values()
+
+    def idents_of(self, codes: Iterable[int]) -> list[tuple[str, str, str, str, str]]:
+        """The row identities of these codes."""
+        return self._ident.picked(codes)
 
     def extend(self, keys: Sequence[int] | np.ndarray, dur_us: Any, *, incl_us: Any = None,
                device_us: Any = None, flops: Any = None, bytes_: Any = None, int_ops: Any = None,

@@ -34,7 +34,7 @@ from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import thread_ids, to_ns
-from layerperf.util.arrays import PartMaps
+from layerperf.util.arrays import PartMaps, unique_inverse
 
 RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                    ("thread", "<i4"), ("ident", "<i4"), ("is_op", "?"), ("flops", "<f8"), ("bytes", "<f8"),
@@ -313,8 +313,8 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
     rows = np.flatnonzero(idents >= 0)
     pid, tid = thread_ids(threads.values(), thread[rows])
     flops, moved = outermost(seg["flops"], parent), outermost(seg["bytes"], parent)
-    b = _builder_like(builder)
-    b.extend(idents[rows], self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
+    b, local = _builder_of(builder, idents[rows])
+    b.extend(local, self_ns[rows] / 1e3, incl_us=(end - start)[rows] / 1e3,
              device_us=device[rows] / 1e3 if has_device else None, flops=flops[rows], bytes_=moved[rows],
              device_incl_us=incl[rows] / 1e3 if has_device else None, ts_us=start[rows] / 1e3, pid=pid, tid=tid)
     return with_outer(b.build({"inclusive_flops": True}), kineto._row_parents(parent, rows))
@@ -333,16 +333,19 @@ def _inclusive(parent: np.ndarray, own: np.ndarray) -> np.ndarray:
     return out
 
 
-def _builder_like(builder: TableBuilder) -> TableBuilder:
-    """A builder with ``builder``'s identities, in their order (so codes mean the same)."""
+def _builder_of(builder: TableBuilder, ident: np.ndarray) -> tuple[TableBuilder, np.ndarray]:
+    """A builder holding the identities of ``builder`` that the codes ``ident`` name, in their order, and the
+    codes in it (a segment's table names only its own: a trace of 250,000 distinct ops would cost that many
+    in every segment)."""
+    used, local = unique_inverse(ident)
     b = TableBuilder()
-    b.ident_codes(builder.idents())
-    return b
+    b.ident_codes(builder.idents_of(used.tolist()))
+    return b, local
 
 
 def _lone_rows(builder: TableBuilder, ident: np.ndarray, dur_ns: np.ndarray, ts_us: np.ndarray, pid: np.ndarray,
                tid: np.ndarray, origin: float) -> Calls:
-    b = _builder_like(builder)
-    b.extend(ident.astype(np.int64), dur_ns / 1e3, device_us=dur_ns / 1e3, ts_us=to_ns(ts_us - origin) / 1e3,
+    b, local = _builder_of(builder, ident.astype(np.int64))
+    b.extend(local, dur_ns / 1e3, device_us=dur_ns / 1e3, ts_us=to_ns(ts_us - origin) / 1e3,
              pid=pid.astype(np.int64), tid=tid.astype(np.int64))
     return b.build({"inclusive_flops": True})
