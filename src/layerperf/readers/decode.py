@@ -49,6 +49,20 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
 
 
 NO_ARGS = Args()
+_RAW_FIELDS = tuple(f for f in Args.__struct_fields__ if isinstance(getattr(NO_ARGS, f), msgspec.Raw))
+
+
+def detached(args: Args) -> Args:
+    """``args`` with its raw fields in bytes of their own. A decoded raw field is a view into the whole block
+    it was decoded from and keeps that block alive: arguments kept for later comparison (a node's first) would
+    hold a block of the file each, and a trace naming new nodes throughout would stay in memory whole."""
+    own = {f: msgspec.Raw(bytes(v)) for f in _RAW_FIELDS if (v := getattr(args, f))}
+    return msgspec.structs.replace(args, **own) if own else args
+
+
+def detached_raw(value: Any) -> Any:
+    """A raw field in bytes of its own (see :func:`detached`); anything else as it is."""
+    return msgspec.Raw(bytes(value)) if isinstance(value, msgspec.Raw) and value else value
 
 
 class Event(msgspec.Struct, omit_defaults=True, gc=False):

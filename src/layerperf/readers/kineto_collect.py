@@ -20,7 +20,7 @@ import numpy as np
 
 from layerperf.cost.aten import recorded
 from layerperf.data.calls import Interner, TableBuilder, int_id
-from layerperf.readers.decode import NOT_OBJECT, Event, fields, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Event, detached_raw, fields, raw_value
 from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
 from layerperf.readers.tef import MAX_US, column, num, shapes_text, text
 
@@ -176,7 +176,7 @@ class Kinds:
                 if f is None:
                     f = self.first.get(h)
                     if f is None:
-                        f = self.first[h] = (inputs[i], self._full(raw, i))
+                        f = self.first[h] = (tuple(map(detached_raw, inputs[i])), self._full(raw, i))
                     found[i] = f
         known: list[tuple[Any, int]] = found  # type: ignore[assignment]  # every head has one now
         same = list(map(operator.eq, inputs, [f[0] for f in known]))

@@ -23,7 +23,7 @@ import orjson
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, int_id, shape_str, with_outer
 from layerperf.data.nesting import nest
-from layerperf.readers.decode import NOT_OBJECT, Args, Event, fields, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Args, Event, detached, fields, raw_value
 from layerperf.readers.dropped import B_WITHOUT_E, E_WITHOUT_B, NOT_EVENT, Dropped, count_rejected
 from layerperf.readers.stream import EventStream
 
@@ -187,7 +187,7 @@ class Idents:
         h = self.heads.get(head)
         if h is None:
             h = self.heads[head] = len(self.first_args)
-            self.first_args.append(args)
+            self.first_args.append(detached(args))
             self.first_codes.append(self._full(head, args))
         return h
 
