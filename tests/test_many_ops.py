@@ -97,6 +97,23 @@ def test_counts_met_late_stay_unknown_for_calls_before(small_segments: None, tmp
         assert math.isnan(per_name["a"]), how  # thirty of its forty calls were not counted either
 
 
+def test_counter_columns_in_the_order_of_the_table_read_whole(small_segments: None, tmp_path: Path) -> None:
+    """A node named first in the file counts task-clock and cycles but runs last; the nodes that run first count
+    cycles only. Segments come in time order and each carries its own nodes' counters, yet the columns come in
+    the file's order, as read whole (they were swapped: the output's columns moved)."""
+    events = [_node("y", "Relu", 100_000, 5, 1, counted=True)]
+    events[0]["args"]["layerperf_counters"] = {"task-clock": 10.0, "cycles": 20.0}
+    for i in range(200):
+        events.append(_node("x", "Relu", i * 10, 3, 1))
+        events[-1]["args"]["layerperf_counters"] = {"cycles": 7.0}
+        events.append(_node(f"f{i % 4}", "Relu", i * 10 + 4, 2, 1))
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps(events))
+    assert list(detect.read_table(path).counters) == ["task-clock", "cycles"]
+    folded = check_folded(path)  # the counters' order compared too
+    assert list(folded.table("name", "sum").counters) == ["task-clock", "cycles"]
+
+
 def test_a_counter_met_after_many_identities_then_merged(tmp_path: Path) -> None:
     """A counter that first comes in a later table, and one only the other half of a merge has: medians work
     (the sketches grow to every slot) and calls without it stay unknown."""
@@ -138,12 +155,13 @@ def test_extremes_keep_the_first_of_equal_values() -> None:
         b.extend([b.ident(name, "Relu", "CPU", "", "")], [value])
         return b.build({})
 
-    folded = Folded()
-    for t in (table(0.0), table(-0.0), table(-0.0, "b")):
-        folded.add(t)
-    for how in ("min", "max"):
-        assert not np.signbit(folded.table("name", how).dur_ns[0]), how
-        assert not np.signbit(folded.table("type", how).dur_ns[0]), how
+    for first, then in ((0.0, -0.0), (-0.0, 0.0)):
+        folded = Folded()
+        for t in (table(first), table(then), table(then, "b")):
+            folded.add(t)
+        for how in ("min", "max"):
+            for by in ("name", "type"):  # across tables; across a group's members too
+                assert np.signbit(folded.table(by, how).dur_ns[0]) == np.signbit(first), (first, how, by)
 
 
 def test_each_segment_merges_only_its_own_identities(small_segments: None, tmp_path: Path,
@@ -237,6 +255,32 @@ def test_sketch_columns_equal_a_sketch_per_group(seed: int) -> None:
     assert np.isnan(columns.quantiles(50.0, [[groups + 5], [0, groups + 9]])[0])  # a group never given a value
 
 
+def test_kineto_segments_name_only_their_own_ops(small_segments: None, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PyTorch trace of ops whose shapes grow call after call: each segment's table is made with the
+    identities its rows have, not with every identity of the trace, and the figures are as read whole."""
+    from layerperf.readers import kineto_stream
+
+    events: list[dict[str, Any]] = []
+    for k in range(600):
+        events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{k % 3}", "pid": 1, "tid": 1, "ts": 10.0 * k,
+                       "dur": 4.0 + k % 5, "args": {"Input Dims": [[1, 1 + k // 3, 64]], "External id": k + 1}})
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    sizes: list[tuple[int, int]] = []
+    make = kineto_stream._segment_table
+
+    def measured(seg: Any, *args: Any, **kw: Any) -> Any:
+        table = make(seg, *args, **kw)
+        sizes.append((len(table.in_shapes.values), int(np.unique(table.in_shapes.codes).size)))
+        return table
+
+    monkeypatch.setattr(kineto_stream, "_segment_table", measured)
+    folded = check_folded(path)
+    assert len(folded.idents) == 600 and len(sizes) > 5
+    assert all(named == used for named, used in sizes), sizes
+
+
 def test_interner_numbers_values_in_the_order_first_seen() -> None:
     rng = np.random.default_rng(1)
     seen = Interner()
@@ -247,7 +291,8 @@ def test_interner_numbers_values_in_the_order_first_seen() -> None:
         assert seen.codes(iter(values)) == want
     assert seen.values() == list(naive)
     fresh = Interner()
-    assert fresh.codes(["a", "b", "a", "c"]) == [0, 1, 0, 2] and fresh.codes(["d", "e"]) == [3, 4]
+    assert fresh.codes(["a", "b", "a", "c"]) == [0, 1, 0, 2] and fresh.picked([2, 0]) == ["c", "a"]
+    assert fresh.codes(["d", "e"]) == [3, 4] and fresh.picked([4, 3, 1]) == ["e", "d", "b"]  # the list made again
     assert Labels.of(["b", "a", "b"]).tolist() == ["b", "a", "b"] and Labels.of(["b", "a", "b"]).values == ("b", "a")
 
 

@@ -40,6 +40,9 @@ def children(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[parallel.Child]]:
 
     monkeypatch.setattr(parallel, "fork", fork)
     monkeypatch.setattr(parallel.gzsplit, "stretches", lambda path, even=True: ([lambda: None] * 2, lambda: None))
+    # side_by_side forks only while no other thread runs; a test run earlier in this worker may have left one
+    # for good (TVM's tuning keeps a thread pool). These children run only the tests' own reads: fork anyway.
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
     old = signal.signal(signal.SIGALRM, _hang)
     signal.alarm(60)  # a hang fails the test rather than the suite
     try:

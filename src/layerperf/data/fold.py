@@ -61,7 +61,7 @@ class _Figure:
         if slots.size:
             self.sum[slots] = self.sumsq[slots] = self.min[slots] = self.max[slots] = np.nan
             if self.sketch is not None:
-                self.sketch.add(np.repeat(slots, calls), np.full(int(calls.sum()), np.nan))
+                self.sketch.add_unknown(slots, calls)
 
     def outer(self, grouping: str) -> np.ndarray:
         per = self.once.get(grouping)

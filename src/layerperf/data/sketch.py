@@ -184,6 +184,12 @@ class Sketches:
             groups, v = groups[~bad], v[~bad]
         self._log(groups, v.copy())
 
+    def add_unknown(self, groups: np.ndarray, counts: np.ndarray) -> None:
+        """Add ``counts[i]`` NaN values to group ``groups[i]`` (as :meth:`add` of that many NaN)."""
+        if groups.size:
+            self.grow(int(groups.max()) + 1)
+            self.nan[groups] += counts
+
     def _log(self, groups: np.ndarray, values: np.ndarray) -> None:
         if not groups.size:
             return

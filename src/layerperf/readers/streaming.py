@@ -172,6 +172,8 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
 
     folded = Folded(quantiles=quantiles, sink=sink)
     folded.declare(builder.idents())
+    # the counters in the order the table read whole has them (segments bring them in time order)
+    folded.counter_labels = list(dict.fromkeys(label for counts in counters.values() for label in counts))
     proto = Part(builder.idents(), threads.values(), (), {}, [], 0, ident_counters=counters, ident_int_ops=int_ops)
     maps = (PartMaps(ident_maps, which), PartMaps(thread_maps))
 
