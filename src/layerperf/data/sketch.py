@@ -78,6 +78,13 @@ class Sketch:
         for part in values:
             self._add_buckets(part)
 
+    @classmethod
+    def of_buckets(cls) -> Sketch:
+        """An empty sketch that buckets whatever it is given (what a group past EXACT_MAX is)."""
+        sketch = cls()
+        sketch.exact = None
+        return sketch
+
     def take(self, v: np.ndarray) -> None:
         """Bucket these (non-NaN) values, in a bucketed sketch."""
         self.count += int(v.size)
@@ -220,8 +227,7 @@ class Sketches:
     def _buckets(self, group: int) -> Sketch:
         sketch = self.bucketed.get(group)
         if sketch is None:
-            sketch = self.bucketed[group] = Sketch()
-            sketch.exact = None
+            sketch = self.bucketed[group] = Sketch.of_buckets()
         return sketch
 
     def merge(self, other: Sketches, slots: np.ndarray) -> None:
@@ -262,8 +268,7 @@ class Sketches:
                 pick = count[which] == size
                 out[which[pick]] = np.percentile(gathered[first[pick][:, None] + np.arange(size)], pct, axis=1)
         for u in np.flatnonzero((nan == 0) & (count > EXACT_MAX)).tolist():
-            merged = Sketch()
-            merged.exact = None
+            merged = Sketch.of_buckets()
             bucketed = [self.bucketed[g] for g in members[u] if g in self.bucketed]
             if bucketed:
                 merged.take_buckets(_joined_buckets(bucketed))
@@ -304,8 +309,7 @@ def _ranges(starts: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 def _joined_buckets(sketches: list[Sketch]) -> Sketch:
     """One bucketed sketch holding these bucketed sketches' buckets (added once, not one by one)."""
-    joined = Sketch()
-    joined.exact = None
+    joined = Sketch.of_buckets()
     joined.count = sum(s.count for s in sketches)
     joined._add_keys(np.concatenate([s.bucket_keys for s in sketches]),
                      np.concatenate([s.bucket_counts for s in sketches]))
