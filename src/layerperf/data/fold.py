@@ -25,7 +25,7 @@ import numpy as np
 
 from layerperf.data.calls import GROUPINGS, STRING_COLUMNS, Calls, Interner, Labels
 from layerperf.data.sketch import Sketches
-from layerperf.util.arrays import unique_inverse
+from layerperf.util.arrays import grown, unique_inverse
 
 FIGURES = ("dur_ns", "incl_ns", "device_ns", "device_incl_ns", "flops", "bytes", "int_ops")
 # inclusive figures: summed once over calls nested in a call of their own group
@@ -46,14 +46,10 @@ class _Figure:
         self.sketch = Sketches() if quantiles else None
 
     def fit(self, size: int) -> None:
-        """Room for ``size`` slots."""
-        have = self.sum.size
-        if size <= have:
-            return
-        size = max(size, 2 * have)
-        self.sum, self.sumsq = _grown(self.sum, size, 0.0), _grown(self.sumsq, size, 0.0)
-        self.min, self.max = _grown(self.min, size, np.inf), _grown(self.max, size, -np.inf)
-        self.once = {g: _grown(v, size, 0.0) for g, v in self.once.items()}
+        """``size`` slots (the Folded decides when, growing by doubling)."""
+        self.sum, self.sumsq = grown(self.sum, size), grown(self.sumsq, size)
+        self.min, self.max = grown(self.min, size, np.inf), grown(self.max, size, -np.inf)
+        self.once = {g: grown(v, size) for g, v in self.once.items()}
 
     def unknown(self, slots: np.ndarray, calls: np.ndarray) -> None:
         """These slots' calls (``calls`` of each) had no value for this figure (it was met after them, or only
@@ -128,7 +124,7 @@ class Folded:
         n = len(self.idents)
         if n > self.count.size:
             size = max(n, 2 * self.count.size, 64)
-            self.count = _grown(self.count, size, 0)
+            self.count = grown(self.count, size)
             for fig in self.figures.values():
                 fig.fit(size)
 
@@ -371,7 +367,3 @@ def _most(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(b) | (b > a), b, a)
 
 
-def _grown(values: np.ndarray, size: int, fill: float) -> np.ndarray:
-    out = np.full(size, fill, dtype=values.dtype)
-    out[:values.size] = values
-    return out

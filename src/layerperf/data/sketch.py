@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from layerperf.util.arrays import grown
+
 ALPHA = 0.005  # the relative error of a quantile read from the buckets
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 _LOG_GAMMA = math.log(GAMMA)
@@ -173,9 +175,8 @@ class Sketches:
     def grow(self, n: int) -> None:
         """Make room for groups up to ``n - 1`` (and a few more: grown by doubling)."""
         if n > self.count.size:
-            extra = max(n, 2 * self.count.size) - self.count.size
-            self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
-            self.nan = np.concatenate([self.nan, np.zeros(extra, dtype=np.int64)])
+            size = max(n, 2 * self.count.size)
+            self.count, self.nan = grown(self.count, size), grown(self.nan, size)
             self._starts = None
 
     def add(self, groups: np.ndarray, values: np.ndarray) -> None:

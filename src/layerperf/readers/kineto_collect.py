@@ -23,6 +23,7 @@ from layerperf.data.calls import Interner, TableBuilder, int_id
 from layerperf.readers.decode import NOT_OBJECT, Event, detached_raw, fields, raw_value
 from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
 from layerperf.readers.tef import MAX_US, column, num, shapes_text, text
+from layerperf.util.arrays import grown
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 V1_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -196,9 +197,7 @@ class Kinds:
             if k >= self._cls.size:
                 for attr in ("_cls", "_codes", "_flops", "_bytes", "_mark"):
                     old = getattr(self, attr)
-                    grown = np.zeros(2 * old.size, dtype=old.dtype)
-                    grown[:old.size] = old
-                    setattr(self, attr, grown)
+                    setattr(self, attr, grown(old, 2 * old.size))
             self._cls[k], self._codes[k] = kind.cls, _UNSET if kind.ident is not None else NONE
             self._flops[k], self._bytes[k], self._mark[k] = kind.flops, kind.bytes, kind.step or bool(kind.note)
         return k

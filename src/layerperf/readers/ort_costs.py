@@ -14,6 +14,7 @@ from layerperf.cost.onnx import elementwise
 from layerperf.data.calls import TableBuilder, shape_str
 from layerperf.data.tensor import TensorInfo, ort_type_to_dtype
 from layerperf.readers.tef import json_value, text
+from layerperf.util.arrays import grown
 
 
 def listed_tensors(value: Any) -> list[tuple[str, Any]] | None:
@@ -93,8 +94,7 @@ class Costs:
         ident = self.builder.ident(self.node_name(name), op, prov, in_text, out_text)
         if ident >= self._flops.size:
             size = max(ident + 1, 2 * self._flops.size, 64)
-            self._flops = np.concatenate([self._flops, np.full(size - self._flops.size, np.nan)])
-            self._bytes = np.concatenate([self._bytes, np.full(size - self._bytes.size, np.nan)])
+            self._flops, self._bytes = grown(self._flops, size, np.nan), grown(self._bytes, size, np.nan)
         self._flops[ident], self._bytes[ident] = flops, nbytes
         self.touched.add(ident)
         if int_ops == int_ops:

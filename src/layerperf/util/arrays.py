@@ -5,6 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 
+def grown(values: np.ndarray, size: int, fill: float = 0) -> np.ndarray:
+    """A new array of ``size``: ``values``, then ``fill`` (per-group columns that grow as groups come)."""
+    out = np.full(size, fill, dtype=values.dtype)
+    out[:values.size] = values
+    return out
+
+
 def dense(key: np.ndarray) -> np.ndarray:
     """``key``'s values numbered 0, 1, ... in their sorted order (``np.unique``'s inverse): by a table of
     the values present where they span no more than a few times the rows, else by sorting."""

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from layerperf.data.sketch import Sketches
+from layerperf.util.arrays import grown
 
 
 def runs(keys: np.ndarray) -> Iterator[tuple[int, int]]:
@@ -58,12 +59,11 @@ class Stats:
         self.sketches = Sketches() if medians else None
 
     def _grow(self, n: int) -> None:
-        extra = n - self.count.size
-        if extra <= 0:
+        if n <= self.count.size:
             return
-        self.count = np.append(self.count, np.zeros(extra, dtype=np.int64))
+        self.count = grown(self.count, n)
         for name, fill in (("total", 0.0), ("least", np.inf), ("most", -np.inf), ("mean", 0.0), ("m2", 0.0)):
-            setattr(self, name, np.append(getattr(self, name), np.full(extra, fill)))
+            setattr(self, name, grown(getattr(self, name), n, fill))
         if self.sketches is not None:
             self.sketches.grow(n)
 
