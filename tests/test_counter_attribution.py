@@ -292,8 +292,8 @@ def test_profile_reports_fidelity_per_layer_and_in_summary(tmp_path: Path) -> No
 
     path = tmp_path / "chain.onnx"
     onnx.save(matmul_chain(), path)
-    prof = layerperf.profile(path, warmup=1, runs=2, threads=1, opt_level="disable", events=["task-clock"],
-                             passes=2, latency=False)
+    prof = layerperf.profile(path, warmup=1, runs=2, threads=1, opt_level="disable",
+                             events=["task-clock", "cpu-clock"], passes=2, latency=False)
     info = prof.counters
     assert info is not None and len(info.insitu_median_ns) == 3 and all(x > 0 for x in info.insitu_median_ns)
     assert info.timing_passes is not None and info.passes_disturbed is not None
@@ -311,6 +311,10 @@ def test_profile_reports_fidelity_per_layer_and_in_summary(tmp_path: Path) -> No
     # task-clock sampled in situ: every layer has a count, and the stepwise counts are held to them
     assert info.insitu_counts is not None and info.sampled_runs == 20 and info.sample_period_ns == 500_000
     assert all(row["task-clock_insitu"] is not None and row["task-clock_insitu"] >= 0 for row in rows)
+    # a member of the sampled group counts in every run as its leader does (switched with the group flag, it
+    # stopped after the first run: cpu-clock read 0 in situ); both count the threads' CPU time
+    insitu = [(row["task-clock_insitu"], row["cpu-clock_insitu"]) for row in rows]
+    assert sum(c for _, c in insitu) >= 0.9 * sum(t for t, _ in insitu) > 0, insitu
     agreement = fid["insitu_counts"]["by_label"]["task-clock"]
     assert agreement["stepwise_over_insitu"] > 0 and agreement["rank_correlation"] is not None
     layerperf.save(prof, tmp_path / "out")

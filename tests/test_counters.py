@@ -303,6 +303,41 @@ def test_disabled_counters_do_not_count() -> None:
         assert (cs.read() - before)["page-faults"] == 0
 
 
+def test_every_member_counts_again_after_disable_and_enable() -> None:
+    # toggled with PERF_IOC_FLAG_GROUP, the members came back only at the thread's next context switch:
+    # cpu-clock then missed 30-99% of each stretch after the first, page-faults all of them
+    with CounterSet(["task-clock", "cpu-clock"], threads="self") as cs:
+        for _ in range(5):  # short stretches: a context switch within one would bring the members back
+            cs.enable()
+            before = cs.read()
+            spin_cpu(0.01)
+            delta = cs.read() - before
+            cs.disable()
+            # both clocks count this thread's CPU time while the group runs (load makes no difference)
+            assert delta["cpu-clock"] >= 0.95 * delta["task-clock"] > 0
+
+
+def test_sampled_group_members_count_in_every_run() -> None:
+    from layerperf.counters.sampling import SampledGroup
+
+    group = SampledGroup([resolve("task-clock"), resolve("cpu-clock"), resolve("page-faults")],
+                         [threading.get_native_id()], 1_000_000)
+    try:
+        for _ in range(3):  # as the in-situ route samples its runs: enabled, marked, run, marked, disabled
+            group.enable()
+            group.mark(time.time_ns())
+            spin_cpu(0.02)
+            pages = touch_fresh_memory()
+            group.mark(time.time_ns())
+            group.disable()
+            (got,) = group.take().values()
+            task, cpu, faults = (b - a for a, b in zip(got.counts[0], got.counts[-1], strict=True))
+            assert cpu >= 0.95 * task > 0
+            assert faults >= 0.95 * pages
+    finally:
+        group.close()
+
+
 def _worker(ready: threading.Event, go: threading.Event, work: Callable[[], object]) -> threading.Thread:
     def run() -> None:
         ready.set()

@@ -237,6 +237,49 @@ def test_unknown_event_suggests(chain_path: Path) -> None:
     assert proc.returncode == 2 and "page-faults" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("text,message", [("", "no event named"), (" , ", "no event named"),
+                                          ("task-clock,,page-faults", "an empty event name"),
+                                          ("task-clock page-faults", "separate events by commas")])
+def test_an_events_list_that_names_no_event_is_refused(text: str, message: str) -> None:
+    import argparse
+
+    from layerperf.cli.common import event_list
+
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        event_list(text)
+    assert event_list(" task-clock, page-faults ") == ("task-clock", "page-faults")  # a label has no space
+
+
+def test_an_empty_events_list_writes_nothing(chain_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("profile", str(chain_path), "--runs", "1", "--events", ",", "--out", str(out))
+    assert proc.returncode == 2 and "no event named" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("labels,message", [
+    ({"task-clock": "median_us"}, "'median_us' is a column of the layer table"),
+    ({"task-clock": "name"}, "'name' is a column"),
+    ({"task-clock": "stepwise_ratio"}, "'stepwise_ratio' is a column"),
+    ({"task-clock": "ipc"}, "'ipc' is a column"),
+    ({"task-clock": "tc", "page-faults": "tc_cv"}, "'tc_cv' is the name of the cv column of label 'tc'"),
+    ({"page-faults": "pf_insitu", "task-clock": "pf"}, "'pf_insitu' is the name of the insitu column"),
+])
+def test_a_label_that_would_overwrite_a_column_is_refused(tmp_path: Path, labels: dict[str, str],
+                                                          message: str) -> None:
+    from layerperf.collectors.perf import CounterRequest
+
+    config = tmp_path / "perf.json"
+    config.write_text(json.dumps(labels))
+    with pytest.raises(layerperf.errors.CounterError, match=message):  # type: ignore[attr-defined]
+        CounterRequest.build(None, config)
+    with pytest.raises(layerperf.errors.CounterError, match="an empty event name"):  # type: ignore[attr-defined]
+        CounterRequest.build([" "], None)
+    request = CounterRequest.build([" page-faults", "task-clock"], None)  # the API's names are trimmed too
+    assert request is not None and request.labels == ("page-faults", "task-clock")
+
+
 def test_bad_perf_config(chain_path: Path, tmp_path: Path) -> None:
     config = tmp_path / "perf.json"
     config.write_text("{not json")

@@ -123,6 +123,34 @@ def test_counters_asked_for_stay_and_a_clock_reads_as_time() -> None:
     assert fmt["task-clock:u"].priority < fmt["task-clock_per_flop"].priority  # asked for, before its metric
 
 
+@pytest.mark.parametrize("label,event", [("tc", "task-clock"), ("TASK-CLOCK", "TASK-CLOCK"),
+                                         ("sw_clock", "perf::PERF_COUNT_SW_TASK_CLOCK"), ("cpu", "cpu-clock:u")])
+def test_a_clock_reads_as_time_by_its_event_whatever_its_label(label: str, event: str) -> None:
+    if "::" in event:
+        from layerperf.counters import pfm
+
+        if not pfm.available():
+            pytest.skip("libpfm4 is not installed")
+    fmt = {c.key: c for c in counter_columns([label, f"{label}_per_flop", f"{label}_insitu"], {label: event})}
+    assert fmt[label].fmt(6_380_000.0) == "6.380 ms" and fmt[f"{label}_insitu"].fmt(1_000.0) == "1.0 µs"
+    assert fmt[f"{label}_per_flop"].fmt(0.25) == "0.25 ns/FLOP"
+    # a label of another event is a count, whatever it is called
+    other = {c.key: c for c in counter_columns(["task-clock"], {"task-clock": "page-faults"})}
+    assert other["task-clock"].fmt(6_380_000.0) == "6.38 M"
+
+
+def test_layers_off_in_the_counting_passes_are_named_below_the_table() -> None:
+    from layerperf.renderers.views.profile import _fidelity
+
+    prof = layerperf.load(SAVED)
+    summ = summary(prof)
+    flagged = [layer.name for layer in prof.layers][:7]
+    lines = _fidelity(prof, {**summ, "fidelity": {**summ["fidelity"], "flagged_layers": flagged}})
+    (line,) = [line for line in lines if "slower or faster" in line]
+    assert f"7 of {summ['layers']} layers" in line and ", ".join(flagged[:5]) + " and 2 more" in line
+    assert "node by node" in line  # ONNX Runtime's stepwise executor runs them one by one
+
+
 def test_the_title_wraps_at_the_terminal_and_is_never_padded() -> None:
     view = profile_view(layerperf.load(SAVED), top=3, fmt="table", written={}, peaks=None)
     text = terminal.render(view, width=100, layout=Layout(columns=("calls",)))

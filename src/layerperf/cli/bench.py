@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from layerperf.bench.measure import DEFAULT_SAMPLES, DEFAULT_SPEED_WAIT_S, MIN_SAMPLES
-from layerperf.cli.common import add_output_args, at_least, layout, output_format
+from layerperf.cli.common import add_output_args, at_least, event_list, layout, output_format
 
 if TYPE_CHECKING:
     from layerperf.bench import BenchResult
@@ -74,7 +74,8 @@ def register(sub: Any) -> None:
     run_g.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"],
                        help="ONNX Runtime optimization level (default: basic for OPTYPE; for --node, disable: "
                             "the node as written in the model; another level takes it from the optimized graph)")
-    run_g.add_argument("--events", metavar="E1,E2", help="perf events to count per call, e.g. task-clock,cycles")
+    run_g.add_argument("--events", metavar="E1,E2", type=event_list,
+                       help="perf events to count per call, e.g. task-clock,cycles")
     run_g.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
     run_g.add_argument("--seed", type=int, default=0, help="seed of the random input data (default 0)")
     run_g.add_argument("--no-overhead", action="store_true", help="skip timing the empty run")
@@ -155,7 +156,7 @@ def _measure(args: argparse.Namespace, progress: Any) -> list[BenchResult]:
     threads = parse_threads(args.threads)
     common: dict[str, Any] = {
         "samples": args.samples, "min_time_ms": parse_duration_ms(args.min_time), "provider": args.provider,
-        "events": [e.strip() for e in args.events.split(",") if e.strip()] if args.events else [],
+        "events": list(args.events or ()),
         "warmup_max_s": args.warmup_max, "overhead": not args.no_overhead, "progress": progress,
         "speed_wait_s": args.speed_wait, "backend": args.backend,
     }

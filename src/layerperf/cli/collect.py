@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from layerperf.cli.common import positive_int
+from layerperf.cli.common import event_list, positive_int
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ def register(sub: Any) -> None:
                        help="the co-runner on other CPUs than the run (default)")
     cores.add_argument("--shared-cores", dest="corun_cores", action="store_const", const="shared",
                        help="the co-runner on the run's CPUs")
-    p.add_argument("--events", metavar="E1,E2", help="perf events to count per layer (stepwise passes)")
+    p.add_argument("--events", metavar="E1,E2", type=event_list,
+                   help="perf events to count per layer (stepwise passes)")
     p.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS,
                    help=f"measured runs per configuration (default {DEFAULT_RUNS})")
     p.add_argument("--warmup", type=positive_int, default=DEFAULT_WARMUP,
@@ -114,7 +115,7 @@ def axes_of(args: argparse.Namespace) -> Axes:
                 batches=_ints(args.batch, "--batch", 1), threads=_ints(args.threads, "--threads"),
                 opt_levels=_words(args.opt_level), inter_ops=_inter_ops(args.inter_op),
                 cpu_sets=tuple(parse_cpus(c) for c in args.cpus) or (None,), coruns=tuple(args.corun),
-                corun_cores=args.corun_cores, events=_words(args.events), runs=args.runs, warmup=args.warmup,
+                corun_cores=args.corun_cores, events=tuple(args.events or ()), runs=args.runs, warmup=args.warmup,
                 targets=tuple(args.target) or ("llvm",), tunes=_ints(args.tune, "--tune"))
 
 

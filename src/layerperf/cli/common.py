@@ -25,6 +25,22 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def event_list(text: str) -> tuple[str, ...]:
+    """An argparse type: perf event names separated by commas (spaces around them dropped), at least one,
+    none empty."""
+    names = tuple(n.strip() for n in text.split(","))
+    if not any(names):
+        raise argparse.ArgumentTypeError(f"no event named in '{text}'; name them separated by commas, such as "
+                                         "task-clock,page-faults")
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty event name in '{text}'")
+    spaced = next((n for n in names if len(n.split()) > 1), None)
+    if spaced is not None:
+        raise argparse.ArgumentTypeError(f"'{spaced}' is not an event name: separate events by commas, such as "
+                                         f"{','.join(spaced.split())}")
+    return names
+
+
 positive_int = at_least(0)  # a count that may be 0 (--warmup, --threads 0 = the runtime's default, --top 0 = all)
 
 

@@ -7,7 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layerperf.cli.common import add_backend_args, add_model_args, add_output_args, at_least, layout, output_format
+from layerperf.cli.common import (
+    add_backend_args,
+    add_model_args,
+    add_output_args,
+    at_least,
+    event_list,
+    layout,
+    output_format,
+)
 from layerperf.cli.memory import add_memory_args
 
 
@@ -31,8 +39,8 @@ def register(sub: Any) -> None:
                    help="skip the whole-model latency measurement with the profiler off")
     c = p.add_argument_group("perf counters (per layer: ONNX Runtime's stepwise executor; in situ at module "
                              "boundaries on torch)")
-    c.add_argument("--events", help="comma-separated perf events: perf names (cycles,instructions,...), "
-                   "raw rNNNN, or libpfm4 strings (perf::PERF_COUNT_HW_CPU_CYCLES)")
+    c.add_argument("--events", type=event_list, help="comma-separated perf events: perf names "
+                   "(cycles,instructions,...), raw rNNNN, or libpfm4 strings (perf::PERF_COUNT_HW_CPU_CYCLES)")
     c.add_argument("--perf-config", metavar="FILE", help="JSON object mapping event string to label, as in "
                    "ONNX Runtime's per-layer perf fork")
     c.add_argument("--passes", type=at_least(1), default=5, help="stepwise passes per event group (default 5)")
@@ -63,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar() as progress:
         common = {"backend": args.backend, "warmup": args.warmup, "runs": args.runs, "threads": args.threads,
                   **model_options(args), "latency": not args.no_latency,
-                  "events": [e for e in (args.events or "").split(",") if e], "perf_config": args.perf_config,
+                  "events": list(args.events or ()), "perf_config": args.perf_config,
                   "passes": args.passes, "multiplex": args.multiplex, "memory": args.memory,
                   "sample_rate": args.sample_rate, "progress": progress}
         base = layerperf.profile(args.model, **common, **base_options) if base_options is not None else None

@@ -11,7 +11,9 @@ from typing import Protocol
 
 from layerperf.collectors.boundary import MarkLog, nested, outside_pass, self_values
 from layerperf.counters import CounterSet, parse_perf_config, resolve, schedule
+from layerperf.counters.metrics import METRICS
 from layerperf.counters.reading import Reading
+from layerperf.data.table import label_clash
 from layerperf.errors import CounterError
 
 
@@ -31,9 +33,13 @@ class CounterRequest:
         if perf_config:
             pairs.update(parse_perf_config(perf_config))
         for ev in events or []:
-            pairs.setdefault(ev, ev)
+            if not ev.strip():
+                raise CounterError("an empty event name", "name events such as task-clock,page-faults")
+            pairs.setdefault(ev.strip(), ev.strip())
         if not pairs:
             return None
+        if (clash := label_clash(list(pairs.values()), METRICS)) is not None:
+            raise CounterError(clash, "give it another label in the perf config")
         if passes < 1:
             raise CounterError(f"--passes must be at least 1, got {passes}")
         return cls(tuple(pairs), tuple(pairs.values()), passes, multiplex)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 
 from layerperf.counters import abi, pfm
 from layerperf.counters.event import EventSpec
-from layerperf.errors import CounterError, MissingDependency
+from layerperf.errors import CounterError, LayerperfError, MissingDependency
 
 # Software events that the kernel raises only from kernel context (the scheduler), so with
 # exclude_kernel=1 they always read 0: counting them needs kernel mode.
@@ -87,7 +88,7 @@ EVENTS: dict[str, tuple[int, int]] = {
     **{n: (abi.PERF_TYPE_SOFTWARE, c) for n, c in _SOFTWARE.items()},
 }
 _BY_LOWER = {n.lower(): n for n in [*EVENTS, *ALIASES]}
-_RAW = re.compile(r"r([0-9a-fA-F]+)")
+_RAW = re.compile(r"r([0-9a-fA-F]{1,16})")  # a raw code is the 64-bit attr.config
 _MODIFIERS = re.compile(r"[uk]{1,2}")
 
 
@@ -159,3 +160,30 @@ def _pfm_hint(name: str) -> str:
     if close:
         return "did you mean " + ", ".join(close) + "?"
     return "`layerperf events` lists the libpfm4 events of this machine"
+
+
+@functools.lru_cache(maxsize=256)
+def event_kind(event: str) -> tuple[int, int] | None:
+    """The (type, config) an event string counts, in any spelling this machine resolves (``task-clock``,
+    ``TASK-CLOCK``, ``task-clock:u``, ``perf::PERF_COUNT_SW_TASK_CLOCK``); None where it resolves to nothing
+    here (a label whose event is not known, a libpfm4 string without libpfm4)."""
+    try:
+        spec = resolve(event)
+    except LayerperfError:
+        return None
+    return spec.type, spec.config
+
+
+def counts_ns(event: str) -> bool:
+    """Whether ``event`` is one of perf's software clocks (task-clock, cpu-clock): a count of nanoseconds."""
+    return event_kind(event) in _CLOCKS
+
+
+def is_software(event: str) -> bool:
+    """Whether ``event`` is a software event: the kernel's bookkeeping (clocks, faults, switches)."""
+    kind = event_kind(event)
+    return kind is not None and kind[0] == abi.PERF_TYPE_SOFTWARE
+
+
+_CLOCKS = {(abi.PERF_TYPE_SOFTWARE, abi.PERF_COUNT_SW_TASK_CLOCK),
+           (abi.PERF_TYPE_SOFTWARE, abi.PERF_COUNT_SW_CPU_CLOCK)}

@@ -48,6 +48,9 @@ _RATIOS: dict[str, tuple[tuple[int, int], tuple[int, int], float]] = {
 }
 
 
+METRICS = tuple(_RATIOS)  # the names of the derived metrics, columns of a layer table where they are known
+
+
 def _identify(label: str, event: str | EventSpec) -> tuple[int, int] | None:
     if isinstance(event, EventSpec):
         return (event.type, event.config)

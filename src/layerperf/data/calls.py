@@ -435,6 +435,8 @@ def from_profile(profile: RawProfile, meta: dict[str, Any] | None = None) -> Cal
     machine = profile.metadata.machine
     table = b.build({"format": "layerperf", "runs": len(profile.runs), "events": len(li), "outputs": outputs,
                      **({"covers": covers} if covers else {}),
+                     # the event each counter label counts (a perf config's labels are the user's own)
+                     **({"counter_events": dict(profile.counters.events)} if profile.counters is not None else {}),
                      "inclusive_flops": profile.cost_nesting.rated_over_whole_call, "ts_origin_us": 0.0,
                      "machine": None if machine is None else machine.to_json(), "threads": threads, **(meta or {})})
     return with_outer(table, profile.span_parents)  # rows are the spans, in order

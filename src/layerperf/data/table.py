@@ -42,6 +42,23 @@ COLUMNS = (
     "int_ops", "int_ops_per_s", "padded_flops", "real_in_shapes", "real_out_shapes",
     "incl_median_us", "parent",
 )
+COUNTER_SUFFIXES = ("_counted", "_per_flop", "_cv", "_insitu")  # a counter label's further columns
+FIDELITY_COLUMNS = ("stepwise_ratio", "stepwise_off")
+
+
+def label_clash(labels: Sequence[str], taken: Sequence[str] = ()) -> str | None:
+    """Why counter ``labels`` cannot each name a column of the layer table (None when they can): a label
+    that is one of its columns (or of ``taken``: derived metrics' names), or that another label's own
+    column (:data:`COUNTER_SUFFIXES`) would be."""
+    reserved = {*COLUMNS, *FIDELITY_COLUMNS, *taken}
+    own = {label + suffix: label for label in labels for suffix in COUNTER_SUFFIXES}
+    for label in labels:
+        if label in reserved:
+            return f"the counter label {label!r} is a column of the layer table already"
+        if label in own:
+            return f"the counter label {label!r} is the name of the {label[len(own[label]) + 1:]} column of " \
+                   f"label {own[label]!r}"
+    return None
 
 
 # -- the layer table -------------------------------------------------------------------------------

@@ -18,11 +18,6 @@ from layerperf.data.profile import Profile
 from layerperf.renderers.view import Column
 from layerperf.util import units
 
-TIME_EVENTS = ("task-clock", "cpu-clock")
-# perf's software events (and their short names): the kernel's bookkeeping, not the work's
-SOFTWARE_EVENTS = ("cpu-clock", "task-clock", "page-faults", "faults", "context-switches", "cs", "cpu-migrations",
-                   "migrations", "minor-faults", "major-faults", "alignment-faults", "emulation-faults",
-                   "cgroup-switches")
 METRICS: dict[str, tuple[str, str]] = {  # key -> (header, unit)
     "ipc": ("IPC (instructions per cycle)", "ratio"),
     "cpi": ("CPI (cycles per instruction)", "ratio"),
@@ -64,16 +59,22 @@ FORMATS: dict[str, Callable[[Any], str]] = {
 
 
 def event_of(label: str, events: Mapping[str, str]) -> str:
-    """The event a label counts (its own name when the profile does not say), without a ``:u``/``:k``."""
-    return str(events.get(label, label)).split(":")[0]
+    """The event a label counts: its own name when the profile does not say."""
+    return str(events.get(label, label))
 
 
 def is_time(label: str, events: Mapping[str, str]) -> bool:
-    return event_of(label, events) in TIME_EVENTS
+    """Whether the label counts one of perf's clocks (ns of CPU time), however its event is spelled."""
+    from layerperf.counters.catalog import counts_ns  # lazy: ctypes and libpfm4 only where counters are
+
+    return counts_ns(event_of(label, events))
 
 
 def _software(label: str, events: Mapping[str, str]) -> bool:
-    return event_of(label, events) in SOFTWARE_EVENTS
+    """Whether the label counts a software event (the kernel's bookkeeping, not the work's)."""
+    from layerperf.counters.catalog import is_software
+
+    return is_software(event_of(label, events))
 
 
 def _spec(key: str, labels: Sequence[str], events: Mapping[str, str]) -> CounterColumn | None:

@@ -98,7 +98,8 @@ def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list
     if result.has_device:
         columns[3:3] = [DEVICE, DEVICE_INCL]
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, RATE_TIME)
-    return ranked_by(columns + counter_columns(_counter_labels(table)), analysis.PUBLISHED.get(ranked, ranked))
+    counters = counter_columns(_counter_labels(table), table.meta.get("counter_events"))
+    return ranked_by(columns + counters, analysis.PUBLISHED.get(ranked, ranked))
 
 
 def _no_such_types(table: Calls | Folded, types: Sequence[str]) -> tuple[Note, ...]:

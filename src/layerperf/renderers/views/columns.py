@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -85,15 +85,18 @@ def with_int_columns(columns: Sequence[Column]) -> list[Column]:
     return cols
 
 
-# perf's software clocks count nanoseconds: shown as a time, with its unit
-NS_COUNTERS = frozenset(("task-clock", "cpu-clock"))
 DERIVED = ("_per_flop",)  # metrics computed from a counter (not asked for by name)
 
 
-def _counter_format(label: str) -> Callable[[Any], str]:
+def _counter_format(label: str, events: Mapping[str, str]) -> Callable[[Any], str]:
+    """perf's software clocks count nanoseconds: shown as a time, with its unit (whatever the label, by the
+    event it counts: ``events`` maps a label to it, a label not there being an event's name itself)."""
+    from layerperf.counters.catalog import counts_ns  # lazy: ctypes and libpfm4 only where counters are
+
     base = label.removesuffix("_per_call")
     per_flop = base.endswith("_per_flop")
-    if base.removesuffix("_per_flop").split(":")[0] not in NS_COUNTERS:
+    counter = base.removesuffix("_per_flop")
+    if not counts_ns(events.get(counter, counter)):
         return lambda v: units.si(v)
     if per_flop:
         return lambda v: units.si(v, "ns/FLOP")
@@ -109,22 +112,24 @@ def _beside(key: str, labels: Sequence[str]) -> bool:
     return any(key.endswith(suffix) and key[:-len(suffix)] in labels for suffix in ("_cv", "_insitu"))
 
 
-def counter_columns(labels: Sequence[str]) -> list[Column]:
+def counter_columns(labels: Sequence[str], events: Mapping[str, str] | None = None) -> list[Column]:
     """Columns of the counters asked for (``--events``), kept before most others in a narrow terminal
-    (the user named them), and their derived metrics; a clock counted in ns prints as a time. Beside each
+    (the user named them), and their derived metrics; a clock counted in ns prints as a time (``events``:
+    the event each label counts, where a label is not its event's name). Beside each
     count its CV over the passes (a percentage) and the same count sampled in situ where taken; the
     stepwise/in-situ time ratio, flagged ``!`` when off by more than 20% (the flag's own key is for
     programs: the cell says it)."""
     out = []
     for label in labels:
         if label == "stepwise_ratio":
-            out.append(Column(label, "stepwise/in-situ", _time_ratio, priority=2))
+            out.append(Column(label, "vs in situ", _time_ratio, priority=2))  # narrow: kept in 80 columns
         elif label != "stepwise_off" and not _beside(label, labels):
-            out.append(Column(label, label, _counter_format(label), priority=3 if label.endswith(DERIVED) else 1))
+            out.append(Column(label, label, _counter_format(label, events or {}),
+                              priority=3 if label.endswith(DERIVED) else 1))
             if f"{label}_cv" in labels:  # the spread beside its median
                 out.append(Column(f"{label}_cv", "cv", lambda v: f"{100 * v:.0f}%", priority=3))
             if f"{label}_insitu" in labels:  # the same count, sampled in the real run
-                out.append(Column(f"{label}_insitu", "in situ", _counter_format(label), priority=3))
+                out.append(Column(f"{label}_insitu", "in situ", _counter_format(label, events or {}), priority=3))
     return out
 
 

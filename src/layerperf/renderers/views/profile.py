@@ -97,7 +97,7 @@ def _columns(prof: Profile, summ: Mapping[str, Any], calibrated: bool) -> list[C
     columns = layer_columns(int_ops > 0, mostly_int=int_ops > (summ["flops"] or 0))
     if calibrated:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
-    columns += counter_columns(extra_columns(prof))
+    columns += counter_columns(extra_columns(prof), prof.counters.events if prof.counters is not None else None)
     if prof.parent_names:  # control flow: a parent's whole duration beside its self time
         columns.insert(3, INCLUSIVE)
     return columns
@@ -235,11 +235,18 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
              + _ceiling(fid.get("insitu_rank_ceiling"))]
     flagged = fid.get("flagged_layers") or []
     if flagged:
+        apart = "node by node" if prof.metadata.backend == "onnxruntime" else "in the counting passes"
         lines.append(f"{len(flagged)} of {summ['layers']} layers ran more than {fidelity.OFF_SHARE:.0%} slower or "
-                     "faster node by node than in situ (stepwise/in-situ marked !): their counts describe the "
-                     "layer run apart, not necessarily as it runs in the real run")
+                     f"faster {apart} than in situ ('vs in situ' marked !: {_named(flagged)}): their counts "
+                     "describe the layer run apart, not necessarily as it runs in the real run")
     lines += _disturbed(fid) + _sampled(fid)
     return lines
+
+
+def _named(layers: Sequence[str], most: int = 5) -> str:
+    """The first ``most`` names, and how many more."""
+    more = len(layers) - most
+    return ", ".join(layers[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def _ceiling(ceiling: float | None) -> str:
