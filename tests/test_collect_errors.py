@@ -50,6 +50,10 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     (["--models", "MODEL", "--inter-op", "seq,x"], "--inter-op: 'x' is not an integer"),
     (["--models", "MODEL", "--opt-level", "all,turbo"], "unknown --opt-level 'turbo'"),
     (["--models", "MODEL", "--runs", "0"], "--runs must be 1 or more, got 0"),
+    (["--models", "MODEL", "--inter-op", ""], "--inter-op: '' is not an integer"),
+    (["--models", "MODEL", "--inter-op", "seq,"], "--inter-op: '' is not an integer"),
+    (["--models", "MODEL", "--corun", "Foo:A=1"], "unknown operator 'Foo'"),
+    (["--models", "MODEL", "--corun", "MatMul:A=4x4"], "MatMul needs input B"),
 ])
 def test_a_sweep_that_cannot_run_is_refused_before_the_store_is_made(
         model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
@@ -57,6 +61,26 @@ def test_a_sweep_that_cannot_run_is_refused_before_the_store_is_made(
     args = [str(model) if a == "MODEL" else a for a in args]
     assert words in one_line_error(capsys, *args, "--store", str(store))
     assert not store.exists()
+
+
+def test_a_store_under_a_file_is_one_line(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    err = one_line_error(capsys, "--models", str(model), "--store", str(blocker / "s.db"), *FAST)
+    assert f"cannot make the store {blocker / 's.db'}" in err and blocker.read_text() == "not a folder"
+
+
+def test_a_ray_cluster_where_nothing_answers_is_refused_before_the_store(model: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on: bound, never listened to
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+        store = tmp_path / "never.db"
+        err = one_line_error(capsys, "--models", str(model), "--ray", address, "--store", str(store), *FAST)
+    assert f"cannot join the Ray cluster at {address}: nothing answers there" in err and not store.exists()
 
 
 def test_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

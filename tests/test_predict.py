@@ -33,6 +33,7 @@ from layerperf.dataset.predict.model import (
     UNKNOWN,
     Predictor,
 )
+from layerperf.dataset.schema import MIGRATIONS
 from predict_store import MODELS, write_store
 
 from conftest import from_another_machine, tiny_cnn
@@ -211,6 +212,12 @@ def test_an_unseen_model_with_an_op_type_never_seen(collected: tuple[Path, Path]
     assert main(["predict", str(unseen), "--store", str(store)]) == 0
     out = capsys.readouterr().out
     assert "softsign" in out and "roofline (op type not in the store)" in out and "end to end" in out
+    # its batch is fixed (1): collect stored it without a batch, and that is what it is predicted at
+    assert doc["batch"] is None and "batch -, 1 thread," in out
+    assert main(["predict", str(unseen), "--store", str(store), "--batch", "1", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["latency_us"] == doc["latency_us"]
+    err = one_line_error(capsys, str(unseen), "--store", str(store), "--batch", "8")
+    assert "--batch 8: " in err and "runs at batch 1 only (its input input has a fixed leading dimension)" in err
 
 
 def test_without_a_calibration_an_unseen_op_type_is_unknown(collected: tuple[Path, Path], cache: Path,
@@ -285,14 +292,49 @@ def test_without_scikit_learn_it_says_how_to_install(synthetic: Path, monkeypatc
     assert "needs scikit-learn" in err and "pip install 'layerperf[predict]'" in err
 
 
-def test_a_store_collected_before_the_disturbed_counts(tmp_path: Path, small: Path) -> None:
+def test_a_store_collected_before_the_disturbed_counts(tmp_path: Path, small: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
     old = tmp_path / "old.db"
     old.write_bytes(small.read_bytes())
     db = sqlite3.connect(old)
     db.execute("DROP VIEW measured_layers")
     for column in ("runs_disturbed", "disturbed_used"):
         db.execute(f"ALTER TABLE configs DROP COLUMN {column}")
+    for table, column, _ in MIGRATIONS[2]:  # and before the TVM columns: schema 1
+        db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    db.execute("UPDATE schema_version SET version = 1")
     db.commit()
+    db.execute("PRAGMA journal_mode = DELETE")
     db.close()
+    before = old.read_bytes()
     data = training.read(old)
     assert len(data.configs) == 12 and all(c.runs_disturbed is None and not c.flagged for c in data.configs)
+    assert main(["predict", "--store", str(old), "--evaluate", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["configurations"]) == 12
+    # read in a copy brought up to date: the store itself is only collect's to change (no version row, no WAL)
+    assert old.read_bytes() == before and not old.with_name("old.db-wal").exists()
+
+
+def test_the_cost_between_layers_stays_within_what_the_store_measured() -> None:
+    from types import SimpleNamespace
+
+    from layerperf.dataset.predict.model import _fit_between
+    from layerperf.dataset.predict.training import MeasuredConfig
+
+    def config(n_layers: int, layers_us: float, ratio: float, threads: int, flagged: bool = False) -> MeasuredConfig:
+        return MeasuredConfig(0, "m", SimpleNamespace(threads=threads), (None,) * n_layers,  # type: ignore[arg-type]
+                              (layers_us / n_layers,) * n_layers, layers_us * ratio, 10, 0, int(flagged), flagged)
+
+    # two layer counts only, as a sweep of two models at batch 1 and 8, threads 1 and 2 has
+    clean = [config(n, us, r, t) for (n, us), r, t in zip([(50, 2e3), (50, 9e3), (120, 8e3), (120, 4e4)] * 2,
+                                                         [0.97, 1.0, 1.02, 1.04, 0.99, 1.01, 1.03, 0.98],
+                                                         [1, 1, 1, 1, 2, 2, 2, 2], strict=True)]
+    outlier = config(120, 4e4, 1.88, 2, flagged=True)  # measured while the host ran slowed
+    fit = _fit_between([*clean, outlier])
+    assert fit is not None
+    ratios = [fit.ratio(us, n, t) for n in (2, 10, 50, 120, 1000) for us in (1e2, 1e4, 1e6) for t in (1, 2)]
+    # within the others' range (0.97-1.04) and a few of their deviations: neither 0.48 nor 2.42 nor the outlier
+    assert all(0.97 - 1e-9 <= r <= 1.15 for r in ratios), ratios
+    assert max(ratios) > 1.0 and min(ratios) < 1.0  # and not one figure for all: the fit still tells them apart
+    alone = _fit_between([outlier])  # one configuration alone: its ratio
+    assert alone is not None and math.isclose(alone.ratio(4e4, 120, 2), 1.88)

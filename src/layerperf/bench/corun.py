@@ -65,6 +65,20 @@ class CorunSpec:
     def text(self) -> str:
         return f"{self.op_type}:" + ",".join(f"{n}={v}" for n, v in self.inputs)
 
+    def checked(self) -> CorunSpec:
+        """The spec, its operator built as the co-runner builds it (no session): an unknown operator or
+        inputs it does not take are an InputError now, in the driver, not a co-runner that fails to start
+        configuration after configuration."""
+        build_op(self.op_type, self.input_args())
+        return self
+
+    def input_args(self) -> dict[str, InputArg]:
+        out = {}
+        for name, value in self.inputs:
+            _, dims, dtype = parse_input(f"{name}={value}")
+            out[name] = InputArg(dims, dtype)
+        return out
+
 
 def placement(run_cpus: frozenset[int] | None, threads: int,
               cores: str) -> tuple[frozenset[int] | None, frozenset[int]]:
@@ -136,10 +150,7 @@ def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
 
 
 def _run(spec: CorunSpec, cpus: frozenset[int], backend: str) -> None:
-    inputs = {}
-    for name, value in spec.inputs:
-        _, dims, dtype = parse_input(f"{name}={value}")
-        inputs[name] = InputArg(dims, dtype)
+    inputs = spec.input_args()
     with pinned(cpus):
         one = build_op(spec.op_type, inputs)
         prepared = backends.single_op(backend).prepare(one.model, one.feed, threads=len(cpus),

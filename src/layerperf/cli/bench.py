@@ -210,7 +210,7 @@ def _beside_corunner(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     from layerperf.bench.parse import parse_threads
     from layerperf.util.affinity import format_cpus, pinned
 
-    spec, cores = CorunSpec.parse(args.corun), args.corun_cores or "separate"
+    spec, cores = CorunSpec.parse(args.corun).checked(), args.corun_cores or "separate"
     run_cpus, corun_cpus = placement(None, max(parse_threads(args.threads)), cores)
     info: dict[str, Any] = {"op": spec.text(), "cores": cores, "run_cpus": format_cpus(run_cpus or ()),
                             "corun_cpus": format_cpus(corun_cpus)}

@@ -90,9 +90,9 @@ def _inter_ops(text: str) -> tuple[int | None, ...]:
     from layerperf.dataset.config import SEQUENTIAL
 
     items = [t.strip() for t in text.split(",")]
-    rest = ",".join(t for t in items if t != SEQUENTIAL)
-    numbers = iter(_ints(rest, "--inter-op") if rest else ())
-    return tuple(None if t == SEQUENTIAL else next(numbers) for t in items)
+    numbers = [t for t in items if t != SEQUENTIAL]
+    given = iter(_ints(",".join(numbers), "--inter-op") if numbers else ())  # an empty item is refused there
+    return tuple(None if t == SEQUENTIAL else next(given) for t in items)
 
 
 def _words(values: list[str] | str | None) -> tuple[str, ...]:
@@ -148,12 +148,17 @@ def _collect(args: argparse.Namespace) -> None:
 
         import_ray(args.ray)  # missing: one line saying how to install it, before the store is made
     configs = config.expand(axes)
-    with Store.open(args.store, create=True) as store:
-        if not args.ray:  # measured here: tell now if the store holds another machine's rows
-            _warn_other(sweep.other_hardware(store, [Fingerprint.here()]))
-        todo = sweep.pending(configs, store, args.retry_failed)
-        tally = _run(todo, store, _executor(args.ray) if todo else None)
-        tally.skipped = len(configs) - len(todo)
+    executor = _executor(args.ray) if args.ray else None  # a cluster that can't be joined: before the store
+    try:
+        with Store.open(args.store, create=True) as store:
+            if not args.ray:  # measured here: tell now if the store holds another machine's rows
+                _warn_other(sweep.other_hardware(store, [Fingerprint.here()]))
+            todo = sweep.pending(configs, store, args.retry_failed)
+            tally = _run(todo, store, executor or _executor(None)) if todo else sweep.Tally()
+            tally.skipped = len(configs) - len(todo)
+    finally:
+        if executor is not None:
+            executor.close()  # again after the sweep closed it: nothing more to do then
     print(_summary(tally, args.store))
 
 
@@ -174,7 +179,7 @@ def _warn_other(pairs: list[Any]) -> None:
 
 
 def _run(todo: list[Config], store: Any, executor: Any) -> Tally:
-    """Measure ``todo`` (none: nothing started), a progress bar with its ETA on a terminal, a line per
+    """Measure ``todo``, a progress bar with its ETA on a terminal, a line per
     configuration on stderr."""
     from rich.console import Console
     from rich.progress import (
@@ -202,8 +207,6 @@ def _run(todo: list[Config], store: Any, executor: Any) -> Tally:
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
-    if not todo:
-        return sweep.Tally()
     bar = Progress(*columns, console=console, transient=True) if console.is_terminal else None
     if bar is None:
         return sweep.run(todo, store, executor, finished=finished)

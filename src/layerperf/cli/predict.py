@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
                     "over every op type of the store (store-wide), else by a roofline on this machine's calibrated "
                     "peaks (`layerperf calibrate`), and flagged. With --evaluate, "
                     "leave-one-model-out over the store's models: per configuration the predicted and measured "
-                    "latency, per model and overall the fraction within ±10%% and RMSPE.",
+                    "latency, per model and overall the fraction within ±10% and RMSPE.",
         epilog="examples:\n"
                "  layerperf predict resnet50 --store ops.db --batch 8 --threads 2\n"
                "  layerperf predict model.onnx --store ops.db --format json\n"
@@ -39,7 +39,8 @@ def register(sub: Any) -> None:
     p.add_argument("--layers", choices=("graph", "store"), default="graph",
                    help="--evaluate: predict each model's layers as found in its optimized graph (default; the "
                         "store's recorded layers where the model is not here), or as the store recorded them")
-    p.add_argument("--batch", type=positive_int, default=1, help="batch size (default 1)")
+    p.add_argument("--batch", type=positive_int, help="batch size (default 1; a model file whose batch is fixed "
+                   "runs at its own)")
     p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (default 1)")
     p.add_argument("--opt-level", default="all", choices=("disable", "basic", "extended", "all"),
                    help="ONNX Runtime optimization level (default all)")
@@ -81,7 +82,23 @@ def _warn_other(pairs: list[Any], path: str) -> None:
               file=sys.stderr)
 
 
-def _factors(args: argparse.Namespace) -> Any:
+def _batch(args: argparse.Namespace) -> int | None:
+    """The batch MODEL runs at: ``--batch`` (1 when not given); None for a file whose batch is fixed, as
+    ``collect`` stores it (a --batch other than its own is refused: the file cannot run at it)."""
+    from layerperf.dataset.predict.graph import fixed_batch, open_at_batch
+    from layerperf.errors import InputError
+
+    fixed = fixed_batch(open_at_batch(args.model, None))
+    if fixed is None:
+        return 1 if args.batch is None else args.batch
+    name, own = fixed
+    if args.batch is not None and args.batch != own:
+        raise InputError(f"--batch {args.batch}: {args.model} runs at batch {own} only (its input {name} has a "
+                         f"fixed leading dimension)", hint="leave --batch out, or export the model with a free batch")
+    return None
+
+
+def _factors(args: argparse.Namespace, batch: int | None) -> Any:
     from layerperf.data.machine import Machine
     from layerperf.dataset.predict.features import RunFactors
     from layerperf.errors import InputError
@@ -91,7 +108,7 @@ def _factors(args: argparse.Namespace) -> Any:
         raise InputError(f"--inter-op: '{args.inter_op}' is neither seq nor a number", hint="such as --inter-op 2")
     here = Machine.here()
     cpus = len(parse_cpus(args.cpus)) if args.cpus else (here.affinity or here.cores)
-    return RunFactors(backend="onnxruntime", batch=args.batch, threads=args.threads, opt_level=args.opt_level,
+    return RunFactors(backend="onnxruntime", batch=batch, threads=args.threads, opt_level=args.opt_level,
                       inter_op=None if args.inter_op == "seq" else int(args.inter_op), cpu_count=cpus,
                       corun=bool(args.corun), corun_shared=bool(args.corun) and args.shared_cores,
                       l2_bytes=here.l2_bytes, l3_bytes=here.l3_bytes)
@@ -104,8 +121,9 @@ def _predict(args: argparse.Namespace, data: StoreData, peaks: Peaks | None) -> 
     from layerperf.errors import InputError
     from layerperf.renderers.views.predict import Trained, prediction_view
 
-    run = _factors(args)
-    ops = [Op.of_layer(layer) for layer in runtime_layers(args.model, args.batch, args.opt_level)]
+    batch = _batch(args)
+    run = _factors(args, batch)
+    ops = [Op.of_layer(layer) for layer in runtime_layers(args.model, batch, args.opt_level)]
     predictor = Predictor.fit(data.configs, peaks)
     pred = predictor.predict(ops, run)
     if all(p.us is None for p in pred.layers):

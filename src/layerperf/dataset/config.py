@@ -202,7 +202,7 @@ def check(axes: Axes) -> None:
         if cpus:
             check_cpus(cpus)
     for spec in axes.coruns:
-        CorunSpec.parse(spec)
+        CorunSpec.parse(spec).checked()
         for cpus, threads in itertools.product(axes.cpu_sets, axes.threads):
             placement(cpus, threads, axes.corun_cores)
     if axes.events:

@@ -59,6 +59,24 @@ def import_ray(address: str | None = None) -> Any:
     return ray
 
 
+PROBE_S = 5.0  # how long a cluster's address is given to answer before Ray is asked to join it
+
+
+def _reachable(address: str) -> None:
+    """InputError when nothing answers at a ``HOST:PORT`` address: Ray itself would retry for minutes,
+    printing its own warnings, and not stop at a SIGTERM meanwhile. Other forms (``auto``, ``ray://``) are
+    left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "/" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S).close()
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise InputError(f"cannot join the Ray cluster at {address}: nothing answers there ({why})",
+                         hint="give the address of the cluster's head node (ray start --head prints it)") from None
+
+
 def _task(cfg: Config) -> ConfigResult:
     """What a Ray task runs: one configuration, on the node it was sent to."""
     return run_config(cfg, worker=f"ray:{socket.gethostname()}:{os.getpid()}")
@@ -98,6 +116,7 @@ class RayExecutor:
                              + "): refused", hint="--ray local must listen on loopback only")
 
     def _connect(self, address: str) -> None:
+        _reachable(address)
         try:
             self.ray.init(address=address, log_to_driver=False, configure_logging=False)
         except Exception as exc:  # Ray's own connection errors: one line

@@ -45,9 +45,11 @@ class Store:
         self.path, self.db = path, db
 
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = False) -> Store:
+    def open(cls, path: str | Path, *, create: bool = False, writable: bool = True) -> Store:
         """The store at ``path``: made (with its parent folders) when missing and ``create``; else an
-        InputError in one line for a missing, damaged or foreign file."""
+        InputError in one line for a missing, damaged or foreign file. Not ``writable`` (what reads a store
+        without collecting into it: ``predict``), the file is never changed: a store of an older schema is
+        brought up to date in a copy in memory."""
         path = Path(path)
         if path.is_dir():
             raise InputError(f"{path} is a directory, not a store", hint="give the store's file, e.g. data.db")
@@ -55,14 +57,17 @@ class Store:
         if fresh and not create:
             raise InputError(f"no store at {path}", hint="collect into it first: layerperf collect --store PATH ...")
         if fresh:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InputError(f"cannot make the store {path}: {exc.strerror} ({exc.filename})") from None
         try:
             db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error as exc:
             raise InputError(f"cannot open the store {path}: {exc}") from None
         store = cls(path, db)
         try:
-            store._check_or_make(fresh)
+            store._check_or_make(fresh, writable)
         except BaseException:
             db.close()
             if fresh:
@@ -70,7 +75,7 @@ class Store:
             raise
         return store
 
-    def _check_or_make(self, fresh: bool) -> None:
+    def _check_or_make(self, fresh: bool, writable: bool = True) -> None:
         try:
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             ok = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
@@ -85,9 +90,19 @@ class Store:
             self._make()
             return
         version = self._check_schema(tables)
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = FULL")
-        self._check_columns(version)  # before the migrations: a refused store is left untouched
+        addable = self._lacking(version)  # before the migrations: a refused store is left untouched
+        if writable:
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = FULL")
+        elif addable or version < SCHEMA_VERSION:  # read as it will be, the file as it is
+            copy = sqlite3.connect(":memory:", isolation_level=None)
+            self.db.backup(copy)
+            self.db.close()
+            self.db = copy
+        if addable:
+            with self.transaction():
+                for statement in addable:
+                    self.db.execute(statement)
         self._migrate(version)
 
     def _make(self) -> None:
@@ -122,10 +137,10 @@ class Store:
             raise InputError(f"{self.path}: a layerperf store without its {', '.join(missing)} table(s)")
         return version
 
-    def _check_columns(self, version: int) -> None:
-        """Columns a table of schema ``version`` lacks (a store made by a development build before the
-        schema settled; those the migrations add excepted): a nullable one is added, NULL (unknown) in every
-        row; InputError, the store untouched, when one that must hold a value is missing."""
+    def _lacking(self, version: int) -> list[str]:
+        """What adds the columns a table of schema ``version`` lacks (a store made by a development build
+        before the schema settled; those the migrations add excepted): a nullable one, NULL (unknown) in
+        every row; InputError when one that must hold a value is missing."""
         added = _added_pairs(version)
         addable: list[str] = []
         for table, columns in TABLES.items():
@@ -137,10 +152,7 @@ class Store:
                                  f"(written by an earlier build of layerperf)",
                                  hint="collect into a new store")
             addable += [add_column(table, name, kind) for name, kind in lacking]
-        if addable:
-            with self.transaction():
-                for statement in addable:
-                    self.db.execute(statement)
+        return addable
 
     def close(self) -> None:
         self.db.close()

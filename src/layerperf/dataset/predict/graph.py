@@ -38,6 +38,17 @@ def open_at_batch(model: str, batch: int | None) -> ModelSource:
     return open_model(model)
 
 
+def fixed_batch(source: ModelSource) -> tuple[str, int] | None:
+    """A model file whose inputs all have a fixed leading dimension: its first input's name and that
+    dimension (the batch it runs at, whatever a sweep asks; ``collect`` stores it without a batch); None for
+    a built-in model or a file with a free leading dimension."""
+    if source.zoo or batch_shapes(source.proto, 1):
+        return None
+    specs = onnx_input_specs(source.proto)
+    fixed = [(s.name, dim) for s in specs if s.shape and isinstance(dim := s.shape[0], int)]
+    return fixed[0] if fixed else None
+
+
 def input_infos(source: ModelSource, batch: int | None) -> dict[str, TensorInfo]:
     """The inputs a run at ``batch`` feeds: a file's free leading dimensions sized ``batch``, its other free
     dimensions their defaults (as ``collect`` and ``profile`` feed them)."""

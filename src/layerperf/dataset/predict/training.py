@@ -119,7 +119,7 @@ def _rows(db: sqlite3.Connection, sql: str) -> list[dict[str, Any]]:
 def read(path: str | Path) -> StoreData:
     """The store's ok configurations; InputError in one line for a missing, damaged or foreign store, one
     whose schema lacks a column the predictor reads, or one with nothing measured."""
-    with Store.open(path) as store:
+    with Store.open(path, writable=False) as store:
         try:
             have = {row[1] for row in store.db.execute("PRAGMA table_info(configs)")}
             disturbed = ", ".join(f"c.{c}" if c in have else f"NULL AS {c}" for c in DISTURBED)
@@ -160,5 +160,5 @@ def read_all(paths: list[str] | tuple[str, ...]) -> StoreData:
 
 def other_machines(path: str | Path) -> list[tuple[Fingerprint, Fingerprint]]:
     """(a machine of the store, this one) where the store's measurements come from other hardware."""
-    with Store.open(path) as store:
+    with Store.open(path, writable=False) as store:
         return other_hardware(store, [Fingerprint.here()])

@@ -63,7 +63,7 @@ def prediction_view(model: str, run: RunFactors, pred: Prediction, trained: Trai
             ("between layers", pred.between_us), ("end to end", pred.latency_us))
     totals = [{"what": what, "us": us, "time": units.duration_us(us)} for what, us in sums]
     title = (f"{model}: {len(rows)} layers as ONNX Runtime runs them (batch {run.batch if run.batch else '-'}, "
-             f"{run.threads} threads, opt level {run.opt_level})")
+             f"{run.threads} thread{'s' if run.threads != 1 else ''}, opt level {run.opt_level})")
     doc = {"model": model, "backend": run.backend, "batch": run.batch, "threads": run.threads,
            "opt_level": run.opt_level, "inter_op": run.inter_op, "cpu_count": run.cpu_count, "corun": run.corun,
            "corun_shared": run.corun_shared, "layers": rows, "layers_us": pred.known_layers_us if complete else None,
