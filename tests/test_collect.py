@@ -77,7 +77,8 @@ def test_a_sweep_stores_every_configuration_once_and_records_failures(models: di
     # the same command again: nothing measured, nothing added
     before = rows(store, "SELECT count(*) FROM layers")
     assert collect(*argv) == 0
-    assert "collected 0 configurations (0 ok, 0 failed); 10 already in the store" in capsys.readouterr().out
+    assert "collected 0 configurations (0 ok, 0 failed); 10 already in the store (4 of them failed: " \
+           "--retry-failed measures those again)" in capsys.readouterr().out
     assert rows(store, "SELECT count(*) FROM layers") == before
     assert rows(store, "SELECT count(*), count(DISTINCT config_key) FROM configs") == [(10, 10)]
 

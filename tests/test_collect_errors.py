@@ -51,6 +51,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     (["--models", "MODEL", "--opt-level", "all,turbo"], "unknown --opt-level 'turbo'"),
     (["--models", "MODEL", "--runs", "0"], "--runs must be 1 or more, got 0"),
     (["--models", "MODEL", "--inter-op", ""], "--inter-op: '' is not an integer"),
+    (["--models", "MODEL", "--backend", ""], "--backend names no backend"),
     (["--models", "MODEL", "--inter-op", "seq,"], "--inter-op: '' is not an integer"),
     (["--models", "MODEL", "--corun", "Foo:A=1"], "unknown operator 'Foo'"),
     (["--models", "MODEL", "--corun", "MatMul:A=4x4"], "MatMul needs input B"),

@@ -252,6 +252,12 @@ def test_bad_stores(tmp_path: Path, synthetic: Path, capsys: pytest.CaptureFixtu
     assert "needs two models or more" in one_line_error(capsys, "--store", str(one), "--evaluate")
     assert "nothing to predict" in one_line_error(capsys, "--store", str(synthetic))
     assert "not both" in one_line_error(capsys, "resnet18", "--store", str(synthetic), "--evaluate")
+    twice = one_line_error(capsys, "--store", str(synthetic), "--store", str(synthetic.parent / "." / synthetic.name),
+                           "--evaluate")
+    assert "a store is given twice" in twice
+    assert "is not among those" in one_line_error(capsys, "synth.onnx", "--store", str(synthetic), "--cpus", "4096")
+    assert "unknown operator 'Foo'" in one_line_error(capsys, "synth.onnx", "--store", str(synthetic), "--corun",
+                                                      "Foo:A=1")
     assert not (tmp_path / "none.db").exists()
 
 

@@ -110,6 +110,10 @@ def axes_of(args: argparse.Namespace) -> Axes:
     from layerperf.util.affinity import parse_cpus
 
     names = zoo.names()
+    if args.backend is not None and not _words(args.backend):
+        from layerperf.errors import InputError
+
+        raise InputError("--backend names no backend", hint=f"such as --backend {backends.DEFAULT}")
     models = tuple(m if m in names or not Path(m).is_file() else str(Path(m).resolve()) for m in _words(args.models))
     return Axes(models=models, backends=_words(args.backend) or (backends.DEFAULT,),
                 batches=_ints(args.batch, "--batch", 1), threads=_ints(args.threads, "--threads"),
@@ -127,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     if args.models is None and not args.export:
         raise InputError("nothing to do: give --models to collect, or --export DIR to export the store")
     if args.models is not None:
+        if args.export:
+            parquet.writer_or_refuse()  # missing: one line now, not after the sweep
         _collect(args)
     if args.export:
         with Store.open(args.store) as store:
@@ -156,6 +162,9 @@ def _collect(args: argparse.Namespace) -> None:
             todo = sweep.pending(configs, store, args.retry_failed)
             tally = _run(todo, store, executor or _executor(None)) if todo else sweep.Tally()
             tally.skipped = len(configs) - len(todo)
+            statuses, measured = (store.statuses(), {c.key() for c in todo}) if tally.skipped else ({}, set())
+            tally.skipped_failed = sum(1 for c in configs if c.key() not in measured
+                                       and statuses.get(c.key()) == "failed")
     finally:
         if executor is not None:
             executor.close()  # again after the sweep closed it: nothing more to do then
@@ -245,4 +254,6 @@ def _summary(t: Tally, store: str) -> str:
     if t.disturbed_runs:
         parts.append(f"{t.disturbed_runs} disturbed runs set aside")
     held = f"; {t.skipped} already in the store" if t.skipped else ""
+    if t.skipped_failed:
+        held += f" ({t.skipped_failed} of them failed: --retry-failed measures those again)"
     return f"collected {units.count(t.planned, 'configuration')} ({', '.join(parts)}){held} -> {store}"

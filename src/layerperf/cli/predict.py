@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerperf.cli.common import add_output_args, layout, output_format, positive_int
@@ -66,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give MODEL to predict, or --evaluate to evaluate the predictor on the store, not both"
                          if args.model else "nothing to predict: give MODEL, or --evaluate")
     sklearn_regressor()  # missing: one line saying how to install it, before any work
+    same = {str(Path(p).resolve()) for p in args.store}
+    if len(same) < len(args.store):
+        raise InputError("a store is given twice to --store: its configurations would count twice",
+                         hint="give each store once")
     data = training.read_all(args.store)
     for path in args.store:
         _warn_other(training.other_machines(path), path)
@@ -80,6 +85,18 @@ def _warn_other(pairs: list[Any], path: str) -> None:
         print(f"layerperf: warning: the store {path} holds measurements of another machine; predictions for this "
               f"one will be off by the difference\n  store:   {theirs.describe()}\n  here:    {ours.describe()}",
               file=sys.stderr)
+
+
+def _check_run(args: argparse.Namespace) -> None:
+    """The run's flags as collect checks them: a CPU set this process could not be pinned to, a co-runner
+    that cannot be built, would predict a run that cannot happen."""
+    from layerperf.bench.corun import CorunSpec
+    from layerperf.util.affinity import check_cpus, parse_cpus
+
+    if args.cpus:
+        check_cpus(parse_cpus(args.cpus))
+    if args.corun:
+        CorunSpec.parse(args.corun).checked()
 
 
 def _batch(args: argparse.Namespace) -> int | None:
@@ -121,6 +138,7 @@ def _predict(args: argparse.Namespace, data: StoreData, peaks: Peaks | None) -> 
     from layerperf.errors import InputError
     from layerperf.renderers.views.predict import Trained, prediction_view
 
+    _check_run(args)
     batch = _batch(args)
     run = _factors(args, batch)
     ops = [Op.of_layer(layer) for layer in runtime_layers(args.model, batch, args.opt_level)]

@@ -24,6 +24,11 @@ def _kind(sql_type: str) -> str:
     return {"INTEGER": "int64", "REAL": "float64"}.get(word, "string")
 
 
+def writer_or_refuse() -> None:
+    """MissingDependency (one line, how to install) where no Parquet writer is installed."""
+    _writer()
+
+
 def _writer() -> Any:
     """The Parquet writer available: pyarrow first, duckdb else."""
     try:

@@ -46,6 +46,7 @@ class Tally:
 
     planned: int = 0
     skipped: int = 0
+    skipped_failed: int = 0  # of those skipped, the ones the store holds failed (--retry-failed measures them)
     ok: int = 0
     failed: int = 0
     flagged: int = 0
