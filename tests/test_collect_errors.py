@@ -84,6 +84,39 @@ def test_a_ray_cluster_where_nothing_answers_is_refused_before_the_store(model: 
     assert f"cannot join the Ray cluster at {address}: nothing answers there" in err and not store.exists()
 
 
+def test_a_sweep_already_in_the_store_needs_no_cluster(collected: Path, model: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    import socket
+
+    store = tmp_path / "done.db"
+    store.write_bytes(collected.read_bytes())
+    with socket.socket() as closed:  # the cluster is gone: nothing left to measure, so nothing to join
+        closed.bind(("127.0.0.1", 0))
+        args = ["collect", "--models", str(model), "--threads", "1,2", "--store", str(store), *FAST,
+                "--ray", f"127.0.0.1:{closed.getsockname()[1]}"]
+        assert main(args) == 0
+    assert "collected 0 configurations (0 ok, 0 failed); 2 already in the store" in capsys.readouterr().out
+
+
+def test_only_a_host_and_port_are_probed() -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    import socket
+
+    from layerperf.dataset.ray_runner import _reachable
+    from layerperf.errors import InputError
+
+    for address in ("auto", "::1", "ray://127.0.0.1:1", "head-node"):  # Ray's to read: not refused here
+        _reachable(address)
+    with socket.socket(socket.AF_INET6) as closed:
+        try:
+            closed.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        with pytest.raises(InputError, match="nothing answers there"):
+            _reachable(f"[::1]:{closed.getsockname()[1]}")
+
+
 def test_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "nothing to do" in one_line_error(capsys, "--store", str(tmp_path / "s.db"))
 

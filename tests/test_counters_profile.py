@@ -263,6 +263,7 @@ def test_an_empty_events_list_writes_nothing(chain_path: Path, tmp_path: Path) -
     ({"task-clock": "name"}, "'name' is a column"),
     ({"task-clock": "stepwise_ratio"}, "'stepwise_ratio' is a column"),
     ({"task-clock": "ipc"}, "'ipc' is a column"),
+    ({"task-clock": "pct_of_peak"}, "'pct_of_peak' is a column"),
     ({"task-clock": "tc", "page-faults": "tc_cv"}, "'tc_cv' is the name of the cv column of label 'tc'"),
     ({"page-faults": "pf_insitu", "task-clock": "pf"}, "'pf_insitu' is the name of the insitu column"),
 ])

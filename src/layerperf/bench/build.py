@@ -300,8 +300,10 @@ def _weight_names(sig: OpSignature, slots: Sequence[tuple[Param, str | None]], w
 
 def build_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, Any] | None = None, *,
              domain: str = "", opset: int | None = None, weights: Any = "auto", n_outputs: int | None = None,
-             seed: int = 0) -> OneNode:
-    """A checked one-node model of ``op_type`` over ``inputs`` (input name -> dims, dtype or array)."""
+             seed: int = 0, data: bool = True) -> OneNode:
+    """A checked one-node model of ``op_type`` over ``inputs`` (input name -> dims, dtype or array). Without
+    ``data``, every input given by its dims is a graph input with no data made for it (no feed, no weights):
+    the node checked as it would be built, at no cost in memory (a co-runner's check in the driver)."""
     sig = lookup(op_type, domain, opset)
     args = {name: as_input_arg(name, spec) for name, spec in inputs.items()}
     slots = order_inputs(sig, args)
@@ -322,15 +324,20 @@ def build_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, 
         arg = args[name]
         dtype = parse_dtype(arg.dtype) if arg.dtype else default_dtype(param)
         check_dtype(sig, param, name, dtype)
-        data = (np.asarray(arg.value, dtype=dtype) if arg.value is not None
-                else random_data(arg.shape, dtype, rng))
-        infos.append(TensorInfo(name, tuple(data.shape), dtype))
+        if not data and arg.value is None:
+            infos.append(TensorInfo(name, tuple(arg.shape), dtype))
+            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                                              tuple(arg.shape)))
+            continue
+        values = (np.asarray(arg.value, dtype=dtype) if arg.value is not None
+                  else random_data(arg.shape, dtype, rng))
+        infos.append(TensorInfo(name, tuple(values.shape), dtype))
         if name in as_init:
-            inits.append(numpy_helper.from_array(data, name))
+            inits.append(numpy_helper.from_array(values, name))
         else:
-            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(data.dtype),
-                                                              data.shape))
-            feed[name] = data
+            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(values.dtype),
+                                                              values.shape))
+            feed[name] = values
     out_names = _output_names(sig, schema_outputs(sig), n_outputs, set(args))
     node = helper.make_node(op_type, [n or "" for _, n in slots], out_names, name=op_type,
                             domain=sig.domain, **typed_attrs)

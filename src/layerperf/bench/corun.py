@@ -66,10 +66,10 @@ class CorunSpec:
         return f"{self.op_type}:" + ",".join(f"{n}={v}" for n, v in self.inputs)
 
     def checked(self) -> CorunSpec:
-        """The spec, its operator built as the co-runner builds it (no session): an unknown operator or
-        inputs it does not take are an InputError now, in the driver, not a co-runner that fails to start
-        configuration after configuration."""
-        build_op(self.op_type, self.input_args())
+        """The spec, its operator checked as the co-runner builds it (no data, no session): an unknown
+        operator or inputs it does not take are an InputError now, in the driver, not a co-runner that fails
+        to start configuration after configuration."""
+        build_op(self.op_type, self.input_args(), data=False)
         return self
 
     def input_args(self) -> dict[str, InputArg]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerperf.cli.common import event_list, positive_int
@@ -102,8 +103,6 @@ def _words(values: list[str] | str | None) -> tuple[str, ...]:
 
 def axes_of(args: argparse.Namespace) -> Axes:
     """The sweep the flags describe (files as absolute paths: a store's key must not depend on the cwd)."""
-    from pathlib import Path
-
     from layerperf import backends
     from layerperf.dataset.config import Axes
     from layerperf.models import zoo
@@ -154,13 +153,17 @@ def _collect(args: argparse.Namespace) -> None:
 
         import_ray(args.ray)  # missing: one line saying how to install it, before the store is made
     configs = config.expand(axes)
-    executor = _executor(args.ray) if args.ray else None  # a cluster that can't be joined: before the store
+    # a cluster that can't be joined is told before a new store is made; an existing store is read first
+    # (nothing left to measure: no cluster needed)
+    executor = _executor(args.ray) if args.ray and not Path(args.store).exists() else None
     try:
         with Store.open(args.store, create=True) as store:
             if not args.ray:  # measured here: tell now if the store holds another machine's rows
                 _warn_other(sweep.other_hardware(store, [Fingerprint.here()]))
             todo = sweep.pending(configs, store, args.retry_failed)
-            tally = _run(todo, store, executor or _executor(None)) if todo else sweep.Tally()
+            if todo and executor is None:
+                executor = _executor(args.ray)
+            tally = _run(todo, store, executor) if todo else sweep.Tally()
             tally.skipped = len(configs) - len(todo)
             statuses, measured = (store.statuses(), {c.key() for c in todo}) if tally.skipped else ({}, set())
             tally.skipped_failed = sum(1 for c in configs if c.key() not in measured

@@ -90,29 +90,37 @@ def _warn_other(pairs: list[Any], path: str) -> None:
 def _check_run(args: argparse.Namespace) -> None:
     """The run's flags as collect checks them: a CPU set this process could not be pinned to, a co-runner
     that cannot be built, would predict a run that cannot happen."""
-    from layerperf.bench.corun import CorunSpec
+    from layerperf.bench.corun import CorunSpec, placement
     from layerperf.util.affinity import check_cpus, parse_cpus
 
-    if args.cpus:
-        check_cpus(parse_cpus(args.cpus))
+    cpus = check_cpus(parse_cpus(args.cpus)) if args.cpus else None
     if args.corun:
         CorunSpec.parse(args.corun).checked()
+        placement(cpus, args.threads, "shared" if args.shared_cores else "separate")  # a CPU left for it
 
 
-def _batch(args: argparse.Namespace) -> int | None:
-    """The batch MODEL runs at: ``--batch`` (1 when not given); None for a file whose batch is fixed, as
-    ``collect`` stores it (a --batch other than its own is refused: the file cannot run at it)."""
+def _batch(args: argparse.Namespace) -> tuple[int | None, Any]:
+    """The batch MODEL runs at, and the model opened at it: ``--batch`` (1 when not given); None for a file
+    that no batch changes, as ``collect`` stores it (a --batch other than its own is refused: the file
+    cannot run at it)."""
     from layerperf.dataset.predict.graph import fixed_batch, open_at_batch
     from layerperf.errors import InputError
+    from layerperf.models.zoo import names
 
-    fixed = fixed_batch(open_at_batch(args.model, None))
+    batch = 1 if args.batch is None else args.batch
+    if args.model in names():  # built at the batch asked for
+        return batch, open_at_batch(args.model, batch)
+    source = open_at_batch(args.model, batch)  # a file: as it is, whatever the batch
+    fixed = fixed_batch(source)
     if fixed is None:
-        return 1 if args.batch is None else args.batch
+        return batch, source
     name, own = fixed
     if args.batch is not None and args.batch != own:
-        raise InputError(f"--batch {args.batch}: {args.model} runs at batch {own} only (its input {name} has a "
-                         f"fixed leading dimension)", hint="leave --batch out, or export the model with a free batch")
-    return None
+        at = f"batch {own} only (its input {name} has a fixed leading dimension)" if own is not None else \
+            "no other batch (its inputs have no leading dimension to size)"
+        raise InputError(f"--batch {args.batch}: {args.model} runs at {at}",
+                         hint="leave --batch out, or export the model with a free batch")
+    return None, source
 
 
 def _factors(args: argparse.Namespace, batch: int | None) -> Any:
@@ -139,9 +147,9 @@ def _predict(args: argparse.Namespace, data: StoreData, peaks: Peaks | None) -> 
     from layerperf.renderers.views.predict import Trained, prediction_view
 
     _check_run(args)
-    batch = _batch(args)
+    batch, source = _batch(args)
     run = _factors(args, batch)
-    ops = [Op.of_layer(layer) for layer in runtime_layers(args.model, batch, args.opt_level)]
+    ops = [Op.of_layer(layer) for layer in runtime_layers(args.model, batch, args.opt_level, source=source)]
     predictor = Predictor.fit(data.configs, peaks)
     pred = predictor.predict(ops, run)
     if all(p.us is None for p in pred.layers):

@@ -166,10 +166,15 @@ def _pfm_hint(name: str) -> str:
 def event_kind(event: str) -> tuple[int, int] | None:
     """The (type, config) an event string counts, in any spelling this machine resolves (``task-clock``,
     ``TASK-CLOCK``, ``task-clock:u``, ``perf::PERF_COUNT_SW_TASK_CLOCK``); None where it resolves to nothing
-    here (a label whose event is not known, a libpfm4 string without libpfm4)."""
+    here (a label whose event is not known, a libpfm4 string without libpfm4). Only a ``::`` string goes to
+    libpfm4 (a label such as ``ipc`` or ``tc`` costs no library load), and no close names are looked for."""
+    name = event.strip()
+    if "::" not in name:
+        spec = _perf_name(name)
+        return None if spec is None else (spec.type, spec.config)
     try:
-        spec = resolve(event)
-    except LayerperfError:
+        spec = pfm.resolve(name)
+    except (LayerperfError, pfm.PfmNotFound, UnicodeError, ValueError, OSError):  # a label read from a file
         return None
     return spec.type, spec.config
 

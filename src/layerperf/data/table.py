@@ -44,13 +44,14 @@ COLUMNS = (
 )
 COUNTER_SUFFIXES = ("_counted", "_per_flop", "_cv", "_insitu")  # a counter label's further columns
 FIDELITY_COLUMNS = ("stepwise_ratio", "stepwise_off")
+VIEW_COLUMNS = ("pct_of_peak", "spread", "bound", "call_median_us")  # what the views add to a layer's row
 
 
 def label_clash(labels: Sequence[str], taken: Sequence[str] = ()) -> str | None:
     """Why counter ``labels`` cannot each name a column of the layer table (None when they can): a label
     that is one of its columns (or of ``taken``: derived metrics' names), or that another label's own
     column (:data:`COUNTER_SUFFIXES`) would be."""
-    reserved = {*COLUMNS, *FIDELITY_COLUMNS, *taken}
+    reserved = {*COLUMNS, *FIDELITY_COLUMNS, *VIEW_COLUMNS, *taken}
     own = {label + suffix: label for label in labels for suffix in COUNTER_SUFFIXES}
     for label in labels:
         if label in reserved:

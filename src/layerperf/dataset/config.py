@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from layerperf import backends
 from layerperf.backends.base import option_fields
@@ -24,6 +25,9 @@ from layerperf.errors import InputError
 from layerperf.models import zoo
 from layerperf.models.inputs import onnx_input_specs
 from layerperf.util.affinity import check_cpus, format_cpus
+
+if TYPE_CHECKING:
+    import onnx
 
 SEQUENTIAL = "seq"  # what --inter-op and the key write for ONNX Runtime's sequential execution mode
 KEY_FIELDS = ("model", "backend", "batch", "threads", "opt_level", "inter_op", "cpus", "corun", "corun_cores",
@@ -138,6 +142,11 @@ def batch_applies(model: str) -> bool:
         proto = onnx.load(model, load_external_data=False)
     except Exception:  # a corrupt model: measured, and recorded as failed with the runtime's reason
         return True
+    return batch_changes(proto)
+
+
+def batch_changes(proto: onnx.ModelProto) -> bool:
+    """Whether a batch can be given a model file's inputs: one of them has a free leading dimension."""
     return any(spec.shape and not isinstance(spec.shape[0], int) for spec in onnx_input_specs(proto))
 
 

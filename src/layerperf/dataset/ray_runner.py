@@ -67,8 +67,8 @@ def _reachable(address: str) -> None:
     printing its own warnings, and not stop at a SIGTERM meanwhile. Other forms (``auto``, ``ray://``) are
     left to Ray."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "/" in address:
-        return
+    if not sep or not port.isdigit() or "/" in address or (":" in host and not host.startswith("[")):
+        return  # no port, a URL, a bare IPv6 address (``::1``): Ray's to read
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S).close()
     except OSError as exc:

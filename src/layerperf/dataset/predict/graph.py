@@ -20,6 +20,7 @@ from layerperf.cost.onnx.graph import tensor_infos
 from layerperf.cost.onnx.layout import has_blocked, real_channels
 from layerperf.data.layer import Layer
 from layerperf.data.tensor import TensorInfo
+from layerperf.dataset.config import batch_changes
 from layerperf.dataset.predict.features import Op
 from layerperf.dataset.predict.training import MeasuredConfig
 from layerperf.errors import LayerperfError
@@ -38,15 +39,18 @@ def open_at_batch(model: str, batch: int | None) -> ModelSource:
     return open_model(model)
 
 
-def fixed_batch(source: ModelSource) -> tuple[str, int] | None:
-    """A model file whose inputs all have a fixed leading dimension: its first input's name and that
-    dimension (the batch it runs at, whatever a sweep asks; ``collect`` stores it without a batch); None for
-    a built-in model or a file with a free leading dimension."""
-    if source.zoo or batch_shapes(source.proto, 1):
+def fixed_batch(source: ModelSource) -> tuple[str, int | None] | None:
+    """A model file ``--batch`` does not change (``collect``'s rule, :func:`batch_changes`: it stores such a
+    file without a batch): its first input's name and leading dimension (None for an input without one, a
+    scalar); None for a built-in model or a file with a free leading dimension."""
+    if source.zoo or batch_changes(source.proto):
         return None
     specs = onnx_input_specs(source.proto)
-    fixed = [(s.name, dim) for s in specs if s.shape and isinstance(dim := s.shape[0], int)]
-    return fixed[0] if fixed else None
+    first = specs[0] if specs else None
+    if first is None:
+        return "", None
+    lead = first.shape[0] if first.shape else None
+    return first.name, lead if isinstance(lead, int) else None
 
 
 def input_infos(source: ModelSource, batch: int | None) -> dict[str, TensorInfo]:
@@ -59,10 +63,11 @@ def input_infos(source: ModelSource, batch: int | None) -> dict[str, TensorInfo]
 
 
 def runtime_layers(model: str, batch: int | None, opt_level: str = "all",
-                   provider: str = PROVIDER) -> list[Layer]:
+                   provider: str = PROVIDER, source: ModelSource | None = None) -> list[Layer]:
     """The layers ONNX Runtime runs for ``model`` at ``batch`` and ``opt_level``, in graph order, costed;
-    InputError for a model that cannot be opened (one line)."""
-    source = open_at_batch(model, batch)
+    InputError for a model that cannot be opened (one line). ``source``: the model already opened at
+    ``batch``."""
+    source = open_at_batch(model, batch) if source is None else source
     optimized = optimized_graph(source, OrtOptions(opt_level=opt_level, provider=provider))
     return graph_layers(optimized, input_infos(source, batch), source.proto, provider)
 

@@ -324,14 +324,14 @@ def _between_x(layers_us: float, n_layers: int, threads: int) -> np.ndarray:
     return np.array([1.0, math.log(max(layers_us, 1.0)), math.log(max(n_layers, 1)), float(threads)])
 
 
-OUTLIER_Z = 3.5  # a robust z-score (by the median absolute deviation) past which a store's ratio is an outlier
+HUBER_K = 1.345  # Huber's threshold, in robust standard deviations of the residuals
 
 
 @dataclass(frozen=True)
 class _Between:
-    """log(latency / layers' sum) = :func:`_between_x` · ``coef``, held within ``[low, high]``: the ratios
-    the store's configurations span, less its outliers (a model with fewer or more layers than any of them
-    is not extrapolated to a ratio no configuration had: a fit on two layer counts and one outlier gave
+    """log(latency / layers' sum) = :func:`_between_x` · ``coef``, held within ``[low, high]``: what the fit
+    gives the store's own configurations (a model with fewer or more layers than any of them is not
+    extrapolated to a ratio the fit gives none of them: least squares on two layer counts and one outlier gave
     0.48 for lstm, 2.42 for gpt2-small, 1.66 for resnet50, where the store's others ran 0.97-1.04)."""
 
     coef: np.ndarray
@@ -344,12 +344,13 @@ class _Between:
 
 
 def _fit_between(configs: Sequence[MeasuredConfig]) -> _Between | None:
-    """Least squares of log(latency / layers' sum) on :func:`_between_x`; None without a configuration
-    whose both are known. Too few configurations for every term keep the intercept alone, their median.
-    A prediction is held within the range of the store's ratios less those more than :data:`OUTLIER_Z`
-    median absolute deviations from their median. (Leaving the outliers, or the configurations the speed
-    checks flagged, out of the fit itself did worse on the lent host's store: 40.7% within ±10% against
-    48.1%; README, "What it reaches here".)"""
+    """A robust fit (Huber's, :func:`_robust_lstsq`) of log(latency / layers' sum) on :func:`_between_x`;
+    None without a configuration whose both are known. Too few configurations for every term keep the
+    intercept alone, their median. A prediction is held within what the fit gives the store's configurations:
+    an outlier weighs little in the fit and does not widen that range, while a factor a few configurations
+    share (8 threads among many at 1) is fitted and kept. (Leaving the configurations the speed checks
+    flagged out of the fit did worse on the lent host's store: 40.7% within ±10% against 48.1%; README,
+    "What it reaches here".)"""
     xs, ys = [], []
     for cfg in configs:
         total = cfg.layers_us
@@ -359,10 +360,24 @@ def _fit_between(configs: Sequence[MeasuredConfig]) -> _Between | None:
     if not xs:
         return None
     x, y = np.array(xs), np.array(ys)
-    median = float(np.median(y))
-    spread = OUTLIER_Z * 1.4826 * float(np.median(np.abs(y - median)))  # the MAD, as a normal's sigma
-    low, high = max(float(y.min()), median - spread), min(float(y.max()), median + spread)
     if len(xs) < 2 * x.shape[1]:
-        return _Between(np.array([float(np.median(y)), 0.0, 0.0, 0.0]), low, high)
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    return _Between(np.asarray(coef, dtype=np.float64), low, high)
+        median = float(np.median(y))
+        return _Between(np.array([median, 0.0, 0.0, 0.0]), median, median)
+    coef = _robust_lstsq(x, y)
+    fitted = x @ coef
+    return _Between(coef, float(fitted.min()), float(fitted.max()))
+
+
+def _robust_lstsq(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> np.ndarray:
+    """Huber's M-estimate of ``y ~ x`` by iteratively reweighted least squares: a residual past
+    :data:`HUBER_K` robust standard deviations (the residuals' MAD) weighs in inversely to its size."""
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    for _ in range(iterations):
+        residual = y - x @ coef
+        scale = max(1.4826 * float(np.median(np.abs(residual - np.median(residual)))), 1e-6)
+        weight = np.sqrt(np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(residual), 1e-12)))
+        new = np.linalg.lstsq(x * weight[:, None], y * weight, rcond=None)[0]
+        if np.allclose(new, coef, rtol=0.0, atol=1e-9):
+            return np.asarray(new, dtype=np.float64)
+        coef = new
+    return np.asarray(coef, dtype=np.float64)

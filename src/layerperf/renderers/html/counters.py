@@ -72,7 +72,7 @@ def is_time(label: str, events: Mapping[str, str]) -> bool:
 
 def _software(label: str, events: Mapping[str, str]) -> bool:
     """Whether the label counts a software event (the kernel's bookkeeping, not the work's)."""
-    from layerperf.counters.catalog import is_software
+    from layerperf.counters.catalog import is_software  # lazy: ctypes and libpfm4 only where counters are
 
     return is_software(event_of(label, events))
 
