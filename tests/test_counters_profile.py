@@ -279,6 +279,10 @@ def test_a_label_that_would_overwrite_a_column_is_refused(tmp_path: Path, labels
         CounterRequest.build([" "], None)
     request = CounterRequest.build([" page-faults", "task-clock"], None)  # the API's names are trimmed too
     assert request is not None and request.labels == ("page-faults", "task-clock")
+    from layerperf.collectors import Collectors
+
+    made = Collectors.make(events="task-clock, page-faults", passes=1)  # a string: names, not its letters
+    assert made.counters is not None and made.counters.labels == ("task-clock", "page-faults")
 
 
 def test_bad_perf_config(chain_path: Path, tmp_path: Path) -> None:

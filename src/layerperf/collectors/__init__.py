@@ -39,6 +39,8 @@ class Collectors:
              multiplex: bool = False, memory: bool = False, sample_rate: int | None = None,
              progress: Progress | None = None) -> Collectors:
         """Validate the requests: an unusable perf event is opened once now, not after the runs."""
+        if isinstance(events, str):  # "task-clock,page-faults", as --events takes it (not its letters)
+            events = events.split(",")
         counters = CounterRequest.build(list(events or []), perf_config, passes, multiplex)
         if counters:
             counters.check()
