@@ -283,6 +283,9 @@ def test_a_label_that_would_overwrite_a_column_is_refused(tmp_path: Path, labels
 
     made = Collectors.make(events="task-clock, page-faults", passes=1)  # a string: names, not its letters
     assert made.counters is not None and made.counters.labels == ("task-clock", "page-faults")
+    from layerperf.bench.api import settings_from
+
+    assert settings_from(events="task-clock,page-faults").events == ("task-clock", "page-faults")
 
 
 def test_bad_perf_config(chain_path: Path, tmp_path: Path) -> None:

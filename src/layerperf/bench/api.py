@@ -28,7 +28,7 @@ from layerperf.bench.peak_rss import PeakMemory
 from layerperf.bench.result import BenchResult
 from layerperf.bench.runtime import AS_WRITTEN, runner, runtime_options
 from layerperf.bench.stats import NOISY_CV, deciles_us, describe
-from layerperf.collectors.perf import CounterRequest
+from layerperf.collectors.perf import CounterRequest, event_names
 from layerperf.cost import Cost
 from layerperf.data.tensor import TensorInfo
 
@@ -193,7 +193,8 @@ def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms:
                   overhead: bool = True, speed_wait_s: float = DEFAULT_SPEED_WAIT_S,
                   backend: str = backends.DEFAULT) -> BenchSettings:
     s = BenchSettings(threads=threads, samples=samples, min_time_ms=min_time_ms, opt_level=opt_level,
-                      provider=provider, events=tuple(events), warmup_max_s=warmup_max_s, overhead=overhead,
+                      provider=provider, events=tuple(event_names(events)), warmup_max_s=warmup_max_s,
+                      overhead=overhead,
                       speed_wait_s=speed_wait_s, backend=backend)
     s.runner()  # a backend that cannot measure one op is refused first, in one line
     s.validate()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from layerperf.collectors.boundary import Boundaries, Collector, PassFn, empty_pass
 from layerperf.collectors.driver import Driver
-from layerperf.collectors.perf import CounterRequest
+from layerperf.collectors.perf import CounterRequest, event_names
 from layerperf.collectors.rss import MemoryRequest
 
 Progress = Callable[[str, int, int], None]
@@ -35,13 +35,11 @@ class Collectors:
     progress: Progress | None = None
 
     @classmethod
-    def make(cls, *, events: Sequence[str] | None = None, perf_config: str | Path | None = None, passes: int = 5,
+    def make(cls, *, events: str | Sequence[str] | None = None, perf_config: str | Path | None = None, passes: int = 5,
              multiplex: bool = False, memory: bool = False, sample_rate: int | None = None,
              progress: Progress | None = None) -> Collectors:
         """Validate the requests: an unusable perf event is opened once now, not after the runs."""
-        if isinstance(events, str):  # "task-clock,page-faults", as --events takes it (not its letters)
-            events = events.split(",")
-        counters = CounterRequest.build(list(events or []), perf_config, passes, multiplex)
+        counters = CounterRequest.build(event_names(events), perf_config, passes, multiplex)
         if counters:
             counters.check()
         return cls(counters, MemoryRequest.make(memory, sample_rate), progress)

@@ -4,7 +4,7 @@ and the collector that reads a counter group at each layer boundary."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -15,6 +15,14 @@ from layerperf.counters.metrics import METRICS
 from layerperf.counters.reading import Reading
 from layerperf.data.table import label_clash
 from layerperf.errors import CounterError
+
+
+def event_names(events: str | Sequence[str] | None) -> list[str]:
+    """Event strings as the API takes them: a sequence of names, or one string of names separated by commas
+    (as ``--events``; not its letters); trimmed, checked by :meth:`CounterRequest.build`."""
+    if events is None:
+        return []
+    return [e.strip() for e in (events.split(",") if isinstance(events, str) else events)]
 
 
 @dataclass(frozen=True, slots=True)
