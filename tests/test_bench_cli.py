@@ -67,6 +67,38 @@ def test_table_shows_cv_and_details(capsys: pytest.CaptureFixture[str]) -> None:
     assert "IQR outliers" in out
 
 
+def test_a_schema_that_numbers_its_variadic_input(capsys: pytest.CaptureFixture[str]) -> None:
+    # Sum's inputs are data_0 in the schema: data_1, data_2 follow it, as data_0_1 did
+    assert main(["bench", "Sum", "--input", "data_0=4", "--input", "data_1=4", "--input", "data_2=4", *FAST,
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["in_shapes"] == "4;4;4"
+
+
+def test_beside_a_co_runner_on_the_same_cores_no_sample_is_set_aside() -> None:
+    from layerperf.bench.api import settings_from
+
+    shared, alone = settings_from(set_aside=False).measure_options(), settings_from().measure_options()
+    assert shared.max_wait_fraction is None and shared.speed_wait_s == 0  # the waiting is the interference
+    assert alone.max_wait_fraction == 0.05 and alone.speed_wait_s > 0
+
+
+def test_a_folded_input_the_saved_graph_keeps_is_not_asked_for() -> None:
+    # ONNX Runtime's saved optimized graph keeps inputs it folded away (W__SHAPE): no value, no reader
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from layerperf.backends.ort.single_op import probe
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    folded = helper.make_tensor_value_info("w__SHAPE", TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x, folded], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    got = probe(model, ["y"], {"x": np.array([-1.0, 2.0], np.float32)}, "CPUExecutionProvider")
+    assert got["y"].tolist() == [0.0, 2.0]
+    assert [i.name for i in model.graph.input] == ["x", "w__SHAPE"]  # the model given is left as it was
+
+
 def test_node_of_a_zoo_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "resnet18", "--node", "conv1", "--image-size", "32", "--opt-level", "disable",
                  *FAST, "--format", "json"]) == 0
@@ -88,6 +120,10 @@ def test_node_of_a_zoo_model(capsys: pytest.CaptureFixture[str]) -> None:
     (["resnet18", "--node", "conv1", "--input", "X=1"], "--input does not apply"),
     (["resnet18"], "resnet18 is a model: name the node"),
     (["Relu", "--input", "X=4", "--events", "no-such-event"], "no-such-event"),
+    (["StringNormalizer", "--input", "X=4"], "StringNormalizer input X is a tensor of strings"),
+    (["Relu", "--input", "X=4", "--threads", "100000"], "--threads 100000 is more than"),
+    (["Relu", "--input", "X=4", "--min-time", "inf"], "--min-time: 'inf' is not a positive duration"),
+    (["", "--input", "X=4"], "unknown operator ''"),  # not a model: "" names no file
 ])
 def test_errors_are_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     assert main(["bench", *FAST, *args]) == 2

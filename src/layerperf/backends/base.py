@@ -16,6 +16,7 @@ bench``, ``layerperf calibrate`` and a dataset collector use through the registr
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,13 @@ def flag_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
+THREADS_PER_CPU = 16  # the most intra-op threads a run may ask for, per CPU this process may use (64 at least)
+
+
+def max_threads() -> int:
+    return max(64, THREADS_PER_CPU * len(os.sched_getaffinity(0)))
+
+
 @dataclass(frozen=True, slots=True)
 class RunPlan:
     """The options every backend takes: how many runs, which inputs, the model's own options."""
@@ -83,6 +91,10 @@ class RunPlan:
             raise InputError(f"--warmup must be 0 or more, got {self.warmup}")
         if self.threads < 0:
             raise InputError(f"--threads must be 0 (runtime default) or more, got {self.threads}")
+        if self.threads > (most := max_threads()):
+            raise InputError(f"--threads {self.threads} is more than {most}: a runtime would start them all "
+                             f"on the {len(os.sched_getaffinity(0))} CPU(s) this process may use",
+                             hint="oversubscribing a few times over is an experiment; thousands of threads hang")
 
 
 class Backend(Protocol):

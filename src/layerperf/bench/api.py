@@ -38,6 +38,9 @@ OVERHEAD_SHARE_WARN = 0.1
 YARDSTICK_SPREAD_WARN = 1.4
 
 
+MAX_WAIT_FRACTION = 0.05  # a sample that waited for a CPU longer than this share of it is set aside
+
+
 @dataclass(frozen=True, slots=True)
 class BenchSettings:
     """How to run and time: shared by single measurements and every row of a sweep."""
@@ -50,7 +53,7 @@ class BenchSettings:
     events: tuple[str, ...] = ()
     warmup_max_s: float = 2.0
     overhead: bool = True  # also time an empty run (reported, never subtracted)
-    max_wait_fraction: float | None = 0.05
+    max_wait_fraction: float | None = MAX_WAIT_FRACTION
     speed_wait_s: float = DEFAULT_SPEED_WAIT_S  # sample this much longer for full-speed samples (0: no speed check)
     backend: str = backends.DEFAULT  # the runtime, by its name in the registry
 
@@ -191,11 +194,13 @@ def measure_one(one: OneNode, settings: BenchSettings, *, run_opt_level: str | N
 def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms: float = 1.0, opt_level: str = "basic",
                   provider: str = "CPUExecutionProvider", events: Sequence[str] = (), warmup_max_s: float = 2.0,
                   overhead: bool = True, speed_wait_s: float = DEFAULT_SPEED_WAIT_S,
-                  backend: str = backends.DEFAULT) -> BenchSettings:
+                  backend: str = backends.DEFAULT, set_aside: bool = True) -> BenchSettings:
+    """``set_aside``: False keeps every sample, those that waited for a CPU or ran beside a slowed yardstick
+    too (a co-runner sharing the op's cores: its interference is that waiting)."""
     s = BenchSettings(threads=threads, samples=samples, min_time_ms=min_time_ms, opt_level=opt_level,
                       provider=provider, events=tuple(event_names(events)), warmup_max_s=warmup_max_s,
-                      overhead=overhead,
-                      speed_wait_s=speed_wait_s, backend=backend)
+                      overhead=overhead, speed_wait_s=speed_wait_s if set_aside else 0.0, backend=backend,
+                      max_wait_fraction=MAX_WAIT_FRACTION if set_aside else None)
     s.runner()  # a backend that cannot measure one op is refused first, in one line
     s.validate()
     if s.events:  # an unknown or unsupported event fails now, not after the timing

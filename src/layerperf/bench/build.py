@@ -109,16 +109,22 @@ def _int_dims(name: str, dims: Sequence[Any]) -> Dims:
 
 # -- inputs: names, order, dtypes --------------------------------------------------------------------
 _SUFFIX = re.compile(r"^_?(\d+)$")
+_SUFFIX_AT_END = re.compile(r"_?\d+$")
 
 
 def _variadic_names(param: Param, given: Iterable[str]) -> list[str]:
-    """User names for a variadic input ``inputs``: ``inputs`` or ``inputs_0``, ``inputs1``..., by index."""
+    """User names for a variadic input ``inputs``: ``inputs`` or ``inputs_0``, ``inputs1``..., by index; where
+    the schema numbers it already (Sum's, Max's ``data_0``), ``data_1``, ``data_2``... too."""
+    stems = dict.fromkeys((param.name, _SUFFIX_AT_END.sub("", param.name)))
     found = []
     for name in given:
         if name == param.name:
             found.append((0, name))
-        elif name.startswith(param.name) and (m := _SUFFIX.match(name[len(param.name):])):
-            found.append((int(m.group(1)), name))
+            continue
+        index = next((int(m.group(1)) for stem in stems
+                      if name.startswith(stem) and (m := _SUFFIX.match(name[len(stem):]))), None)
+        if index is not None:
+            found.append((index, name))
     return [n for _, n in sorted(found)]
 
 
@@ -324,6 +330,8 @@ def build_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, 
         arg = args[name]
         dtype = parse_dtype(arg.dtype) if arg.dtype else default_dtype(param)
         check_dtype(sig, param, name, dtype)
+        if dtype == "string" and arg.value is None:
+            raise InputError(f"{op_type} input {name} is a tensor of strings: bench makes numbers and bools only")
         if not data and arg.value is None:
             infos.append(TensorInfo(name, tuple(arg.shape), dtype))
             graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),

@@ -63,12 +63,12 @@ class MeasureOptions:
     def validate(self) -> None:
         if self.samples < MIN_SAMPLES:
             raise InputError(f"--samples must be at least {MIN_SAMPLES}, got {self.samples}")
-        if not self.min_time_ms > 0:
-            raise InputError(f"--min-time must be positive, got {self.min_time_ms} ms")
-        if self.warmup_max_s < 0:
-            raise InputError(f"the warm-up limit must be 0 s or more, got {self.warmup_max_s}")
-        if not self.speed_wait_s >= 0:
-            raise InputError(f"--speed-wait must be 0 s or more, got {self.speed_wait_s}")
+        if not 0 < self.min_time_ms < math.inf:
+            raise InputError(f"--min-time must be a positive, finite time, got {self.min_time_ms} ms")
+        if not 0 <= self.warmup_max_s < math.inf:
+            raise InputError(f"the warm-up limit must be a finite 0 s or more, got {self.warmup_max_s}")
+        if not 0 <= self.speed_wait_s < math.inf:
+            raise InputError(f"--speed-wait must be a finite 0 s or more, got {self.speed_wait_s}")
 
 
 @dataclass(frozen=True, slots=True)

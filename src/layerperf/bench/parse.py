@@ -7,6 +7,7 @@ Each parser raises InputError naming the flag and the expected form, so the CLI 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 
@@ -148,6 +149,6 @@ def parse_duration_ms(text: str) -> float:
             t, scale = t[: -len(suffix)], factor
             break
     value = _number(t)
-    if value is None or value <= 0:
+    if value is None or not 0 < value < math.inf:
         raise InputError(f"--min-time: '{text}' is not a positive duration", hint="such as 1ms, 500us or 0.01s")
     return float(value) * scale

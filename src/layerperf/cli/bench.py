@@ -139,7 +139,7 @@ def _not_an_op_hint(target: str) -> None:
 
     from layerperf.errors import InputError
 
-    is_model = target.endswith(".onnx") or Path(target).exists()
+    is_model = target.endswith(".onnx") or Path(target).is_file()
     if not is_model:
         from layerperf.models import zoo
 
@@ -159,6 +159,8 @@ def _measure(args: argparse.Namespace, progress: Any) -> list[BenchResult]:
         "events": list(args.events or ()),
         "warmup_max_s": args.warmup_max, "overhead": not args.no_overhead, "progress": progress,
         "speed_wait_s": args.speed_wait, "backend": args.backend,
+        # beside a co-runner on the op's own cores the op waits for it: that is the interference measured
+        "set_aside": not (args.corun and args.corun_cores == "shared"),
     }
     if args.node:
         zoo = {k: v for k, v in (("batch", args.batch), ("image_size", args.image_size),

@@ -63,7 +63,7 @@ def session_options(opt_level: str, threads: int = 0, *, profile_prefix: Path | 
     so = ort.SessionOptions()
     so.graph_optimization_level = OPT_LEVELS[opt_level]
     so.intra_op_num_threads = threads
-    so.log_severity_level = 3  # the NCHWc serialization warning is expected; keep stderr clean
+    so.log_severity_level = 4  # its warnings (NCHWc serialization) and errors (reported in one line) kept off stderr
     if profile_prefix is not None:
         so.enable_profiling = True
         so.profile_file_prefix = str(profile_prefix)

@@ -162,6 +162,20 @@ def observed_graph(source: ModelSource, opt_level: str, provider: str,
     return graph_model, [(n.name, n.op_type or None) for n in runs[0].nodes if n.parent is None] if runs else None
 
 
+def _unread_inputs(graph: onnx.GraphProto, fed: set[str]) -> set[str]:
+    """Graph inputs with no value (not fed, no initializer) that no node reads, in any subgraph either."""
+    read: set[str] = set()
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        for node in g.node:
+            read.update(node.input)
+            stack.extend(a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH)
+            stack.extend(sub for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for sub in a.graphs)
+    valued = fed | {i.name for i in graph.initializer}
+    return {i.name for i in graph.input if i.name not in valued and i.name not in read}
+
+
 def probe(model: onnx.ModelProto, names: Sequence[str], feed: Mapping[str, np.ndarray], provider: str,
           data_dir: Path | None = None, what: str = "the model") -> dict[str, np.ndarray]:
     """The values tensors ``names`` take in one run of ``model`` (added as graph outputs, then removed);
@@ -174,11 +188,21 @@ def probe(model: onnx.ModelProto, names: Sequence[str], feed: Mapping[str, np.nd
         vi = onnx.ValueInfoProto()
         vi.name = name
         graph.output.append(vi)
+    # ONNX Runtime's saved optimized graph keeps inputs it folded away (``W__SHAPE``) with no value and no
+    # node reading them; it would ask for them in the feed: left out while it runs
+    inputs = list(graph.input)
+    unread = _unread_inputs(graph, set(feed))
+    if unread:
+        del graph.input[:]
+        graph.input.extend(i for i in inputs if i.name not in unread)
     so = one_node_options(0, "disable")
     try:
         with extdata.session_model(model, data_dir, so) as loadable:
             sess = Session(loadable, so, provider, what=what)
     finally:
         del graph.output[n_before:]
+        if unread:
+            del graph.input[:]
+            graph.input.extend(inputs)
     values = sess.run(list(dict.fromkeys(names)), dict(feed))
     return dict(zip(dict.fromkeys(names), values, strict=True))
