@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from pathlib import Path
 
 import pytest
 
 from layerperf.cli import main
+from layerperf.errors import InputError
 
 from conftest import run_cli
 
@@ -69,17 +71,25 @@ def test_table_shows_cv_and_details(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_schema_that_numbers_its_variadic_input(capsys: pytest.CaptureFixture[str]) -> None:
     # Sum's inputs are data_0 in the schema: data_1, data_2 follow it, as data_0_1 did
-    assert main(["bench", "Sum", "--input", "data_0=4", "--input", "data_1=4", "--input", "data_2=4", *FAST,
+    assert main(["bench", "Sum", "--input", "data_2=3x4", "--input", "data_0=4", "--input", "data_1=2x1x4", *FAST,
                  "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["in_shapes"] == "4;4;4"
+    assert json.loads(capsys.readouterr().out)["in_shapes"] == "4;2x1x4;3x4"  # in their order, not the flags'
 
 
-def test_beside_a_co_runner_on_the_same_cores_no_sample_is_set_aside() -> None:
+
+def test_beside_a_co_runner_on_the_same_cores_no_sample_is_set_aside(capsys: pytest.CaptureFixture[str]) -> None:
     from layerperf.bench.api import settings_from
 
     shared, alone = settings_from(set_aside=False).measure_options(), settings_from().measure_options()
     assert shared.max_wait_fraction is None and shared.speed_wait_s == 0  # the waiting is the interference
     assert alone.max_wait_fraction == 0.05 and alone.speed_wait_s > 0
+    with pytest.raises(InputError, match="--speed-wait"):  # what was given is still checked
+        settings_from(speed_wait_s=math.inf, set_aside=False)
+    assert main(["bench", "Relu", "--input", "X=64", *FAST, "--corun", "Relu:X=64", "--shared-cores",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["wait_checked"] is False and doc["disturbed"] == 0 and doc["slowed"] == 0
+    assert any("no sample set aside" in w for w in doc["warnings"])
 
 
 def test_a_folded_input_the_saved_graph_keeps_is_not_asked_for() -> None:
@@ -121,7 +131,7 @@ def test_node_of_a_zoo_model(capsys: pytest.CaptureFixture[str]) -> None:
     (["resnet18"], "resnet18 is a model: name the node"),
     (["Relu", "--input", "X=4", "--events", "no-such-event"], "no-such-event"),
     (["StringNormalizer", "--input", "X=4"], "StringNormalizer input X is a tensor of strings"),
-    (["Relu", "--input", "X=4", "--threads", "100000"], "--threads 100000 is more than"),
+    (["Relu", "--input", "X=4", "--threads", "1,100000"], "--threads 100000 is more than"),  # before row 1 runs
     (["Relu", "--input", "X=4", "--min-time", "inf"], "--min-time: 'inf' is not a positive duration"),
     (["", "--input", "X=4"], "unknown operator ''"),  # not a model: "" names no file
 ])

@@ -52,6 +52,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     (["--models", "MODEL", "--runs", "0"], "--runs must be 1 or more, got 0"),
     (["--models", "MODEL", "--inter-op", ""], "--inter-op: '' is not an integer"),
     (["--models", "MODEL", "--backend", ""], "--backend names no backend"),
+    (["--models", "MODEL", "--threads", "1,500"], "--threads 500 is more than"),
     (["--models", "MODEL", "--inter-op", "seq,"], "--inter-op: '' is not an integer"),
     (["--models", "MODEL", "--corun", "Foo:A=1"], "unknown operator 'Foo'"),
     (["--models", "MODEL", "--corun", "MatMul:A=4x4"], "MatMul needs input B"),

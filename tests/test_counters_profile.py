@@ -276,7 +276,9 @@ def test_a_label_that_would_overwrite_a_column_is_refused(tmp_path: Path, labels
     with pytest.raises(layerperf.errors.CounterError, match=message):  # type: ignore[attr-defined]
         CounterRequest.build(None, config)
     with pytest.raises(layerperf.errors.CounterError, match="an empty event name"):  # type: ignore[attr-defined]
-        CounterRequest.build([" "], None)
+        CounterRequest.build(["task-clock", " "], None)
+    with pytest.raises(layerperf.errors.CounterError, match="not an event name: separate events by commas"):  # type: ignore[attr-defined]
+        CounterRequest.build(["task-clock page-faults"], None)  # the API's words are --events' words
     request = CounterRequest.build([" page-faults", "task-clock"], None)  # the API's names are trimmed too
     assert request is not None and request.labels == ("page-faults", "task-clock")
     from layerperf.collectors import Collectors

@@ -16,13 +16,13 @@ bench``, ``layerperf calibrate`` and a dataset collector use through the registr
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from layerperf.errors import InputError
+from layerperf.util.affinity import allowed_cpus
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,7 +64,7 @@ THREADS_PER_CPU = 16  # the most intra-op threads a run may ask for, per CPU thi
 
 
 def max_threads() -> int:
-    return max(64, THREADS_PER_CPU * len(os.sched_getaffinity(0)))
+    return max(64, THREADS_PER_CPU * len(allowed_cpus()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ class RunPlan:
             raise InputError(f"--threads must be 0 (runtime default) or more, got {self.threads}")
         if self.threads > (most := max_threads()):
             raise InputError(f"--threads {self.threads} is more than {most}: a runtime would start them all "
-                             f"on the {len(os.sched_getaffinity(0))} CPU(s) this process may use",
+                             f"on the {len(allowed_cpus())} CPU(s) this process may use",
                              hint="oversubscribing a few times over is an experiment; thousands of threads hang")
 
 

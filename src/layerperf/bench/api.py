@@ -199,10 +199,11 @@ def settings_from(threads: int = 1, samples: int = DEFAULT_SAMPLES, min_time_ms:
     too (a co-runner sharing the op's cores: its interference is that waiting)."""
     s = BenchSettings(threads=threads, samples=samples, min_time_ms=min_time_ms, opt_level=opt_level,
                       provider=provider, events=tuple(event_names(events)), warmup_max_s=warmup_max_s,
-                      overhead=overhead, speed_wait_s=speed_wait_s if set_aside else 0.0, backend=backend,
-                      max_wait_fraction=MAX_WAIT_FRACTION if set_aside else None)
+                      overhead=overhead, speed_wait_s=speed_wait_s, backend=backend)
     s.runner()  # a backend that cannot measure one op is refused first, in one line
     s.validate()
+    if not set_aside:  # the options as given were checked above
+        s = dataclasses.replace(s, speed_wait_s=0.0, max_wait_fraction=None)
     if s.events:  # an unknown or unsupported event fails now, not after the timing
         request = CounterRequest.build(list(s.events), None)
         if request is not None:

@@ -66,7 +66,7 @@ def sweep_op(op_type: str, inputs: Mapping[str, InputLike], attrs: Mapping[str, 
     ``settings`` are bench_op's timing options (samples, min_time_ms, opt_level, events...).
     Every model is built and checked before the first measurement, so a bad combination fails fast.
     """
-    base = settings_from(**settings)
+    base = _checked(settings_from(**settings), threads)
     combos = combinations(sweep or {}, threads)
     models = []
     for shapes, _ in combos:
@@ -94,12 +94,19 @@ def _measure_all(models: Sequence[Any], threads: Sequence[int], base: BenchSetti
     return results
 
 
+def _checked(base: BenchSettings, threads: Sequence[int]) -> BenchSettings:
+    """``base``, every thread count of the sweep checked first (not after the rows before it ran)."""
+    for t in threads:
+        base.with_threads(t).validate()
+    return base
+
+
 def sweep_node(model: str | Path | onnx.ModelProto, node: str, *, threads: Sequence[int] = (1,),
                opt_level: str = "disable", shapes: Sequence[str] = (), seed: int = 0,
                zoo_options: Mapping[str, int] | None = None, progress: Progress | None = None,
                inputs: str | Path | None = None, **settings: Any) -> list[BenchResult]:
     """``bench_node`` once per thread count; the node is extracted once."""
-    base = settings_from(opt_level=opt_level, **settings)
+    base = _checked(settings_from(opt_level=opt_level, **settings), threads)
     one = extract_node(model, node, opt_level=opt_level, shapes=shapes, provider=base.provider, seed=seed,
                        inputs=inputs, backend=base.backend, **dict(zoo_options or {}))
     return _measure_all([one] * len(threads), list(threads), base, run_opt_level=AS_WRITTEN, progress=progress)

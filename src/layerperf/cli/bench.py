@@ -229,4 +229,7 @@ def _with_corun(result: BenchResult, corun: dict[str, Any]) -> BenchResult:
     rate = f"{corun['calls_per_s']:.0f} calls/s" if corun.get("calls_per_s") else "its rate unknown"
     note = (f"measured beside {corun['op']} running in another process on CPUs {corun['corun_cpus']} "
             f"({corun['cores']} cores; {rate}); the op on {where}")
+    if corun["cores"] == "shared":
+        note += ("; no sample set aside (waiting for the co-runner is the interference: its mean and p90 say it, "
+                 "not the median)")
     return dataclasses.replace(result, corun=dict(corun), warnings=(*result.warnings, note))

@@ -27,18 +27,18 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
 def event_list(text: str) -> tuple[str, ...]:
     """An argparse type: perf event names separated by commas (spaces around them dropped), at least one,
-    none empty."""
-    names = tuple(n.strip() for n in text.split(","))
-    if not any(names):
+    none empty (:func:`layerperf.collectors.perf.event_names`, as the API reads them)."""
+    from layerperf.collectors.perf import event_names  # lazy: the parser is built before any command runs
+    from layerperf.errors import CounterError
+
+    try:
+        names = event_names(text)
+    except CounterError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    if not names:  # "" is no events to the API; a flag given names some
         raise argparse.ArgumentTypeError(f"no event named in '{text}'; name them separated by commas, such as "
                                          "task-clock,page-faults")
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"an empty event name in '{text}'")
-    spaced = next((n for n in names if len(n.split()) > 1), None)
-    if spaced is not None:
-        raise argparse.ArgumentTypeError(f"'{spaced}' is not an event name: separate events by commas, such as "
-                                         f"{','.join(spaced.split())}")
-    return names
+    return tuple(names)
 
 
 positive_int = at_least(0)  # a count that may be 0 (--warmup, --threads 0 = the runtime's default, --top 0 = all)

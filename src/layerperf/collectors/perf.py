@@ -18,11 +18,26 @@ from layerperf.errors import CounterError
 
 
 def event_names(events: str | Sequence[str] | None) -> list[str]:
-    """Event strings as the API takes them: a sequence of names, or one string of names separated by commas
-    (as ``--events``; not its letters); trimmed, checked by :meth:`CounterRequest.build`."""
-    if events is None:
+    """Event strings as the API and ``--events`` take them: names, or strings of names separated by commas
+    (not a string's letters), trimmed. None or empty: none. CounterError for an item naming no event, an empty
+    name (``a,,b``) or names separated by spaces, in the words ``--events`` uses."""
+    if not events:
         return []
-    return [e.strip() for e in (events.split(",") if isinstance(events, str) else events)]
+    items = [events] if isinstance(events, str) else list(events)
+    if not all(isinstance(i, str) for i in items):
+        raise CounterError(f"events are names (strings), got {events!r}", "such as ['task-clock', 'page-faults']")
+    text = ",".join(items)
+    names = [n.strip() for n in text.split(",")]
+    if not any(names):
+        raise CounterError(f"no event named in {text!r}; name them separated by commas, such as "
+                           "task-clock,page-faults")
+    if not all(names):
+        raise CounterError(f"an empty event name in {text!r}")
+    spaced = next((n for n in names if len(n.split()) > 1), None)
+    if spaced is not None:
+        raise CounterError(f"{spaced!r} is not an event name: separate events by commas, such as "
+                           f"{','.join(spaced.split())}")
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +55,8 @@ class CounterRequest:
         pairs: dict[str, str] = {}
         if perf_config:
             pairs.update(parse_perf_config(perf_config))
-        for ev in events or []:
-            if not ev.strip():
-                raise CounterError("an empty event name", "name events such as task-clock,page-faults")
-            pairs.setdefault(ev.strip(), ev.strip())
+        for ev in event_names(events):
+            pairs.setdefault(ev, ev)
         if not pairs:
             return None
         if (clash := label_clash(list(pairs.values()), METRICS)) is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layerperf import backends
-from layerperf.backends.base import option_fields
+from layerperf.backends.base import RunPlan, option_fields
 from layerperf.bench.corun import CorunSpec, placement
 from layerperf.collectors.perf import CounterRequest
 from layerperf.errors import InputError
@@ -207,6 +207,8 @@ def check(axes: Axes) -> None:
         raise InputError("--batch values must be 1 or more")
     if axes.runs < 1:
         raise InputError(f"--runs must be 1 or more, got {axes.runs}")
+    for threads in axes.threads:
+        RunPlan(threads=threads).validate()
     for cpus in axes.cpu_sets:
         if cpus:
             check_cpus(cpus)

@@ -236,9 +236,6 @@ def _settings(level: int, warmup: int, path: str | Path | None, formats: Sequenc
         raise InputError(f"level must be 1 (modules) or 2 (modules and aten ops), got {level!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise InputError(f"warmup must be an integer, 0 or more, got {warmup!r}")
-    if isinstance(events, str):
-        raise InputError(f"events must be a list of event strings, got the string {events!r}",
-                         hint=f"events=[{events!r}]")
     if not memory and sample_rate is not None:
         raise InputError("sample_rate applies to the memory profile only", hint="add memory=True")
     if level == 2 and (events or perf_config or memory):
