@@ -103,6 +103,20 @@ def test_the_factors_reach_the_rows(models: dict[str, Path], tmp_path: Path) -> 
     assert factors == [(10,)]  # 5 layers x 2 execution modes, each against its run alone
 
 
+def test_beside_a_co_runner_on_the_same_cores_every_run_is_kept(models: dict[str, Path], tmp_path: Path) -> None:
+    """Its waits are the interference measured: no run set aside, the counts unknown (nothing was judged)."""
+    store = tmp_path / "s.db"
+    assert collect("--models", str(models["fixed"]), "--corun", "Relu:X=1x4096", "--shared-cores", "--store",
+                   str(store), *FAST) == 0
+    got = rows(store, "SELECT corun, corun_cores, runs_measured, runs_used, runs_slowed, runs_disturbed, attempts, "
+                      "slowed_used, disturbed_used, status FROM configs ORDER BY config_id")
+    alone, beside = got
+    assert alone[0] == "" and alone[4] is not None and alone[5] is not None  # judged
+    assert beside[:2] == ("Relu:X=1x4096", "shared") and beside[-1] == "ok"
+    assert beside[2] == beside[3] and beside[4] is None and beside[5] is None and beside[6] == 1
+    assert beside[7] == 0 and beside[8] == 0  # nothing flagged: nothing set aside, nothing stood in for it
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_killed_collect_loses_nothing_finished_and_resumes(models: dict[str, Path], tmp_path: Path,
                                                             sig: signal.Signals) -> None:

@@ -129,17 +129,28 @@ def _placed(cfg: Config) -> Iterator[tuple[frozenset[int] | None, frozenset[int]
         yield run_cpus, corun_cpus, [co]
 
 
-def _profile(cfg: Config) -> tuple[Profile, SpeedRecorder, SpeedVerdict, int]:
-    """The profile, the speed check of its runs and the attempts it took."""
+def _checked(cfg: Config) -> bool:
+    """Whether the speed checks judge this configuration's runs: not beside a co-runner on the run's own
+    cores, where waiting for it (a run disturbed) and a yardstick slowed beside it are the interference the
+    configuration is there to measure (set aside, its figures read as if alone; ``bench --shared-cores``
+    keeps every sample too)."""
+    return not (cfg.corun and cfg.corun_cores == "shared")
+
+
+def _profile(cfg: Config) -> tuple[Profile, SpeedRecorder, SpeedVerdict | None, int]:
+    """The profile, the speed check of its runs (None: not judged, :func:`_checked`) and the attempts it
+    took."""
     backend = backends.usable(backends.get(cfg.backend))
     options = backends.backend_options(backend, cfg.backend_options())
     events = [e for e in cfg.events.split(",") if e]
+    model: Any = str(Path(cfg.model)) if cfg.is_file else cfg.model
     attempt = 0
     while attempt <= SPEED_RETRIES:
         attempt += 1
         hook = SpeedRecorder()
-        model: Any = str(Path(cfg.model)) if cfg.is_file else cfg.model
         prof = backend.profile(model, _plan(cfg, hook), options, Collectors.make(events=events))
+        if not _checked(cfg):
+            return prof, hook, None, attempt
         verdict = hook.verdict(len(prof.runs), speed.reference_ns())
         if not verdict.slowed_used:
             break
@@ -148,8 +159,10 @@ def _profile(cfg: Config) -> tuple[Profile, SpeedRecorder, SpeedVerdict, int]:
 
 def _measure(cfg: Config, fp: Fingerprint, started: str, t0: float) -> ConfigResult:
     with _placed(cfg) as (run_cpus, corun_cpus, coruns):
-        prof, hook, verdict, attempts = _profile(cfg)
-    hook.remember(verdict)
+        prof, hook, judged, attempts = _profile(cfg)
+    verdict = judged or SpeedVerdict(tuple(range(len(prof.runs))), 0, False, None, None)  # every run, unjudged
+    if judged is not None:
+        hook.remember(judged)
     warnings = list(prof.warnings)
     if run_cpus and cfg.threads > len(run_cpus):  # allowed, and a factor of its own: said in the row
         warnings.append(f"{cfg.threads} intra-op threads on {len(run_cpus)} CPUs ({format_cpus(run_cpus)}): they "
@@ -159,8 +172,10 @@ def _measure(cfg: Config, fp: Fingerprint, started: str, t0: float) -> ConfigRes
     latency = [prof.latency_ns[i] for i in used] if len(prof.latency_ns) == len(prof.runs) else []
     return ConfigResult(
         cfg, fp, "ok", None, started, time.perf_counter() - t0, records=tuple(kept.records()),
-        runs_measured=len(prof.runs), runs_used=len(used), runs_slowed=verdict.slowed,
-        slowed_used=verdict.slowed_used, runs_disturbed=verdict.disturbed, disturbed_used=verdict.disturbed_used,
+        runs_measured=len(prof.runs), runs_used=len(used),
+        runs_slowed=verdict.slowed if judged is not None else None,  # unknown, not 0: nothing was judged
+        slowed_used=verdict.slowed_used, runs_disturbed=verdict.disturbed if judged is not None else None,
+        disturbed_used=verdict.disturbed_used,
         attempts=attempts, yardstick_ref_ns=verdict.reference_ns,
         yardstick_median_ns=verdict.median_reading_ns,
         latency_median_us=float(np.median(latency)) / 1e3 if latency else None,
