@@ -90,13 +90,12 @@ def _warn_other(pairs: list[Any], path: str) -> None:
 def _check_run(args: argparse.Namespace) -> None:
     """The run's flags as collect checks them: a CPU set this process could not be pinned to, a co-runner
     that cannot be built, would predict a run that cannot happen."""
-    from layerperf.bench.corun import CorunSpec, placement
+    from layerperf.dataset.config import check_corun
     from layerperf.util.affinity import check_cpus, parse_cpus
 
     cpus = check_cpus(parse_cpus(args.cpus)) if args.cpus else None
     if args.corun:
-        CorunSpec.parse(args.corun).checked()
-        placement(cpus, args.threads, "shared" if args.shared_cores else "separate")  # a CPU left for it
+        check_corun(args.corun, [cpus], [args.threads], "shared" if args.shared_cores else "separate")
 
 
 def _batch(args: argparse.Namespace) -> tuple[int | None, Any]:
@@ -105,12 +104,9 @@ def _batch(args: argparse.Namespace) -> tuple[int | None, Any]:
     cannot run at it)."""
     from layerperf.dataset.predict.graph import fixed_batch, open_at_batch
     from layerperf.errors import InputError
-    from layerperf.models.zoo import names
 
     batch = 1 if args.batch is None else args.batch
-    if args.model in names():  # built at the batch asked for
-        return batch, open_at_batch(args.model, batch)
-    source = open_at_batch(args.model, batch)  # a file: as it is, whatever the batch
+    source = open_at_batch(args.model, batch)  # a built-in model built at it; a file as it is
     fixed = fixed_batch(source)
     if fixed is None:
         return batch, source

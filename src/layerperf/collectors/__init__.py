@@ -17,7 +17,7 @@ from pathlib import Path
 
 from layerperf.collectors.boundary import Boundaries, Collector, PassFn, empty_pass
 from layerperf.collectors.driver import Driver
-from layerperf.collectors.perf import CounterRequest, event_names
+from layerperf.collectors.perf import CounterRequest
 from layerperf.collectors.rss import MemoryRequest
 
 Progress = Callable[[str, int, int], None]
@@ -39,7 +39,7 @@ class Collectors:
              multiplex: bool = False, memory: bool = False, sample_rate: int | None = None,
              progress: Progress | None = None) -> Collectors:
         """Validate the requests: an unusable perf event is opened once now, not after the runs."""
-        counters = CounterRequest.build(event_names(events), perf_config, passes, multiplex)
+        counters = CounterRequest.build(events, perf_config, passes, multiplex)
         if counters:
             counters.check()
         return cls(counters, MemoryRequest.make(memory, sample_rate), progress)

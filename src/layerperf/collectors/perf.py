@@ -50,7 +50,7 @@ class CounterRequest:
     multiplex: bool = False
 
     @classmethod
-    def build(cls, events: list[str] | None, perf_config: str | Path | None, passes: int = 5,
+    def build(cls, events: str | Sequence[str] | None, perf_config: str | Path | None, passes: int = 5,
               multiplex: bool = False) -> CounterRequest | None:
         pairs: dict[str, str] = {}
         if perf_config:

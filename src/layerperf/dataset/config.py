@@ -145,6 +145,14 @@ def batch_applies(model: str) -> bool:
     return batch_changes(proto)
 
 
+def check_corun(spec: str, cpu_sets: Sequence[frozenset[int] | None], threads: Sequence[int], cores: str) -> None:
+    """A co-runner that can be built (as it will be, without its data) and placed beside every run of
+    ``cpu_sets`` x ``threads``; InputError in one line else."""
+    CorunSpec.parse(spec).checked()
+    for cpus, n in itertools.product(cpu_sets, threads):
+        placement(cpus, n, cores)
+
+
 def batch_changes(proto: onnx.ModelProto) -> bool:
     """Whether a batch can be given a model file's inputs: one of them has a free leading dimension."""
     return any(spec.shape and not isinstance(spec.shape[0], int) for spec in onnx_input_specs(proto))
@@ -213,9 +221,7 @@ def check(axes: Axes) -> None:
         if cpus:
             check_cpus(cpus)
     for spec in axes.coruns:
-        CorunSpec.parse(spec).checked()
-        for cpus, threads in itertools.product(axes.cpu_sets, axes.threads):
-            placement(cpus, threads, axes.corun_cores)
+        check_corun(spec, axes.cpu_sets, axes.threads, axes.corun_cores)
     if axes.events:
         request = CounterRequest.build(list(axes.events), None)
         if request is not None:

@@ -28,6 +28,7 @@ from layerperf.backends.base import Kernel, NodeGraph, PreparedOp
 from layerperf.backends.ort.measure import create_session, session_options
 from layerperf.backends.ort.names import Observed, has_unnamed, nodes_by_name
 from layerperf.backends.ort.options import OrtOptions
+from layerperf.backends.ort.scope import subgraphs
 from layerperf.backends.ort.session import Session
 from layerperf.data.tensor import TensorInfo
 from layerperf.errors import InputError, first_line
@@ -170,8 +171,7 @@ def _unread_inputs(graph: onnx.GraphProto, fed: set[str]) -> set[str]:
         g = stack.pop()
         for node in g.node:
             read.update(node.input)
-            stack.extend(a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH)
-            stack.extend(sub for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for sub in a.graphs)
+            stack.extend(subgraphs(node).values())
     valued = fed | {i.name for i in graph.initializer}
     return {i.name for i in graph.input if i.name not in valued and i.name not in read}
 
