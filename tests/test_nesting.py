@@ -8,12 +8,13 @@ pieces both use.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from layerperf.data.nesting import any_ancestor, enclosing, nest, open_order, outermost, self_times, sort_by
-from layerperf.readers.spill import SORT_FIELDS, records, sort_order
+from layerperf.readers.spill import SORT_FIELDS, Spill, records, sort_order
 
 
 def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray,
@@ -143,3 +144,45 @@ def test_any_ancestor_walks_every_chain_to_its_top(seed: int) -> None:
     same = any_ancestor(parent, lambda up, rows: code[up] == code[rows])
     assert same.tolist() == reference(lambda up, row: bool(code[up] == code[row]))
     assert any_ancestor(parent, lambda up, rows: flag[up]).tolist() == reference(lambda up, row: bool(flag[up]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_spill_merges_its_runs_in_sort_order_whether_they_overlap_follow_or_tie(seed: int,
+                                                                                tmp_path: Path) -> None:
+    # runs written as a time-ordered file gives them (each after the last: read one after another), as
+    # PyTorch's gives them (overlapping), and with ties on every field but the file position across runs
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 6000))
+    rec = records(n)
+    rec["seq"] = np.arange(n)
+    ordered = seed % 3 == 0
+    threads = 1 if seed % 2 else 3
+    rec["thread_key"] = rng.integers(0, threads, n)
+    rec["ts_us"] = np.arange(n) * 0.5 if ordered else rng.integers(0, max(n // 8, 1), n) * 0.5
+    rec["nonzero"] = rng.integers(0, 2, n)
+    rec["neg_dur"] = -rng.integers(0, 3, n)
+    zero_first = bool(seed % 4 < 2)
+    with Spill(zero_first, str(tmp_path), run_records=int(rng.integers(1, 700))) as spill:
+        for piece in np.array_split(rec, int(rng.integers(1, 30))):
+            spill.add(piece.copy())
+        budget = int(rng.integers(1, 5000))
+        blocks = list(spill.sorted_blocks(budget))
+    out = np.concatenate(blocks) if blocks else records(0)
+    fields = [f for f in SORT_FIELDS if zero_first or f != "nonzero"]
+    assert np.array_equal(out["seq"], rec["seq"][np.lexsort([rec[f] for f in reversed(fields)])])
+    assert all(b.size for b in blocks)
+
+
+def test_spill_reads_runs_that_follow_one_another_as_one(tmp_path: Path) -> None:
+    rec = records(10_000)
+    rec["seq"] = np.arange(rec.size)
+    rec["ts_us"] = np.arange(rec.size) * 1.0
+    with Spill(True, str(tmp_path), run_records=1000) as spill:
+        for piece in np.array_split(rec, 10):
+            spill.add(piece.copy())
+        assert len(spill.runs) == 10
+        blocks = list(spill.sorted_blocks(budget=4096))
+    # one chain of ten runs, read 4,096 records at a time across the files (ten runs merged side by side
+    # would give a block per run)
+    assert [b.size for b in blocks] == [4096, 4096, 1808]
+    assert np.array_equal(np.concatenate(blocks)["seq"], rec["seq"])

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,28 +111,29 @@ class Spill:
 
     def sorted_blocks(self, budget: int | None = None) -> Iterator[np.ndarray]:
         """Every record, in sort order, a block at a time (``budget`` records held at most, shared
-        between the runs; :data:`MERGE_RECORDS` when None)."""
+        between the runs; :data:`MERGE_RECORDS` when None). Runs that follow one another in sort order
+        (a time-ordered file's: each starts after the other ends) are read one after the other as one."""
         self.flush()
         budget = MERGE_RECORDS if budget is None else budget
-        runs = [(path, n) for path, n in self.runs if n]
-        block = max(MIN_BLOCK, budget // max(len(runs), 1))
-        readers = [_RunReader(path, n, block, self.dtype) for path, n in runs]
         fields = [f for f in SORT_FIELDS if self.zero_first or f != "nonzero"]
-
-        def key(rec: np.void) -> tuple[float, ...]:
-            return tuple(rec[f] for f in fields)
+        runs = [(path, n) for path, n in self.runs if n]
+        # blocks as small as when every run is read side by side: larger ones cost more to join and sort
+        # than the fewer steps save
+        block = max(MIN_BLOCK, budget // max(len(runs), 1))
+        chains = _chains(runs, self.dtype, fields)
+        readers = [_RunReader(chain, block, self.dtype, fields) for chain in chains]
+        readers = [r for r in readers if r.block.size]
 
         while readers:
             # everything at or before the least of the blocks' last records can go: nothing after it
             # in any run sorts before it
-            lasts = [key(r.block[-1]) for r in readers]
-            least = min(range(len(readers)), key=lasts.__getitem__)
-            bound, bound_key = readers[least].block[-1], lasts[least]
+            least = min(readers, key=_RunReader.last_key)
+            bound, bound_key = least.block[-1], least.last_key()
             taken = []
-            for r, last in zip(readers, lasts, strict=True):
-                if last <= bound_key:  # the whole block (the bound's own, and any that ends with it)
+            for r in readers:
+                if r.last_key() <= bound_key:  # the whole block (the bound's own, and any that ends with it)
                     taken.append(r.take(r.block.size))
-                elif key(r.block[0]) <= bound_key:  # a block that starts after the bound gives nothing
+                elif r.first_key() <= bound_key:  # a block that starts after the bound gives nothing
                     n = int(np.count_nonzero(_at_most(r.block, bound, self.zero_first)))
                     if n:
                         taken.append(r.take(n))
@@ -152,35 +154,108 @@ class Spill:
         self.close()
 
 
-class _RunReader:
-    """A sorted run on disk, read a block at a time (plain reads: the page cache, not this process's
-    memory, holds the file)."""
+def _key(rec: np.void, fields: list[str]) -> tuple[Any, ...]:
+    return tuple(rec[f] for f in fields)
 
-    def __init__(self, path: Path, n: int, block: int, dtype: np.dtype = RECORD) -> None:
-        self.f = open(path, "rb")  # noqa: SIM115 - closed when exhausted
-        self.left = n
+
+def _ends(path: Path, n: int, dtype: np.dtype, fields: list[str]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """The sort keys of a run's first and last records (None when the file is shorter than said)."""
+    with open(path, "rb") as f:
+        first = np.fromfile(f, dtype=dtype, count=1)
+        f.seek((n - 1) * dtype.itemsize)
+        last = np.fromfile(f, dtype=dtype, count=1)
+    if not first.size or not last.size:
+        return None
+    return _key(first[0], fields), _key(last[0], fields)
+
+
+def _chains(runs: list[tuple[Path, int]], dtype: np.dtype, fields: list[str]) -> list[list[tuple[Path, int]]]:
+    """The runs in chains, each run after one that ends before it starts (so that a chain reads as one
+    sorted run): a run joins the first chain it follows, in the order of the runs' first records."""
+    ends = [_ends(path, n, dtype, fields) for path, n in runs]
+    if any(e is None for e in ends) or len(runs) < 2:
+        return [[run] for run in runs]
+    try:
+        order = sorted(range(len(runs)), key=lambda i: ends[i][0])  # type: ignore[index]
+    except TypeError:
+        return [[run] for run in runs]
+    chains: list[list[tuple[Path, int]]] = []
+    lasts: list[tuple[Any, ...]] = []
+    for i in order:
+        first, last = ends[i]  # type: ignore[misc]
+        for c, chain_last in enumerate(lasts):
+            if chain_last < first:  # strictly: a key NaN compares false and starts a chain of its own
+                chains[c].append(runs[i])
+                lasts[c] = last
+                break
+        else:
+            chains.append([runs[i]])
+            lasts.append(last)
+    return chains
+
+
+class _RunReader:
+    """Sorted runs on disk, one after another, read a block at a time (plain reads: the page cache, not
+    this process's memory, holds the files); the keys of the block's first and last records are worked
+    out once per block, not at every step of the merge."""
+
+    def __init__(self, runs: list[tuple[Path, int]], block: int, dtype: np.dtype = RECORD,
+                 fields: list[str] | tuple[str, ...] = SORT_FIELDS) -> None:
+        self.runs = list(runs)
+        self.f: Any = None
+        self.left = 0
         self.block_n = block
         self.dtype = dtype
+        self.fields = list(fields)
         self.block = np.zeros(0, dtype=dtype)
+        self._first: tuple[Any, ...] | None = None
+        self._last: tuple[Any, ...] | None = None
         self.refill()
+
+    def first_key(self) -> tuple[Any, ...]:
+        if self._first is None:
+            self._first = _key(self.block[0], self.fields)
+        return self._first
+
+    def last_key(self) -> tuple[Any, ...]:
+        if self._last is None:
+            self._last = _key(self.block[-1], self.fields)
+        return self._last
 
     def take(self, n: int) -> np.ndarray:
         out, self.block = self.block[:n], self.block[n:]
+        self._first = None
+        if not self.block.size:
+            self._last = None
         return out
 
     def refill(self) -> bool:
-        """Top the block up when it is empty; False once the run is exhausted."""
+        """Top the block up when it is empty (from as many of the runs as it takes); False once every run is
+        exhausted."""
         if self.block.size:
             return True
-        if not self.left:
-            self.f.close()
-            return False
-        n = min(self.block_n, self.left)
-        self.block = np.fromfile(self.f, dtype=self.dtype, count=n)
-        self.left -= n
-        if self.block.size < n:  # the file was cut short under us
-            self.left = 0
-        return bool(self.block.size) or self.refill()
+        pieces: list[np.ndarray] = []
+        want = self.block_n
+        while want:
+            if not self.left:
+                if self.f is not None:
+                    self.f.close()
+                    self.f = None
+                if not self.runs:
+                    break
+                path, self.left = self.runs.pop(0)
+                self.f = open(path, "rb")  # noqa: SIM115 - closed when exhausted
+            n = min(want, self.left)
+            got = np.fromfile(self.f, dtype=self.dtype, count=n)
+            self.left -= n
+            if got.size < n:  # the file was cut short under us
+                self.left = 0
+            if got.size:
+                pieces.append(got)
+                want -= got.size
+        self.block = np.concatenate(pieces) if len(pieces) > 1 else pieces[0] if pieces else self.block
+        self._first = self._last = None
+        return bool(self.block.size)
 
 
 def records(n: int) -> np.ndarray:
