@@ -82,7 +82,7 @@ def test_real_traces_any_block_size(path: Path) -> None:
 # -- a synthetic trace --------------------------------------------------------------------------------
 NAMES = ("gemm_a", "gemm_b", "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)",
          "Memset (Device)", "ncclKernel_AllReduce_RING", "cudaStreamSynchronize_helper")
-N = 8000  # gemm_a alone has more than 4096 activities (and launches), stream 7 more than 4096 gaps
+N = 14000  # gemm_a alone has more than 4096 activities (and launches), stream 7 more than 4096 gaps of one cause
 
 
 def _synthetic() -> KernelTable:
@@ -152,10 +152,14 @@ def test_synthetic_against_plain_references() -> None:
     o = overlap(src)
     assert o.overlap_ns == _union(start[compute], end[compute]) + _union(start[comm], end[comm]) - _union(
         start[compute | comm], end[compute | comm])
-    # the gaps of stream 7: more than 4096, so the median is the sketch's, within 0.5%
+    # the gaps of stream 7 (from the furthest end so far: its activities overlap): more than 4096, so the
+    # median is the sketch's, within 0.5%
     mine = np.flatnonzero(kernels.stream == 7)
     mine = mine[np.argsort(kernels.ts_ns[mine], kind="stable")]
-    gap = kernels.ts_ns[mine][1:] - end[mine][:-1]
+    gap = kernels.ts_ns[mine][1:] - np.maximum.accumulate(end[mine])[:-1]
+    gap = gap[gap > 0]
+    assert sum(g.idle_ns for g in idle(src) if g.stream == 7) == pytest.approx(
+        (end[mine].max() - kernels.ts_ns[mine].min()) - _union(kernels.ts_ns[mine], end[mine]), abs=1e-3)
     rows = [g for g in idle(src) if g.stream == 7]
     assert sum(g.gaps for g in rows) == gap.size > 4096
     assert sum(g.idle_ns for g in rows) == gap.sum()
@@ -233,4 +237,4 @@ def test_views_use_only_the_protocol(path: Path) -> None:
     strict = _Strict(kernels, 5)
     src: Activities = strict
     assert _plain(_views(src, notes, steps)) == _plain(_views(kernels, notes, steps))
-    assert len(strict.passes) <= 14  # a pass or two per view, never one per group
+    assert len(strict.passes) <= 15  # a pass or two per view, never one per group

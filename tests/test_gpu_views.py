@@ -22,7 +22,7 @@ from layerperf.analysis.gpu.overlap import overlap
 from layerperf.analysis.gpu.queue import queues
 from layerperf.analysis.gpu.temporal import temporal
 from layerperf.cli import main
-from layerperf.readers.detect import read_table
+from layerperf.readers.detect import read_folded, read_table
 
 DATA = Path(__file__).parent / "data"
 H100 = DATA / "torch_resnet18_cuda" / "trace.json.gz"
@@ -197,3 +197,51 @@ def test_cpu_only_trace_has_no_device(capsys: pytest.CaptureFixture[str]) -> Non
     assert "no device" in capsys.readouterr().out
     assert main(["analyze", str(cpu), "--view", "idle", "--format", "json"]) == 0
     assert orjson.loads(capsys.readouterr().out) == {"view": "idle", "source": str(cpu), "device": False, "rows": []}
+
+
+def _two_gpus(path: Path, overlap_us: int = 0) -> Path:
+    """One process driving GPU 0 and GPU 1, both through their stream 7: kernels 100-200 and 300-400 on
+    GPU 0, 150-250 and 350-450 on GPU 1 (``overlap_us``: GPU 0's second kernel starts that much before its
+    first ends, and a third runs inside the first)."""
+    events: list[dict[str, Any]] = [{"ph": "X", "cat": "cpu_op", "name": "aten::x", "pid": 1, "tid": 1, "ts": 0,
+                                     "dur": 50, "args": {"External id": 1}}]
+    kernels = [(0, 100, 100), (1, 150, 100), (0, 300 - overlap_us * 2, 100), (1, 350, 100)]
+    if overlap_us:
+        kernels.append((0, 110, 20))
+    for i, (device, ts, dur) in enumerate(kernels):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": 5 + 5 * i, "dur": 2, "args": {"External id": 1, "correlation": 10 + i}})
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": device, "tid": 7, "ts": ts, "dur": dur,
+                       "args": {"External id": 1, "correlation": 10 + i, "stream": 7, "device": device}})
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return path
+
+
+def test_idle_and_queue_per_device_stream(tmp_path: Path) -> None:
+    # two GPUs' stream 7 are two streams: 100 µs idle on each (not -100 µs, 200% of one merged stream)
+    kernels = read_table(_two_gpus(tmp_path / "two.json")).meta["kernels"]
+    rows = [(g.device, g.stream, g.gaps, g.idle_ns, g.share) for g in idle(kernels)]
+    assert rows == [("GPU 0", 7, 1, 100_000.0, 1.0), ("GPU 1", 7, 1, 100_000.0, 1.0)]
+    assert [(q.device, q.stream, q.changes, q.max_length) for q in queues(kernels)] == [
+        ("GPU 0", 7, 4, 2), ("GPU 1", 7, 4, 2)]
+    folded = read_folded(tmp_path / "two.json", activities=True)  # the activities streamed from disk: the same
+    try:
+        assert idle(folded.meta["activities"]) == idle(kernels)
+        assert queues(folded.meta["activities"]) == queues(kernels)
+    finally:
+        folded.meta["activities"].close()
+
+
+def test_idle_counts_no_gap_where_activities_overlap(tmp_path: Path) -> None:
+    # GPU 0: 100-200, 110-130 inside it, then 260-360: one gap of 60 µs (from the furthest end, 200, not 130)
+    kernels = read_table(_two_gpus(tmp_path / "overlap.json", overlap_us=20)).meta["kernels"]
+    gpu0 = [g for g in idle(kernels) if g.device == "GPU 0"]
+    assert [(g.gaps, g.idle_ns, g.min_ns) for g in gpu0] == [(1, 60_000.0, 60_000.0)]
+    assert temporal(kernels).whole.idle_ns == 10_000.0  # no device busy from 250 to 260 (GPU 1: 150-250, 350-450)
+
+
+def test_idle_view_cli_names_the_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _two_gpus(tmp_path / "two.json")
+    assert main(["analyze", str(path), "--view", "idle", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["device"], r["stream"], r["idle_us"]) for r in rows] == [("GPU 0", 7, 100.0), ("GPU 1", 7, 100.0)]

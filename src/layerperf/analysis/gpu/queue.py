@@ -9,7 +9,8 @@ entries, and a CPU thread that finds it full blocks until one starts.
 Each activity with a known launch makes two changes (stream, time, -step); the source sorts them by
 stream, time, then a launch before a start at the same time (:meth:`Activities.sort`), and a sweep
 carries the current stream's length, first and last change time and running sums into the next
-block. Memory: one stream's carried figures and the finished streams' rows.
+block. A stream is a device's: two GPUs' stream 7 are two queues. Memory: one stream's carried figures
+and the finished streams' figures.
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from layerperf.analysis.gpu.accumulate import runs
+from layerperf.analysis.gpu.idle import Lanes
 from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
 
 MAX_QUEUE = 1024
-CHANGE = np.dtype([("stream", np.int64), ("ts_ns", np.float64), ("down", np.float64)])  # down: -step
+CHANGE = np.dtype([("lane", np.int64), ("ts_ns", np.float64), ("down", np.float64)])  # down: -step
 
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
+    device: str
     stream: int
     changes: int
     min_length: int
@@ -38,13 +41,13 @@ class QueueStats:
     full_ns: float  # time at or above MAX_QUEUE
 
 
-def changes(src: Activities) -> Iterator[np.ndarray]:
-    """The queue's changes, a block of activities at a time, unsorted."""
+def changes(src: Activities, lanes: Lanes) -> Iterator[np.ndarray]:
+    """The queue's changes, a block of activities at a time, unsorted (each stream of each device a lane)."""
     for block in src.blocks():
         known = ~np.isnan(block.launch_ts_ns)
         n = int(known.sum())
         out = np.empty(2 * n, dtype=CHANGE)
-        out["stream"] = np.tile(block.stream[known], 2)
+        out["lane"] = np.tile(lanes.codes(block)[known], 2)
         out["ts_ns"] = np.concatenate([block.launch_ts_ns[known], block.ts_ns[known]])
         out["down"] = np.repeat([-1.0, 1.0], n)
         yield out
@@ -53,8 +56,8 @@ def changes(src: Activities) -> Iterator[np.ndarray]:
 class _Stream:
     """One stream's sweep so far."""
 
-    def __init__(self, stream: int, ts_ns: float) -> None:
-        self.stream, self.first_ns, self.last_ns = stream, ts_ns, ts_ns
+    def __init__(self, lane: int, ts_ns: float) -> None:
+        self.lane, self.first_ns, self.last_ns = lane, ts_ns, ts_ns
         self.length = self.changes = self.length_sum = 0
         self.least, self.most = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         self.weighted = self.full_ns = 0.0
@@ -73,24 +76,27 @@ class _Stream:
         self.length_sum += int(length.sum())
         self.least, self.most = min(self.least, int(length.min())), max(self.most, int(length.max()))
 
-    def result(self) -> QueueStats:
+    def result(self, named: list[tuple[str, int]]) -> QueueStats:
         span = self.last_ns - self.first_ns
-        return QueueStats(self.stream, self.changes, self.least, self.most, self.length_sum / self.changes,
+        device, stream = named[self.lane]
+        return QueueStats(device, stream, self.changes, self.least, self.most, self.length_sum / self.changes,
                           self.weighted / span if span > 0 else None, self.full_ns)
 
 
 def queues(kernels: KernelTable | Activities, max_queue: int = MAX_QUEUE) -> tuple[QueueStats, ...]:
-    src = activities(kernels)
-    out: list[QueueStats] = []
+    """Per stream (device and stream), its launch queue's figures."""
+    src, lanes = activities(kernels), Lanes()
+    done: list[_Stream] = []
     current: _Stream | None = None
-    for block in src.sort(changes(src), "stream", "ts_ns", "down"):
-        stream = block["stream"]
-        for lo, hi in runs(stream):
-            if current is None or current.stream != int(stream[lo]):
+    for block in src.sort(changes(src, lanes), "lane", "ts_ns", "down"):
+        lane = block["lane"]
+        for lo, hi in runs(lane):
+            if current is None or current.lane != int(lane[lo]):
                 if current is not None:
-                    out.append(current.result())
-                current = _Stream(int(stream[lo]), float(block["ts_ns"][lo]))
+                    done.append(current)
+                current = _Stream(int(lane[lo]), float(block["ts_ns"][lo]))
             current.add(block["ts_ns"][lo:hi], block["down"][lo:hi], max_queue)
     if current is not None:
-        out.append(current.result())
-    return tuple(out)
+        done.append(current)
+    named = lanes.named()
+    return tuple(sorted((s.result(named) for s in done), key=lambda q: (q.device, q.stream)))

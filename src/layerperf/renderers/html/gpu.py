@@ -85,9 +85,11 @@ def temporal_svg(k: KernelTable | Activities, calls: Calls | Folded) -> str:
 
 def idle_svg(k: KernelTable | Activities) -> str:
     gaps = idle(k)
-    streams = sorted({g.stream for g in gaps})
-    rows = [(f"stream {s}", [(c, sum(g.idle_ns for g in gaps if g.stream == s and g.cause == c)) for c in CAUSES])
-            for s in streams]
+    lanes = list(dict.fromkeys((g.device, g.stream) for g in gaps))  # in the view's order: device, stream
+    many = len({d for d, _ in lanes}) > 1
+    rows = [(f"{d} stream {s}" if many else f"stream {s}",
+             [(c, sum(g.idle_ns for g in gaps if (g.device, g.stream) == (d, s) and g.cause == c)) for c in CAUSES])
+            for d, s in lanes]
     return stacked_svg("gpu-idle", f"idle time between activities, per stream: host wait (launched after the gap "
                        f"began), kernel wait (a gap under {units.duration_us(KERNEL_WAIT_NS / 1e3)}), other", rows)
 

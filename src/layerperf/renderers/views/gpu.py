@@ -75,7 +75,8 @@ def _temporal(k: KernelTable, table: Calls) -> tuple[list[Section], dict[str, An
 
 def _idle(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     rows = _rows(idle(k))
-    cols = [Column("stream", "stream", priority=KEEP), text("cause", "cause", priority=KEEP),
+    cols = [text("device", "device", priority=KEEP), Column("stream", "stream", priority=KEEP),
+            text("cause", "cause", priority=KEEP),
             _us("idle_us", "idle"), _pct("share", "of idle"),
             Column("gaps", "gaps"), _us("min_us", "min gap"), _us("median_us", "median gap"),
             _us("mean_us", "mean gap"), _us("max_us", "max gap")]
@@ -115,7 +116,8 @@ def _launch(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
 
 def _queue(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     rows = _rows(queues(k))
-    cols = [Column("stream", "stream", priority=KEEP), Column("changes", "changes"), Column("min_length", "min"),
+    cols = [text("device", "device", priority=KEEP), Column("stream", "stream", priority=KEEP),
+            Column("changes", "changes"), Column("min_length", "min"),
             Column("max_length", "max"), Column("mean_length", "mean", lambda v: f"{v:.2f}"),
             Column("time_mean_length", "time-weighted mean", lambda v: f"{v:.2f}"),
             _us("full_us", f"time at >= {MAX_QUEUE}")]
