@@ -230,6 +230,31 @@ def test_tef_nesting_and_begin_end(tmp_path: Path) -> None:
     assert nodes["inner"]["flops"] is None
 
 
+def test_calls_that_open_together_nest_in_the_order_they_open(tmp_path: Path) -> None:
+    # the same start and the same length: the one whose event opens first in the file holds the other, a
+    # B/E pair as an X event (a pair used to take its place when it closed: the inner one first). Within
+    # a chunk read (a MiB); a pair closed in a later chunk than its tie's still comes after it.
+    events = [
+        {"ph": "B", "name": "step", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "B", "name": "forward", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "X", "name": "matmul", "pid": 1, "tid": 1, "ts": 10, "dur": 60},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 100},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 100},
+        {"ph": "X", "name": "x_first", "pid": 1, "tid": 2, "ts": 0, "dur": 50},
+        {"ph": "B", "name": "pair_second", "pid": 1, "tid": 2, "ts": 0},
+        {"ph": "X", "name": "leaf", "pid": 1, "tid": 2, "ts": 5, "dur": 10},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 50},
+        {"ph": "B", "name": "pair_first", "pid": 1, "tid": 3, "ts": 0},
+        {"ph": "X", "name": "x_second", "pid": 1, "tid": 3, "ts": 0, "dur": 50},
+        {"ph": "E", "pid": 1, "tid": 3, "ts": 50},
+    ]
+    path = _write(tmp_path / "t.json", events)
+    nodes = _by_name(read_table(path))
+    assert (nodes["step"]["time_us"], nodes["forward"]["time_us"], nodes["matmul"]["time_us"]) == (0, 40, 60)
+    assert (nodes["x_first"]["time_us"], nodes["pair_second"]["time_us"]) == (0, 40)
+    assert (nodes["pair_first"]["time_us"], nodes["x_second"]["time_us"]) == (0, 50)
+
+
 def test_a_name_or_provider_that_is_no_string_reads_as_its_json(tmp_path: Path) -> None:
     path = tmp_path / "odd.json"
     path.write_bytes(orjson.dumps([{"name": {"a": 1}, "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1,
