@@ -97,6 +97,24 @@ def test_runs_below_one_are_refused_with_the_rule_they_break(command: list[str],
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", [["profile", "resnet18"], ["memory", "resnet18"],
+                                     ["compare", "resnet18", "--backends", "onnxruntime,torch"],
+                                     ["bench", "Relu", "--input", "X=1x3x4"]])
+def test_a_negative_seed_is_refused_in_one_line(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:  # argparse: before anything runs (a traceback from numpy before)
+        main([*command, "--seed", "-1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "argument --seed: expected 0 or more, got -1" in err and err.count("\n") == 1
+
+
+def test_the_api_refuses_a_negative_seed() -> None:
+    from layerperf.backends.base import RunPlan
+    from layerperf.errors import InputError
+
+    with pytest.raises(InputError, match="--seed must be 0 or more, got -1"):
+        RunPlan(seed=-1).validate()
+
+
 def test_the_api_says_the_same_rule() -> None:
     with pytest.raises(layerperf.errors.InputError, match="--runs must be at least 1, got 0"):
         layerperf.profile("resnet18", runs=0)

@@ -89,6 +89,8 @@ class RunPlan:
             raise InputError(f"--runs must be at least 1, got {self.runs}")
         if self.warmup < 0:
             raise InputError(f"--warmup must be 0 or more, got {self.warmup}")
+        if self.seed < 0:
+            raise InputError(f"--seed must be 0 or more, got {self.seed}")
         if self.threads < 0:
             raise InputError(f"--threads must be 0 (runtime default) or more, got {self.threads}")
         if self.threads > (most := max_threads()):

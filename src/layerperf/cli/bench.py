@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
     run_g.add_argument("--events", metavar="E1,E2", type=event_list,
                        help="perf events to count per call, e.g. task-clock,cycles")
     run_g.add_argument("--provider", default="CPUExecutionProvider", help="execution provider")
-    run_g.add_argument("--seed", type=int, default=0, help="seed of the random input data (default 0)")
+    run_g.add_argument("--seed", type=at_least(0), default=0, help="seed of the random input data (default 0)")
     run_g.add_argument("--no-overhead", action="store_true", help="skip timing the empty run")
     run_g.add_argument("--backend", default=BENCH_BACKEND, metavar="NAME",
                        help=f"runtime to measure on (default {BENCH_BACKEND}; one that measures single operators)")

@@ -50,7 +50,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
                    help="set an input's shape, e.g. input=1x3x224x224 (repeatable)")
     p.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=at_least(0), default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--batch", type=int, help="batch size of a built-in model")
     p.add_argument("--image-size", type=int, help="input height and width of a built-in vision model")
     p.add_argument("--seq-len", type=int, help="sequence length of a built-in text model")
