@@ -41,7 +41,7 @@ def direction(name: str) -> str:
 class Direction:
     direction: str
     calls: int
-    bytes: float | None  # None: the trace records no size
+    bytes: int | float | None  # a count of bytes (float only where a trace records a fraction); None: no size
     total_ns: float
     bandwidth_bytes_per_s: float | None
     peak_bytes_per_s: float | None
@@ -100,7 +100,8 @@ class _Totals:
         self.sized += np.bincount(d[known], minlength=n)
 
     def direction(self, k: int, peak: float | None) -> Direction:
-        moved = float(self.bytes[k]) if self.sized[k] else None
+        total = float(self.bytes[k])
+        moved = (int(total) if total.is_integer() else total) if self.sized[k] else None
         time_ns = float(self.time_ns[k])
         bw = moved / time_ns * 1e9 if moved is not None and time_ns > 0 else None
         return Direction(self.names[k], int(self.calls[k]), moved, time_ns, bw, peak)
