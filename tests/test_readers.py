@@ -230,6 +230,30 @@ def test_tef_nesting_and_begin_end(tmp_path: Path) -> None:
     assert nodes["inner"]["flops"] is None
 
 
+@pytest.mark.parametrize("end", [b"", b",", b",\n  "])
+def test_an_events_array_without_its_closing_bracket_reads_to_its_last_event(tmp_path: Path, end: bytes) -> None:
+    # the Trace Event Format lets the array's ] be left out (a process that stopped writing): Chrome and
+    # Perfetto read such a file; a file cut inside an event, or an object left open, is still truncated
+    from layerperf.errors import InputError
+
+    events = [{"ph": "X", "name": f"n{i % 5}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 4.0} for i in range(300)]
+    whole = orjson.dumps(events)
+    open_ = tmp_path / "open.json"
+    open_.write_bytes(whole[:-1] + end)
+    want = rows(aggregate(read_table(_write(tmp_path / "closed.json", events)), "name"))
+    for block in (None, 64, 4096):
+        got = read_table(open_) if block is None else read_table(open_, block=block)
+        assert rows(aggregate(got, "name")) == want
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(whole[:len(whole) // 2])
+    obj = tmp_path / "obj.json"
+    obj.write_bytes(b'{"traceEvents":' + whole[:-1])
+    for path in (cut, obj):
+        for block in (None, 64):
+            with pytest.raises(InputError, match="is truncated"):
+                read_table(path) if block is None else read_table(path, block=block)
+
+
 def test_calls_that_open_together_nest_in_the_order_they_open(tmp_path: Path) -> None:
     # the same start and the same length: the one whose event opens first in the file holds the other, a
     # B/E pair as an X event (a pair used to take its place when it closed: the inner one first). Within

@@ -229,7 +229,21 @@ def _whole(reader: _Reader) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        closed = _closed(raw) if raw.lstrip(_WS).startswith(b"[") else None
+        if closed is not None:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                return orjson.loads(closed)
         raise _error(reader, exc, _byte_pos(raw, exc.pos)) from None
+
+
+def _closed(array: bytes) -> bytes | None:
+    """An events array the Trace Event Format lets end without its ``]`` (a process that stopped while
+    writing it: Chrome and Perfetto read such files), closed after its last complete event; None when it
+    does not end with one (a file cut inside an event stays truncated)."""
+    body = array.rstrip(_WS)
+    if body.endswith(b","):
+        body = body[:-1].rstrip(_WS)
+    return body + b"]" if body.endswith((b"}", b"[")) else None
 
 
 def _check_start(reader: _Reader) -> None:
@@ -393,6 +407,13 @@ def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Event]]:
     except orjson.JSONDecodeError as exc:
         at = _byte_pos(wrapped, exc.pos) - 1
         if not exc.msg.startswith("unexpected content after"):
+            closed = _closed(wrapped) if form == "array" else None
+            if closed is not None:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    events = decode_events(closed)
+                    if events:
+                        yield events
+                    return
             raise _error(reader, exc, at) from None
         after = at
         while after > 0 and reader.buf[after - 1] in _WS:
