@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 import io
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,27 @@ BAD = {
     "none.json": (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
     "fake.json.gz": (b"[]", "not gzip"),
     "broken.json.gz": (gzip.compress(b"[1, 2, 3]")[:-8] + b"xx", "gzip"),
+    # what gzip(1) calls "trailing garbage": not "ended before the end-of-stream marker"
+    "junk_after.json.gz": (gzip.compress(b'[{"ph": "X", "name": "a", "ts": 1, "dur": 2}]') + b"garbage",
+                           "not valid gzip (7 bytes after the gzip data, at byte"),
 }
+
+
+def _corrupt_gzip() -> bytes:
+    """A 2 MB trace gzipped, a bit flipped in the middle of its compressed data: it inflates to junk well
+    before the member's check (CRC, length) at its end fails."""
+    events = [{"ph": "X", "name": f"op{i % 50}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5} for i in range(40_000)]
+    data = bytearray(gzip.compress(json.dumps(events).encode(), mtime=0))
+    data[len(data) // 2 + 97] ^= 0x01  # a bit that inflates to a character JSON can't have there
+    return bytes(data)
+
+
+def test_damaged_gzip_is_said_to_be_gzip_not_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "damaged.json.gz"
+    path.write_bytes(_corrupt_gzip())
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not valid gzip" in err and "JSON" not in err, err
 
 
 @pytest.mark.parametrize("name", sorted(BAD))

@@ -30,6 +30,7 @@ COMPRESSED_BLOCK = 256 << 10  # compressed bytes read at a time
 PIECE = 2 << 20  # decompressed bytes made at a time, however well the data compresses
 AHEAD = 8  # decompressed pieces waiting at most
 _END = object()
+_MAGIC = b"\x1f\x8b"  # how a gzip member starts
 
 
 def engine() -> ModuleType:
@@ -64,6 +65,10 @@ class GunzipAhead:
                     if not data:
                         break
                     while data and not self._stop.is_set():
+                        if not started and not data.startswith(_MAGIC[:len(data)]):  # junk, not a next member
+                            at = f.tell() - len(data)
+                            raise zlib.error(f"{os.fstat(f.fileno()).st_size - at} bytes after the gzip data, "
+                                             f"at byte {at}, are not gzip")
                         out = d.decompress(data, PIECE)  # bounded: a block of zeros inflates 1000-fold
                         started = True
                         if out:

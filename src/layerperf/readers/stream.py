@@ -17,7 +17,7 @@ import orjson
 
 from layerperf.errors import InputError
 from layerperf.readers.decode import Event, decode_events, events_of
-from layerperf.readers.gunzip import open_gzip
+from layerperf.readers.gunzip import GunzipAhead, open_gzip
 
 
 def read_bytes(path: Path) -> bytes:
@@ -168,6 +168,18 @@ class _Reader:
         self.buf = self.buf + data if self.buf else data
         return True
 
+    def gzip_fault(self) -> str | None:
+        """For a gzipped file, what is wrong with its gzip data further on (read on to its end, nothing kept);
+        None when nothing is, or the file is not gzipped."""
+        if self.eof or not isinstance(self.f, GunzipAhead):
+            return None
+        try:
+            while self.f.skip(BLOCK_BYTES):
+                pass
+        except (EOFError, zlib.error) as exc:
+            return str(exc)
+        return None
+
     def consume(self, n: int) -> None:
         """Drop buf[:n]."""
         self.offset += n
@@ -213,6 +225,9 @@ def _byte_pos(data: bytes, pos: int) -> int:
 
 
 def _error(reader: _Reader, exc: orjson.JSONDecodeError, at: int) -> InputError:
+    fault = reader.gzip_fault()
+    if fault is not None:  # damaged gzip inflates to junk before its check fails: say the cause, not the junk
+        return InputError(f"{reader.path} is not valid gzip ({fault})")
     where = reader.position(at)
     if reader.eof and at >= len(reader.buf):
         return InputError(f"{reader.path} is truncated ({exc.msg} at {where})")
