@@ -155,6 +155,22 @@ def test_compare_refuses_a_bad_list_of_runtimes(backends: str, capsys: pytest.Ca
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("flags", "says"), [
+    (["nope.onnx"], "no such model file: nope.onnx"),
+    (["resnet18", "--runs", "0"], "--runs must be at least 1, got 0"),
+    (["resnet18", "--batch", "0"], "batch must be at least 1, got 0"),
+    (["resnet18", "--inputs", "nofile.npz"], "no such inputs file: nofile.npz"),
+])
+def test_a_mistake_every_runtime_makes_is_said_once(flags: list[str], says: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # not once per runtime and then "compare needs two runtimes that ran; 0 did"
+    from layerperf.cli import main
+
+    assert main(["compare", *flags, "--backends", "onnxruntime,torch"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "failed" not in err, err
+
+
 def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two runtimes that are not TVM (ONNX Runtime and the toy replay backend), as where TVM is not installed."""
     import orjson

@@ -66,6 +66,7 @@ def chosen_backends(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import layerperf
     from layerperf.analysis.compare import compare
+    from layerperf.backends.base import RunPlan
     from layerperf.cli.common import flags_for, model_options, progress_bar
     from layerperf.errors import InputError, LayerperfError
     from layerperf.renderers.files import check_dir
@@ -78,9 +79,11 @@ def run(args: argparse.Namespace) -> int:
     table_layout = layout(args, fmt)  # --columns/--wide refused with json before anything runs
     if args.out:
         check_dir(Path(args.out))
+    RunPlan(warmup=args.warmup, runs=args.runs, threads=args.threads, seed=args.seed).validate()  # said once
     runs = _runs(names, flags)
     profiles: dict[str, layerperf.Profile] = {}
     failed: dict[str, str] = {}
+    errors: dict[str, LayerperfError] = {}
     with progress_bar() as progress:
         for label, name, options in runs:
             try:
@@ -88,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
                     args.model, backend=name, warmup=args.warmup, runs=args.runs, threads=args.threads,
                     latency=not args.no_latency, progress=progress, **model_options(args), **options)
             except LayerperfError as exc:
-                failed[label] = str(exc)
-                print(f"layerperf: compare: {label} failed: {exc}", file=sys.stderr)
+                failed[label], errors[label] = str(exc), exc
+    if not profiles and len(set(failed.values())) == 1:  # the same mistake for every runtime: said once
+        raise next(iter(errors.values()))
+    for label, message in failed.items():
+        print(f"layerperf: compare: {label} failed: {message}", file=sys.stderr)
     if len(profiles) < 2:
         raise InputError(f"compare needs two runtimes that ran; {len(profiles)} did")
     comparison = compare({k: p.calls() for k, p in profiles.items()}, match=args.match,
