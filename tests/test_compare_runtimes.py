@@ -104,7 +104,31 @@ def test_compare_groups_the_nodes_a_fused_kernel_covers() -> None:
     assert doc["totals"]["latency_ms"] == {"onnxruntime": 0.02, "tvm": None}
     assert doc["rows"][0] == {"key": "conv1", "op_type": "Conv", "layers": {"onnxruntime": ["conv1"],
                               "tvm": ["conv1"]}, "time_us": {"onnxruntime": 10.0, "tvm": 30.0},
-                              "fastest": "onnxruntime"}
+                              "fastest": "onnxruntime", "comparable": True}
+    # Relu shares a row with TVM's BatchNormalization kernel (bn1+relu): neither type names a fastest
+    kinds = {r.key: r for r in c.types}
+    assert not kinds["Relu"].comparable and kinds["Relu"].fastest is None
+    assert not kinds["BatchNormalization"].comparable
+    assert kinds["Conv"].comparable and kinds["Conv"].fastest == "onnxruntime"
+
+
+def test_an_op_type_fused_into_another_types_layers_names_no_fastest() -> None:
+    # ONNX Runtime runs MatMul and its Add apart; TVM's kernel holds both (a MatMul): ONNX Runtime's Add row
+    # holds work that TVM's Add row (the one Add it ran apart) does not
+    ort = _calls([("q/MatMul", "MatMul", 40.0), ("q/Add", "Add", 30.0), ("emb/Add", "Add", 5.0)])
+    tvm = _calls([("q/MatMul+Add", "MatMul", 50.0), ("emb/Add", "Add", 1.0)],
+                 covers={"q/MatMul+Add": ("q/MatMul", "q/Add"), "emb/Add": ("emb/Add",)})
+    c = compare({"onnxruntime": ort, "tvm": tvm})
+    kinds = {r.key: r for r in c.types}
+    assert kinds["Add"].time_us == {"onnxruntime": 35.0, "tvm": 1.0}
+    assert (kinds["Add"].fastest, kinds["Add"].comparable) == (None, False)  # not "tvm, x35"
+    assert (kinds["MatMul"].fastest, kinds["MatMul"].comparable) == (None, False)
+    from layerperf.renderers.views.compare import compare_view
+
+    view = compare_view(c, fmt="json")
+    types = view.sections[1]
+    assert all(r["spread"] is None for r in types.rows)
+    assert any("no fastest for" in line and "Add" in line for line in map(str, types.notes))
 
 
 def test_one_fused_node_against_two_kernels_is_one_row() -> None:

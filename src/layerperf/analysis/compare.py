@@ -16,7 +16,9 @@ layers that do the same work on each runtime:
 A row's time on a runtime is the sum of its layers' time per run (each layer's median per call,
 times its calls per run); the fastest runtime is the one with the least, among those that have the
 row. Per op type, each runtime's layers are summed by op family (Conv, FusedConv and a Conv2d module
-are one) — a fused kernel counts under its anchor's type. Totals add every layer of a runtime (its
+are one) — a fused kernel counts under its anchor's type; a type whose layers share a row with another
+type's (one runtime fused that work into another type's layer) names no fastest: its sums hold
+different work. Totals add every layer of a runtime (its
 sum of layer times), beside its end-to-end latency with the profiler off when it was measured.
 """
 
@@ -43,10 +45,11 @@ class Row:
     layers: dict[str, tuple[str, ...]]
     time_us: dict[str, float | None]
     fastest: str | None
+    comparable: bool = True  # an op type's row: False where the runtimes' layers of it do different work
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "op_type": self.op_type, "layers": {k: list(v) for k, v in self.layers.items()},
-                "time_us": dict(self.time_us), "fastest": self.fastest}
+                "time_us": dict(self.time_us), "fastest": self.fastest, "comparable": self.comparable}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +151,24 @@ def _rows(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Seque
     return rows
 
 
-def _types(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Sequence[Sequence[float]]) -> list[Row]:
+def _mixed(nodes: Sequence[Sequence[Node]], groups: _Groups) -> set[str]:
+    """The op families whose layers share a row (on two runtimes or more) with layers of another family:
+    one runtime fused their work into another type's layer (ONNX Runtime's Add beside a MatMul, where TVM's
+    kernel is a MatMul with the Add in it), so their sums per type hold different work."""
+    rows: dict[Item, list[Item]] = {}
+    for r, side in enumerate(nodes):
+        for i in range(len(side)):
+            rows.setdefault(groups.find((r, i)), []).append((r, i))
+    out: set[str] = set()
+    for items in rows.values():
+        families = {op_family(nodes[r][i].op_type) for r, i in items}
+        if len(families) > 1 and len({r for r, _ in items}) > 1:
+            out |= families
+    return out
+
+
+def _types(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Sequence[Sequence[float]],
+           mixed: set[str]) -> list[Row]:
     sums: dict[str, dict[str, float]] = {}
     for r, b in enumerate(backends):
         for node, t in zip(nodes[r], times[r], strict=True):
@@ -157,7 +177,8 @@ def _types(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Sequ
     out = []
     for family, by_backend in sorted(sums.items(), key=lambda kv: -max(kv[1].values())):
         time = {b: by_backend.get(b) for b in backends}
-        out.append(Row(family, family, {}, time, _fastest(time)))
+        alike = family not in mixed
+        out.append(Row(family, family, {}, time, _fastest(time) if alike else None, alike))
     return out
 
 
@@ -175,7 +196,7 @@ def compare(tables: Mapping[str, Calls], *, match: str = "normalized",
     rows = _rows(backends, nodes, times, groups)
     grouped = {b: sum(len(r.layers.get(b, ())) for r in rows if b in r.layers and len(r.layers) > 1)
                for b in backends}
-    return Comparison(backends, tuple(rows), tuple(_types(backends, nodes, times)),
+    return Comparison(backends, tuple(rows), tuple(_types(backends, nodes, times, _mixed(nodes, groups))),
                       {b: sum(t) for b, t in zip(backends, times, strict=True)},
                       {b: (latency_ms or {}).get(b) for b in backends},
                       {b: len(n) for b, n in zip(backends, nodes, strict=True)}, grouped)

@@ -25,7 +25,7 @@ def _flat(row: Row, backends: Sequence[str], with_layers: bool) -> dict[str, Any
         if with_layers:
             out[f"layers.{b}"] = " + ".join(row.layers.get(b, ()))
     known = [t for t in row.time_us.values() if t]
-    out["spread"] = max(known) / min(known) if len(known) > 1 else None
+    out["spread"] = max(known) / min(known) if len(known) > 1 and row.comparable else None
     return out
 
 
@@ -67,9 +67,12 @@ def _type_section(c: Comparison) -> Section:
     columns = [name_column("key", "op type"), *[_dashed(col) for col in _time_columns(c.backends)],
                text("fastest", "fastest", priority=1),
                Column("spread", "slowest/fastest", _dash(lambda v: f"x{v:.2f}"), priority=2)]
+    unlike = [r.key for r in c.types if not r.comparable]
+    lines = [f"no fastest for {', '.join(unlike)}: a runtime fused some of their work into another type's layers "
+             "(see the rows per layer), so their sums per type hold different work"] if unlike else []
     return Section(columns=columns, rows=rows, shown=[_people(r, c.backends) for r in rows],
                    title="per op type (op family; a fused kernel under its anchor's type): time per run",
-                   notes=notes(_totals(c)))
+                   notes=notes([*lines, *_totals(c)]))
 
 
 def _totals(c: Comparison) -> list[str]:
