@@ -105,8 +105,8 @@ def gaps(kernels: KernelTable | Activities, lanes: Lanes | None = None) -> Itera
 def idle(kernels: KernelTable | Activities) -> tuple[Gaps, ...]:
     """Per stream (device and stream) and cause, the idle gaps' statistics (causes with no gap left out)."""
     keys, stats, lanes = Keys(), Stats(medians=True), Lanes()
-    for lane, gap, cause in gaps(kernels, lanes):
-        stats.add(keys.codes(lane * _PER_STREAM + cause), gap)
+    for lanes_of, gap, cause in gaps(kernels, lanes):
+        stats.add(keys.codes(lanes_of * _PER_STREAM + cause), gap)
     code = {k: c for c, k in enumerate(keys.keys)}
     named = lanes.named()
     out = []
