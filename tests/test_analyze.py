@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 import io
+import json
 from pathlib import Path
 from typing import Any
 

@@ -153,7 +153,7 @@ def test_memcpy_and_annotations_v100() -> None:
     kernels = read_table(V100).meta["kernels"]
     (d,) = memcpy(kernels).directions
     assert d.direction == "Memcpy HtoD" and d.calls == len(copies)
-    assert d.bytes == sum(e["args"]["bytes"] for e in copies) and type(d.bytes) is int  # a count: 2000000, not 2000000.0
+    assert d.bytes == sum(e["args"]["bytes"] for e in copies) and type(d.bytes) is int  # a count, not 2000000.0
     table = read_table(V100)
     (step,) = annotation_times(table.meta["annotations"], kernels)
     raw = next(e for e in events if e["name"].startswith("ProfilerStep#"))
