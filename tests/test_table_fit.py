@@ -19,7 +19,8 @@ from layerperf.cli import build_parser, main
 from layerperf.cli.bench import _measure
 from layerperf.readers.detect import read_table
 from layerperf.renderers import markdown, terminal
-from layerperf.renderers.fit import Layout, shorten
+from layerperf.renderers.distinct import shorten
+from layerperf.renderers.fit import Layout
 from layerperf.renderers.view import KEEP, Column, Section, View
 from layerperf.renderers.views.analyze import analyze_view
 from layerperf.renderers.views.bench import bench_view

@@ -7,6 +7,11 @@ name shares first (the common head ``encoder``, a shared ``dense``), then the ot
 whenever eliding it would let the shortened name read as another shown row's (``…layer.1…MatMulAddFusion``
 beside ``encoder.layer.1.intermediate.dense/…``). Units are dropped one at a time, so a name keeps as
 much as its width has room for.
+
+A name whose units cannot tell it apart in its width (a CUDA kernel's ``sm90_xmma_fprop_…_tilesize64x64x32_…``
+is one unit; a kernel sequence's names differ in their middle) is cut by characters, keeping its start, its
+end and, between them, where it parts from the rows it would otherwise read as (``sm90_xm…ze64x64x32_…_cudnn``
+beside ``sm90_xm…ze64x128x32…_cudnn``). :func:`shortened` is the one rule every fitted table follows.
 """
 
 from __future__ import annotations
@@ -17,11 +22,163 @@ from collections.abc import Sequence
 from rich.cells import cell_len
 
 ELLIPSIS = "…"
+PART = re.compile(r"[^./:]+")  # the parts of a module path (encoder.layer.11), an ONNX scope (/bert/encoder/...)
 _UNIT = re.compile(r"[^./:]+(?:\.\d+(?=[./:]|$))*")  # a path part with its indices: stages.0, layer.11, Conv_output_0
 _EDGE_BEFORE = r"(?:^|(?<=[./:]))"
 _EDGE_AFTER = r"(?=[./:]|$)"
 
 Span = tuple[int, int]
+
+
+def shortened(texts: Sequence[str], width: int) -> list[str]:
+    """Each of ``texts`` in at most ``width`` characters, the rows still told apart: by whole units
+    (:func:`distinct`), or in the middle (:func:`shorten`) where that keeps more and reads as no other
+    row, else by characters kept where it parts from the others (:func:`cut_apart`). Only where none of
+    these tells a row apart in the width does it read as its middle cut alone."""
+    if all(cell_len(t) <= width for t in texts):
+        return list(texts)
+    apart = distinct(texts, width)
+    out = []
+    for text, by_units in zip(texts, apart, strict=True):
+        cut = shorten(text, width)
+        if by_units is not None and (len(cut) <= len(by_units) or reads_as_another(cut, text, texts)):
+            out.append(by_units)
+        elif cut == text or not reads_as_another(cut, text, texts):
+            out.append(cut)
+        else:
+            out.append(cut_apart(text, texts, width) or cut)
+    return out
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, its middle replaced by an ellipsis: a name keeps its
+    start (where it is in the model) and its end (what it is). A dotted or slashed name loses whole
+    parts of its path where that keeps most of the width (``encoder.layer.9…self.value``). Blind to the
+    other rows: :func:`shortened` checks it."""
+    if cell_len(text) <= width:
+        return text
+    by_parts = _by_parts(text, width)
+    if by_parts is not None and len(by_parts) * 3 >= width * 2:
+        return by_parts
+    if width <= 1:
+        return ELLIPSIS[:width]
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def _by_parts(text: str, width: int) -> str | None:
+    """``text`` with whole middle parts of its path elided: parts taken from the start and the end in
+    turn while they fit; None when the first and the last part alone do not fit."""
+    parts = [m.span() for m in PART.finditer(text)]
+    if len(parts) < 2:
+        return None
+
+    def joined(h: int, t: int) -> str:
+        return text[:parts[h - 1][1]] + ELLIPSIS + text[parts[-t][0]:]
+
+    h, t = 1, 1
+    if cell_len(joined(h, t)) > width:
+        return None
+    grew = True
+    while grew:
+        grew = False
+        for dh, dt in ((1, 0), (0, 1)):
+            if h + dh + t + dt <= len(parts) - 1 and cell_len(joined(h + dh, t + dt)) <= width:
+                h, t, grew = h + dh, t + dt, True
+    return joined(h, t)
+
+
+MARKS = 8  # places a name is kept at, beside its start and end, before :func:`cut_apart` gives up
+
+
+def cut_apart(text: str, others: Sequence[str], width: int) -> str | None:
+    """``text`` in at most ``width`` characters, reading as none of ``others``: its start, its end and a
+    few characters around each place where it parts from a row it would otherwise read as (the first
+    character where they differ, else the last), those places added one at a time until no other row
+    matches; None when that does not fit the width."""
+    rivals = [o for o in dict.fromkeys(others) if o != text]
+    marks: list[int] = []
+    for _ in range(MARKS + 1):
+        kept = _keep_around(text, marks, width)
+        if kept is None:
+            return None
+        shown = _render_kept(text, kept)
+        confused = next((o for o in rivals if _matches(shown, o)), None)
+        if confused is None:
+            return shown
+        mark = _parting(text, confused, kept)
+        if mark is None:
+            return None
+        marks.append(mark)
+    return None
+
+
+def _parting(text: str, other: str, kept: Sequence[Span]) -> int | None:
+    """Where ``text`` parts from ``other`` and is not yet kept: the first character that differs
+    counted from the start, else from the end; None when both are kept already."""
+    head = next((i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other)))
+    tail = next((i for i, (a, b) in enumerate(zip(reversed(text), reversed(other), strict=False)) if a != b),
+                min(len(text), len(other)))
+    for at in (head, len(text) - 1 - tail):
+        if 0 <= at < len(text) and not any(lo <= at < hi for lo, hi in kept):
+            return at
+    return None
+
+
+def _keep_around(text: str, marks: Sequence[int], width: int) -> list[Span] | None:
+    """The runs of ``text`` to keep: its first and last character and each of ``marks``, each grown a
+    character at a time in turn (a mark to both sides) while the shortened name fits ``width``; None
+    when those characters alone do not fit."""
+    cells = [0]
+    for ch in text:
+        cells.append(cells[-1] + cell_len(ch))
+    n = len(text)
+    runs = [[0, 1], [n - 1, n], *([m, m + 1] for m in sorted(set(marks)))]
+    sides = [(0, 1), (1, -1)] + [(i, s) for i in range(2, len(runs)) for s in (-1, 1)]
+
+    def size(spans: list[list[int]]) -> int:
+        merged = _merge(spans)
+        return sum(cells[hi] - cells[lo] for lo, hi in merged) + len(merged) - 1
+
+    if size(runs) > width:
+        return None
+    grew = True
+    while grew:
+        grew = False
+        for i, side in sides:
+            lo, hi = runs[i]
+            trial = [lo, hi + 1] if side > 0 else [lo - 1, hi]
+            if trial[0] < 0 or trial[1] > n:
+                continue
+            runs[i] = trial
+            if size(runs) <= width:
+                grew = True
+            else:
+                runs[i] = [lo, hi]
+    return _merge(runs)
+
+
+def _merge(spans: Sequence[Sequence[int]]) -> list[Span]:
+    """``spans`` sorted, those that touch or overlap joined."""
+    out: list[Span] = []
+    for lo, hi in sorted((s[0], s[1]) for s in spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _render_kept(text: str, kept: Sequence[Span]) -> str:
+    """``text``'s ``kept`` runs, an ellipsis for each run left out between them."""
+    return ELLIPSIS.join(text[lo:hi] for lo, hi in kept)
+
+
+def _matches(shown: str, other: str) -> bool:
+    """Whether ``shown`` (pieces and ellipses) could stand for ``other``."""
+    pattern = "^" + ".+".join(re.escape(p) for p in shown.split(ELLIPSIS)) + "$"
+    return re.match(pattern, other, re.DOTALL) is not None
 
 
 def units(text: str) -> list[Span]:
@@ -145,8 +302,7 @@ def _cut_apart(shown: str, text: str, others: Sequence[str], width: int) -> str 
 def reads_as_another(shown: str, text: str, others: Sequence[str]) -> bool:
     """Whether ``shown`` (``text`` with runs of characters elided, ``…``) could as well stand for one of
     ``others``: its pieces, in order, from the start and to the end where no ellipsis stands there."""
-    pattern = re.compile("^" + ".+".join(re.escape(p) for p in shown.split(ELLIPSIS)) + "$", re.DOTALL)
-    return any(o != text and pattern.match(o) for o in others)
+    return any(o != text and _matches(shown, o) for o in others)
 
 
 def _ambiguous(text: str, spans: Sequence[Span], kept: Sequence[bool], others: Sequence[str]) -> bool:

@@ -2,8 +2,9 @@
 
 Every table people read in a terminal comes through here. What a table is about (its
 :data:`~layerperf.renderers.view.KEEP` columns: the name and the ranked figure) is always shown; a name
-too long for its share of the width is shortened in the middle (``encoder.layer.11…attention.self.query``),
-never below its column's ``min_width``. The other columns are taken by priority while they fit: columns
+too long for its share of the width is shortened so that the rows still tell apart
+(:func:`layerperf.renderers.distinct.shortened`: ``encoder.layer.11…attention.self.query``), never below its
+column's ``min_width``. The other columns are taken by priority while they fit: columns
 with nothing in them (all zero, all unknown) last, then the details (shapes, provider). Numbers always
 print whole. A line below the table names what was left out and how to see it. Output for programs
 (a pipe, a file, ``--wide``) is not fitted: every column, every character.
@@ -11,22 +12,19 @@ print whole. A line below the table names what was left out and how to see it. O
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rich.cells import cell_len
 
 from layerperf.errors import InputError
-from layerperf.renderers.distinct import distinct, reads_as_another
+from layerperf.renderers.distinct import shortened
 from layerperf.renderers.view import KEEP, Column, Note, Section
 
 GAP = 3  # what a boxed table adds per column: a space each side of the cell and the border before it
 EDGE = 1  # the border closing each line
 NAME_SHARE = 3  # a kept text column (the name) may take up to a third of the width before other columns
 TEXT_SHARE = 6  # any other narrowable text column, a sixth
-ELLIPSIS = "…"
-PART = re.compile(r"[^./:]+")  # the parts of a module path (encoder.layer.11), an ONNX scope (/bert/encoder/...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,44 +56,6 @@ class Fitted:
         """The printed table's width in characters."""
         widths = self.widths or tuple(natural(c, [row[i] for row in self.cells]) for i, c in enumerate(self.columns))
         return sum(widths) + GAP * len(widths) + EDGE
-
-
-def shorten(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, its middle replaced by an ellipsis: a name keeps its
-    start (where it is in the model) and its end (what it is). A dotted or slashed name loses whole
-    parts of its path where that keeps most of the width (``encoder.layer.9…self.value``)."""
-    if cell_len(text) <= width:
-        return text
-    by_parts = _by_parts(text, width)
-    if by_parts is not None and len(by_parts) * 3 >= width * 2:
-        return by_parts
-    if width <= 1:
-        return ELLIPSIS[:width]
-    tail = (width - 1) // 2
-    head = width - 1 - tail
-    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
-
-
-def _by_parts(text: str, width: int) -> str | None:
-    """``text`` with whole middle parts of its path elided: parts taken from the start and the end in
-    turn while they fit; None when the first and the last part alone do not fit."""
-    parts = [m.span() for m in PART.finditer(text)]
-    if len(parts) < 2:
-        return None
-
-    def joined(h: int, t: int) -> str:
-        return text[:parts[h - 1][1]] + ELLIPSIS + text[parts[-t][0]:]
-
-    h, t = 1, 1
-    if cell_len(joined(h, t)) > width:
-        return None
-    grew = True
-    while grew:
-        grew = False
-        for dh, dt in ((1, 0), (0, 1)):
-            if h + dh + t + dt <= len(parts) - 1 and cell_len(joined(h + dh, t + dt)) <= width:
-                h, t, grew = h + dh, t + dt, True
-    return joined(h, t)
 
 
 def natural(column: Column, cells: Sequence[str]) -> int:
@@ -187,8 +147,8 @@ def fit(section: Section, width: int, layout: Layout = PLAIN, chosen: bool = Fal
         return whole(section)  # asked for more than fits: every character, the terminal wraps the lines
     shown = [columns[i] for i in kept]
     filled = _stood_in(cells, _stand_ins(columns, set(kept)))
-    shortened = {i: _cells(columns[i], [row[i] for row in filled], widths[i]) for i in kept}
-    out = tuple(tuple(shortened[i][r] for i in kept) for r in range(len(filled)))
+    fitted = {i: _cells(columns[i], [row[i] for row in filled], widths[i]) for i in kept}
+    out = tuple(tuple(fitted[i][r] for i in kept) for r in range(len(filled)))
     short = sum(1 for i in kept if not columns[i].wrap for row in filled if cell_len(row[i]) > widths[i])
     left_out = [c for i, c in enumerate(columns) if i not in kept]
     extra = _fit_note(left_out, short, width, layout, _standing_in(columns, cells, set(kept)))
@@ -260,22 +220,10 @@ def _shrink(columns: list[Column], kept: list[int], widths: list[int], width: in
 
 def _cells(column: Column, texts: list[str], width: int) -> list[str]:
     """A column's cells in ``width``: whole (wrapped prose, numbers), else shortened so that the rows
-    still tell apart (:func:`layerperf.renderers.distinct.distinct`), else in the middle."""
+    still tell apart (:func:`layerperf.renderers.distinct.shortened`, the one rule for every table)."""
     if column.wrap or all(cell_len(t) <= width for t in texts):
         return texts
-    apart = distinct(texts, width)
-    return [_longest_apart(t, a, width, texts) for a, t in zip(apart, texts, strict=True)]
-
-
-def _longest_apart(text: str, apart: str | None, width: int, texts: Sequence[str]) -> str:
-    """The longer of ``text`` shortened by whole units (``apart``) and in the middle by characters, when
-    that one too reads as no other row (``layer4.0.down…mple.1_nchwc`` beside ``layer4.0…1_nchwc``)."""
-    cut = shorten(text, width)
-    if apart is None:
-        return cut
-    if len(cut) > len(apart) and not reads_as_another(cut, text, texts):
-        return cut
-    return apart
+    return shortened(texts, width)
 
 
 def _label(column: Column) -> str:

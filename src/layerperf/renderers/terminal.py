@@ -1,14 +1,17 @@
 """The terminal format (rich): each section a table, its notes below, warnings and hints coloured.
 
 On a terminal, tables are fitted to its width (:mod:`layerperf.renderers.fit`: what is left out is
-said below). Piped, redirected, written to a ``.txt`` file or asked ``--wide``, a table prints whole:
-every column, every character, however wide. Knows views, nothing about runtimes or figures.
+said below), and a listing's last column wraps under itself. Piped, redirected, written to a ``.txt``
+file or asked ``--wide``, a table prints whole: every column, every character, however wide (a listing
+one line a row). Knows views, nothing about runtimes or figures.
 """
 
 from __future__ import annotations
 
 import io
+import textwrap
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +23,7 @@ NAME = "table"
 SUFFIX = ".txt"
 UNBOUNDED = 1_000_000  # the width of output that no terminal cuts: a pipe, a file, --wide
 NOTE_STYLES = {"warning": "yellow", "hint": "yellow"}
+LISTING_MIN = 20  # a listing's last column narrower than this on a terminal: its lines are left whole
 
 
 def table(fitted: Fitted, title: str | None = None) -> Table:
@@ -42,10 +46,20 @@ def note_text(note: Note) -> Text:
     return Text.assemble((f"{note.kind}:", NOTE_STYLES.get(note.kind, "")), " ", note.text)
 
 
-def listing_lines(section: Section) -> list[str]:
-    """The rows as plain lines, every column but the last padded to its width."""
+def listing_lines(section: Section, width: int | None = None) -> list[str]:
+    """The rows as plain lines, every column but the last padded to its width; fitted to ``width``
+    characters (None: one line a row, for grep and awk), the last column wraps on words under itself."""
     *head, last = section.columns
-    return [" ".join([*(c.cell(row).ljust(c.width) for c in head), last.cell(row)]) for row in section.people_rows]
+    out = []
+    for row in section.people_rows:
+        lead = " ".join([*(c.cell(row).ljust(c.width) for c in head), ""])
+        room = (width or 0) - cell_len(lead)
+        if width is None or room < LISTING_MIN:
+            out.append(lead + last.cell(row))
+            continue
+        lines = textwrap.wrap(last.cell(row), room, break_on_hyphens=False) or [""]
+        out += [lead + lines[0], *(" " * cell_len(lead) + line for line in lines[1:])]
+    return out
 
 
 def print_section(section: Section, con: Console, width: int | None, layout: Layout = PLAIN,
@@ -54,7 +68,7 @@ def print_section(section: Section, con: Console, width: int | None, layout: Lay
     (None: at ``width``)."""
     notes = section.notes
     if section.listing:
-        for line in listing_lines(section):
+        for line in listing_lines(section, width):
             con.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
     elif section.columns:
         fitted = for_terminal(section, width, layout)

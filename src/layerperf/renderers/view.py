@@ -73,7 +73,8 @@ class Section:
 
     ``keys`` are the CSV columns (empty: every key of the rows, first seen first), whose figures CSV
     writes whole; ``listing``: the terminal shows the rows as plain
-    lines, columns padded to their width, rather than a boxed table (a list for grep and awk).
+    lines, columns padded to their width, rather than a boxed table (a list for grep and awk; on a
+    terminal the last column wraps under itself at its width).
     """
 
     columns: Sequence[Column]

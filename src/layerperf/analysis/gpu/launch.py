@@ -3,7 +3,8 @@
 For an activity whose launching runtime call is known (its ``correlation``): the *CPU launch time* is
 that call's duration; the *launch delay* the time from the call's end to the activity's start (0 when
 the activity started before the call returned), as Holistic Trace Analysis computes it. Per kernel
-name: calls, mean CPU launch time, mean, median and largest launch delay. Per op that launched
+name: calls, mean CPU launch time, total, mean, median and largest launch delay, the largest total
+first. Per op that launched
 anything: its calls' kernel sequences (the kernels one call launched, in start order), the most
 frequent first.
 
@@ -35,6 +36,7 @@ class LaunchStats:
     name: str
     launches: int
     cpu_mean_ns: float
+    delay_total_ns: float  # what the rows are ranked by
     delay_mean_ns: float
     delay_median_ns: float
     delay_max_ns: float
@@ -79,9 +81,10 @@ def launch(kernels: KernelTable | Activities) -> Launch:
     stats = []
     for code in np.flatnonzero(delay.count).tolist():
         n = int(delay.count[code])
-        stats.append(LaunchStats(names[code], n, float(cpu.total[code]) / n, float(delay.total[code]) / n,
+        total = float(delay.total[code])
+        stats.append(LaunchStats(names[code], n, float(cpu.total[code]) / n, total, total / n,
                                  delay.median(code), float(delay.most[code])))
-    stats.sort(key=lambda s: -s.delay_mean_ns * s.launches)
+    stats.sort(key=lambda s: -s.delay_total_ns)
     return Launch(tuple(stats), sequences(src), int(delay.count.sum()), float(cpu.total.sum()),
                   float(delay.total.sum()))
 

@@ -57,8 +57,10 @@ def events_view(probes: Sequence[Any], pfm_events: Sequence[Mapping[str, Any]], 
 
 
 def models_view() -> View:
-    """The built-in models, one line each: name and description."""
+    """The built-in models: name and description (the name said once), a line each where not wrapped."""
     from layerperf.models import zoo
 
     rows = [{"name": name, "description": zoo.describe(name)} for name in zoo.names()]
-    return View(sections=(Section(columns=MODEL_COLUMNS, rows=rows, listing=True),), doc={"models": rows})
+    shown = [{**r, "description": r["description"].removeprefix(f"{r['name']}: ")} for r in rows]  # named once
+    return View(sections=(Section(columns=MODEL_COLUMNS, rows=rows, shown=shown, listing=True),),
+                doc={"models": rows})
