@@ -120,6 +120,9 @@ BAD = {
     "number.json": (b"42", "not a trace: a trace is a JSON array or object"),
     "events_not_a_list.json": (b'{"traceEvents": 5}', "traceEvents is a number, not an array"),
     "none.json": (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
+    # its only timed event was left out: the line says why, not only that there is none
+    "only_negative.json": (b'[{"ph": "X", "name": "a", "ts": 1, "dur": -2}]',
+                           "(tef trace with 1 event, none of them a timed op; 1 left out: negative duration)"),
     "fake.json.gz": (b"[]", "not gzip"),
     "broken.json.gz": (gzip.compress(b"[1, 2, 3]")[:-8] + b"xx", "gzip"),
     # what gzip(1) calls "trailing garbage": not "ended before the end-of-stream marker"

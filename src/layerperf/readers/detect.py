@@ -144,8 +144,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool
         folded = streaming.fold(trace, reader, None if split else stream, meta, split=split, quantiles=quantiles,
                                 sink=sink)
         if folded.calls == 0:
-            raise InputError(f"{trace} has no timed events ({folded.meta.get('format')} trace with "
-                             f"{folded.meta.get('events', 0)} events, none of them a timed op)")
+            raise _no_timed(trace, folded.meta)
         return folded
     else:
         reader = ort if fmt == "ort" else tef
@@ -157,10 +156,17 @@ def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool
                 stream = open_events(trace, block=block)
         table = in_parts if in_parts is not None else reader.read(stream, meta)
     if len(table) == 0 and not table.meta.get("empty"):
-        raise InputError(f"{trace} has no timed events ({table.meta.get('format')} trace with "
-                         f"{table.meta.get('events', 0)} events, none of them a timed op)")
+        raise _no_timed(trace, table.meta)
     table.meta["total_ns"] = float(table.total_ns.sum())
     return table
+
+
+def _no_timed(trace: Path, meta: dict[str, Any]) -> InputError:
+    """A trace with no timed op: how many events it has, and why those that were timed were left out."""
+    n = int(meta.get("events", 0))
+    left = "; ".join(f"{int(v.get('events', 0))} left out: {why}" for why, v in (meta.get("dropped") or {}).items())
+    return InputError(f"{trace} has no timed events ({meta.get('format')} trace with {n} event{'' if n == 1 else 's'}, "
+                      f"none of them a timed op{'; ' + left if left else ''})")
 
 
 def _kind(doc: Any) -> str:
