@@ -224,6 +224,8 @@ def test_cli_timeline(nested_profile: Path, tmp_path: Path) -> None:
     bad = run_cli("analyze", str(nested_profile), "--timeline", str(tmp_path / "file" / "t.json"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     assert not bad.stdout  # refused before the report
+    odd = run_cli("analyze", str(nested_profile), "--timeline", str(tmp_path / "t.xyz"))  # as -o refuses it
+    assert odd.returncode == 2 and "name its file .json" in odd.stderr and not (tmp_path / "t.xyz").exists()
 
 
 def test_no_timeline_without_times(nested_profile: Path, tmp_path: Path) -> None:

@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:  # a place the timeline cannot be written fails before reading, too
         from layerperf.renderers.files import check_dir
 
+        if Path(args.timeline).suffix.lower() != ".json":  # as -o refuses a suffix no format has
+            raise InputError(f"--timeline writes Chrome trace JSON: name its file .json, not {args.timeline}")
         check_dir(Path(args.timeline).absolute().parent)
     # figures fold as the trace is read, a timeline is written as it goes, the device activities the GPU
     # views and the per-kernel view read go to disk (removed once the view is made, whatever happens)
