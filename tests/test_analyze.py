@@ -239,3 +239,12 @@ def test_a_cpu_trace_naming_a_gpu_is_rated_against_no_peak(tmp_path: Path) -> No
     del doc["deviceProperties"]
     plain.write_bytes(orjson.dumps(doc))
     assert "pct_of_peak" in analyze_view(read_table(plain), peaks=given).sections[0].keys
+
+
+def test_shares_say_they_are_of_summed_time_when_rows_show_another_figure(trace: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    said = "self % and cumulative: each row's summed self time over the total, not its median per call"
+    assert main(["analyze", str(trace), "--aggregate", "median"]) == 0
+    assert said in capsys.readouterr().out.replace("\n", " ")
+    assert main(["analyze", str(trace)]) == 0
+    assert "self % and cumulative:" not in capsys.readouterr().out

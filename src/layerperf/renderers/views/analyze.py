@@ -126,7 +126,7 @@ def _title(table: Calls | Folded, shown: int, total: int, *, by: str, how: str, 
     return f"{meta.get('source')} ({meta.get('format')}): {count} {GROUPS[by]} by {order}, {how} over calls"
 
 
-def _notes(table: Calls | Folded) -> list[str]:
+def _notes(table: Calls | Folded, how: str = "sum") -> list[str]:
     meta = table.meta
     runs = meta.get("runs")
     lines = [f"{meta.get('events', 0)} events, {_calls(table)} op calls"
@@ -147,6 +147,8 @@ def _notes(table: Calls | Folded) -> list[str]:
                      f"up to {EXACT_MAX} calls and within {ALPHA:.1%} beyond")
     lines.append("self time excludes nested events; cumulative = running share of total self time; "
                  "computation in FLOPs (floating point), int ops (integer); ? = unknown")
+    if how != "sum":  # the shares are of time spent, whatever figure per call the rows show
+        lines.append(f"self % and cumulative: each row's summed self time over the total, not its {how} per call")
     return lines
 
 
@@ -173,7 +175,7 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
         columns = peak.with_column(columns)
     section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=(*notes(_notes(table)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints))
+                      notes=(*notes(_notes(table, how)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints))
     return View(sections=(section,), doc=rows)
 
 
