@@ -248,3 +248,11 @@ def test_shares_say_they_are_of_summed_time_when_rows_show_another_figure(trace:
     assert said in capsys.readouterr().out.replace("\n", " ")
     assert main(["analyze", str(trace)]) == 0
     assert "self % and cumulative:" not in capsys.readouterr().out
+
+
+def test_an_unknown_order_by_names_the_aliases_too(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(trace), "--order-by", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "time_us" in err
+    for alias in ("time", "cumulative", "inclusive", "device", "memory", "bandwidth"):  # what the README offers
+        assert f" {alias}," in err or f" {alias} (" in err, alias

@@ -210,8 +210,9 @@ def resolve_column(table: Calls | Folded, column: str) -> tuple[str, bool | None
         return column, ascending
     canonical = ALIASES.get(column) or ALIASES.get(column.lower())
     if canonical is None:
+        short = ", ".join(a for a in ALIASES if a.isidentifier() and a.islower() and a not in orderable(table))
         raise InputError(f"unknown --order-by column {column!r}",
-                         hint=f"valid: {', '.join(orderable(table))} (prefix + for ascending)")
+                         hint=f"valid: {', '.join(orderable(table))}, or {short} (prefix + for ascending)")
     return canonical, ascending
 
 
