@@ -120,3 +120,14 @@ def test_kernel_view_honours_aggregate(how: str, capsys: pytest.CaptureFixture[s
         assert r[key] == pytest.approx(figure(ref), abs=1e-3 * len(ref))
         assert r["stddev_us"] == pytest.approx(statistics.pstdev(ref), abs=1e-3)
         assert not math.isnan(r["min_us"])
+
+
+def test_an_infinite_duration_is_said_to_be_infinite(tmp_path: Path) -> None:
+    from layerperf.readers.dropped import INFINITE, TOO_LONG
+
+    path = tmp_path / "inf.json"
+    path.write_text('[{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 0, "dur": 5},'
+                    '{"ph": "X", "name": "inf", "pid": 1, "tid": 1, "ts": 1, "dur": "Infinity"},'
+                    '{"ph": "X", "name": "huge", "pid": 1, "tid": 1, "ts": 1, "dur": 5e15}]')
+    dropped = read_table(path).meta["dropped"]
+    assert {k: (v["events"], v["example"]) for k, v in dropped.items()} == {INFINITE: (1, "inf"), TOO_LONG: (1, "huge")}

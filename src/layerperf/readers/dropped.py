@@ -21,6 +21,7 @@ NEGATIVE = "negative duration"
 NO_DURATION = "no duration (null or missing)"
 NOT_A_NUMBER = "duration not a number"
 TOO_LONG = "duration beyond 126 years"
+INFINITE = "duration infinite"
 NO_START = "no start time"
 E_WITHOUT_B = "E event with no B open on its thread"
 B_WITHOUT_E = "B event never closed by an E"
@@ -76,6 +77,8 @@ def reason(ts: Any, dur: Any) -> str | None:
         return NOT_A_NUMBER
     if d < 0:
         return NEGATIVE
+    if math.isinf(d):  # "Infinity", or a number past float64's range
+        return INFINITE
     if d >= 4e15:
         return TOO_LONG
     t = _number(ts)
