@@ -397,3 +397,16 @@ def test_aten_cost_from_recorded_inputs() -> None:
     flops, moved = cost("aten::linear", [[2, 5, 8], [3, 8], [3]], ["float", "float", "float"], ["", "", ""])
     assert flops == 2 * 10 * 8 * 3 + 10 * 3 and moved == 4 * (80 + 24 + 3 + 30)
     assert math.isnan(cost("aten::relu", [[2, 3]], ["float"], [""])[0])  # no formula here
+
+
+def test_a_byte_order_mark_before_the_trace_is_no_part_of_it(tmp_path: Path) -> None:
+    events = [{"ph": "X", "name": f"n{i % 3}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 4.0} for i in range(500)]
+    plain = _write(tmp_path / "plain.json", {"traceEvents": events})
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    zipped = tmp_path / "bom.json.gz"
+    zipped.write_bytes(gzip.compress(bom.read_bytes()))
+    want = rows(aggregate(read_table(plain), "name"))
+    for path, block in ((bom, None), (bom, 64), (zipped, None), (zipped, 256)):
+        got = read_table(path) if block is None else read_table(path, block=block)
+        assert rows(aggregate(got, "name")) == want

@@ -270,6 +270,9 @@ def _check_start(reader: _Reader) -> None:
                          f"or '['), this file has byte 0x{reader.buf[start]:02x} at {reader.position(start)}")
 
 
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
+
+
 def _skip_ws(buf: bytes, i: int) -> int:
     while i < len(buf) and buf[i] in _WS:
         i += 1
@@ -297,6 +300,8 @@ def open_events(path: Path, *, block: int = BLOCK_BYTES) -> EventStream:
     reader = _Reader(path, block)
     try:
         reader.more()
+        if reader.buf.startswith(_BOM):  # JSON has none, but an editor may add one: it is no part of the text
+            reader.consume(len(_BOM))
         _check_start(reader)
         if reader.eof or len(reader.buf) < block:
             reader.more()
