@@ -142,3 +142,54 @@ def test_recorded_scalars_and_missing_types() -> None:
     untyped = _recorded("aten::convolution", dims, [], conv)  # FLOPs counted, bytes unknown
     assert untyped.flops == known.flops and untyped.bytes is None
     assert _recorded("aten::relu", [[2, 3]], ["float"], [""]) == UNKNOWN  # its result does not follow
+
+
+def test_cat_and_stack_results_follow_from_their_list_of_tensors() -> None:
+    """cat and stack take a list of tensors; their results follow from it, so a call whose results were not
+    recorded (a profiler trace's) is costed, 0 FLOPs and the bytes of what they read and write, as the same
+    call that ran."""
+    torch = pytest.importorskip("torch")
+    from layerperf.cost.aten.call import AtenCall
+    from layerperf.cost.aten.live import cost as live_cost
+
+    a, b, empty = torch.randn(2, 3), torch.randn(2, 5), torch.tensor([])
+    cases = [(torch.ops.aten.cat.default, ([a, b], 1)), (torch.ops.aten.cat.default, ([a, b], -1)),
+             (torch.ops.aten.cat.default, ([empty, a.flatten(), empty], 0)),  # legacy empty pieces take no part
+             (torch.ops.aten.stack.default, ([a, a * 2, a], 1)), (torch.ops.aten.stack.default, ([b, b], -1))]
+    for func, (pieces, dim) in cases:
+        listed = tuple(_t(tuple(p.shape), f"#{id(p)}") for p in pieces)  # one tensor listed twice is read once
+        unrecorded = aten.cost(AtenCall(func.overloadpacket.__name__, (listed, dim)))
+        ran = live_cost(func, (pieces, dim), {}, func(pieces, dim))
+        assert unrecorded == ran and (unrecorded.flops, unrecorded.int_ops) == (0, 0) and unrecorded.bytes
+    # pieces that do not join, or of two element types, leave the results (and so the cost) unknown
+    assert aten.cost(AtenCall("cat", ((_t((2, 3), "a"), _t((3, 3), "b")), 1))) == UNKNOWN
+    assert aten.cost(AtenCall("stack", ((_t((2, 3), "a"), _t((2, 4), "b")), 0))) == UNKNOWN
+    assert aten.cost(AtenCall("cat", ((_t((2, 3), "a"), _t((2, 3), "b", "float16")), 0))).bytes is None
+
+
+def test_a_recorded_list_of_tensors() -> None:
+    """A profiler trace records a list of tensors as its tensors' dims, with no element type: cat is
+    0 FLOPs, its bytes unknown (its only tensors are the list's); a typed argument of the call gives the
+    list its type (stack's ``out=``)."""
+    cat = _recorded("aten::cat", [[[4, 256], [4, 256]], []], ["TensorList", "Scalar"], ["", "1"])
+    assert (cat.flops, cat.int_ops, cat.bytes) == (0, 0, None)
+    typed = _recorded("aten::stack", [[[4, 8], [4, 8]], [], [2, 4, 8]], ["TensorList", "Scalar", "float"],
+                      ["", "0", ""])
+    assert (typed.flops, typed.bytes_read, typed.bytes_written) == (0, 2 * 4 * 8 * 4 + 2 * 4 * 8 * 4, 2 * 4 * 8 * 4)
+
+
+def test_a_torch_trace_reads_its_lists_of_tensors(tmp_path: Path) -> None:
+    """``layerperf analyze`` of a torch.profiler trace (record_shapes): cat's row shows its list's shapes
+    and is 0 FLOPs, known."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import profile
+
+    from layerperf.readers.detect import read_table
+
+    x = torch.randn(4, 256)
+    with profile(record_shapes=True) as prof:
+        torch.cat([x, x * 2], 1)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    table = read_table(str(tmp_path / "trace.json"))
+    rows = [i for i in range(len(table.flops)) if table.name[i] == "aten::cat"]
+    assert rows and all(table.flops[i] == 0 and table.in_shapes[i] == "4x256;4x256" for i in rows)

@@ -292,9 +292,10 @@ def test_select_backward_and_tril_move_data_only() -> None:
     assert mask.int_ops == 0 and mask.flops == 0
 
 
-def test_level2_cat_bytes_unknown_and_an_empty_module_zero() -> None:
-    """At level 2 cat's inputs (a list of tensors) are not recorded: its bytes unknown, not 0, and the totals
-    say so; a module that ran no op (Identity) did no work: 0, counted."""
+def test_level2_cat_counts_its_list_of_tensors_and_an_empty_module_zero() -> None:
+    """At level 2 cat's inputs (a list of tensors) are read from what the profiler recorded: its shapes,
+    dtypes and bytes are level 1's (x listed twice is read once); a module that ran no op (Identity) did
+    no work: 0, counted."""
     class M(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -303,28 +304,46 @@ def test_level2_cat_bytes_unknown_and_an_empty_module_zero() -> None:
         def forward(self, x: Any) -> Any:
             return self.idle(self.fc(torch.cat((x, x), dim=1)))
 
+    x = torch.randn(2, 4, 8)
     with lt.Profiler(level=2) as p, torch.inference_mode():
-        M().eval()(torch.randn(2, 4, 8))
+        M().eval()(x)
     by_name = {layer.name: layer for layer in p.profile.layers}
-    assert by_name["aten::cat"].bytes_read is None and by_name["aten::cat"].flops == 0
+    cat, live = by_name["aten::cat"], _count(lambda: torch.cat((x, x), dim=1))
+    assert (cat.flops, cat.int_ops, cat.bytes_read, cat.bytes_written) == (0, 0, 2 * 4 * 8 * F4, 2 * 8 * 8 * F4)
+    assert (cat.bytes_read, cat.bytes_written) == (live.bytes_read, live.bytes_written)
+    assert [(t.shape, t.dtype) for t in cat.inputs] == [((2, 4, 8), "float32")] * 2
     assert by_name["idle"].flops == 0 and by_name["idle"].bytes == 0
     from layerperf.analysis.summary import summary
 
     # the module fc, whose work is on its op row, is no layer the totals count: not among the unknown ones
-    assert summary(p.profile)["flops_unknown_layers"] == 0
+    figures = summary(p.profile)
+    assert figures["flops_unknown_layers"] == 0 and figures["unknown_in_totals"]["bytes"] == 0
 
 
-def test_a_cat_whose_only_call_is_a_view_is_not_a_zero() -> None:
-    """A cat with an empty piece (a KV cache's first step) calls only narrow, a view: the copy it makes
-    itself is not counted by its parts, so its bytes stay unknown."""
-    class C(nn.Module):
+@pytest.mark.parametrize("op", ["cat_empty_piece", "stack", "cat_mixed", "hstack", "meshgrid"])
+def test_level2_ops_on_lists_of_tensors_count_what_level_1_counts(op: str) -> None:
+    """Each op that takes a list of tensors is replayed on the recorded list (dims, strides, and the
+    element types the profiler's event tree keeps): FLOPs and bytes equal level 1's count of the same call.
+    A cat with an empty piece (a KV cache's first step) is its copy of the other piece, not the narrow
+    view it calls; pieces of two types are promoted as torch promotes them."""
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    calls = {"cat_empty_piece": lambda: torch.cat([torch.tensor([]), a.flatten()], 0),
+             "stack": lambda: torch.stack([a, b, a], 1),
+             "cat_mixed": lambda: torch.cat([a, b.half()], 0),
+             "hstack": lambda: torch.hstack([a, b.t().contiguous().t()]),
+             "meshgrid": lambda: torch.meshgrid(a[0], b[0], indexing="ij")}
+
+    class Op(nn.Module):
         def forward(self, x: Any) -> Any:
-            return torch.cat([torch.tensor([]), x.flatten()], 0)
+            return calls[op]()
 
     with lt.Profiler(level=2) as p, torch.inference_mode():
-        nn.Sequential(C())(torch.randn(2, 3))
-    cat = next(layer for layer in p.profile.layers if layer.op_type == "aten::cat")
-    assert cat.flops == 0 and cat.bytes_read is None
+        nn.Sequential(Op())(a)
+    rows = [layer for layer in p.profile.layers if layer.domain == "aten"]
+    live = _count(calls[op])
+    got = tuple(sum(getattr(r, f) for r in rows) for f in ("flops", "int_ops", "bytes_read", "bytes_written"))
+    assert got == (live.flops, live.int_ops, live.bytes_read, live.bytes_written)
+    assert all(t.dtype != "unknown" for r in rows for t in r.inputs) and rows[-1].inputs
 
 
 @pytest.mark.parametrize("other", [torch.tensor(0.0), torch.zeros(8, 8), torch.tensor(2.0)])

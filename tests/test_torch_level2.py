@@ -18,10 +18,11 @@ from layerperf.backends.torch import driver  # noqa: E402
 from layerperf.backends.torch.hooks import forward_wrappers  # noqa: E402
 from layerperf.backends.torch.level2 import Level2Run  # noqa: E402
 from layerperf.backends.torch.models import load  # noqa: E402
-from layerperf.backends.torch.op_replay import op_cost  # noqa: E402
+from layerperf.backends.torch.op_replay import op_cost, op_inputs  # noqa: E402
 from layerperf.backends.torch.op_rows import attributed  # noqa: E402
 from layerperf.backends.torch.ranges import RUN_MARK, cpu_marks  # noqa: E402
 from layerperf.backends.torch.runner import Runner  # noqa: E402
+from layerperf.data.tensor import TensorInfo  # noqa: E402
 
 
 class _Block(torch.nn.Module):
@@ -169,6 +170,47 @@ def test_op_cost_falls_back_on_the_ops_it_called() -> None:
     assert (cat.flops, cat.int_ops, cat.bytes_read) == (0, 0, None)  # moves data only: bytes unknown
     odd = op_cost(_Event("aten::not_an_op", [[2]], ["float"]))
     assert (odd.flops, odd.int_ops, odd.bytes_read) == (None, None, None)
+
+
+def test_op_cost_replays_a_recorded_list_of_tensors() -> None:
+    """A list of tensors is recorded as its tensors' dims (``structured_input_shapes``) and, added from the
+    profiler's event tree, their element types and identities (``list_tensors``): the op is replayed on it.
+    One tensor listed twice is read once; without the element types the bytes stay unknown."""
+    def cat(listed: Any) -> Any:
+        ev = _Event("aten::cat", [[], []], ["TensorList", "Scalar"], [None, 1])
+        ev.structured_input_shapes = [[[4, 8], [4, 8], [4, 2]], []]
+        if listed is not None:
+            ev.list_tensors = [listed, None]
+        return ev
+
+    got = op_cost(cat([("float32", 1), ("float32", 2), ("float16", 3)]))
+    assert (got.flops, got.int_ops, got.bytes_read, got.bytes_written) == (0, 0, 4 * (32 + 32) + 2 * 8, 4 * 4 * 18)
+    assert op_inputs(cat([("float32", 1), ("float32", 2), ("float16", 3)]), "r") == (
+        TensorInfo("r:in0.0", (4, 8), "float32"), TensorInfo("r:in0.1", (4, 8), "float32"),
+        TensorInfo("r:in0.2", (4, 2), "float16"))
+    twice = op_cost(cat([("float32", 1), ("float32", 1), ("float32", 3)]))
+    assert (twice.bytes_read, twice.bytes_written) == (4 * (32 + 8), 4 * 4 * 18)
+    assert op_cost(cat(None)).bytes_read is None and op_cost(cat(None)).flops == 0
+    assert [t.dtype for t in op_inputs(cat(None), "r")] == ["unknown"] * 3
+
+
+def test_events_get_their_lists_element_types_from_the_event_tree() -> None:
+    """events_with_links adds to an op taking a list of tensors each tensor's element type and identity,
+    from the profiler's event tree (the op found by its correlation id)."""
+    from layerperf.backends.torch.quiet_profiler import events_with_links
+
+    cpu = torch.autograd.DeviceType.CPU
+    cat = SimpleNamespace(id=5, name="aten::cat", device_type=cpu, input_shapes=[[], []],
+                          input_dtypes=["TensorList", "Scalar"])
+    add = SimpleNamespace(id=6, name="aten::add", device_type=cpu, input_shapes=[[2], [2]],
+                          input_dtypes=["float", "float"])
+    pieces = [SimpleNamespace(dtype=torch.float32, impl_ptr=10), SimpleNamespace(dtype=torch.bfloat16, impl_ptr=11)]
+    node = SimpleNamespace(correlation_id=5, children=[], extra_fields=SimpleNamespace(inputs=[pieces, 1]))
+    root = SimpleNamespace(correlation_id=1, children=[node], extra_fields=SimpleNamespace(inputs=[]))
+    results = SimpleNamespace(experimental_event_tree=lambda: [root])
+    prof = SimpleNamespace(events=lambda: [cat, add], profiler=SimpleNamespace(kineto_results=results))
+    assert events_with_links(prof) == [cat, add]
+    assert cat.list_tensors == [[("float32", 10), ("bfloat16", 11)], None] and not hasattr(add, "list_tensors")
 
 
 def test_op_rows_count_what_level_1_counts_for_their_module() -> None:

@@ -66,7 +66,8 @@ def text(value: Any) -> str:
 
 
 def shapes_text(value: Any) -> str:
-    """A list of shapes in any of the forms producers write, as ``1x3x8x8;8x3x3x3``."""
+    """A list of shapes in any of the forms producers write, as ``1x3x8x8;8x3x3x3`` (a list of tensors
+    gives each of its tensors' in turn)."""
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
@@ -75,6 +76,8 @@ def shapes_text(value: Any) -> str:
     for item in value:
         if isinstance(item, dict):  # ONNX Runtime: {"float": [1, 3, 8, 8]}
             parts.append(";".join(shape_str(v) for v in item.values()))
+        elif isinstance(item, list) and item and all(isinstance(v, list) for v in item):
+            parts.append(";".join(shape_str(v) for v in item))  # PyTorch's list of tensors: [[4, 8], [4, 8]]
         elif isinstance(item, list):  # PyTorch: [1, 3, 8, 8]; [] for an argument that is no tensor
             parts.append(shape_str(item) if item else "")
         else:

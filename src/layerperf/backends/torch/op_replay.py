@@ -5,7 +5,8 @@ An op's FLOPs, integer operations and bytes are level 1's (:mod:`.record`): the 
 meta tensors of its recorded shapes, strides and dtypes with its recorded scalar arguments, under the
 dispatch mode that counts level 1's modules, so the profiler's ``with_flops`` (which saves every op's
 arguments as it runs) is not needed. An op that cannot be rebuilt (a list of tensors, an argument the
-profiler did not record) is costed as the ops it called, or left unknown.
+profiler did not record, a list of tensors whose element types are not known) is costed as the ops it
+called, or left unknown.
 """
 
 from __future__ import annotations
@@ -24,23 +25,61 @@ _CPP_DTYPES = {
     "long": "int64", "bool": "bool", "unsigned short": "uint16", "unsigned int": "uint32",
     "unsigned long": "uint64", "c10::complex<float>": "complex64", "c10::complex<double>": "complex128",
 }
-_NOT_TENSORS = frozenset(("", "Scalar", "ScalarList", "TensorList", "GenericList", "None"))
+TENSOR_LIST = "TensorList"
+_NOT_TENSORS = frozenset(("", "Scalar", "ScalarList", TENSOR_LIST, "GenericList", "None"))
 
 
 def op_inputs(ev: Any, key: str) -> tuple[TensorInfo, ...]:
     """An op call's tensor arguments as the profiler recorded them (``record_shapes``: ``input_shapes``
-    and ``input_dtypes``), named ``<row>:in<k>`` by position; scalars and lists are left out. A type
-    name not known here is kept as the profiler wrote it."""
+    and ``input_dtypes``), named ``<row>:in<k>`` by position; scalars are left out. A list of tensors
+    gives its tensors in order, ``<row>:in<k>.<j>`` (:func:`_listed`). A type name not known here is kept
+    as the profiler wrote it."""
     shapes = getattr(ev, "input_shapes", None) or []
     dtypes = getattr(ev, "input_dtypes", None) or []
-    out = []
+    out: list[TensorInfo] = []
     for k, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=False)):
+        if dtype == TENSOR_LIST:
+            out.extend(TensorInfo(f"{key}:in{k}.{j}", piece[0], piece[1] or "unknown")
+                       for j, piece in enumerate(_listed(ev, k)))
+            continue
         if dtype in _NOT_TENSORS or not isinstance(shape, list | tuple):
             continue
         if not all(isinstance(d, int) for d in shape):
             continue
         out.append(TensorInfo(f"{key}:in{k}", tuple(shape), _CPP_DTYPES.get(dtype, dtype)))
     return tuple(out)
+
+
+# one tensor of a recorded list: dims, element type, strides, identity (None: not recorded)
+Listed = tuple[tuple[int, ...], str | None, tuple[int, ...] | None, int | None]
+
+
+def _listed(ev: Any, k: int) -> list[Listed]:
+    """The tensors of argument ``k``, a list of tensors, as (dims, element type, strides, identity):
+    torch.profiler records a list's dims and strides as a list per tensor (``structured_input_shapes``,
+    where ``input_shapes`` has ``[]``) and no element type nor identity, which
+    :func:`.quiet_profiler.events_with_links` adds from its event tree (``list_tensors``; None each where
+    it could not). [] where the dims were not recorded."""
+    shapes = _at(getattr(ev, "structured_input_shapes", None), k)
+    if not isinstance(shapes, list | tuple) or not all(_ints(s) for s in shapes):
+        return []
+    described = _per_tensor(_at(getattr(ev, "list_tensors", None), k), len(shapes))
+    strides = _per_tensor(_at(getattr(ev, "structured_input_strides", None), k), len(shapes))
+    out: list[Listed] = []
+    for shape, about, stride in zip(shapes, described, strides, strict=True):
+        dtype, ident = about if isinstance(about, tuple) and len(about) == 2 else (None, None)
+        out.append((tuple(shape), dtype, tuple(stride) if _ints(stride) and len(stride) == len(shape) else None,
+                    ident))
+    return out
+
+
+def _per_tensor(values: Any, n: int) -> list[Any]:
+    """One value per tensor of a list of ``n``: None each where not recorded so."""
+    return list(values) if isinstance(values, list | tuple) and len(values) == n else [None] * n
+
+
+def _at(values: Any, k: int) -> Any:
+    return values[k] if isinstance(values, list | tuple) and k < len(values) else None
 
 
 # the c10 enums torch.profiler records as their integer values
@@ -53,7 +92,8 @@ def _rebuilt(ev: Any) -> list[list[Any]]:
     """The recorded arguments of one op call, position by position: a tensor as a meta tensor of its
     shape, strides and dtype (a copy of a transposed view moves bytes, of a contiguous one none), a
     scalar or list as recorded, None where the profiler recorded nothing (an absent optional, or what it
-    does not keep: a string, a list of tensors' types); [] if a tensor cannot be rebuilt."""
+    does not keep: a string); a list of tensors as a list of meta tensors (:func:`_listed`); [] if a
+    tensor cannot be rebuilt (one in a list whose element type was not recorded)."""
     import torch
 
     shapes = list(getattr(ev, "input_shapes", None) or [])
@@ -63,20 +103,49 @@ def _rebuilt(ev: Any) -> list[list[Any]]:
     values = list(getattr(ev, "concrete_inputs", None) or [])
     values += [None] * (len(shapes) - len(values))
     out: list[Any] = []
-    for shape, dtype, stride, value in zip(shapes, dtypes, strides, values, strict=False):
-        if dtype in ("Scalar", "ScalarList"):
+    for k, (shape, dtype, stride, value) in enumerate(zip(shapes, dtypes, strides, values, strict=False)):
+        if dtype == TENSOR_LIST:
+            pieces = _meta_list(_listed(ev, k))
+            if pieces is None:
+                return []
+            out.append(pieces)
+        elif dtype in ("Scalar", "ScalarList"):
             out.append(value)
         elif dtype in _NOT_TENSORS:
             out.append(None)
         else:
-            dt = getattr(torch, _CPP_DTYPES.get(dtype, ""), None)
-            if not isinstance(dt, torch.dtype) or not _ints(shape):
+            tensor = _meta(shape, getattr(torch, _CPP_DTYPES.get(dtype, ""), None), stride)
+            if tensor is None:
                 return []
-            if _ints(stride) and len(stride) == len(shape):
-                out.append(torch.empty_strided(tuple(shape), tuple(stride), dtype=dt, device="meta"))
-            else:
-                out.append(torch.empty(tuple(shape), dtype=dt, device="meta"))
+            out.append(tensor)
     return [out] if len(out) == len(shapes) else []
+
+
+def _meta_list(listed: list[Listed]) -> list[Any] | None:
+    """A recorded list of tensors (:func:`_listed`) as meta tensors, one tensor listed twice as one (read
+    once, as level 1 counts it); None if the list was not recorded or a tensor's element type is unknown."""
+    import torch
+
+    made: dict[Any, Any] = {}
+    pieces = []
+    for j, (shape, dtype, stride, ident) in enumerate(listed):
+        key = ("tensor", ident) if ident is not None else ("piece", j)
+        if key not in made:
+            made[key] = _meta(shape, getattr(torch, dtype or "", None), stride)
+        pieces.append(made[key])
+    return pieces if pieces and all(p is not None for p in pieces) else None
+
+
+def _meta(shape: Any, dtype: Any, stride: Any) -> Any:
+    """A meta tensor of these dims, element type and strides (contiguous where the strides are not
+    recorded); None if the type is no torch element type or the dims are not integers."""
+    import torch
+
+    if not isinstance(dtype, torch.dtype) or not _ints(shape):
+        return None
+    if _ints(stride) and len(stride) == len(shape):
+        return torch.empty_strided(tuple(shape), tuple(stride), dtype=dtype, device="meta")
+    return torch.empty(tuple(shape), dtype=dtype, device="meta")
 
 
 def _ints(value: Any) -> bool:
@@ -161,7 +230,8 @@ def op_cost(ev: Any) -> OpCost:
     seen = _replay(ev)
     if seen is not None:
         return OpCost(seen.flops, seen.int_ops, seen.bytes_read, seen.bytes_written)
-    if name in NO_ARITHMETIC:  # moves data in its own kernel; what it moved is not recorded (a list of tensors)
+    if name in NO_ARITHMETIC:  # moves data in its own kernel; what it moved is not known (a list of tensors
+        # whose element types were not recorded)
         return OpCost(0, 0, None, None)
     if called:
         return _summed([op_cost(c) for c in called])

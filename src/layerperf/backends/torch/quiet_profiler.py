@@ -79,7 +79,8 @@ def events_with_links(prof: Any) -> list[Any]:
     (the id of the CPU op that launched it), and every CPU op recorded with shapes its ``input_dtypes``
     (which level 2 needs to replay the op for its work). torch 2.11 keeps both in kineto's results
     only: a device event is found there by its start (ns from the trace's start) and name, a CPU op by
-    its id (the correlation id) where the recorded shapes agree."""
+    its id (the correlation id) where the recorded shapes agree. An op with a list of tensors among its
+    arguments also gets their element types (:func:`_add_list_dtypes`)."""
     from torch.autograd import DeviceType
 
     events = list(prof.events())
@@ -88,6 +89,7 @@ def events_with_links(prof: Any) -> list[Any]:
     need_links = bool(device) and not hasattr(device[0], "linked_correlation_id")
     need_dtypes = bool(shaped) and not hasattr(shaped[0], "input_dtypes")
     if not (need_links or need_dtypes):
+        _add_list_dtypes(prof, events)
         return events
     results = prof.profiler.kineto_results
     if need_links:
@@ -102,4 +104,36 @@ def events_with_links(prof: Any) -> list[Any]:
             k = ops.get(e.id)
             if k is not None and [list(x) for x in k.shapes()] == [list(x) for x in e.input_shapes]:
                 e.input_dtypes = list(k.dtypes())
+    _add_list_dtypes(prof, events)
     return events
+
+
+def _add_list_dtypes(prof: Any, events: list[Any]) -> None:
+    """Every CPU op recorded with shapes that takes a list of tensors (``cat``, ``stack``: ``input_dtypes``
+    says ``TensorList`` there, ``structured_input_shapes`` gives each tensor's dims) gets ``list_tensors``:
+    per argument, the list's tensors as (element type, identity) — ``("float32", <its TensorImpl's
+    address>)``, one tensor listed twice the same identity; None for an argument that is no list — which
+    torch.profiler's events leave out and its event tree (an op found by its correlation id) keeps.
+    Nothing is added where the tree is not there (another torch)."""
+    listed = {e.id: e for e in events if "TensorList" in (getattr(e, "input_dtypes", None) or ())}
+    if not listed:
+        return
+    try:
+        stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    except (AttributeError, RuntimeError):
+        return
+    while stack:
+        node = stack.pop()
+        stack.extend(getattr(node, "children", ()))
+        ev = listed.get(getattr(node, "correlation_id", None))
+        inputs = getattr(getattr(node, "extra_fields", None), "inputs", None)
+        if ev is None or not isinstance(inputs, list) or len(inputs) != len(ev.input_dtypes):
+            continue
+        ev.list_tensors = [[_described(t) for t in value] if kind == "TensorList" and isinstance(value, list)
+                           else None for kind, value in zip(ev.input_dtypes, inputs, strict=True)]
+
+
+def _described(t: Any) -> tuple[str | None, int | None]:
+    """A recorded tensor's element type (``float32``) and identity; None each where not recorded."""
+    dtype = getattr(t, "dtype", None)
+    return None if dtype is None else str(dtype).removeprefix("torch."), getattr(t, "impl_ptr", None)

@@ -18,7 +18,8 @@ call's inputs (:mod:`.recorded`; torch need not be installed).
   (:data:`GATHERS`); ``copy_``, ``fill_``, ``zero_`` overwrite their first argument without reading it.
 - Unknown is None, never 0: an op the table does not cover (a caller may offer a formula of its own, the
   live side torch.utils.flop_counter's), or a call whose results were not recorded, unless they follow
-  from its arguments (:data:`RESULTS`: convolutions, ``linear`` and the matrix products).
+  from its arguments (:data:`RESULTS`: convolutions, ``linear``, the matrix products, and ``cat`` and
+  ``stack`` of a list of tensors of one element type).
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ RESULTS: dict[str, ResultsFn] = {
     "linear": forward.linear_result,
     "addmm": forward.addmm_result,
     **{name: forward.matmul_result for name in forward.MATMULS},
+    "cat": forward.cat_result,
+    "stack": forward.stack_result,
 }
 
 

@@ -243,6 +243,53 @@ def addmm_result(call: AtenCall) -> tuple[TensorInfo | None, ...]:
     return _result(call, 1, (a[0], b[1]))
 
 
+def _pieces(call: AtenCall) -> list[TensorInfo]:
+    """The list of tensors ``cat`` and ``stack`` take first, each of a static shape."""
+    pieces = call.arg(0, "tensors")
+    if not isinstance(pieces, tuple | list) or not pieces or not all(isinstance(p, TensorInfo) for p in pieces):
+        raise ShapeUnknown("no list of tensors")
+    for p in pieces:
+        static_shape(p)
+    return list(pieces)
+
+
+def _joined_dtype(pieces: list[TensorInfo]) -> str:
+    """The pieces' one element type ("unknown" where it is); pieces of several types are not modelled."""
+    dtypes = {p.dtype for p in pieces}
+    if len(dtypes) != 1:
+        raise ShapeUnknown("pieces of several element types")
+    return dtypes.pop()
+
+
+def _axis(dim: Any, rank: int) -> int:
+    d = int(dim)
+    if not -rank <= d < rank:
+        raise ShapeUnknown("dim out of range")
+    return d % rank
+
+
+def cat_result(call: AtenCall) -> tuple[TensorInfo | None, ...]:
+    """cat(tensors, dim): the pieces joined along ``dim``, which every other dim of theirs agrees on; a
+    1-D piece of size 0 (torch's legacy empty tensor) takes no part."""
+    pieces = _pieces(call)
+    shapes = [s for s in (static_shape(p) for p in pieces) if s != (0,)] or [(0,)]
+    first = shapes[0]
+    d = _axis(call.arg(1, "dim", 0), len(first))
+    if any(len(s) != len(first) or s[:d] != first[:d] or s[d + 1:] != first[d + 1:] for s in shapes):
+        raise ShapeUnknown("pieces that do not join")
+    return (TensorInfo("out", (*first[:d], sum(s[d] for s in shapes), *first[d + 1:]), _joined_dtype(pieces)),)
+
+
+def stack_result(call: AtenCall) -> tuple[TensorInfo | None, ...]:
+    """stack(tensors, dim): the pieces, all of one shape, along a new ``dim``."""
+    pieces = _pieces(call)
+    first = static_shape(pieces[0])
+    if any(static_shape(p) != first for p in pieces):
+        raise ShapeUnknown("pieces of several shapes")
+    d = _axis(call.arg(1, "dim", 0), len(first) + 1)
+    return (TensorInfo("out", (*first[:d], len(pieces), *first[d:]), _joined_dtype(pieces)),)
+
+
 def matmul_result(call: AtenCall) -> tuple[TensorInfo | None, ...]:
     a, b = call.shape(0), call.shape(1)
     if len(a) != len(b) or len(a) not in (2, 3):

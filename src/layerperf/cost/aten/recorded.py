@@ -3,9 +3,11 @@
 A trace gives each op's ``Input Dims``, ``Input type`` and, for scalar arguments, ``Concrete Inputs`` (a
 convolution's stride, padding, dilation and groups), position by position — not its results. torch 2.x
 writes no ``flops`` argument at all, even with ``with_flops=True``, so the work of the ops whose results
-follow from these (:data:`layerperf.cost.aten.RESULTS`: convolutions, ``linear``, the matrix products)
-is derived here with the aten table, and the bytes they read and write from the tensors' dims and
-element types. No torch needed.
+follow from these (:data:`layerperf.cost.aten.RESULTS`: convolutions, ``linear``, the matrix products,
+``cat`` and ``stack``) is derived here with the aten table, and the bytes they read and write from the
+tensors' dims and element types. A list of tensors (``TensorList``) is recorded as the list of its
+tensors' dims, with no element type of its own: its tensors take the call's first known one, and where
+the call has none (``cat``'s only tensors are in its list) their bytes are unknown. No torch needed.
 """
 
 from __future__ import annotations
