@@ -170,13 +170,15 @@ def test_a_layers_tvm_facts_are_saved_under_their_own_key() -> None:
     assert layer_from_json(saved) == layer
 
 
-@pytest.mark.parametrize("backends", ["onnxruntime", "onnxruntime,onnxruntime", "onnxruntime,nope"])
-def test_compare_refuses_a_bad_list_of_runtimes(backends: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("backends", "says"), [("onnxruntime", "names 1 runtime: compare needs two or more"),
+                                               ("onnxruntime,onnxruntime", "names onnxruntime more than once"),
+                                               ("onnxruntime,nope", "unknown backend 'nope'")])
+def test_compare_refuses_a_bad_list_of_runtimes(backends: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
     from layerperf.cli import main
 
     assert main(["compare", "m.onnx", "--backends", backends]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("\n") == 1 and "Traceback" not in err and says in err, err
 
 
 @pytest.mark.parametrize(("flags", "says"), [

@@ -55,8 +55,12 @@ def chosen_backends(text: str) -> list[str]:
     if unknown:
         raise InputError(f"unknown backend{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} in --backends",
                          hint="one of: " + ", ".join(backends.names()))
-    if len(set(names)) != len(names) or len(names) < 2:
-        raise InputError(f"--backends names {len(set(names))} different runtime(s): give two or more, each once",
+    twice = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+    if twice:
+        raise InputError(f"--backends names {', '.join(twice)} more than once: give each runtime once",
+                         hint="e.g. --backends onnxruntime,tvm")
+    if len(names) < 2:
+        raise InputError(f"--backends names {len(names)} runtime{'s' * (len(names) != 1)}: compare needs two or more",
                          hint="e.g. --backends onnxruntime,tvm")
     for name in names:  # a runtime that is not here: said before anything runs
         usable(backends.get(name))
