@@ -256,3 +256,19 @@ def test_an_unknown_order_by_names_the_aliases_too(trace: Path, capsys: pytest.C
     assert err.count("\n") == 1 and "time_us" in err
     for alias in ("time", "cumulative", "inclusive", "device", "memory", "bandwidth"):  # what the README offers
         assert f" {alias}," in err or f" {alias} (" in err, alias
+
+
+def test_a_type_column_that_repeats_the_name_is_not_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a PyTorch trace's op type is the op's name: shown once on a terminal, kept in CSV and JSON
+    same = tmp_path / "same.json"
+    same.write_text('[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]')
+    assert main(["analyze", str(same)]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "name" in line and "self time" in line)
+    assert "type" not in header
+    assert main(["analyze", str(same), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("name,op_type,")
+    other = tmp_path / "other.json"
+    other.write_text('[{"ph": "X", "name": "conv1", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"op_type": "Conv"}}]')
+    assert main(["analyze", str(other)]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "name" in line and "self time" in line)
+    assert "type" in header
