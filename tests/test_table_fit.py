@@ -292,3 +292,12 @@ def test_shape_groups_keep_their_shapes_at_80() -> None:
     assert "in_shapes" in headers and "name" in headers
     shown = [(row[headers.index("name")], row[headers.index("in_shapes")]) for row in rows]
     assert len(set(shown)) == len(shown)  # every row told apart from the others
+
+
+@pytest.mark.parametrize("by", ["shape", "type"])
+def test_a_group_by_type_keeps_its_type_at_80_columns(by: str) -> None:
+    # grouped by type (and shapes), the name is "(2 names)" and the type says what the row is
+    view = analyze_view(read_table(SAVED), by=by, top=20, peaks=None)
+    text = terminal.render(view, width=80)
+    header, _ = rows_of(text)
+    assert "type" in header, text

@@ -91,6 +91,8 @@ def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list
     columns = list(ANALYZE_COLUMNS)
     if by == "shape":  # the rows of one op type tell apart by their shapes alone: never left out
         columns = [replace(c, priority=KEEP, min_width=NAME_MIN) if c.key == "in_shapes" else c for c in columns]
+    if by in ("shape", "type"):  # the type is half the row's identity (a group of names reads "(2 names)")
+        columns = [replace(c, priority=KEEP) if c.key == "op_type" else c for c in columns]
     if bool(np.nansum(result.int_ops) > 0):  # integer work is shown only where there is some
         columns = with_int_columns(columns)
     if _nested(table):
