@@ -268,7 +268,8 @@ def test_a_type_column_that_repeats_the_name_is_not_shown(tmp_path: Path, capsys
     assert main(["analyze", str(same), "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith("name,op_type,")
     other = tmp_path / "other.json"
-    other.write_text('[{"ph": "X", "name": "conv1", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"op_type": "Conv"}}]')
+    other.write_text('[{"ph": "X", "name": "conv1", "pid": 1, "tid": 1, "ts": 0, "dur": 5, '
+                     '"args": {"op_type": "Conv"}}]')
     assert main(["analyze", str(other)]) == 0
     header = next(line for line in capsys.readouterr().out.splitlines() if "name" in line and "self time" in line)
     assert "type" in header

@@ -5,6 +5,7 @@ fastest and the totals. Names are as real profiles of the zoo's resnet18 have th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -197,13 +198,8 @@ def test_a_mistake_every_runtime_makes_is_said_once(flags: list[str], says: str,
     assert err.count("\n") == 1 and says in err and "failed" not in err, err
 
 
-def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Two runtimes that are not TVM (ONNX Runtime and the toy replay backend), as where TVM is not installed."""
-    import orjson
+def _fc_model(tmp_path: Path) -> Path:
     from onnx import TensorProto, helper, numpy_helper
-
-    from layerperf import backends
-    from layerperf.cli import main
 
     w = numpy_helper.from_array(np.ones((64, 32), dtype=np.float32), "w")
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
@@ -212,6 +208,17 @@ def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])], [w])
     path = tmp_path / "fc.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    return path
+
+
+def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runtimes that are not TVM (ONNX Runtime and the toy replay backend), as where TVM is not installed."""
+    import orjson
+
+    from layerperf import backends
+    from layerperf.cli import main
+
+    path = _fc_model(tmp_path)
     had = "replay" in backends.names()  # the contract test's module registers it for the whole session
     backends.register("replay", "backends.replay:ReplayBackend")
     try:
@@ -224,3 +231,69 @@ def test_compare_needs_no_tvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     rows = {r["key"]: r for r in doc["rows"]}
     assert rows["fc"]["layers"] == {"onnxruntime": ["fc"], "replay": ["fc"]} and not doc["failed"]
     assert doc["totals"]["fastest"] in ("onnxruntime", "replay")
+
+
+@pytest.fixture
+def one_runtime_raises(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[BaseException], None]]:
+    """The toy replay backend twice (``replay``, ``replay2``), the second raising what the test gives it, as a
+    runtime's own error (TVM's ``InternalError`` is a RuntimeError) escapes a profile."""
+    import layerperf
+    from layerperf import backends
+
+    added = [name for name in ("replay", "replay2") if name not in backends.names()]
+    for name in added:  # (the contract test's module may have registered replay for the whole session)
+        backends.register(name, "backends.replay:ReplayBackend")
+    real = layerperf.profile
+
+    def arm(error: BaseException) -> None:
+        def profile(model: object, backend: str = "onnxruntime", **kwargs: object) -> object:
+            if backend == "replay2":
+                raise error
+            return real(model, backend=backend, **kwargs)
+
+        monkeypatch.setattr(layerperf, "profile", profile)
+
+    yield arm
+    for name in added:
+        backends.unregister(name)
+
+
+Arm = Callable[[BaseException], None]
+NATIVE = RuntimeError("Traceback (most recent call last):\n  1: tvm::runtime::vm::VirtualMachineImpl::InvokeBytecode\n"
+                      "InternalError: Check failed: (35 vs. 1) : Invoking function main expects 35 arguments")
+COMPARE = ["--backends", "onnxruntime,replay,replay2", "--runs", "2", "--warmup", "0", "--format", "json"]
+
+
+def test_a_runtime_that_fails_with_its_own_error_is_one_line_and_the_others_are_compared(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_runtime_raises: Arm) -> None:
+    """Any error a runtime raises (not only layerperf's own) is that runtime's failure: one stderr line naming
+    the error's type and its reason, an entry in ``failed``, and the rest compared."""
+    import orjson
+
+    from layerperf.cli import main
+
+    one_runtime_raises(NATIVE)
+    assert main(["compare", str(_fc_model(tmp_path)), *COMPARE]) == 0
+    captured = capsys.readouterr()
+    doc = orjson.loads(captured.out)
+    assert doc["backends"] == ["onnxruntime", "replay"]
+    reason = doc["failed"]["replay2"]
+    assert reason.startswith("RuntimeError: ") and "expects 35 arguments" in reason and "\n" not in reason
+    assert captured.err.count("\n") == 1 and "replay2 failed: RuntimeError: " in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_compare_keeps_an_interrupt_and_debug_shows_a_runtimes_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], one_runtime_raises: Arm) -> None:
+    """Ctrl-C during one runtime stops the comparison (it is no runtime's failure); ``--debug`` raises a
+    runtime's own error with its traceback instead of telling it in one line."""
+    from layerperf.cli import INTERRUPTED, main
+
+    path = _fc_model(tmp_path)
+    one_runtime_raises(KeyboardInterrupt())
+    assert main(["compare", str(path), *COMPARE]) == INTERRUPTED
+    captured = capsys.readouterr()
+    assert not captured.out and "failed" not in captured.err
+    one_runtime_raises(NATIVE)
+    with pytest.raises(RuntimeError, match="expects 35 arguments"):
+        main(["--debug", "compare", str(path), *COMPARE])

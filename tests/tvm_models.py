@@ -54,6 +54,24 @@ def shape_padded() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
+def initializers_as_inputs() -> onnx.ModelProto:
+    """x -> MatMul -> Add -> y in IR version 3 as the onnx package's light models are written: every
+    initializer listed among the graph's inputs too, the weight built by ConstantOfShape from a
+    ``w__SHAPE`` initializer (which folding evaluates), the bias an initializer left as it is."""
+    nodes = [helper.make_node("ConstantOfShape", ["w__SHAPE"], ["w"], name="w",
+                              value=numpy_helper.from_array(np.array([0.5], dtype=np.float32))),
+             helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+             helper.make_node("Add", ["h", "b"], ["y"], name="bias")]
+    inits = [numpy_helper.from_array(np.array([4, 3], dtype=np.int64), "w__SHAPE"),
+             numpy_helper.from_array(np.arange(3, dtype=np.float32), "b")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+              helper.make_tensor_value_info("w__SHAPE", TensorProto.INT64, [2]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])]
+    graph = helper.make_graph(nodes, "initializers_as_inputs", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=3)
+
+
 def with_op(op_type: str, domain: str = "") -> onnx.ModelProto:
     """A one-node model of ``op_type`` (for refusals: the node need not be valid to be refused)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])

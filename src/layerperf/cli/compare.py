@@ -94,10 +94,14 @@ def run(args: argparse.Namespace) -> int:
                 profiles[label] = layerperf.profile(
                     args.model, backend=name, warmup=args.warmup, runs=args.runs, threads=args.threads,
                     latency=not args.no_latency, progress=progress, **model_options(args), **options)
-            except LayerperfError as exc:
-                failed[label], errors[label] = str(exc), exc
-    if not profiles and len(set(failed.values())) == 1:  # the same mistake for every runtime: said once
-        raise next(iter(errors.values()))
+            except Exception as exc:  # noqa: BLE001 - one runtime's failure, whatever raised it, is one line
+                if getattr(args, "debug", False) and not isinstance(exc, LayerperfError):
+                    raise
+                failed[label] = failure(exc)
+                if isinstance(exc, LayerperfError):
+                    errors[label] = exc
+    if not profiles and len(errors) == len(failed) and len(set(failed.values())) == 1:
+        raise next(iter(errors.values()))  # the same mistake for every runtime: said once
     for label, message in failed.items():
         print(f"layerperf: compare: {label} failed: {message}", file=sys.stderr)
     if len(profiles) < 2:
@@ -110,6 +114,19 @@ def run(args: argparse.Namespace) -> int:
         _save(Path(args.out), profiles, view.doc)
     show(view, fmt, args.output, table_layout)
     return 0
+
+
+def failure(exc: Exception) -> str:
+    """Why a runtime failed, in one line: a LayerperfError's message; any other error (the runtime's own,
+    or a bug) its type and first line, so that it is told apart (``--debug`` raises it instead)."""
+    from layerperf.errors import LayerperfError
+
+    if isinstance(exc, LayerperfError):
+        return str(exc)
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    # a runtime's error may carry its native traceback first ("Traceback ...", frames): the reason is last
+    text = (lines[-1] if lines[0].startswith("Traceback") else lines[0]) if lines else "(no message)"
+    return f"{type(exc).__name__}: {text[:300]}"
 
 
 def _runs(names: list[str], flags: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -23,6 +23,7 @@ SMALL_ELEMENTS = 64  # a constant this small may enter shape arithmetic (indices
 MAX_FOLDED_ELEMENTS = 1 << 16  # a folded value larger than this (a mask, say) is left to the runtime
 SHAPE_OPS = ("Shape", "Size")
 MAX_ROUNDS = 8
+IR_INITIALIZERS_ARE_INPUTS = 3  # up to this IR version, every initializer is a graph input too
 RANDOM_OPS = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 
@@ -142,7 +143,17 @@ def _rebuilt(model: onnx.ModelProto, folded: set[int], values: Mapping[str, np.n
     unused = [t for t in out.graph.initializer if t.name in consumed and t.name not in read]
     for tensor in unused:  # read only by folded nodes: gone with them
         out.graph.initializer.remove(tensor)
+    # A model of IR version 3 lists its initializers among the graph's inputs too (constants, not inputs
+    # to feed: onnx_input_specs). One whose initializer went goes from the inputs with it, or it would be
+    # left an input that nothing feeds.
+    gone = {t.name for t in unused}
+    if gone:
+        kept_inputs = [vi for vi in out.graph.input if vi.name not in gone]
+        del out.graph.input[:]
+        out.graph.input.extend(kept_inputs)
     have = {t.name for t in out.graph.initializer}
-    out.graph.initializer.extend(numpy_helper.from_array(v, name) for name, v in values.items()
-                                 if name in read and name not in have)
+    added = [numpy_helper.from_array(v, name) for name, v in values.items() if name in read and name not in have]
+    out.graph.initializer.extend(added)
+    if model.ir_version <= IR_INITIALIZERS_ARE_INPUTS:  # the folded values listed as its others are
+        out.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in added)
     return out

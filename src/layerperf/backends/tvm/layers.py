@@ -29,6 +29,7 @@ from layerperf.data.extension import TvmKernel
 from layerperf.data.layer import Layer
 from layerperf.data.schedule import KernelSchedule
 from layerperf.data.tensor import TensorInfo
+from layerperf.models.inputs import onnx_input_specs
 
 UNTRACED_DOMAIN = "tvm"  # a kernel no ONNX node was traced to: its function's name is its op type
 
@@ -49,21 +50,17 @@ def make_layers(model: onnx.ModelProto, cmap: CallMap, level: int, seen: Sequenc
     ``inputs``: the tensors ``main`` was given, ``returned``: what it returned)."""
     sites, layer_of = layer_sites(cmap, level)
     node_names = profiler_names(model.graph)
-    given = [(vi, a) for vi, a in zip(_graph_inputs(model), (arg(v) for v in inputs), strict=True) if a is not None]
-    costs = node_costs(model, {vi.name: TensorInfo(vi.name, a.shape, a.dtype) for vi, a in given})
+    # the inputs main was fed: the model's by the one rule that picks them (initializers left out)
+    fed = [spec.name for spec in onnx_input_specs(model)]
+    given = [(name, a) for name, a in zip(fed, (arg(v) for v in inputs), strict=True) if a is not None]
+    costs = node_costs(model, {name: TensorInfo(name, a.shape, a.dtype) for name, a in given})
     owner = owning_site(cmap)
     names, anchors = layer_names(sites, cmap.sites, node_names, [c.flops for c in costs], owner)
-    graph_in = [(vi.name, a) for vi, a in given]
     graph_out = [(vi.name, a) for vi, a in zip(model.graph.output, results(returned), strict=False)]
-    tensors, weights = name_tensors(model, cmap.sites, seen, layer_of, names, graph_in, graph_out, owner)
+    tensors, weights = name_tensors(model, cmap.sites, seen, layer_of, names, given, graph_out, owner)
     layers = [_layer(site, name, anchor, model, node_names, tensors[site.call], weights, owner, costs,
                      schedule, provider) for site, name, anchor in zip(sites, names, anchors, strict=True)]
     return LayerPlan(sites, layer_of, layers, weights)
-
-
-def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    inits = {i.name for i in model.graph.initializer}
-    return [vi for vi in model.graph.input if vi.name not in inits]
 
 
 def node_costs(model: onnx.ModelProto, given: dict[str, TensorInfo]) -> list[Cost]:
