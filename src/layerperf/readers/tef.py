@@ -265,13 +265,8 @@ def collect(events: list[Event], threads: Interner, idents: Idents, out: Slices,
     phases = column(events, "ph")
     timed = [ev for ev, ph in zip(events, phases, strict=True) if ph == "X"]
     if len(timed) < len(events):
-        opened: list[int] = []
-        pairs = _pairs(events, phases, open_b, loose_e, opened)
+        timed.extend(_pairs(events, phases, open_b, loose_e))
         count_not_objects(events, phases, out.dropped)
-        if pairs:  # rows in the order their events open (file order settles a tie in the nesting)
-            at = [i for i, ph in enumerate(phases) if ph == "X"] + opened
-            add_timed(timed + pairs, threads, idents, out, sorted(range(len(at)), key=at.__getitem__))
-            return
     add_timed(timed, threads, idents, out)
 
 
@@ -282,48 +277,33 @@ def count_not_objects(events: list[Event], phases: list[Any], dropped: Dropped) 
         dropped.add(NOT_EVENT, n, next(ev.name for ev, ph in zip(events, phases, strict=True) if ph == NOT_OBJECT))
 
 
-def add_timed(timed: list[Event], threads: Interner, idents: Idents, out: Slices,
-              order: list[int] | None = None) -> None:
-    """Add timed events (X, and B/E pairs as X) as rows; ``order``: the rows' order, when not the events'
-    (identities are numbered in the events' order all the same: a pair's when it closes)."""
+def add_timed(timed: list[Event], threads: Interner, idents: Idents, out: Slices) -> None:
     name, cat, pid, tid, ts, dur, args = fields(timed, EVENT_FIELDS)
     flops, nbytes = fields(args, ARG_FIGURES)
     codes = idents.codes(list(zip(name, cat, strict=True)), list(args))
-    if order is not None:
-        name, pid, tid, ts, dur, codes, flops, nbytes = ([c[i] for i in order]
-                                                          for c in (name, pid, tid, ts, dur, codes, flops, nbytes))
     out.add(thread_codes(threads, pid, tid), ts, dur, codes, flops, nbytes, name)
 
 
 def _pairs(events: list[Event], phases: list[Any], open_b: dict[Any, list[Event]],
-           loose_e: list[Event], opened: list[int] | None = None) -> list[Event]:
+           loose_e: list[Event]) -> list[Event]:
     """B/E pairs closed in this chunk as X events (the B's fields, both events' args).
 
     An E with no B open on its thread goes to ``loose_e``: in a trace read in parts, its B may be
-    in an earlier part (read whole, it is dropped). ``opened``: given, it gets each pair's B's index in
-    ``events``, or for a B of an earlier chunk a number below any index that orders a thread's B's as
-    they opened (their depth in its stack).
+    in an earlier part (read whole, it is dropped).
     """
     done = []
-    here: dict[int, int] = {}  # the B's opened in this chunk (alive in a stack or a pair: ids unique)
-    for i, (ev, ph) in enumerate(zip(events, phases, strict=True)):
+    for ev, ph in zip(events, phases, strict=True):
         if ph == "B":
             open_b.setdefault(_thread_key(ev), []).append(ev)
-            here[id(ev)] = i
         elif ph == "E":
             stack = open_b.get(_thread_key(ev))
             if stack:
                 begin = stack.pop()
                 dur = num(ev.ts) - num(begin.ts)
                 done.append(msgspec.structs.replace(begin, ph="X", dur=dur, args=_merged(begin.args, ev.args)))
-                if opened is not None:
-                    opened.append(here.get(id(begin), len(stack) - _EARLIER))
             else:
                 loose_e.append(ev)
     return done
-
-
-_EARLIER = 1 << 62  # below any index: a pair opened in an earlier chunk comes before this chunk's events
 
 
 def _thread_key(ev: Event) -> tuple[Any, Any]:
