@@ -91,3 +91,24 @@ def test_models_list_fits_the_terminal_naming_each_model_once() -> None:
         assert text.count(f"{name}:") == 0 and sum(line.startswith(name + " ") for line in lines) == 1
     whole = terminal.render(models_view())  # piped: one line a model, for grep
     assert len(whole.splitlines()) == len(layerperf.models.zoo.names())
+
+
+def test_telling_rows_apart_tries_few_rows_per_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a name is checked against the rows that share its kept start or end, found by binary search: a table
+    # of a thousand alike kernel names takes a few checks per row, not one per other row (a million)
+    from layerperf.renderers import distinct
+
+    calls = 0
+    real = distinct._matches
+
+    def counted(shown: str, other: str) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(shown, other)
+
+    monkeypatch.setattr(distinct, "_matches", counted)
+    texts = [f"sm90_xmma_fprop_implicit_gemm_f16f16_tilesize{64 << (i % 3)}x64x32_warpgroupsize1x1x1_kernel_cudnn_{i}"
+             for i in range(1000)]
+    out = distinct.shortened(texts, 30)
+    assert len(set(out)) == len(texts) and all(len(t) <= 30 for t in out)
+    assert calls < 5 * len(texts), calls

@@ -16,8 +16,9 @@ beside ``sm90_xm…ze64x128x32…_cudnn``). :func:`shortened` is the one rule ev
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.cells import cell_len
 
@@ -38,16 +39,47 @@ def shortened(texts: Sequence[str], width: int) -> list[str]:
     if all(cell_len(t) <= width for t in texts):
         return list(texts)
     apart = distinct(texts, width)
+    rows = Rows(texts)
     out = []
     for text, by_units in zip(texts, apart, strict=True):
         cut = shorten(text, width)
-        if by_units is not None and (len(cut) <= len(by_units) or reads_as_another(cut, text, texts)):
+        if by_units is not None and (len(cut) <= len(by_units) or rows.reads_as_another(cut, text)):
             out.append(by_units)
-        elif cut == text or not reads_as_another(cut, text, texts):
+        elif cut == text or not rows.reads_as_another(cut, text):
             out.append(cut)
         else:
-            out.append(cut_apart(text, texts, width) or cut)
+            out.append(cut_apart(text, rows, width) or cut)
     return out
+
+
+class Rows:
+    """The rows' texts, sorted forwards and backwards, so that the rows a shortened name could read as are
+    found by its first piece (a prefix every such row has) or its last (a suffix), whichever fewer rows
+    share — two binary searches — instead of by trying every row: a table of n rows costs about n log n,
+    not n² pattern matches."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.forwards = sorted(set(texts))
+        self.backwards = sorted(t[::-1] for t in self.forwards)
+
+    @staticmethod
+    def _span(items: list[str], prefix: str) -> tuple[int, int]:
+        return bisect.bisect_left(items, prefix), bisect.bisect_left(items, prefix + "\U0010ffff")
+
+    def matching(self, shown: str, text: str) -> Iterator[str]:
+        """The rows other than ``text`` that ``shown`` could stand for."""
+        pieces = shown.split(ELLIPSIS)
+        first, last = pieces[0], pieces[-1]
+        lo, hi = self._span(self.forwards, first)
+        blo, bhi = self._span(self.backwards, last[::-1])
+        if hi - lo <= bhi - blo:
+            found = (o for o in self.forwards[lo:hi] if o.endswith(last))
+        else:
+            found = (r[::-1] for r in self.backwards[blo:bhi] if r.endswith(first[::-1]))
+        return (o for o in found if o != text and _matches(shown, o))
+
+    def reads_as_another(self, shown: str, text: str) -> bool:
+        return next(self.matching(shown, text), None) is not None
 
 
 def shorten(text: str, width: int) -> str:
@@ -92,19 +124,19 @@ def _by_parts(text: str, width: int) -> str | None:
 MARKS = 8  # places a name is kept at, beside its start and end, before :func:`cut_apart` gives up
 
 
-def cut_apart(text: str, others: Sequence[str], width: int) -> str | None:
+def cut_apart(text: str, others: Sequence[str] | Rows, width: int) -> str | None:
     """``text`` in at most ``width`` characters, reading as none of ``others``: its start, its end and a
     few characters around each place where it parts from a row it would otherwise read as (the first
     character where they differ, else the last), those places added one at a time until no other row
     matches; None when that does not fit the width."""
-    rivals = [o for o in dict.fromkeys(others) if o != text]
+    rows = others if isinstance(others, Rows) else Rows(others)
     marks: list[int] = []
     for _ in range(MARKS + 1):
         kept = _keep_around(text, marks, width)
         if kept is None:
             return None
         shown = _render_kept(text, kept)
-        confused = next((o for o in rivals if _matches(shown, o)), None)
+        confused = next(rows.matching(shown, text), None)
         if confused is None:
             return shown
         mark = _parting(text, confused, kept)
