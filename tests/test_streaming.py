@@ -374,3 +374,24 @@ def test_a_call_open_across_the_trace_is_joined_few_times(tiny: None, tmp_path: 
     monkeypatch.setattr(streaming, "_cuts", lambda cols, origin: tries.append(cols[0].size) or cuts(cols, origin))
     _check(path)
     assert 3 <= len(tries) <= 12, tries  # 3001 records, segments of 40 asked for, blocks of ~50: log2, not 60
+
+
+@pytest.mark.parametrize("inflate", ["isal", "zlib"])
+def test_zero_padding_after_gzip_is_read_past_and_junk_after_it_named_where_it_is(
+        inflate: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # gzip(1) and Python's gzip read past zeros after a member (tape padding), however many reads they span
+    if inflate == "zlib":
+        monkeypatch.setenv("LAYERPERF_INFLATE", "zlib")
+    monkeypatch.setattr(gunzip, "COMPRESSED_BLOCK", 1000)
+    events = [{"ph": "X", "name": f"n{i % 5}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 4.0} for i in range(300)]
+    text = json.dumps(events).encode()
+    member = gzip.compress(text, mtime=0)
+    padded = tmp_path / "padded.json.gz"  # the text in two members, 5,000 zeros between them, 3 after
+    half = len(text) // 2
+    padded.write_bytes(gzip.compress(text[:half], mtime=0) + b"\0" * 5000 + gzip.compress(text[half:], mtime=0)
+                       + b"\0" * 3)
+    assert len(detect.read_table(padded)) == 300
+    junk = tmp_path / "junk.json.gz"
+    junk.write_bytes(member + b"\0" * 2500 + b"garbage")
+    with pytest.raises(InputError, match=rf"7 bytes after the gzip data, at byte {len(member) + 2500}, are not gzip"):
+        detect.read_table(junk)

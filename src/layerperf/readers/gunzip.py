@@ -65,16 +65,20 @@ class GunzipAhead:
                     if not data:
                         break
                     while data and not self._stop.is_set():
-                        if not started and not data.startswith(_MAGIC[:len(data)]):  # junk, not a next member
-                            at = f.tell() - len(data)
-                            raise zlib.error(f"{os.fstat(f.fileno()).st_size - at} bytes after the gzip data, "
-                                             f"at byte {at}, are not gzip")
+                        if not started:  # a member starts here: zero padding (read on past it), or a member
+                            data = data.lstrip(b"\0")
+                            if not data:
+                                break
+                            if not data.startswith(_MAGIC[:len(data)]):  # junk, not a next member
+                                at = f.tell() - len(data)
+                                raise zlib.error(f"{os.fstat(f.fileno()).st_size - at} bytes after the gzip data, "
+                                                 f"at byte {at}, are not gzip")
                         out = d.decompress(data, PIECE)  # bounded: a block of zeros inflates 1000-fold
                         started = True
                         if out:
                             self._put(out)
                         if d.eof:  # a member ended: what follows is the next member (or padding)
-                            data = d.unused_data.lstrip(b"\0")
+                            data = d.unused_data
                             d = self._zlib.decompressobj(31)
                             started = False
                         else:
