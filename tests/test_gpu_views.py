@@ -232,6 +232,14 @@ def test_idle_and_queue_per_device_stream(tmp_path: Path) -> None:
         folded.meta["activities"].close()
 
 
+def test_streams_are_listed_by_device_number(tmp_path: Path) -> None:
+    path = _two_gpus(tmp_path / "two.json")
+    path.write_bytes(path.read_bytes().replace(b'"device":1', b'"device":10').replace(b'"device":0', b'"device":2'))
+    kernels = read_table(path).meta["kernels"]
+    assert [g.device for g in idle(kernels)] == ["GPU 2", "GPU 10"]  # not as text: "GPU 10" < "GPU 2"
+    assert [q.device for q in queues(kernels)] == ["GPU 2", "GPU 10"]
+
+
 def test_idle_counts_no_gap_where_activities_overlap(tmp_path: Path) -> None:
     # GPU 0: 100-200, 110-130 inside it, then 260-360: one gap of 60 µs (from the furthest end, 200, not 130)
     kernels = read_table(_two_gpus(tmp_path / "overlap.json", overlap_us=20)).meta["kernels"]

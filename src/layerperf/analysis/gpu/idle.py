@@ -22,8 +22,10 @@ with its median sketch, and the lanes' names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +76,11 @@ class Lanes:
         return list(self.index)
 
 
+def lane_order(device: str, stream: int) -> tuple[Any, ...]:
+    """How streams are listed: by device, its numbers as numbers (GPU 2 before GPU 10), then stream."""
+    return (*[int(p) if p.isdigit() else p for p in re.split(r"(\d+)", device)], stream)
+
+
 def gaps(kernels: KernelTable | Activities, lanes: Lanes | None = None) -> Iterator[tuple[np.ndarray, ...]]:
     """Every gap, a block at a time: (lane, idle ns, cause index into :data:`CAUSES`), in lane then time
     order (``lanes`` names the lanes)."""
@@ -110,7 +117,7 @@ def idle(kernels: KernelTable | Activities) -> tuple[Gaps, ...]:
     code = {k: c for c, k in enumerate(keys.keys)}
     named = lanes.named()
     out = []
-    for lane in sorted({k // _PER_STREAM for k in code}, key=lambda ln: (named[ln][0], named[ln][1])):
+    for lane in sorted({k // _PER_STREAM for k in code}, key=lambda ln: lane_order(*named[ln])):
         mine = [(c, code[lane * _PER_STREAM + c]) for c in range(len(CAUSES)) if lane * _PER_STREAM + c in code]
         total = sum(float(stats.total[g]) for _, g in mine)
         device, stream = named[lane]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from layerperf.analysis.gpu.accumulate import runs
-from layerperf.analysis.gpu.idle import Lanes
+from layerperf.analysis.gpu.idle import Lanes, lane_order
 from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import KernelTable
 
@@ -99,4 +99,4 @@ def queues(kernels: KernelTable | Activities, max_queue: int = MAX_QUEUE) -> tup
     if current is not None:
         done.append(current)
     named = lanes.named()
-    return tuple(sorted((s.result(named) for s in done), key=lambda q: (q.device, q.stream)))
+    return tuple(sorted((s.result(named) for s in done), key=lambda q: lane_order(q.device, q.stream)))
