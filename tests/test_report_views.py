@@ -272,3 +272,22 @@ def test_roofline_names_a_quick_calibration_as_quick() -> None:
         assert ceilings is not None
         svg = roofline_svg([], {}, ceilings)
         assert word in svg and ("quick" in svg) == quick
+
+
+def test_the_time_split_draws_a_few_steps_of_a_long_trace() -> None:
+    # a bar per ProfilerStep of a 1,250-step trace was a chart 42,000 px tall: the whole trace and the
+    # steps with the largest idle share, in step order
+    from layerperf.renderers.html.gpu import TOP_STEPS, temporal_svg
+
+    table = read_table(H100)
+    kernels = table.meta["kernels"]
+    lo, hi = float(kernels.ts_ns.min()), float((kernels.ts_ns + kernels.dur_ns).max())
+    edges = np.linspace(lo, hi, 41)
+    table.meta["run_windows_ns"] = [(float(a), float(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    svg = temporal_svg(kernels, table)
+    labels = re.findall(r'data-part="compute"[^>]*>\s*<title>([^:]+):', svg) or re.findall(
+        r'<title>([^:<]+): compute', svg)
+    assert len(labels) == 1 + TOP_STEPS, labels
+    assert f"the {TOP_STEPS} of its 40 steps with the largest idle share" in svg
+    steps = [int(x.split("#")[-1]) if "#" in x else int(x.split()[-1]) for x in labels[1:]]
+    assert steps == sorted(steps)

@@ -31,6 +31,7 @@ WIDTH = 1100
 PART_COLORS = {"idle": "#e45756", "compute": "#4c78a8", "non-compute": "#f58518",
                "host wait": "#e45756", "kernel wait": "#eeca3b", "other": "#9d755d"}
 TOP_KERNELS = 16
+TOP_STEPS = 12  # steps drawn in the time split of a trace with more
 
 
 def stacked_svg(element_id: str, title: str, rows: Sequence[tuple[str, Sequence[tuple[str, float]]]]) -> str:
@@ -77,10 +78,16 @@ def _steps(calls: Calls | Folded) -> list[tuple[float, float]]:
 
 def temporal_svg(k: KernelTable | Activities, calls: Calls | Folded) -> str:
     result = temporal(k, _steps(calls))
+    steps = list(result.steps)
+    title = ("the device's time from its first activity to its last: idle (no activity on any stream), compute "
+             "(computation kernels), non-compute (copies, sets, other)")
+    if len(steps) > TOP_STEPS:  # a bar per step of a long trace would be a page of its own: the idlest, in order
+        idlest = sorted(range(len(steps)), key=lambda i: -(steps[i].share(steps[i].idle_ns) or 0.0))[:TOP_STEPS]
+        title += f"; the {TOP_STEPS} of its {len(steps)} steps with the largest idle share"
+        steps = [steps[i] for i in sorted(idlest)]
     rows = [(b.label, [("idle", b.idle_ns), ("compute", b.compute_ns), ("non-compute", b.non_compute_ns)])
-            for b in (result.whole, *result.steps)]
-    return stacked_svg("gpu-temporal", "the device's time from its first activity to its last: idle (no activity "
-                       "on any stream), compute (computation kernels), non-compute (copies, sets, other)", rows)
+            for b in (result.whole, *steps)]
+    return stacked_svg("gpu-temporal", title, rows)
 
 
 def idle_svg(k: KernelTable | Activities) -> str:
