@@ -59,10 +59,16 @@ def test_a_cpu_trace_recorded_beside_a_gpu_is_not_rated_against_it(tmp_path: Pat
 
 
 def test_gpu_trace_is_never_rated_against_a_cpu_calibration() -> None:
+    # the CPU calibration given is set aside, said, and the GPU's own published peaks kept (it cost them)
     page = html.html(H100, peaks=CPU_PEAKS)
-    keys = page_data(page)["tables"]["layers"]["keys"]
-    assert "pct_of_peak" not in keys and "the calibration given is of a CPU" in page
+    assert "the calibration given is of a CPU" in page
     assert "109.84 GFLOP/s" not in page and "does not say which machine" not in page
+    assert _facts(page)["device peaks"].startswith("H100 SXM: float32 67.00 TFLOP/s")
+    assert 'id="roofline"' in page and "H100 SXM float32" in page
+    table = page_data(page)["tables"]["layers"]
+    col = {k: i for i, k in enumerate(table["keys"])}
+    rated = [r[col["pct_of_peak"]] for r in table["rows"] if r[col["pct_of_peak"]] is not None]
+    assert rated and all(v < 100 for v in rated)
 
 
 def test_gpu_trace_is_rated_against_its_device_over_device_time() -> None:

@@ -70,16 +70,17 @@ def calibration(src: Source, peaks: Peaks | None | str) -> tuple[Peaks | None, s
 
 
 def device_ceilings(device: TraceDevice, peaks: Peaks | None | str) -> tuple[Ceilings | None, str]:
-    """A GPU trace's ceilings: its device's published peaks, never a CPU calibration."""
-    if peaks is not AUTO and peaks is not None:
-        return None, (f"the calibration given is of a CPU: {device.label()}'s work is not drawn against it; no "
-                      "ceilings")
-    if peaks is None or device.peaks is None:
-        return None, (f"no ceilings: {device.label()} is not among the GPUs whose published peaks layerperf lists"
-                      if peaks is not None else "no ceilings asked for")
+    """A GPU trace's ceilings: its device's published peaks, never a CPU calibration (one given is set aside,
+    and the note says so)."""
+    if peaks is None:
+        return None, "no ceilings asked for"
+    aside = (f"the calibration given is of a CPU, not {device.label()}: set aside; "
+             if peaks is not AUTO else "")
+    if device.peaks is None:
+        return None, f"{aside}no ceilings: {device.label()} is not among the GPUs whose published peaks layerperf lists"
     return (Ceilings.of_device(device.peaks, str(device.name)),
-            f"ceilings: the published dense peaks of {device.label()} ({device.peaks.source}); points rated over "
-            "device time only")
+            f"{aside}ceilings: the published dense peaks of {device.label()} ({device.peaks.source}); points rated "
+            "over device time only")
 
 
 def split_notes(notes: Sequence[Note]) -> tuple[list[str], list[str]]:

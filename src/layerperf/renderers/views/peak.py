@@ -104,18 +104,17 @@ AUTO: Any = "auto"  # the peaks of the machine the run was taken on, from the ca
 
 def device_reference(device: TraceDevice, peaks: Peaks | None | str = AUTO) -> tuple[Reference | None, list[Note]]:
     """The published peaks of the GPU a trace ran on, when listed; never a CPU calibration (one given is
-    refused, and a note says so)."""
+    set aside, and a note says so)."""
     if peaks is None:
         return None, []
-    if peaks is not AUTO:
-        return None, [Note(f"the calibration given is of a CPU: {device.label()}'s work is not rated against it "
-                           "(no % of peak)", "warning")]
+    aside = [Note(f"the calibration given is of a CPU: {device.label()}'s work is not rated against it (set aside)",
+                  "warning")] if peaks is not AUTO else []
     if device.peaks is None:
-        return None, [Note(f"% of peak unknown: {device.label()} is not among the GPUs whose published peaks "
-                           "layerperf lists; this machine's CPU calibration does not apply to GPU work")]
+        return None, [*aside, Note(f"% of peak unknown: {device.label()} is not among the GPUs whose published "
+                                   "peaks layerperf lists; this machine's CPU calibration does not apply to GPU work")]
     d = device.peaks
     ref = Reference(None, d.fp32_flops_per_s, d.int8_ops_per_s, None, None, None, d, device.name or "")
-    return ref, [ref.note()]
+    return ref, [*aside, ref.note()]
 
 
 def reference(machine: Mapping[str, Any] | None, threads: int | None,
