@@ -268,7 +268,7 @@ def test_ort_profile_renders(tmp_path: Path, tiny_model_path: Path) -> None:
 
     flops = float(np.nansum(calls.flops))
     facts = _facts(out.read_text())
-    assert facts["runs"].startswith("3 runs (its op sequence repeats 3 times")
+    assert facts["runs"].startswith("3 runs (its model_run events")
     steady = 3 - timeline_of(dom)["runs"]["warmup"]
     assert facts["FLOPs"].startswith(f"{units.si(flops / 3, 'FLOP')} per run (median of {steady} steady runs")
     assert f"{units.si(flops, 'FLOP')} over the whole trace" in facts["FLOPs"]

@@ -68,7 +68,7 @@ def test_ort_profile_with_a_warmup_streamed_equals_whole(tmp_path: Path) -> None
     page, _ = _page(trace, whole=False)
     assert NOTE.sub("", page) == whole
     facts = _facts(page)
-    assert facts["runs"].startswith("5 runs (its op sequence repeats 5 times, every 40 calls); run 1 (")
+    assert facts["runs"].startswith("5 runs (its model_run events); run 1 (")
     assert "was a warm-up" in facts["runs"]
 
 
@@ -189,13 +189,35 @@ def test_stored_tables_hold_only_the_strings_their_rows_use(monkeypatch: pytest.
     assert stored.name.values == ("b", "a") and stored.name.tolist() == ["a", "b"] and stored.meta == {}
 
 
-def test_runs_said_that_the_sequence_does_not_divide_into(tmp_path: Path) -> None:
+def test_runs_the_sequence_does_not_divide_into_are_the_model_run_events(tmp_path: Path) -> None:
+    # the first run has a node more: the op sequence repeats no number of times, the model_run events say
+    # where each run was (it was one run, "drawn as one window")
     trace = _ort_trace(tmp_path / "ort.json", extra=True)
     whole, _ = _page(trace, whole=True)
     page, _ = _page(trace, whole=False)
     assert NOTE.sub("", page) == whole
-    assert _facts(page)["runs"] == ("1 (as the trace says; its op sequence does not repeat that many times, so its "
-                                    "calls are not split into runs (5 runs said, drawn as one window))")
+    assert _facts(page)["runs"].startswith("5 runs (its model_run events); run 1 (")
+
+
+def test_a_profile_cut_short_inside_a_run_keeps_its_runs(tmp_path: Path) -> None:
+    # ONNX Runtime stops recording at 1,000,000 events, inside a run: the nodes after the last model_run event
+    # are in no run, and every run before it is still one (the whole profile was "one run")
+    trace = _ort_trace(tmp_path / "ort.json", runs=4)
+    events = orjson.loads(trace.read_bytes())
+    last = max(e["ts"] + e["dur"] for e in events)
+    events += [{**events[i], "ts": last + 10 * (i + 1)} for i in range(3)]  # three nodes of a fifth run
+    trace.write_bytes(orjson.dumps(events))
+    whole, _ = _page(trace, whole=True)
+    page, _ = _page(trace, whole=False)
+    assert NOTE.sub("", page) == whole
+    assert _facts(page)["runs"].startswith("4 runs (its model_run events)")
+    from layerperf.analysis.trace_runs import find_runs
+    from layerperf.readers.detect import read_folded, read_table
+
+    table = read_table(trace)
+    found = find_runs(table)
+    assert found.count == 4 and [len(w) for w in found.windows] == [40, 40, 40, 40]
+    assert read_folded(trace).meta["run_windows_ns"] == table.meta["run_windows_ns"]
 
 
 def test_overlapping_steps_are_said(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The runs of a foreign trace (one not written by layerperf): how many, and which calls each holds.
 
 Where the trace marks them, its marks are the runs: a PyTorch profiler trace's ``ProfilerStep#N``
-events (``meta["run_windows_ns"]``, from :mod:`layerperf.readers.kineto`). Otherwise a run is a period
+events, an ONNX Runtime profile's ``model_run`` events (``meta["run_windows_ns"]``, from
+:mod:`layerperf.readers.kineto` and :mod:`layerperf.readers.ort`). Otherwise a run is a period
 of the op sequence: the smallest ``p`` such that the trace's calls, by start time, are the same ``p``
 names over and over (``n % p == 0``); three forward calls of a CNN repeat its ops three times, whatever
 op comes first. A trace that only counts its runs (ONNX Runtime's ``model_run`` events:
@@ -11,8 +12,9 @@ the trace is one run, unless it says otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,7 +67,7 @@ def find_runs(calls: Calls) -> TraceRuns:
     if marked:
         ts = calls.ts_ns[timed]
         windows = tuple(timed[(ts >= s) & (ts < e)] for s, e in marked)
-        return TraceRuns(len(marked), windows, "its ProfilerStep events",
+        return TraceRuns(len(marked), windows, marked_by(calls.meta)[0],
                          tuple((float(s), float(e)) for s, e in marked))
     p, how = by_sequence(calls.name.codes[timed], said)
     if p is not None:
@@ -74,6 +76,14 @@ def find_runs(calls: Calls) -> TraceRuns:
     if said and said > 1:
         return TraceRuns(said, (), how)
     return TraceRuns(1, (timed,), how)
+
+
+def marked_by(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """How a trace marks its runs (``meta["run_windows_ns"]``), for people, and what to call one: a PyTorch
+    trace's ProfilerStep events are steps, ONNX Runtime's model_run events runs."""
+    if meta.get("run_windows_by") == "model_run":
+        return "its model_run events", "run"
+    return "its ProfilerStep events", "step"
 
 
 def by_sequence(codes: np.ndarray, said: int | None) -> tuple[int | None, str]:

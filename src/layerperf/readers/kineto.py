@@ -28,7 +28,7 @@ from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
 from layerperf.readers.stream import EventStream
-from layerperf.readers.tef import earliest, thread_ids, to_ns
+from layerperf.readers.tef import earliest, run_windows, thread_ids, to_ns
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -125,13 +125,6 @@ def annotation_table(notes: list[tuple[str, bool, float, float]], origin_us: flo
     return Annotations(Labels.of([n[0] for n in notes]), np.asarray([n[1] for n in notes], dtype=bool),
                        to_ns(ts - origin_us).astype(np.float64),
                        to_ns(np.asarray([n[3] for n in notes], dtype=np.float64)).astype(np.float64))
-
-
-def run_windows(steps: list[tuple[float, float]], origin_us: float) -> list[tuple[int, int]]:
-    """The profiler's steps, (start µs, duration µs) each, as sorted (start, end) ns on the table's clock."""
-    step_ts, step_dur = np.asarray(steps, dtype=np.float64).T
-    step_start = to_ns(step_ts - origin_us)
-    return sorted(zip(step_start.tolist(), (step_start + to_ns(step_dur)).tolist(), strict=True))
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:

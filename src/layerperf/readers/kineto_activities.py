@@ -30,7 +30,7 @@ from layerperf.readers import kineto
 from layerperf.readers.kineto_collect import Cpu
 from layerperf.readers.kineto_links import ACTIVITY, BLOCK, NONE, PART_SHIFT, Mapped, classify
 from layerperf.readers.spill import Spill
-from layerperf.readers.tef import to_ns
+from layerperf.readers.tef import run_windows, to_ns
 from layerperf.util.arrays import PartMaps
 
 _SORT = [("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8")]
@@ -314,7 +314,7 @@ def view_meta(recorder: Recorder, idents: list[Any], origin_us: float, windows: 
     """What the GPU views read besides the table: the activities, the steps' windows, the annotations."""
     out: dict[str, Any] = {"activities": DiskActivities(recorder, idents, origin_us)}
     if windows:
-        out["run_windows_ns"] = kineto.run_windows(windows, origin_us)
+        out["run_windows_ns"] = run_windows(windows, origin_us)
     if notes:
         out["annotations"] = kineto.annotation_table(notes, origin_us)
     return out

@@ -48,8 +48,10 @@ from layerperf.readers.tef import (
     Slices,
     column,
     count_not_objects,
+    floats,
     raw_key,
     remapped,
+    run_windows,
     thread_codes,
     thread_ids,
     to_ns,
@@ -295,10 +297,17 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
     threads = Interner() if threads is None else threads
     slices = Slices() if slices is None else slices
     n_events = runs = 0
+    windows: list[tuple[float, float]] = []
     for chunk in stream.chunks():
         n_events += len(chunk)
         kind = _kinds(column(chunk, "cat"), column(chunk, "name"), kinds)
-        runs += kind.count(_RUN)
+        n_runs = kind.count(_RUN)
+        if n_runs:
+            runs += n_runs
+            marks = list(compress(chunk, map(_RUN.__eq__, kind)))
+            start, length = floats(column(marks, "ts")), floats(column(marks, "dur"))
+            usable = np.isfinite(start) & np.isfinite(length) & (length >= 0)
+            windows.extend(zip(start[usable].tolist(), length[usable].tolist(), strict=True))
         n_nodes = kind.count(_KERNEL)
         nodes = chunk if n_nodes == len(chunk) else list(compress(chunk, map(_KERNEL.__eq__, kind)))
         name, pid, tid, ts, dur, args = fields(nodes, FIELDS)
@@ -314,7 +323,18 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
     counters = {k: costs.counters[k] for k in touched if k in costs.counters}
     int_ops = {k: costs.int_ops[k] for k in touched if k in costs.int_ops}
     return Part(new, threads.values(), slices.joined(), {}, [], n_events, runs, counters, int_ops, slices.dropped,
-                ident_base=base, reading=reading.process)
+                ident_base=base, reading=reading.process, run_windows=windows)
+
+
+def run_meta(parts: Sequence[Part]) -> dict[str, Any]:
+    """What the trace says of its runs: their count, and where each ran (its model_run events, as ns on the
+    table's clock: the file's zero) when every run it counts has a usable one."""
+    windows = [w for p in parts for w in p.run_windows]
+    runs = sum(p.runs for p in parts)
+    out: dict[str, Any] = {"runs": runs}
+    if windows and len(windows) == runs:
+        out["run_windows_ns"], out["run_windows_by"] = run_windows(windows, 0.0), "model_run"
+    return out
 
 
 def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_us: float | None = None) -> Calls:
@@ -330,8 +350,8 @@ def merge(parts: Sequence[Part], meta: dict[str, Any] | None = None, *, origin_u
     # times are relative to the profiler's start already: the file's zero is the origin
     builder.extend(ident.astype(np.int32), self_us, incl_us=dur_us, flops=flops, bytes_=nbytes, int_ops=int_ops,
                    counters=counters, ts_us=to_ns(ts_us) / 1e3, pid=pid, tid=tid)
-    info: dict[str, Any] = {"format": "ort", "events": sum(p.events for p in parts),
-                            "runs": sum(p.runs for p in parts), "inclusive_flops": True, "ts_origin_us": 0.0}
+    info: dict[str, Any] = {"format": "ort", "events": sum(p.events for p in parts), **run_meta(parts),
+                            "inclusive_flops": True, "ts_origin_us": 0.0}
     dropped = Dropped()
     for p in parts:
         dropped.merge(p.dropped)

@@ -186,7 +186,7 @@ def _fold_sorted(spill: Spill, spilled: list[_Spilled], reader: ModuleType, meta
                             "ts_origin_us": 0.0 if reader is ort else origin, "streamed": True,
                             "total_ns": folded.total_ns, "spilled_records": spill.records}
     if reader is ort:
-        info.update(runs=sum(p.runs for p in parts), inclusive_flops=True)
+        info.update(ort.run_meta(parts), inclusive_flops=True)
     if len(spilled) > 1:  # read in stretches by two processes (parallel.side_by_side)
         info["processes"], info["stretches"] = 2, len(spilled)
     if dropped:

@@ -339,6 +339,8 @@ class Part:
     # ``ident_base`` on in the numbering of the process (``reading``) whose earlier parts hold the rest
     ident_base: int = 0
     reading: int = 0
+    # (start µs, duration µs) of each run the trace marks (ONNX Runtime's model_run events), in file order
+    run_windows: list[tuple[float, float]] = field(default_factory=list)
 
 
 class Reading:
@@ -442,6 +444,14 @@ def earliest(ts_us: np.ndarray) -> float:
     event's start (µs). Times relative to it keep their ns: an epoch time in ns is past the integers
     a float64 holds exactly (2**53), and ``to_ns`` of it would be off by up to 128 ns."""
     return float(ts_us.min()) if ts_us.size else 0.0
+
+
+def run_windows(marks: list[tuple[float, float]], origin_us: float) -> list[tuple[int, int]]:
+    """The runs a trace marks (a profiler's steps, ONNX Runtime's model_run events), (start µs, duration µs)
+    each, as sorted (start, end) ns on the table's clock."""
+    start_us, length_us = np.asarray(marks, dtype=np.float64).T
+    start = to_ns(start_us - origin_us)
+    return sorted(zip(start.tolist(), (start + to_ns(length_us)).tolist(), strict=True))
 
 
 def thread_ids(threads: Sequence[tuple[Any, Any]], thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

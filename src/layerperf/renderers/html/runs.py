@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layerperf.analysis.trace_runs import find_runs
+from layerperf.analysis.trace_runs import find_runs, marked_by
 from layerperf.data.calls import Calls
 from layerperf.data.profile import Profile
 
@@ -45,7 +45,7 @@ class RunSet:
     warmup: int
     outliers: tuple[int, ...]
     how: str
-    noun: str = "run"  # "step" when the trace's ProfilerStep events are the runs
+    noun: str = "run"  # "step" when the trace's ProfilerStep events are the runs (trace_runs.marked_by)
     split: bool = True  # whether each run's calls are known (else one window: the whole trace)
     # calls in each run, where ``rows`` hold only the runs the page keeps (a trace too large to hold:
     # :mod:`.streamed`); empty: every run's rows are there
@@ -139,7 +139,8 @@ def _foreign(calls: Calls) -> RunSet:
     if found.bounds_ns and len(found.windows) == len(found.bounds_ns):
         starts = [s for s, _ in found.bounds_ns]
         ends = [e for _, e in found.bounds_ns]
-        return made(starts, ends, [_ordered(calls, w) for w in found.windows], found.how, noun="step")
+        return made(starts, ends, [_ordered(calls, w) for w in found.windows], found.how,
+                    noun=marked_by(calls.meta)[1])
     if len(found.windows) >= 2:
         extents = [_extent(calls, w) for w in found.windows]
         return made([s for s, _ in extents], [e for _, e in extents], [_ordered(calls, w) for w in found.windows],

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from layerperf.analysis.trace_runs import by_sequence
+from layerperf.analysis.trace_runs import by_sequence, marked_by
 from layerperf.data.calls import Calls, Labels, concat, empty, recoded
 from layerperf.data.fold import Folded
 from layerperf.readers.detect import read_folded, release
@@ -204,7 +204,7 @@ def _plan(meta: Mapping[str, Any], first: _First) -> _Plan | None:
     said = int(meta["runs"]) if meta.get("runs") else None
     marked = [(float(s), float(e)) for s, e in meta.get("run_windows_ns") or ()]
     if first.over:
-        return _unsequenced(first, said, marked)
+        return _unsequenced(first, said, marked, meta)
     ts, end, code = first.arrays()
     order = np.argsort(ts, kind="stable")  # NaN last: the timed calls by start, then the rest
     timed = order[:int(np.count_nonzero(~np.isnan(ts)))]
@@ -213,7 +213,8 @@ def _plan(meta: Mapping[str, Any], first: _First) -> _Plan | None:
     if marked:
         bounds = [(int(np.searchsorted(at, s, "left")), int(np.searchsorted(at, e, "left"))) for s, e in marked]
         starts, ends = [s for s, _ in marked], [e for _, e in marked]
-        how, noun, split = "its ProfilerStep events" + _overlap(marked), "step", True
+        by, noun = marked_by(meta)
+        how, split = by + _overlap(marked), True
     else:
         p, how = by_sequence(code[timed], said)
         bounds = [(k * p, (k + 1) * p) for k in range(timed.size // p)] if p else [(0, int(timed.size))]
@@ -252,7 +253,8 @@ def _assigned(plan: _Plan, timed: np.ndarray, n_calls: int,
     return window, keep
 
 
-def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, float]]) -> _Plan:
+def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, float]],
+                 meta: Mapping[str, Any]) -> _Plan:
     """The runs of a trace of more calls than the first reading keeps: its ProfilerStep windows (each call
     in the last that starts at or before it, if it ends after), else one window; only the drawn run held."""
     beyond = (f"the trace holds {first.n:,} calls, more than the {first.cap:,} whose op sequence is searched for "
@@ -260,8 +262,9 @@ def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, floa
     if marked:
         order = sorted(range(len(marked)), key=lambda k: marked[k])
         starts, ends = tuple(marked[k][0] for k in order), tuple(marked[k][1] for k in order)
-        plan = _Plan(starts, ends, f"its ProfilerStep events{_overlap(marked)}; {beyond}: only the drawn step is held",
-                     "step", True, (), None, None, marks=np.asarray([starts, ends]))
+        by, noun = marked_by(meta)
+        plan = _Plan(starts, ends, f"{by}{_overlap(marked)}; {beyond}: only the drawn {noun} is held",
+                     noun, True, (), None, None, marks=np.asarray([starts, ends]))
         return replace(plan, drawn=plan.runs().representative)
     how = "as the trace says: one run" if said == 1 else f"{beyond}: drawn as one window"
     return _Plan((np.nan,), (np.nan,), how, "run", said == 1, (), None, None)
