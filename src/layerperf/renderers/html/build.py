@@ -31,6 +31,7 @@ from layerperf.renderers.html.source import Source
 from layerperf.renderers.html.table import layer_table
 from layerperf.renderers.html.timeline_part import legend_html, timeline_section
 from layerperf.renderers.view import Note
+from layerperf.util import units
 
 AUTO: Any = "auto"  # peaks: this machine's (or the profiled machine's) calibration, when there is one
 
@@ -133,8 +134,9 @@ def breakdown(src: Source, device: TraceDevice | None, runs: RunSet | None) -> t
                       per="per run", calls="calls"))
     n = src.digest.calls if src.digest is not None else len(src.calls)
     return (charts.type_times(calls),
-            Chart("breakdown", f"self time summed over all {n} calls of the trace ("
-                  f"{len(runs) if runs else '?'} runs, warm-up included; the table's statistic)", calls="calls"))
+            Chart("breakdown", f"self time summed over all {n:,} calls of the trace ("
+                  f"{units.count(len(runs), 'run') if runs else '? runs'}, warm-up included; the table's statistic)",
+                  calls="calls"))
 
 
 def single(src: Source, peaks: Peaks | None | str = AUTO) -> str:
