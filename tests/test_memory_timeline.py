@@ -208,3 +208,14 @@ def test_unnamed_tensors_warn_and_pictures_still_render() -> None:
     assert rep.peak_bytes == 0 and "names no tensors" in rep.warnings[0]
     for picture in (svg.flow_svg(rep), svg.memory_timeline_svg(rep)):
         assert ET.fromstring(picture).tag.endswith("svg")
+
+
+def test_the_picture_numbers_nodes_as_the_terminal_does() -> None:
+    # the peak is at C, the third node: "#3 C" on the picture, as the terminal's "node 3 of 4" (was "#2 C")
+    from layerperf.renderers import svg
+    from layerperf.renderers.views.memory import summary_notes
+
+    rep = analyze_memory(branches())
+    picture = svg.memory_timeline_svg(rep).decode("utf-8")
+    assert "at #3 C (Conv)" in picture and "#2 C" not in picture
+    assert any("node 3 of 4" in n.text for n in summary_notes(rep))

@@ -174,7 +174,7 @@ def block_color(rep: MemoryReport, b: PlacedBlock, colors: dict[str, str], index
 
 def _node_label(rep: MemoryReport, index: int) -> str:
     node = rep.nodes[index]
-    return f"#{index} {node.name} ({node.op_type})"
+    return f"#{index + 1} {node.name} ({node.op_type})"  # counted from 1, as the terminal says "node 2 of 25"
 
 
 def block_title(rep: MemoryReport, b: PlacedBlock) -> str:
