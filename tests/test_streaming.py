@@ -13,6 +13,7 @@ import os
 import random
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -395,3 +396,32 @@ def test_zero_padding_after_gzip_is_read_past_and_junk_after_it_named_where_it_i
     junk.write_bytes(member + b"\0" * 2500 + b"garbage")
     with pytest.raises(InputError, match=rf"7 bytes after the gzip data, at byte {len(member) + 2500}, are not gzip"):
         detect.read_table(junk)
+
+
+def test_segments_are_cut_at_their_size_when_blocks_fill_it_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # merge blocks that add up to the segment size exactly left no record past it, so no cut: the next try
+    # waited for twice as many records, and every segment after held two (10M events: +80 MB)
+    from layerperf.readers import kineto_stream, spill, streaming
+
+    monkeypatch.setattr(streaming, "SEGMENT_RECORDS", 256)
+
+    class Blocks:  # what a merge of time-ordered runs gives: blocks of 64 records
+        def sorted_blocks(self) -> Any:
+            for k in range(40):
+                rec = spill.records(64)
+                rec["ts_us"] = 10.0 * (k * 64 + np.arange(64))
+                rec["neg_dur"] = -5.0
+                rec["seq"] = k * 64 + np.arange(64)
+                yield rec
+
+    held: list[int] = []
+    real = streaming.cuts
+
+    def counted(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
+        held.append(int(key.size))
+        return real(key, start, end)
+
+    monkeypatch.setattr(streaming, "cuts", counted)
+    segments = list(kineto_stream._segments(Blocks(), 0.0, None))  # type: ignore[arg-type]
+    assert sum(s.size for s in segments) == 40 * 64
+    assert held and max(held) <= 256 + 64, held

@@ -262,7 +262,7 @@ def _segments(spill: Spill, origin: float, maps: tuple[PartMaps, PartMaps] | Non
     for block in spill.sorted_blocks():
         pieces.append(block if maps is None else kineto_parts.renumbered(block, maps))
         held += block.size
-        if held < need:
+        if held <= need:  # a cut at the need falls before a record: one past it must be held
             continue
         recs = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
         pieces.clear()

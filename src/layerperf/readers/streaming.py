@@ -264,7 +264,7 @@ def _segments(spill: Spill, maps: tuple[PartMaps, PartMaps], origin_us: float) -
     for block in spill.sorted_blocks():
         pieces.append(_columns(block, maps))
         held += block.size
-        if held < need:
+        if held <= need:  # a cut at the need falls before a record: one past it must be held
             continue
         cols = _joined(pieces)
         pieces.clear()
