@@ -218,4 +218,5 @@ def test_the_picture_numbers_nodes_as_the_terminal_does() -> None:
     rep = analyze_memory(branches())
     picture = svg.memory_timeline_svg(rep).decode("utf-8")
     assert "at #3 C (Conv)" in picture and "#2 C" not in picture
+    assert ">1</text>" in picture and ">0</text>" not in picture  # the axis counts from 1 too
     assert any("node 3 of 4" in n.text for n in summary_notes(rep))

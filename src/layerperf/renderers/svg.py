@@ -1,6 +1,6 @@
 """memory_flow.svg and memory_timeline.svg: the memory report as pictures, SVG written as text.
 
-Both pictures put the execution order (node index) on the x axis. ``memory_flow.svg`` draws every
+Both pictures put the execution order (node number, from 1) on the x axis. ``memory_flow.svg`` draws every
 buffer as a block spanning its lifetime at the offset the simulated best-fit allocator gives it;
 ``memory_timeline.svg`` draws live tensor bytes node by node beside what the runtime held (arena
 in use, resident memory growth), or, where the backend recorded its allocator's events (PyTorch),
@@ -88,7 +88,7 @@ class Canvas(Elements):
         for node in node_ticks(self.n):
             x = self.x(node + 0.5)
             self.line(x, self.y1, x, self.y1 + 4, "#333")
-            self.text(x, self.y1 + 17, str(node), "text-anchor='middle' fill='#333'")
+            self.text(x, self.y1 + 17, str(node + 1), "text-anchor='middle' fill='#333'")  # counted from 1
         self.line(self.x0, self.y1, self.x1, self.y1, "#333")
         self.line(self.x0, self.y0, self.x0, self.y1, "#333")
         self.text((self.x0 + self.x1) / 2, self.y1 + 36, x_label, "text-anchor='middle'")
@@ -192,7 +192,7 @@ def flow_svg(rep: MemoryReport, model: str = "model") -> bytes:
     c = Canvas(len(rep.nodes), arena * 1.06, f"{model}: memory flow",
                f"each block is a buffer over its lifetime, at the offset a best-fit plan gives it: arena "
                f"{units.binary(arena)}, live peak {units.binary(rep.peak_bytes)}; hover a block for its tensors")
-    c.axes("execution order (node index)", "offset in the simulated arena")
+    c.axes("execution order (node number)", "offset in the simulated arena")
     colors = op_colors(rep)
     for i, b in enumerate(rep.blocks):
         if b.nbytes:
@@ -253,7 +253,7 @@ def memory_timeline_svg(rep: MemoryReport, model: str = "model") -> bytes:
                 f"{units.binary(rep.max_allocated_bytes)} ({rep.max_allocated_source or 'not measured'}); "
                 "hover a column for its node")
     c = Canvas(len(rep.nodes), top, f"{model}: memory timeline", subtitle)
-    c.axes("execution order (node index)", "bytes")
+    c.axes("execution order (node number)", "bytes")
     live = [(k, n.live_bytes) for k, n in enumerate(rep.nodes)]
     pts = _step_points(c, live)
     if pts:
