@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -253,3 +254,41 @@ def test_a_source_given_is_left_open(tmp_path: Path) -> None:
     finally:
         src.close()
     assert STAMP.sub("", first) == STAMP.sub("", second) and 'id="gpu-section"' in first
+
+
+def _with_runs(path: Path, change: Any) -> Path:
+    """The profile at ``path`` with each model_run event changed by ``change(event, index)``."""
+    events = orjson.loads(path.read_bytes())
+    runs = [e for e in events if e.get("name") == "model_run"]
+    for k, e in enumerate(runs):
+        change(e, k)
+    path.write_bytes(orjson.dumps(events))
+    return path
+
+
+@pytest.mark.parametrize("how", ["overlap", "zero", "huge", "shifted"])
+def test_model_run_windows_that_cannot_be_runs(tmp_path: Path, how: str) -> None:
+    # runs called from two threads at once (windows that overlap: each would hold the other's nodes), windows of
+    # no length or past any clock: counted only, the op sequence splits the runs as before; windows that hold
+    # no call (a damaged profile) are runs of nothing, the same page read whole or streamed (that crashed)
+    trace = _ort_trace(tmp_path / "ort.json", runs=4)
+
+    def change(e: dict[str, Any], k: int) -> None:
+        if how == "overlap" and k % 2:
+            e["ts"] -= e["dur"] // 2
+        elif how == "zero":
+            e["dur"] = 0
+        elif how == "huge":
+            e["dur"] = 1e20
+        elif how == "shifted":
+            e["ts"] += 10 ** 9
+
+    _with_runs(trace, change)
+    whole, _ = _page(trace, whole=True)
+    page, _ = _page(trace, whole=False)
+    assert NOTE.sub("", page) == whole
+    runs = _facts(page)["runs"]
+    if how == "shifted":
+        assert runs.startswith("4 runs (its model_run events)")
+    else:
+        assert runs.startswith("4 runs (its op sequence repeats 4 times, every 40 calls)"), runs

@@ -5,8 +5,9 @@ events, an ONNX Runtime profile's ``model_run`` events (``meta["run_windows_ns"]
 :mod:`layerperf.readers.kineto` and :mod:`layerperf.readers.ort`). Otherwise a run is a period
 of the op sequence: the smallest ``p`` such that the trace's calls, by start time, are the same ``p``
 names over and over (``n % p == 0``); three forward calls of a CNN repeat its ops three times, whatever
-op comes first. A trace that only counts its runs (ONNX Runtime's ``model_run`` events:
-``meta["runs"]``) is split by the period its count gives when the sequence repeats that way. No period:
+op comes first. A trace that only counts its runs (``meta["runs"]``: ONNX Runtime's ``model_run`` events
+where they overlap, runs called from several threads at once) is split by the period its count gives
+when the sequence repeats that way. No period:
 the trace is one run, unless it says otherwise.
 """
 
@@ -65,8 +66,8 @@ def find_runs(calls: Calls) -> TraceRuns:
     timed = timed[np.argsort(calls.ts_ns[timed], kind="stable")]
     marked = calls.meta.get("run_windows_ns")
     if marked:
-        ts = calls.ts_ns[timed]
-        windows = tuple(timed[(ts >= s) & (ts < e)] for s, e in marked)
+        ts = calls.ts_ns[timed]  # by start: a window's calls are a slice, found by two binary searches
+        windows = tuple(timed[np.searchsorted(ts, s, "left"):np.searchsorted(ts, e, "left")] for s, e in marked)
         return TraceRuns(len(marked), windows, marked_by(calls.meta)[0],
                          tuple((float(s), float(e)) for s, e in marked))
     p, how = by_sequence(calls.name.codes[timed], said)

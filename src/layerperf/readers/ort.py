@@ -43,6 +43,7 @@ from layerperf.readers.dropped import Dropped
 from layerperf.readers.ort_costs import Costs, listed_tensors, tensor_info
 from layerperf.readers.stream import EventStream
 from layerperf.readers.tef import (
+    MAX_US,
     Idents,
     Part,
     Slices,
@@ -306,7 +307,7 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
             runs += n_runs
             marks = list(compress(chunk, map(_RUN.__eq__, kind)))
             start, length = floats(column(marks, "ts")), floats(column(marks, "dur"))
-            usable = np.isfinite(start) & np.isfinite(length) & (length >= 0)
+            usable = (np.abs(start) < MAX_US) & (length > 0) & (length < MAX_US)  # NaN compares False
             windows.extend(zip(start[usable].tolist(), length[usable].tolist(), strict=True))
         n_nodes = kind.count(_KERNEL)
         nodes = chunk if n_nodes == len(chunk) else list(compress(chunk, map(_KERNEL.__eq__, kind)))
@@ -328,12 +329,16 @@ def part(stream: EventStream, slices: Slices | None = None, threads: Interner | 
 
 def run_meta(parts: Sequence[Part]) -> dict[str, Any]:
     """What the trace says of its runs: their count, and where each ran (its model_run events, as ns on the
-    table's clock: the file's zero) when every run it counts has a usable one."""
+    table's clock: the file's zero) when every run it counts has a usable one and they follow one another:
+    runs called from several threads at once (their windows overlap, each holding the others' nodes) or
+    nested are only counted."""
     windows = [w for p in parts for w in p.run_windows]
     runs = sum(p.runs for p in parts)
     out: dict[str, Any] = {"runs": runs}
     if windows and len(windows) == runs:
-        out["run_windows_ns"], out["run_windows_by"] = run_windows(windows, 0.0), "model_run"
+        spans = run_windows(windows, 0.0)
+        if all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False)):
+            out["run_windows_ns"], out["run_windows_by"] = spans, "model_run"
     return out
 
 

@@ -214,7 +214,7 @@ def _plan(meta: Mapping[str, Any], first: _First) -> _Plan | None:
         bounds = [(int(np.searchsorted(at, s, "left")), int(np.searchsorted(at, e, "left"))) for s, e in marked]
         starts, ends = [s for s, _ in marked], [e for _, e in marked]
         by, noun = marked_by(meta)
-        how, split = by + _overlap(marked), True
+        how, split = by + _overlap(marked, noun), True
     else:
         p, how = by_sequence(code[timed], said)
         bounds = [(k * p, (k + 1) * p) for k in range(timed.size // p)] if p else [(0, int(timed.size))]
@@ -228,12 +228,12 @@ def _plan(meta: Mapping[str, Any], first: _First) -> _Plan | None:
     return replace(plan, window=window, keep=keep)
 
 
-def _overlap(marked: list[tuple[float, float]]) -> str:
-    """What the page says of ProfilerStep windows that overlap: a call in two is placed in the later one
-    (the whole reading counts it in both)."""
+def _overlap(marked: list[tuple[float, float]], noun: str = "step") -> str:
+    """What the page says of windows that overlap (ProfilerStep events may): a call in two is placed in the
+    later one (the whole reading counts it in both)."""
     spans = sorted(marked)
     if any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False)):
-        return "; they overlap: a call in two steps is counted in the later one"
+        return f"; they overlap: a call in two {noun}s is counted in the later one"
     return ""
 
 
@@ -263,7 +263,7 @@ def _unsequenced(first: _First, said: int | None, marked: list[tuple[float, floa
         order = sorted(range(len(marked)), key=lambda k: marked[k])
         starts, ends = tuple(marked[k][0] for k in order), tuple(marked[k][1] for k in order)
         by, noun = marked_by(meta)
-        plan = _Plan(starts, ends, f"{by}{_overlap(marked)}; {beyond}: only the drawn {noun} is held",
+        plan = _Plan(starts, ends, f"{by}{_overlap(marked, noun)}; {beyond}: only the drawn {noun} is held",
                      noun, True, (), None, None, marks=np.asarray([starts, ends]))
         return replace(plan, drawn=plan.runs().representative)
     how = "as the trace says: one run" if said == 1 else f"{beyond}: drawn as one window"
@@ -376,6 +376,8 @@ def _rows_by_run(run: np.ndarray, ts: np.ndarray, n_runs: int) -> tuple[np.ndarr
     once, not searched per run: a trace holds tens of thousands of runs."""
     rows = [np.zeros(0, dtype=np.int64)] * n_runs
     inside = np.flatnonzero(run >= 0)
+    if not inside.size:  # no held call in any run
+        return tuple(rows)
     by_run = inside[np.argsort(run[inside], kind="stable")]
     held, first = np.unique(run[by_run], return_index=True)
     for k, a, b in zip(held.tolist(), first.tolist(), [*first[1:].tolist(), by_run.size], strict=True):
