@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -180,3 +181,34 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+def _open_store(path: Path, go: Any, results: Any) -> None:
+    from layerperf.dataset.store import Store
+
+    go.wait()
+    try:
+        with Store.open(path, create=True) as store:
+            store.statuses()
+        results.put("ok")
+    except BaseException as exc:  # noqa: BLE001 - what a racing opener met, for the test to show
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_collects_that_start_together_on_a_new_store_make_it_once(tmp_path: Path) -> None:
+    # each opener made the tables when it found the file new: the others failed ('table schema_version already
+    # exists', 'not a layerperf store') and removed the file the first had filled
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for k in range(16):  # the race is met in about one round in three
+        path = tmp_path / f"s{k}.db"
+        go, results = ctx.Event(), ctx.Queue()
+        openers = [ctx.Process(target=_open_store, args=(path, go, results)) for _ in range(4)]
+        for p in openers:
+            p.start()
+        go.set()
+        for p in openers:
+            p.join(60)
+        assert [results.get(timeout=10) for _ in openers] == ["ok"] * 4
+        assert path.exists()

@@ -13,6 +13,7 @@ by a newer layerperf — is refused in one line (InputError) before anything is 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import astuple
@@ -56,9 +57,19 @@ class Store:
         fresh = not path.exists() or path.stat().st_size == 0
         if fresh and not create:
             raise InputError(f"no store at {path}", hint="collect into it first: layerperf collect --store PATH ...")
+        made = False  # whether this process made the file: only such a file is removed when making it fails
         if fresh:
+            if path.parent.exists() and not path.parent.is_dir():
+                raise InputError(f"cannot make the store {path}: {path.parent} is a file, not a folder")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InputError(f"cannot make the store {path}: {exc.strerror} ({exc.filename})") from None
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                made = True
+            except FileExistsError:  # another collect made it a moment ago: it is that one's to fill
+                pass
             except OSError as exc:
                 raise InputError(f"cannot make the store {path}: {exc.strerror} ({exc.filename})") from None
         try:
@@ -67,15 +78,17 @@ class Store:
             raise InputError(f"cannot open the store {path}: {exc}") from None
         store = cls(path, db)
         try:
-            store._check_or_make(fresh, writable)
+            store._check_or_make(fresh or create, writable)
         except BaseException:
             db.close()
-            if fresh:
+            if made:
                 path.unlink(missing_ok=True)
             raise
         return store
 
     def _check_or_make(self, fresh: bool, writable: bool = True) -> None:
+        """Check the store (``fresh``: an empty database may be made one); two collects that start together
+        on a new store make it once, the other finding it made."""
         try:
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             ok = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
@@ -86,9 +99,10 @@ class Store:
             first = " ".join(str(ok).replace("***", "").split())
             raise InputError(f"the store {self.path} is damaged: {first}",
                              hint="collect into a new store; `sqlite3 STORE .recover` may save the rest")
-        if not tables and fresh:
-            self._make()
+        if not tables and fresh and self._make():
             return
+        if not tables:  # made by another process meanwhile
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         version = self._check_schema(tables)
         addable = self._lacking(version)  # before the migrations: a refused store is left untouched
         if writable:
@@ -105,13 +119,18 @@ class Store:
                     self.db.execute(statement)
         self._migrate(version)
 
-    def _make(self) -> None:
+    def _make(self) -> bool:
+        """Make the tables, in one transaction; False when another process made them first (a write
+        transaction waits for the other's to end, then sees its tables)."""
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
         with self.transaction():
+            if self.db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
+                return False
             for statement in DDL.split(";\n"):
                 self.db.execute(statement)
             self.db.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (SCHEMA_VERSION, __version__, now()))
+        return True
 
     def _migrate(self, version: int) -> None:
         """A store of an older schema brought up to this one, one version per transaction: columns added."""
