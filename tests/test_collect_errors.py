@@ -167,6 +167,20 @@ def test_export_of_a_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.parametrize("under", [False, True])
+def test_an_export_a_file_stands_in_the_way_of_is_refused_before_the_sweep(
+        model: Path, collected: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], under: bool) -> None:
+    # it measured the whole sweep, wrote the store, then refused (or, under a file, a traceback)
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    target = blocker / "sub" if under else blocker
+    store = tmp_path / "new.db"
+    err = one_line_error(capsys, "--models", str(model), "--store", str(store), "--export", str(target), *FAST)
+    assert "is a file, not a directory" in err and not store.exists()
+    err = one_line_error(capsys, "--store", str(collected), "--export", str(target))
+    assert "is a file, not a directory" in err and blocker.read_text() == "not a folder"
+
+
 def test_a_store_of_another_machine_is_told_with_both_fingerprints(model: Path, collected: Path, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     store = from_another_machine(collected, tmp_path / "other.db")

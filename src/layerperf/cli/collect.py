@@ -129,9 +129,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.models is None and not args.export:
         raise InputError("nothing to do: give --models to collect, or --export DIR to export the store")
+    if args.export:  # a writer missing, or a file in the way: one line now, not after the sweep
+        parquet.check_target(args.export)
     if args.models is not None:
         if args.export:
-            parquet.writer_or_refuse()  # missing: one line now, not after the sweep
+            parquet.writer_or_refuse()
         _collect(args)
     if args.export:
         with Store.open(args.store) as store:

@@ -69,13 +69,31 @@ def _write_duckdb(path: Path, columns: list[tuple[str, str]], rows: list[tuple[A
         con.close()
 
 
-def export(store: Store, out_dir: str | Path) -> dict[str, Path]:
-    """Write every table of ``store`` as Parquet into ``out_dir`` (made when missing); table -> file."""
-    write = _writer()
+def check_target(out_dir: str | Path) -> Path:
+    """``out_dir`` as a folder Parquet files can be written into (made when missing, with its parents);
+    InputError in one line where a file stands in the way or the folder cannot be written (before a sweep:
+    not after it)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"--export {out} is a file, not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    there = out
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir():
+        raise InputError(f"--export {out}: {there} is a file, not a directory")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise InputError(f"--export {out}: cannot write in {there}")
+    return out
+
+
+def export(store: Store, out_dir: str | Path) -> dict[str, Path]:
+    """Write every table of ``store`` as Parquet into ``out_dir`` (made when missing); table -> file."""
+    write = _writer()
+    out = check_target(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--export {out}: {exc.strerror} ({exc.filename})") from None
     written = {}
     for table, schema_cols in TABLES.items():
         columns = [(name, _kind(kind)) for name, kind in schema_cols]
