@@ -181,6 +181,16 @@ def test_an_export_a_file_stands_in_the_way_of_is_refused_before_the_sweep(
     assert "is a file, not a directory" in err and blocker.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize(("address", "says"), [("", "--ray names no address"), (" ", "--ray names no address"),
+                                               (":", "--ray ':' is no address"), ("h:99999", "is no address")])
+def test_a_malformed_ray_address_is_refused_before_the_store(model: Path, tmp_path: Path, address: str, says: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # "" made the store, then failed; ":" printed Ray's own logged traceback before the line
+    store = tmp_path / "r.db"
+    err = one_line_error(capsys, "--models", str(model), "--ray", address, "--store", str(store), *FAST)
+    assert says in err and not store.exists()
+
+
 def test_a_store_of_another_machine_is_told_with_both_fingerprints(model: Path, collected: Path, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     store = from_another_machine(collected, tmp_path / "other.db")

@@ -148,6 +148,10 @@ def _collect(args: argparse.Namespace) -> None:
     from layerperf.dataset.fingerprint import Fingerprint
     from layerperf.dataset.store import Store
 
+    if args.ray is not None:  # "" too: a malformed address is refused before anything is made
+        from layerperf.dataset.ray_runner import checked_address
+
+        args.ray = checked_address(args.ray)
     axes = axes_of(args)
     config.check(axes)  # every refusal before the store is made
     if args.ray:

@@ -62,6 +62,22 @@ def import_ray(address: str | None = None) -> Any:
 PROBE_S = 5.0  # how long a cluster's address is given to answer before Ray is asked to join it
 
 
+def checked_address(address: str) -> str:
+    """``--ray``'s address, trimmed: ``local``, ``auto``, a URL (``ray://HOST:PORT``), a name Ray resolves,
+    or ``HOST:PORT`` with a port number; InputError in one line for none or a malformed one (Ray would log
+    its own traceback for ``:``), before anything is made."""
+    text = address.strip()
+    hint = "a cluster's HOST:PORT (ray start --head prints it), ray://HOST:PORT, auto, or local"
+    if not text:
+        raise InputError("--ray names no address", hint=hint)
+    if text in (LOCAL, "auto") or "://" in text:
+        return text
+    host, sep, port = text.rpartition(":")
+    if sep and not (host.strip("[]") and port.isdigit() and 0 < int(port) < 65536):
+        raise InputError(f"--ray {text!r} is no address: HOST:PORT with a port number", hint=hint)
+    return text
+
+
 def _reachable(address: str) -> None:
     """InputError when nothing answers at a ``HOST:PORT`` address: Ray itself would retry for minutes,
     printing its own warnings, and not stop at a SIGTERM meanwhile. Other forms (``auto``, ``ray://``) are
