@@ -367,3 +367,13 @@ def test_the_cost_between_layers_stays_within_what_the_store_measured() -> None:
     assert fit is not None
     assert math.isclose(fit.ratio(3e4, 56, 8), 1.30, rel_tol=0.02) and math.isclose(fit.ratio(3e4, 56, 1), 1.0,
                                                                                      rel_tol=0.02)
+
+
+def test_a_thread_count_collect_would_refuse_is_refused_before_any_store_is_read(
+        tmp_path: Path, synthetic: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 100000 predicted "100000 threads"; 0 (collect's runtime default) predicted 1 thread's layers
+    err = one_line_error(capsys, "synth.onnx", "--store", str(tmp_path / "none.db"), "--threads", "100000")
+    assert "--threads 100000 is more than" in err  # said before "no store at"
+    with pytest.raises(SystemExit) as exc:
+        main(["predict", "synth.onnx", "--store", str(synthetic), "--threads", "0"])
+    assert exc.value.code == 2 and "argument --threads: expected 1 or more, got 0" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf.cli.common import add_output_args, layout, output_format, positive_int
+from layerperf.cli.common import add_output_args, at_least, layout, output_format
 
 if TYPE_CHECKING:
     from layerperf.calibration.peaks import Peaks
@@ -40,9 +40,9 @@ def register(sub: Any) -> None:
     p.add_argument("--layers", choices=("graph", "store"), default="graph",
                    help="--evaluate: predict each model's layers as found in its optimized graph (default; the "
                         "store's recorded layers where the model is not here), or as the store recorded them")
-    p.add_argument("--batch", type=positive_int, help="batch size (default 1; a model file whose batch is fixed "
+    p.add_argument("--batch", type=at_least(1), help="batch size (default 1; a model file whose batch is fixed "
                    "runs at its own)")
-    p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (default 1)")
+    p.add_argument("--threads", type=at_least(1), default=1, help="intra-op threads, 1 or more (default 1)")
     p.add_argument("--opt-level", default="all", choices=("disable", "basic", "extended", "all"),
                    help="ONNX Runtime optimization level (default all)")
     p.add_argument("--inter-op", default="seq", metavar="seq|N",
@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if args.evaluate == bool(args.model):
         raise InputError("give MODEL to predict, or --evaluate to evaluate the predictor on the store, not both"
                          if args.model else "nothing to predict: give MODEL, or --evaluate")
+    if args.model:
+        _check_run(args)  # before any store is read
     sklearn_regressor()  # missing: one line saying how to install it, before any work
     same = {str(Path(p).resolve()) for p in args.store}
     if len(same) < len(args.store):
@@ -90,9 +92,11 @@ def _warn_other(pairs: list[Any], path: str) -> None:
 def _check_run(args: argparse.Namespace) -> None:
     """The run's flags as collect checks them: a CPU set this process could not be pinned to, a co-runner
     that cannot be built, would predict a run that cannot happen."""
+    from layerperf.backends.base import RunPlan
     from layerperf.dataset.config import check_corun
     from layerperf.util.affinity import check_cpus, parse_cpus
 
+    RunPlan(threads=args.threads).validate()  # the bound collect and profile hold a thread count to
     cpus = check_cpus(parse_cpus(args.cpus)) if args.cpus else None
     if args.corun:
         check_corun(args.corun, [cpus], [args.threads], "shared" if args.shared_cores else "separate")
@@ -142,7 +146,6 @@ def _predict(args: argparse.Namespace, data: StoreData, peaks: Peaks | None) -> 
     from layerperf.errors import InputError
     from layerperf.renderers.views.predict import Trained, prediction_view
 
-    _check_run(args)
     batch, source = _batch(args)
     run = _factors(args, batch)
     ops = [Op.of_layer(layer) for layer in runtime_layers(args.model, batch, args.opt_level, source=source)]
