@@ -74,6 +74,9 @@ def test_a_sweep_stores_every_configuration_once_and_records_failures(models: di
     assert len(machine) == 1 and machine[0][1] and "onnxruntime=" in machine[0][4]
     speed = rows(store, "SELECT runs_measured, runs_used, runs_slowed, slowed_used FROM configs WHERE status = 'ok'")
     assert all(m == 2 and used + slowed * (not flag) >= used and used >= 1 for m, used, slowed, flag in speed)
+    # each configuration in a worker of its own (one worker measured them all: its state carried over)
+    workers = rows(store, "SELECT worker FROM configs")
+    assert len({w for (w,) in workers}) == len(workers) == 10
 
     # the same command again: nothing measured, nothing added
     before = rows(store, "SELECT count(*) FROM layers")

@@ -60,7 +60,8 @@ def _exit_reason(code: int | None) -> str:
 
 
 class LocalExecutor:
-    """One slot: a configuration at a time, in a worker process (started on first use, again after a crash)."""
+    """One slot: a configuration at a time, each in a worker process of its own (a fresh interpreter: no
+    allocator, thread pool or cache state carried from the configuration before it)."""
 
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("spawn")
@@ -94,7 +95,9 @@ class LocalExecutor:
         self._current = None
         try:
             if conn.poll():
-                return [conn.recv()]
+                result = conn.recv()
+                self.close()  # done with it: the next configuration starts a fresh one
+                return [result]
         except (EOFError, OSError):
             pass
         proc.join(_STOP_TIMEOUT_S)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import astuple
 from pathlib import Path
@@ -78,7 +79,15 @@ class Store:
             raise InputError(f"cannot open the store {path}: {exc}") from None
         store = cls(path, db)
         try:
-            store._check_or_make(fresh or create, writable)
+            deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+            while True:  # a journal-mode change another opener of a new store holds up waits for no busy handler
+                try:
+                    store._check_or_make(fresh or create, writable)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise InputError(f"cannot open the store {path}: {exc}") from None
+                    time.sleep(0.05)
         except BaseException:
             db.close()
             if made:
