@@ -231,3 +231,20 @@ def test_export_writes_every_table_as_parquet(collected: Path, tmp_path: Path,
     assert medians == [r[0] for r in db.execute("SELECT median_us FROM layers")]
     db.close()
     assert sorted(p.name for p in out.iterdir()) == ["configs.parquet", "layers.parquet", "machines.parquet"]
+
+
+def test_a_model_file_changed_since_it_was_measured_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a configuration is keyed by the file's path: another model copied over it was skipped without a word
+    path, store = tmp_path / "m.onnx", tmp_path / "s.db"
+    onnx.save(tiny_cnn(), path)
+    argv = ["collect", "--models", str(path), "--threads", "1", "--store", str(store), *FAST]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "changed since" not in capsys.readouterr().err  # the same file: skipped quietly
+    changed = tiny_cnn()
+    changed.doc_string = "another model at the same path"
+    onnx.save(changed, path)
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"{path} changed since the store measured it" in err and "skipped as measured" in err

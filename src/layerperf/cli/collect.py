@@ -167,6 +167,11 @@ def _collect(args: argparse.Namespace) -> None:
             if not args.ray:  # measured here: tell now if the store holds another machine's rows
                 _warn_other(sweep.other_hardware(store, [Fingerprint.here()]))
             todo = sweep.pending(configs, store, args.retry_failed)
+            pending = {c.key() for c in todo}
+            for model, then, now in sweep.changed_models([c for c in configs if c.key() not in pending], store):
+                print(f"layerperf: warning: {model} changed since the store measured it (SHA-256 {then[:12]}... "
+                      f"then, {now[:12]}... now): its configurations are skipped as measured; collect the new "
+                      "file into another store, or under another path", file=sys.stderr)
             if todo and executor is None:
                 executor = _executor(args.ray)
             tally = _run(todo, store, executor) if todo else sweep.Tally()

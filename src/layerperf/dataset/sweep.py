@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from layerperf.dataset.config import Config
@@ -69,6 +70,25 @@ def pending(configs: Sequence[Config], store: Store, retry_failed: bool = False)
     """The configurations the store does not hold yet (with ``retry_failed``, also those it holds failed)."""
     held = store.statuses()
     return [c for c in configs if c.key() not in held or (retry_failed and held[c.key()] == "failed")]
+
+
+def changed_models(skipped: Sequence[Config], store: Store) -> list[tuple[str, str, str]]:
+    """(model, SHA-256 the store measured, SHA-256 now) of each model file among ``skipped`` (configurations
+    the store holds) whose content changed since: a configuration is keyed by the file's path, so the new
+    file would be skipped as measured."""
+    from layerperf.models.extdata import sha256  # lazy: hashing only where a resumed sweep has model files
+
+    out = []
+    for model in dict.fromkeys(c.model for c in skipped):
+        path = Path(model)
+        if not path.is_file():
+            continue
+        row = store.db.execute("SELECT l.model_sha256 FROM configs c JOIN layers l USING (config_id) "
+                               "WHERE c.model = ? AND c.status = 'ok' AND l.model_sha256 IS NOT NULL LIMIT 1",
+                               (model,)).fetchone()
+        if row is not None and row[0] != (now := sha256(path)):
+            out.append((model, str(row[0]), now))
+    return out
 
 
 def other_hardware(store: Store, here: Iterable[Fingerprint]) -> list[tuple[Fingerprint, Fingerprint]]:
