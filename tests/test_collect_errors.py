@@ -49,7 +49,6 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     (["--models", "MODEL", "--corun", "MatMul"], "co-runner 'MatMul' gives no inputs"),
     (["--models", "MODEL", "--inter-op", "seq,x"], "--inter-op: 'x' is not an integer"),
     (["--models", "MODEL", "--opt-level", "all,turbo"], "unknown --opt-level 'turbo'"),
-    (["--models", "MODEL", "--runs", "0"], "--runs must be 1 or more, got 0"),
     (["--models", "MODEL", "--inter-op", ""], "--inter-op: '' is not an integer"),
     (["--models", "MODEL", "--backend", ""], "--backend names no backend"),
     (["--models", "MODEL", "--threads", "1,500"], "--threads 500 is more than"),
@@ -248,3 +247,11 @@ def test_a_model_file_changed_since_it_was_measured_is_said(tmp_path: Path, caps
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert f"{path} changed since the store measured it" in err and "skipped as measured" in err
+
+
+@pytest.mark.parametrize("runs", ["0", "-3"])
+def test_runs_below_one_are_refused_with_the_rule_they_break(runs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # "-3" said "expected 0 or more", and 0 was then refused as "must be 1 or more"
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--models", "lstm", "--runs", runs, "--store", "s.db"])
+    assert exc.value.code == 2 and f"argument --runs: expected 1 or more, got {runs}" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerperf.cli.common import event_list, positive_int
+from layerperf.cli.common import at_least, event_list, positive_int
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
                        help="the co-runner on the run's CPUs")
     p.add_argument("--events", metavar="E1,E2", type=event_list,
                    help="perf events to count per layer (stepwise passes)")
-    p.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS,
+    p.add_argument("--runs", type=at_least(1), default=DEFAULT_RUNS,
                    help=f"measured runs per configuration (default {DEFAULT_RUNS})")
     p.add_argument("--warmup", type=positive_int, default=DEFAULT_WARMUP,
                    help=f"untimed runs first (default {DEFAULT_WARMUP})")

@@ -75,7 +75,8 @@ def prediction_view(model: str, run: RunFactors, pred: Prediction, trained: Trai
 
 
 def _prediction_notes(pred: Prediction, trained: Trained) -> list[Note]:
-    notes = [Note(f"trained on {trained.configs} configurations of {len(trained.models)} models in {trained.store}")]
+    notes = [Note(f"trained on {units.count(trained.configs, 'configuration')} of "
+                  f"{units.count(len(trained.models), 'model')} in {trained.store}")]
     unseen: dict[str, list[str]] = {}
     for p in pred.layers:
         if p.flagged and _op(p.domain, p.op_type) not in unseen.setdefault(p.how, []):
