@@ -102,5 +102,5 @@ def test_report_in_bounded_memory(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     text = page.read_text()
     runs = events // 201
-    assert f"{runs} runs (its op sequence repeats {runs} times, every 200 calls)" in text
+    assert f"{runs} runs (its model_run events)" in text
     assert f"{events - runs} op calls" in text
