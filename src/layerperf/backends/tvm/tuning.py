@@ -15,6 +15,7 @@ the console copy is swallowed here (the files stay), progress goes through ``pro
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import importlib.util
 import io
@@ -251,6 +252,7 @@ def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search:
     _quiet_pool_teardown()
     replay = Search("replay-trace", search.timeout_s, search.seed)
     # stdout swallowed while the loggers are made: their console handler keeps the stream it saw.
+    failure: Exception | None = None
     with contextlib.redirect_stdout(io.StringIO()), _sigint_noted(counter.interrupt) as sigint:
         try:
             probe, _ = _contexts(tasks, work_dir, replay)
@@ -263,10 +265,18 @@ def _run(tasks: list[Any], database: Any, work_dir: Path, per_task: int, search:
                     finished(group)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C arrives wrapped in a TVM error from the C++ loop
             if sigint.seen or _interrupted(exc):
-                raise TuningInterrupted(f"tuning interrupted after {counter.done} trials; the "
-                                        f"{len(database)} records found are kept in {work_dir}",
-                                        hint="run again to tune the rest") from None
-            raise BackendError(f"MetaSchedule failed: {_last_line(exc)}") from None
+                failure = TuningInterrupted(f"tuning interrupted after {counter.done} trials; the "
+                                            f"{len(database)} records found are kept in {work_dir}",
+                                            hint="run again to tune the rest")
+            else:
+                failure = BackendError(f"MetaSchedule failed: {_last_line(exc)}")
+        finally:
+            # a builder's worker pool keeps a thread until its reference cycle is collected, and a process
+            # with a thread forks unsafely: layerperf then reads a big trace in one process, not two. (The
+            # error is raised below, outside the handler, so that it holds no traceback keeping the pool.)
+            gc.collect()
+    if failure is not None:
+        raise failure
 
 
 @contextlib.contextmanager
