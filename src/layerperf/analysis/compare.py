@@ -131,12 +131,17 @@ def _link_pairs(groups: _Groups, nodes: Sequence[Sequence[Node]], match: str) ->
             groups.join((0, i), (r, j))
 
 
-def _rows(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Sequence[Sequence[float]],
-          groups: _Groups) -> list[Row]:
+def _members(nodes: Sequence[Sequence[Node]], groups: _Groups) -> dict[Item, list[Item]]:
+    """Each row's layers, by the row's root."""
     members: dict[Item, list[Item]] = {}
     for r, side in enumerate(nodes):
         for i in range(len(side)):
             members.setdefault(groups.find((r, i)), []).append((r, i))
+    return members
+
+
+def _rows(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Sequence[Sequence[float]],
+          members: dict[Item, list[Item]]) -> list[Row]:
     rows = []
     for root in sorted(members):  # the first runtime's execution order, then the others' own rows
         items = members[root]
@@ -151,16 +156,12 @@ def _rows(backends: Sequence[str], nodes: Sequence[Sequence[Node]], times: Seque
     return rows
 
 
-def _mixed(nodes: Sequence[Sequence[Node]], groups: _Groups) -> set[str]:
+def _mixed(nodes: Sequence[Sequence[Node]], members: dict[Item, list[Item]]) -> set[str]:
     """The op families whose layers share a row (on two runtimes or more) with layers of another family:
     one runtime fused their work into another type's layer (ONNX Runtime's Add beside a MatMul, where TVM's
     kernel is a MatMul with the Add in it), so their sums per type hold different work."""
-    rows: dict[Item, list[Item]] = {}
-    for r, side in enumerate(nodes):
-        for i in range(len(side)):
-            rows.setdefault(groups.find((r, i)), []).append((r, i))
     out: set[str] = set()
-    for items in rows.values():
+    for items in members.values():
         families = {op_family(nodes[r][i].op_type) for r, i in items}
         if len(families) > 1 and len({r for r, _ in items}) > 1:
             out |= families
@@ -193,10 +194,11 @@ def compare(tables: Mapping[str, Calls], *, match: str = "normalized",
     groups = _Groups()
     _link_pairs(groups, nodes, match)
     _link_covers(groups, nodes)
-    rows = _rows(backends, nodes, times, groups)
+    members = _members(nodes, groups)
+    rows = _rows(backends, nodes, times, members)
     grouped = {b: sum(len(r.layers.get(b, ())) for r in rows if b in r.layers and len(r.layers) > 1)
                for b in backends}
-    return Comparison(backends, tuple(rows), tuple(_types(backends, nodes, times, _mixed(nodes, groups))),
+    return Comparison(backends, tuple(rows), tuple(_types(backends, nodes, times, _mixed(nodes, members))),
                       {b: sum(t) for b, t in zip(backends, times, strict=True)},
                       {b: (latency_ms or {}).get(b) for b in backends},
                       {b: len(n) for b, n in zip(backends, nodes, strict=True)}, grouped)
