@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.aggregate_by == "kernel" and (args.types or args.min_time is not None):
         raise InputError("--type and --min-time do not apply to --aggregate-by kernel", hint="--name filters kernels")
     if args.timeline is not None:  # a place the timeline cannot be written fails before reading, too
-        from layerperf.renderers.files import check_dir
+        from layerperf.util.atomic import check_dir
 
         if Path(args.timeline).suffix.lower() != ".json":  # as -o refuses a suffix no format has
             raise InputError(f"--timeline writes Chrome trace JSON: name its file .json, not {args.timeline}")

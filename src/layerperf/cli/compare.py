@@ -73,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
     from layerperf.backends.base import RunPlan
     from layerperf.cli.common import flags_for, model_options, progress_bar
     from layerperf.errors import InputError, LayerperfError
-    from layerperf.renderers.files import check_dir
     from layerperf.renderers.output import show
     from layerperf.renderers.views.compare import compare_view
+    from layerperf.util.atomic import check_dir
 
     names = chosen_backends(args.backends)
     flags = flags_for(args, names)

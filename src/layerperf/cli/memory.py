@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
     import layerperf
     from layerperf.analysis.memory.report import memory_report
     from layerperf.cli.common import backend_flags, model_options, progress_bar
-    from layerperf.renderers.files import check_dir
     from layerperf.renderers.output import show
     from layerperf.renderers.views.memory import memory_view
+    from layerperf.util.atomic import check_dir
 
     options = backend_flags(args)
     fmt = output_format(args)  # before profiling, not after

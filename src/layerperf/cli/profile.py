@@ -56,10 +56,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import layerperf
     from layerperf.cli.common import backend_flags, model_options, progress_bar
-    from layerperf.renderers.files import check_dir
     from layerperf.renderers.output import show
     from layerperf.renderers.view import for_people
     from layerperf.renderers.views.profile import profile_view
+    from layerperf.util.atomic import check_dir
 
     options = backend_flags(args)
     fmt = output_format(args)  # before minutes of profiling, not after

@@ -15,6 +15,7 @@ from typing import Any
 from layerperf.dataset.schema import TABLES
 from layerperf.dataset.store import Store
 from layerperf.errors import InputError, MissingDependency
+from layerperf.util import atomic
 
 INSTALL_HINT = "pip install 'layerperf[parquet]'"
 
@@ -76,14 +77,7 @@ def check_target(out_dir: str | Path) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"--export {out} is a file, not a directory")
-    there = out
-    while not there.exists() and there != there.parent:
-        there = there.parent
-    if not there.is_dir():
-        raise InputError(f"--export {out}: {there} is a file, not a directory")
-    if not os.access(there, os.W_OK | os.X_OK):
-        raise InputError(f"--export {out}: cannot write in {there}")
-    return out
+    return atomic.check_dir(out)
 
 
 def export(store: Store, out_dir: str | Path) -> dict[str, Path]:

@@ -45,21 +45,6 @@ def ensure_dir(out_dir: Path) -> Path:
     return out_dir
 
 
-def check_dir(out_dir: Path) -> Path:
-    """Refuse, before any work, an output directory that could not be created or written; creates nothing."""
-    probe = out_dir
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise InputError(f"cannot create output directory {out_dir}: {probe} is a file")
-    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        what = "output directory" if probe == out_dir else "directory"
-        raise InputError(f"{what} {probe} is not writable")
-    return out_dir
-
-
 @contextmanager
 def atomic_files(out_dir: Path, names: list[str]) -> Iterator[list[IO[bytes]]]:
     """Open temporaries for ``names`` in ``out_dir``; rename them all into place only on success."""

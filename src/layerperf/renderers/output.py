@@ -15,10 +15,11 @@ from typing import IO, TYPE_CHECKING, Protocol
 from layerperf.data.profile import Profile
 from layerperf.errors import InputError
 from layerperf.renderers import csv, json, markdown, terminal
-from layerperf.renderers.files import check_dir, write_atomic
+from layerperf.renderers.files import write_atomic
 from layerperf.renderers.fit import PLAIN, Layout, check_names, select
 from layerperf.renderers.view import View, for_people
 from layerperf.renderers.views.profile import profile_view
+from layerperf.util.atomic import check_dir
 
 if TYPE_CHECKING:
     pass

@@ -36,8 +36,9 @@ from layerperf.backends.torch.options import DEVICES, INSTALL_HINT, LEVELS, impo
 from layerperf.collectors import Collectors
 from layerperf.data.profile import Profile
 from layerperf.errors import BackendError, InputError, LayerperfError
-from layerperf.renderers.files import atomic_files, check_dir, ensure_dir, writers
+from layerperf.renderers.files import atomic_files, ensure_dir, writers
 from layerperf.torch.session import InCodeSession, Settings, failure
+from layerperf.util.atomic import check_dir
 
 __all__ = ["INSTALL_HINT", "Profiler", "profile"]
 

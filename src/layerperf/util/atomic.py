@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from layerperf.errors import InputError
+
 _MODE = 0o666  # less the umask, by the kernel
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
@@ -64,3 +66,18 @@ def process_temp(data: bytes, prefix: str, suffix: str) -> Path:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     return path
+
+
+def check_dir(out_dir: Path) -> Path:
+    """Refuse, before any work, an output directory that could not be created or written; creates nothing."""
+    probe = out_dir
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"cannot create output directory {out_dir}: {probe} is a file, not a directory")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        what = "output directory" if probe == out_dir else "directory"
+        raise InputError(f"{what} {probe} is not writable")
+    return out_dir

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from layerperf.calibration.peaks import Peaks
 from layerperf.errors import InputError
-from layerperf.renderers.files import check_dir
 from layerperf.renderers.html import build, diffpage, source
 from layerperf.renderers.html.build import AUTO, write
 from layerperf.renderers.html.source import Source
+from layerperf.util.atomic import check_dir
 
 if TYPE_CHECKING:
     pass
