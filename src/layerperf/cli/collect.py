@@ -167,18 +167,18 @@ def _collect(args: argparse.Namespace) -> None:
             if not args.ray:  # measured here: tell now if the store holds another machine's rows
                 _warn_other(sweep.other_hardware(store, [Fingerprint.here()]))
             todo = sweep.pending(configs, store, args.retry_failed)
-            pending = {c.key() for c in todo}
-            for model, then, now in sweep.changed_models([c for c in configs if c.key() not in pending], store):
+            measured = {c.key() for c in todo}
+            skipped = [c for c in configs if c.key() not in measured]
+            for model, then, now in sweep.changed_models(skipped, store):
                 print(f"layerperf: warning: {model} changed since the store measured it (SHA-256 {then[:12]}... "
                       f"then, {now[:12]}... now): its configurations are skipped as measured; collect the new "
                       "file into another store, or under another path", file=sys.stderr)
             if todo and executor is None:
                 executor = _executor(args.ray)
             tally = _run(todo, store, executor) if todo else sweep.Tally()
-            tally.skipped = len(configs) - len(todo)
-            statuses, measured = (store.statuses(), {c.key() for c in todo}) if tally.skipped else ({}, set())
-            tally.skipped_failed = sum(1 for c in configs if c.key() not in measured
-                                       and statuses.get(c.key()) == "failed")
+            tally.skipped = len(skipped)
+            statuses = store.statuses() if skipped else {}
+            tally.skipped_failed = sum(1 for c in skipped if statuses.get(c.key()) == "failed")
     finally:
         if executor is not None:
             executor.close()  # again after the sweep closed it: nothing more to do then

@@ -101,7 +101,7 @@ class Store:
         try:
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             ok = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = self._tables()
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{self.path} is not a layerperf store: {exc}") from None
         if ok != "ok":
@@ -111,7 +111,7 @@ class Store:
         if not tables and fresh and self._make():
             return
         if not tables:  # made by another process meanwhile
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = self._tables()
         version = self._check_schema(tables)
         addable = self._lacking(version)  # before the migrations: a refused store is left untouched
         if writable:
@@ -128,13 +128,16 @@ class Store:
                     self.db.execute(statement)
         self._migrate(version)
 
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
     def _make(self) -> bool:
         """Make the tables, in one transaction; False when another process made them first (a write
         transaction waits for the other's to end, then sees its tables)."""
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
         with self.transaction():
-            if self.db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
+            if self._tables():
                 return False
             for statement in DDL.split(";\n"):
                 self.db.execute(statement)
