@@ -124,12 +124,11 @@ def _by_parts(text: str, width: int) -> str | None:
 MARKS = 8  # places a name is kept at, beside its start and end, before :func:`cut_apart` gives up
 
 
-def cut_apart(text: str, others: Sequence[str] | Rows, width: int) -> str | None:
+def cut_apart(text: str, rows: Rows, width: int) -> str | None:
     """``text`` in at most ``width`` characters, reading as none of ``others``: its start, its end and a
     few characters around each place where it parts from a row it would otherwise read as (the first
     character where they differ, else the last), those places added one at a time until no other row
     matches; None when that does not fit the width."""
-    rows = others if isinstance(others, Rows) else Rows(others)
     marks: list[int] = []
     for _ in range(MARKS + 1):
         kept = _keep_around(text, marks, width)
