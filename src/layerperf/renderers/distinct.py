@@ -125,7 +125,7 @@ MARKS = 8  # places a name is kept at, beside its start and end, before :func:`c
 
 
 def cut_apart(text: str, rows: Rows, width: int) -> str | None:
-    """``text`` in at most ``width`` characters, reading as none of ``others``: its start, its end and a
+    """``text`` in at most ``width`` characters, reading as none of the other ``rows``: its start, its end and a
     few characters around each place where it parts from a row it would otherwise read as (the first
     character where they differ, else the last), those places added one at a time until no other row
     matches; None when that does not fit the width."""
