@@ -72,6 +72,23 @@ def test_streamed_trace_counts_what_it_leaves_out(tmp_path: Path) -> None:
     assert counts[NEGATIVE] == 1 and counts[NOT_A_NUMBER] == 1 and len(counts) == 4
 
 
+@pytest.mark.parametrize("pytorch", [False, True])
+def test_a_bool_is_no_duration(tmp_path: Path, pytorch: bool) -> None:
+    """``"dur": true`` is no number (JSON's true is not 1 µs): left out and counted, by every reader, whole
+    or streamed, as the PyTorch reader always did."""
+    events = [{"ph": "X", "name": "flag", "ts": 1, "dur": True, "pid": 1, "tid": 1},
+              {"ph": "X", "name": "b", "ts": 5, "dur": 2, "pid": 1, "tid": 1}]
+    if pytorch:
+        for e in events:
+            e["cat"] = "cpu_op"
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events} if pytorch else events))
+    for table in (read_table(path), read_folded(path)):
+        assert {k: v["events"] for k, v in table.meta["dropped"].items()} == {NOT_A_NUMBER: 1}
+        assert table.meta["dropped"][NOT_A_NUMBER]["example"] == "flag"
+    assert read_folded(path).total_ns == 2000
+
+
 def test_ort_events_in_an_object_are_ort(tmp_path: Path) -> None:
     """Detection by content: ONNX Runtime's events wrapped in {"traceEvents": ...} read as ONNX Runtime's
     (node name without the _kernel_time suffix, FLOPs from the shapes)."""

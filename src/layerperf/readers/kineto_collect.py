@@ -22,7 +22,7 @@ from layerperf.cost.aten import recorded
 from layerperf.data.calls import Interner, TableBuilder, int_id
 from layerperf.readers.decode import NOT_OBJECT, Event, detached_raw, fields, raw_value
 from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
-from layerperf.readers.tef import MAX_US, column, num, shapes_text, text
+from layerperf.readers.tef import MAX_US, column, floats, shapes_text, text
 from layerperf.util.arrays import grown
 
 ROW_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
@@ -221,19 +221,6 @@ class Kinds:
                 self._codes[k] = builder.ident(*ident)
 
 
-def nums(values: list[Any]) -> np.ndarray:
-    """float64 of JSON values as :func:`layerperf.readers.tef.num` reads each (a bool is no number)."""
-    kinds = set(map(type, values))
-    if kinds <= {int, float}:
-        try:
-            return np.fromiter(values, dtype=np.float64, count=len(values))
-        except OverflowError:
-            pass
-    elif kinds == {type(None)}:
-        return np.full(len(values), np.nan)
-    return np.fromiter(map(num, values), dtype=np.float64, count=len(values))
-
-
 def ids(values: list[Any]) -> np.ndarray:
     """int64 of ids: an int as it is, anything else (or beyond int64) -1."""
     kinds = set(map(type, values))
@@ -285,7 +272,7 @@ def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: Table
     kind = kinds.of(list(zip(cat, name, device, strict=True)), list(zip(dims, types, concrete, strict=True)),
                     (cat, name, device, dims, types, concrete))
     cls, codes, _, _, marked = kinds.arrays()
-    ts_us, dur_us = nums(ts), nums(dur)
+    ts_us, dur_us = floats(ts), floats(dur)
     ok = (dur_us >= 0) & (dur_us < MAX_US) & (np.abs(ts_us) < MAX_US)
     klass = cls[kind] if kind.size else np.zeros(0, dtype=np.int64)
     if where is not None or not ok.all():
@@ -308,7 +295,7 @@ def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: Table
         except TypeError:
             thread = threads.codes(zip(map(_plain, pids), map(_plain, tids), strict=True))
         k = kind[on_cpu]
-        flops, moved = nums(column(cargs, "flops")), nums(column(cargs, "bytes"))
+        flops, moved = floats(column(cargs, "flops")), floats(column(cargs, "bytes"))
         flops = np.where(np.isnan(flops), kflops[k], flops)
         moved = np.where(np.isnan(moved), kbytes[k], moved)
         cpu.add(thread=np.asarray(thread, dtype=np.int64), ts_us=ts_us[on_cpu], dur_us=dur_us[on_cpu],
@@ -321,7 +308,7 @@ def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: Table
                 correlation=ids(column(dargs, "correlation")),
                 pid=np.asarray(_mapped(int_id, [pid[i] for i in pick]), dtype=np.int64),
                 tid=np.asarray(_mapped(_stream_id, [tid[i] for i in pick]), dtype=np.int64),
-                bytes=nums(column(dargs, "bytes")))
+                bytes=floats(column(dargs, "bytes")))
 
 
 def _external(args: list[Any]) -> np.ndarray:
