@@ -25,7 +25,7 @@ from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
 from layerperf.readers import parallel
 
-MIN_RECORDS = 1 << 21  # below this (8 segments) one process folds it: at 1M events the helper saved nothing
+MIN_RECORDS = 1 << 21  # below this (32 segments) one process folds it: at 1M events the helper saved nothing
 # measurable and took ~120 MiB more (its copy-on-write pages and its own tables)
 _LENGTH = 8  # bytes of a frame's length on the pipe
 
