@@ -253,3 +253,40 @@ def test_idle_view_cli_names_the_device(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["analyze", str(path), "--view", "idle", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [(r["device"], r["stream"], r["idle_us"]) for r in rows] == [("GPU 0", 7, 100.0), ("GPU 1", 7, 100.0)]
+
+
+def _step(k: int, ts: float, kernel_ts: float, kernel_us: float) -> list[dict[str, Any]]:
+    """A ProfilerStep with one op launching one kernel, and the step's copy on the GPU's timeline that Kineto
+    writes (``gpu_user_annotation``, spanning the step's device work)."""
+    ext, corr = 10 * k, 100 + k
+    return [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1, "ts": ts,
+         "dur": 100, "args": {"External id": ext}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts + 10, "dur": 40,
+         "args": {"External id": ext + 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 20, "dur": 10,
+         "args": {"External id": ext + 1, "correlation": corr}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": kernel_ts, "dur": kernel_us,
+         "args": {"External id": ext + 1, "correlation": corr, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{k}", "pid": 0, "tid": 7, "ts": kernel_ts,
+         "dur": kernel_us, "args": {"External id": ext, "device": 0, "stream": 7}}]
+
+
+def test_a_steps_copy_on_the_gpu_is_no_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kineto's gpu_user_annotation copy of ProfilerStep#N is no step of its own: two steps, not four, by
+    their names, in the temporal view and the op table's runs, whole and streamed."""
+    path = tmp_path / "steps.json"
+    path.write_bytes(orjson.dumps({"traceEvents": _step(1, 1000, 1040, 20) + _step(2, 1200, 1235, 30)}))
+    assert read_table(path).meta["runs"] == 2 and read_folded(path).meta["runs"] == 2
+    assert main(["analyze", str(path), "--view", "temporal", "--format", "json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    rows = doc["rows"] if isinstance(doc, dict) else doc
+    steps = [r for r in rows if r["label"] != "whole trace"]
+    assert [(r["label"], r["activities"], r["compute_us"]) for r in steps] == \
+        [("ProfilerStep#1", 1, 20.0), ("ProfilerStep#2", 1, 30.0)]
+    # the annotations view keeps the copy as the step's GPU range
+    assert main(["analyze", str(path), "--view", "annotations", "--format", "json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    rows = doc["rows"] if isinstance(doc, dict) else doc
+    assert {r["name"]: (r["cpu_us"], r["gpu_us"]) for r in rows} == {"ProfilerStep#1": (100.0, 20.0),
+                                                                       "ProfilerStep#2": (100.0, 30.0)}

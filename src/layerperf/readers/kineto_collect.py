@@ -115,7 +115,10 @@ def _kind(cat: Any, name_value: Any, device: Any, dims: Any, types: Any, concret
         kind = _Kind(_OP if cat == "cpu_op" else _RUNTIME,
                      (name, name, "CPU", _shapes(dims, shapes), ""), name, note=note)
     elif cat in FRAME_CATS:
-        kind = _Kind(_FRAME, None, name, step=name.startswith(STEP_PREFIX), note=note)
+        # a step is the CPU's frame: Kineto copies it onto the GPU's timeline too, where it spans the step's
+        # device work only (one more "step" per step, had it counted)
+        kind = _Kind(_FRAME, None, name, step=name.startswith(STEP_PREFIX) and cat != "gpu_user_annotation",
+                     note=note)
     else:
         return _Kind(_SKIP, None, name, note=note)
     kind.flops, kind.bytes = _derived(name, dims, types, concrete)
