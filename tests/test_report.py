@@ -509,5 +509,6 @@ def test_trace_without_a_period_is_one_run(tmp_path: Path) -> None:
     trace = tmp_path / "t.json"
     trace.write_bytes(orjson.dumps({"traceEvents": events}))
     page = html.html(trace, peaks=None)
-    assert _facts(page)["runs"] == "1 (its op sequence does not repeat: one run)"
+    assert _facts(page)["runs"] == ("1 (its calls, by start, do not repeat as one sequence (a runtime call more in one "
+                                    "pass is enough): one run)")
     assert len(drawn_calls(Dom(page))) == 5

@@ -98,4 +98,5 @@ def by_sequence(codes: np.ndarray, said: int | None) -> tuple[int | None, str]:
     if said:
         return None, ("as the trace says; its op sequence does not repeat that many times, so its calls are not "
                       "split into runs")
-    return None, "its op sequence does not repeat: one run"
+    return None, ("its calls, by start, do not repeat as one sequence (a runtime call more in one pass is enough): "
+                  "one run")
