@@ -273,3 +273,33 @@ def test_a_type_column_that_repeats_the_name_is_not_shown(tmp_path: Path, capsys
     assert main(["analyze", str(other)]) == 0
     header = next(line for line in capsys.readouterr().out.splitlines() if "name" in line and "self time" in line)
     assert "type" in header
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_inclusive_time_of_siblings_overlapping_by_a_nanosecond(tmp_path: Path, streamed: bool,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A PyTorch trace whose µs rounding makes two sibling ops overlap by 1 ns: the second linear (inside relu,
+    which starts a nanosecond before the first linear ends) is a call of its own group, outermost, so the
+    group's inclusive time is 10.001 + 20 µs, and the thread's inclusive time is no less than its self time."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 10.001,
+         "args": {"External id": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 10, "dur": 40,
+         "args": {"External id": 2}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 12, "dur": 20,
+         "args": {"External id": 3}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 15, "dur": 5,
+         "args": {"correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 8,
+         "args": {"correlation": 9, "device": 0, "stream": 7}}]
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    if not streamed:  # the whole-file table (the report's): the same nesting
+        table = read_table(path)
+        linear = [i for i in range(len(table)) if table.name.values[table.name.codes[i]] == "aten::linear"]
+        assert table.outer["name"][linear].tolist() == [True, True]
+    for by, name, incl in (("name", "aten::linear", 30.001), ("provider", "(3 names)", 50.001)):
+        assert main(["analyze", str(path), "--aggregate-by", by, "--format", "json"]) == 0
+        rows = {r["name"]: r for r in orjson.loads(capsys.readouterr().out)}
+        assert rows[name]["incl_us"] == pytest.approx(incl, abs=1e-6)
+        assert rows[name]["incl_us"] >= rows[name]["time_us"] - 1e-6

@@ -18,15 +18,17 @@ from layerperf.readers.spill import SORT_FIELDS, Spill, records, sort_order
 
 
 def _brute_parents(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray,
-                   zero_first: bool) -> list[int]:
+                   zero_first: bool, reach: float | None = None) -> list[int]:
     """The last ``can_enclose`` event on the same thread opened before each (by start, the longer first,
-    then file order; zero-length first of all with ``zero_first``) that had not ended when it started."""
+    then file order; zero-length first of all with ``zero_first``) that had not ended when it started (and,
+    with a ``reach``, that it does not outlast by more)."""
     rank = np.empty(start.size, dtype=np.int64)
     rank[open_order(thread, start, dur, zero_first=zero_first)] = np.arange(start.size)
     out = []
     for e in range(start.size):
         holders = [p for p in range(start.size) if can_enclose[p] and thread[p] == thread[e] and rank[p] < rank[e]
-                   and start[e] < start[p] + dur[p]]
+                   and start[e] < start[p] + dur[p]
+                   and (reach is None or start[e] + dur[e] <= start[p] + dur[p] + reach)]
         out.append(max(holders, key=lambda p: rank[p]) if holders else -1)
     return out
 
@@ -61,6 +63,31 @@ def test_exact_clock_nesting_matches_its_definition(seed: int) -> None:
                                                      for c in np.flatnonzero(parent == i)))
                 for i in range(n)]
     assert self_times(parent, start, end, clip=False).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("reach", [0, 3])
+def test_exact_clock_nesting_with_a_reach_matches_its_definition(seed: int, reach: int) -> None:
+    """A call outlasting an open one by more than the reach is not inside it: the guesses that jump along
+    each other's still find the last one that holds it (the random timelines overlap a lot)."""
+    thread, start, dur, _ = _events(seed + 300)
+    ones = np.ones(start.size, dtype=bool)
+    assert enclosing(thread, start, dur, zero_first=False, reach=reach).tolist() == \
+        _brute_parents(thread, start, dur, ones, False, reach)
+
+
+def test_siblings_overlapping_by_a_rounding_nanosecond() -> None:
+    """linear [0, 10.001], relu [10, 50] with a linear [12, 32] inside it: relu is linear's sibling, not its
+    child (it goes on 40 µs past it), so the second linear is outermost and the group's inclusive time is both
+    calls' (30.001 µs), not the first's alone; a child ending past its parent by less than the reach (a µs
+    producer's rounding) stays its child."""
+    thread = np.zeros(3, dtype=np.int64)
+    start, dur = np.array([0.0, 10_000, 12_000]), np.array([10_001.0, 40_000, 20_000])
+    self_ns, parent = nest(thread, start, start + dur)
+    assert parent is not None and parent.tolist() == [-1, -1, 1]
+    assert self_ns.tolist() == [10_001, 20_000, 20_000]
+    start, dur = np.array([0.0, 5_000]), np.array([10_000.0, 5_600])  # ends 600 ns past: rounding
+    assert nest(np.zeros(2, dtype=np.int64), start, start + dur)[1].tolist() == [-1, 0]
 
 
 def test_nesting_rules_side_by_side() -> None:

@@ -8,8 +8,11 @@ its duration less the part of each direct child inside it (:func:`self_times`).
 Two kinds of clock need two small variations:
 
 - exact times (a Trace Event Format trace, PyTorch's in ns): a zero-length call that starts with a
-  longer one is inside it, and a child that ends past its parent's end keeps its own duration (the
-  parent loses only the overlap);
+  longer one is inside it; a call is inside another only if it also ends by the other's end, give or take
+  :data:`EXACT_REACH_NS` (a producer's rounding) — two calls that overlap by a rounding nanosecond
+  and then go on are siblings, not parent and child, so what runs in the second is not counted inside the
+  first; a child that ends past its parent's end within that reach keeps its own duration (the parent loses
+  only the overlap);
 - ONNX Runtime's profiler, whose times are whole µs, truncated, which makes touching spans ambiguous:
   the body of a control-flow node (Loop, If, Scan) is node events of its own on the thread that runs the
   parent, within the parent's ``ts .. ts + dur``. Only events of control-flow op types may enclose others
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 # ONNX's control-flow ops and ONNX Runtime's contrib ops that run subgraphs.
 CONTROL_FLOW_OPS = frozenset(("Loop", "If", "Scan", "BeamSearch", "GreedySearch", "WhisperBeamSearch", "Sampling"))
 SEP = "::"
+EXACT_REACH_NS = 1000.0  # how far past its parent's end a child of an exact clock may end (a µs producer's rounding)
 
 
 def qualify(parent_name: str, name: str) -> str:
@@ -87,19 +91,22 @@ def sort_by(keys: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray | None = None, *,
-              zero_first: bool = True) -> np.ndarray:
+              zero_first: bool = True, reach: float | None = None) -> np.ndarray:
     """Index of the event each event is directly nested in, -1 for none.
 
     An event's parent is the last ``can_enclose`` event (every event, when None) on its thread to open
     before it (:func:`open_order`) that had not ended when it started (``start < parent end``: an event
-    that starts as another ends follows it, and a zero-length event encloses nothing). Only the start
-    decides: a child may end past its parent's end.
+    that starts as another ends follows it, and a zero-length event encloses nothing) and that it does not
+    outlast by more than ``reach`` (``end <= parent end + reach``; None: only the start decides, a child may
+    end anywhere past its parent's end).
 
     Numpy work throughout, every event at once: each event's guess starts at the nearest candidate
     opened before it; while the guess had ended when the event started, it moves to the guess's own
     guess. Every candidate skipped so had ended by then (it had ended by the guess's start, which is no
     later), so the first guess still open is the parent. Guesses jump along each other's, so the rounds
-    are few (about log2 of the longest run of siblings, plus the nesting depth).
+    are few (about log2 of the longest run of siblings, plus the nesting depth). With a ``reach``, a guess
+    the event outlasts is skipped the same way: the candidates its own guess skipped had ended by its start
+    or end before its end less the reach, so before the event's end less the reach too.
     """
     n = start.size
     parent = np.full(n, -1, dtype=np.int64)
@@ -113,11 +120,12 @@ def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclos
     before[order] = np.cumsum(flags) - flags
     lowest = np.searchsorted(thread[cand], thread, side="left")  # first candidate on the event's thread
     ends = (start + dur)[cand]
+    last = start + dur - (np.inf if reach is None else reach)  # the least end a parent can have
     guess = np.where(before > lowest, before - 1, -1)  # a position in cand, -1: none left
     todo = np.flatnonzero(guess >= 0)
     while todo.size:
         at = guess[todo]
-        inside = ends[at] > start[todo]
+        inside = (ends[at] > start[todo]) & (ends[at] >= last[todo])
         parent[todo[inside]] = cand[at[inside]]
         todo = todo[~inside]
         guess[todo] = guess[cand[at[~inside]]]
@@ -164,7 +172,7 @@ def nest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.nda
     t, s, e = thread[order], start[order], end[order]
     if not np.any((t[1:] == t[:-1]) & (s[1:] < e[:-1])):
         return np.clip(end - start, 0, None).astype(np.float64), None
-    parent = enclosing(thread, start, end - start, zero_first=False)
+    parent = enclosing(thread, start, end - start, zero_first=False, reach=EXACT_REACH_NS)
     return self_times(parent, start, end, clip=False), parent
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.data.calls import Annotations, Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
-from layerperf.data.nesting import enclosing, outermost, self_times
+from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, self_times
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
@@ -144,7 +144,7 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     origin_us = earliest(np.concatenate([cpu_ts, dev_ts]))
     start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.column("dur_us"))
-    parent = enclosing(thread, start, end - start, zero_first=False)
+    parent = enclosing(thread, start, end - start, zero_first=False, reach=EXACT_REACH_NS)
     self_ns = self_times(parent, start, end, clip=False)
 
     is_op = cpu.column("is_op")
