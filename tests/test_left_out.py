@@ -148,3 +148,47 @@ def test_an_infinite_duration_is_said_to_be_infinite(tmp_path: Path) -> None:
                     '{"ph": "X", "name": "huge", "pid": 1, "tid": 1, "ts": 1, "dur": 5e15}]')
     dropped = read_table(path).meta["dropped"]
     assert {k: (v["events"], v["example"]) for k, v in dropped.items()} == {INFINITE: (1, "inf"), TOO_LONG: (1, "huge")}
+
+
+def _trace(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return path
+
+
+def _by_name(table: Any) -> dict[str, tuple[float, float, float]]:
+    """Per row name: (self, inclusive, device) µs, summed."""
+    out: dict[str, tuple[float, float, float]] = {}
+    for i in range(len(table)):
+        name = table.name.values[table.name.codes[i]]
+        dev = 0.0 if math.isnan(table.device_ns[i]) else float(table.device_ns[i])
+        old = out.get(name, (0.0, 0.0, 0.0))
+        out[name] = (old[0] + table.dur_ns[i] / 1e3, old[1] + table.incl_ns[i] / 1e3, old[2] + dev / 1e3)
+    return out
+
+
+def test_a_frame_inside_an_op_is_no_hole_in_its_self_time(tmp_path: Path) -> None:
+    """A user_annotation (or python_function) frame inside an op is no row: its own time stays the op's self
+    time and the ops in it count against the op around it, so the rows' self times add up to what ran
+    (100 µs), not 70 (the frame's 30 µs belonging to no row); the same whole and streamed."""
+    path = _trace(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "A", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"External id": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "U", "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {}},
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 15, "dur": 30, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "B", "pid": 1, "tid": 1, "ts": 20, "dur": 20, "args": {"External id": 2}}])
+    for table in (read_table(path), read_folded(path).table()):
+        rows = _by_name(table)
+        assert {k: v[:2] for k, v in rows.items()} == {"A": (80.0, 100.0), "B": (20.0, 20.0)}
+
+
+def test_device_activity_linked_to_no_op_has_no_cpu_self_time(tmp_path: Path) -> None:
+    """A kernel no op launched is a row of its own: its device time is its duration, its CPU self time none (the
+    trace's CPU total is the CPU's: 50 µs, not 100), its span its inclusive time; whole and streamed."""
+    path = _trace(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 50,
+         "args": {"External id": 2}},
+        {"ph": "X", "cat": "kernel", "name": "orphan", "pid": 0, "tid": 7, "ts": 200, "dur": 40,
+         "args": {"correlation": 99, "device": 0, "stream": 7}}])
+    for table in (read_table(path), read_folded(path).table()):
+        assert _by_name(table) == {"aten::add": (50.0, 50.0, 0.0), "orphan": (0.0, 40.0, 40.0)}
+        assert float(table.dur_ns.sum()) == 50_000

@@ -133,6 +133,17 @@ def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclos
     return parent
 
 
+def past_frames(parent: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Each ``row`` event's nearest enclosing ``row`` event, the frames between skipped; -1 for none and for
+    every frame: a frame (a PyTorch trace's ``user_annotation`` or ``python_function``, which is no row)
+    inside an op takes nothing from the op's self time and its ops count against the op around it (else
+    the frame's own time would belong to no row and no total)."""
+    at = np.where(row, parent, -1)
+    while (frame := (at >= 0) & ~row[np.maximum(at, 0)]).any():
+        at[frame] = parent[at[frame]]
+    return at
+
+
 def depths(parent: np.ndarray) -> np.ndarray:
     """Nesting level of each event: 0 for top level."""
     depth = np.zeros(parent.size, dtype=np.int64)

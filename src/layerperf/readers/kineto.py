@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.data.calls import Annotations, Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
-from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, self_times
+from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, past_frames, self_times
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
@@ -145,7 +145,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.column("dur_us"))
     parent = enclosing(thread, start, end - start, zero_first=False, reach=EXACT_REACH_NS)
-    self_ns = self_times(parent, start, end, clip=False)
+    idents = cpu.column("ident")
+    self_ns = self_times(past_frames(parent, idents >= 0), start, end, clip=False)
 
     is_op = cpu.column("is_op")
     owner = _link(cpu, dev, parent, is_op)
@@ -155,7 +156,6 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     device_incl_ns = _inclusive(parent, owner, dev_dur_ns)
     has_device = bool(len(dev))
 
-    idents = cpu.column("ident")
     rows = np.flatnonzero(idents >= 0)
     lone = np.flatnonzero(~linked)
     dev_start = to_ns(dev_ts[lone] - origin_us)
@@ -168,7 +168,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
                    device_incl_us=device_incl_ns[rows] / 1e3 if has_device else None,
                    ts_us=start[rows] / 1e3, pid=pid, tid=tid)
     if lone.size:
-        builder.extend(dev.column("ident")[lone], dev_dur_ns[lone] / 1e3,
+        # ran on the device alone: no CPU self time (the trace's CPU total stays the CPU's), its span inclusive
+        builder.extend(dev.column("ident")[lone], np.zeros(lone.size), incl_us=dev_dur_ns[lone] / 1e3,
                        device_us=dev_dur_ns[lone] / 1e3, ts_us=dev_start / 1e3,
                        pid=dev.column("pid")[lone], tid=dev.column("tid")[lone])
     row_parent = np.concatenate([_row_parents(parent, rows), np.full(lone.size, _NONE, dtype=np.int64)])

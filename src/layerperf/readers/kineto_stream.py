@@ -24,7 +24,7 @@ import numpy as np
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
-from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, self_times
+from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, past_frames, self_times
 from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming, twofold
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
@@ -285,7 +285,7 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
     start = to_ns(seg["ts_us"] - origin)
     end = start + to_ns(-seg["neg_dur"])
     parent = enclosing(thread, start, end - start, zero_first=False, reach=EXACT_REACH_NS)
-    self_ns = self_times(parent, start, end, clip=False)
+    self_ns = self_times(past_frames(parent, seg["ident"] >= 0), start, end, clip=False)
     is_op = seg["is_op"]
     device = np.zeros(seg.size)
     ext = seg["external"]
@@ -346,6 +346,7 @@ def _builder_of(builder: TableBuilder, ident: np.ndarray) -> tuple[TableBuilder,
 def _lone_rows(builder: TableBuilder, ident: np.ndarray, dur_ns: np.ndarray, ts_us: np.ndarray, pid: np.ndarray,
                tid: np.ndarray, origin: float) -> Calls:
     b, local = _builder_of(builder, ident.astype(np.int64))
-    b.extend(local, dur_ns / 1e3, device_us=dur_ns / 1e3, ts_us=to_ns(ts_us - origin) / 1e3,
+    b.extend(local, np.zeros(dur_ns.size), incl_us=dur_ns / 1e3, device_us=dur_ns / 1e3,
+             ts_us=to_ns(ts_us - origin) / 1e3,
              pid=pid.astype(np.int64), tid=tid.astype(np.int64))
     return b.build({"inclusive_flops": True})
