@@ -381,3 +381,21 @@ def test_attention_work_is_the_same_at_both_levels() -> None:
             known = [la for la in rows if la.flops is not None]
             figures[level] = (sum(la.flops for la in known), sum(la.bytes for la in known))
         assert figures[1] == figures[2] and figures[1][0] > 0
+
+
+@pytest.mark.parametrize("drop", [nn.Dropout(0.1), nn.Dropout1d(0.1), nn.AlphaDropout(0.1),
+                                  nn.FeatureAlphaDropout(0.1)])
+def test_a_dropout_in_eval_moves_nothing(drop: Any) -> None:
+    """Eagerly, a dropout in eval returns its input itself (same storage, no op runs): 0 bytes, 0 FLOPs, known
+    (the counting mode's decomposition copied it: 2x the tensor's bytes)."""
+    x = torch.randn(2, 8, 16)
+    drop.eval()
+    with torch.inference_mode():
+        assert drop(x).data_ptr() == x.data_ptr()
+    for grad_mode in (torch.no_grad, torch.inference_mode):  # the recorder's runs are in inference mode
+        seen = Seen("m", "m", None)
+        with grad_mode(), counting_mode(lambda f, a, k, o, seen=seen: add_op(seen, f, a, k, o)):
+            drop(x)
+        assert (seen.flops, seen.bytes_read, seen.bytes_written) == (0, 0, 0), grad_mode
+    drop.train()  # in training it runs: a mask drawn and applied, data moved
+    assert _count(drop, x).bytes_written > 0

@@ -150,6 +150,16 @@ def add_op(seen: Seen, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         seen.flops += cost.flops
 
 
+_INPUT_WHEN_EVAL = frozenset(("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"))
+
+
+def _training(args: Any, kwargs: dict[str, Any]) -> bool:
+    """A dropout's ``train`` argument (input, p, train)."""
+    if "train" in kwargs:
+        return bool(kwargs["train"])
+    return bool(args[2]) if len(args) > 2 else True
+
+
 def counting_mode(on_op: Any) -> Any:
     """A dispatch mode calling ``on_op(func, args, kwargs, out)`` for each aten op that runs; a composite
     op (conv2d, linear...) is counted as the ops it stands for, which have FLOP formulas."""
@@ -159,6 +169,10 @@ def counting_mode(on_op: Any) -> Any:
     class Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
+            if func.overloadpacket.__name__ in _INPUT_WHEN_EVAL and not _training(args, kwargs):
+                # a dropout in eval returns its input itself, as eagerly run (nothing runs, nothing moves);
+                # its decomposition would copy it
+                return func(*args, **kwargs)
             if func.overloadpacket not in flop_registry:
                 # the mode is off inside its own handler, so it is entered again for the parts
                 with self:
