@@ -132,6 +132,25 @@ def test_an_op_type_fused_into_another_types_layers_names_no_fastest() -> None:
     assert any("no fastest for" in line and "Add" in line for line in map(str, types.notes))
 
 
+def test_a_node_named_after_its_fused_neighbour_takes_that_neighbour_into_its_row() -> None:
+    """ONNX Runtime's NCHWc Conv with the Relu inside it is named after the Relu's output: against the torch
+    backend's Conv and Relu of a legacy export, one row (conv+relu against conv + relu, not against the conv
+    alone with the Relu on torch only), and neither Conv nor Relu names a fastest per type."""
+    ort = _calls([("/act/Relu_output_0_nchwc", "Conv", 8.0), ("/fc/Gemm", "Gemm", 15.0)])
+    torch_ = _calls([("/conv/Conv", "Conv", 20.0), ("/act/Relu", "Relu", 3.0), ("/fc/Gemm", "Gemm", 18.0)])
+    c = compare({"onnxruntime": ort, "torch": torch_})
+    row = next(r for r in c.rows if r.key == "/act/Relu_output_0_nchwc")
+    assert row.layers == {"onnxruntime": ("/act/Relu_output_0_nchwc",), "torch": ("/conv/Conv", "/act/Relu")}
+    assert row.time_us == {"onnxruntime": 8.0, "torch": 23.0}
+    assert len(c.rows) == 2
+    kinds = {r.key: r for r in c.types}
+    assert not kinds["Conv"].comparable and not kinds["Relu"].comparable and kinds["MatMul"].comparable
+    # a Relu the runtime ran itself is not taken: the renamed Conv then holds the conv alone
+    ort_apart = _calls([("/act/Relu_output_0_nchwc", "Conv", 8.0), ("/act/Relu", "Relu", 1.0)])
+    c = compare({"onnxruntime": ort_apart, "torch": torch_})
+    assert {r.key: r.layers.get("torch") for r in c.rows}["/act/Relu"] == ("/act/Relu",)
+
+
 def test_one_fused_node_against_two_kernels_is_one_row() -> None:
     # ONNX Runtime's NCHWc convolution (conv + batch norm + relu, named after the relu's output) against
     # TVM's convolution and its batch-norm kernel: paired by scope, and joined by what TVM's second covers

@@ -10,6 +10,9 @@ layers that do the same work on each runtime:
   another runtime named after one of them (normalized name or output): a row may hold several ONNX
   Runtime nodes against one fused TVM kernel, or one ONNX Runtime fused node against a TVM
   convolution and the batch-norm kernel after it;
+* a layer a runtime named after a fused neighbour (ONNX Runtime's Conv with its Relu inside, named
+  ``.../Relu_output_0_nchwc``) is grouped with the other runtimes' layer of that name, of another op family,
+  when nothing of its own runtime took it (the Relu it ran inside the Conv);
 * rows are what these links join (connected groups); a layer linked to nothing is a row of its own,
   present on its runtime only.
 
@@ -125,6 +128,30 @@ def _link_covers(groups: _Groups, nodes: Sequence[Sequence[Node]]) -> None:
                     groups.join((r, i), (k, hit))
 
 
+def _link_named_after(groups: _Groups, nodes: Sequence[Sequence[Node]]) -> None:
+    """Each layer a runtime named after a fused neighbour (ONNX Runtime's Conv with its Relu inside, named
+    ``.../Relu_output_0_nchwc``) with the other runtimes' layers of that neighbour's name and another op
+    family that nothing of its runtime took (the Relu it ran inside it): one row, as for a kernel that lists
+    its nodes, so neither the row nor the op types compare a Conv and Relu against a Conv alone."""
+    for k, side in enumerate(nodes):
+        renamed = {}
+        for j, node in enumerate(side):
+            base = normalize_name(node.name)
+            if base != node.name:
+                renamed.setdefault(base, j)
+        if not renamed:
+            continue
+        taken = {groups.find((k, j)) for j in range(len(side))}
+        for r, other in enumerate(nodes):
+            if r == k:
+                continue
+            for i, node in enumerate(other):
+                j = renamed.get(normalize_name(node.name))
+                if j is not None and op_family(node.op_type) != op_family(side[j].op_type) \
+                        and groups.find((r, i)) not in taken:
+                    groups.join((r, i), (k, j))
+
+
 def _link_pairs(groups: _Groups, nodes: Sequence[Sequence[Node]], match: str) -> None:
     for r in range(1, len(nodes)):
         for i, j, _ in pair_nodes(nodes[0], nodes[r], match).pairs:
@@ -194,6 +221,7 @@ def compare(tables: Mapping[str, Calls], *, match: str = "normalized",
     groups = _Groups()
     _link_pairs(groups, nodes, match)
     _link_covers(groups, nodes)
+    _link_named_after(groups, nodes)
     members = _members(nodes, groups)
     rows = _rows(backends, nodes, times, members)
     grouped = {b: sum(len(r.layers.get(b, ())) for r in rows if b in r.layers and len(r.layers) > 1)
