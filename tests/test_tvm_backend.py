@@ -19,7 +19,7 @@ import onnx  # noqa: E402
 import layerperf  # noqa: E402
 from layerperf.cli import main  # noqa: E402
 from layerperf.data.extension import TvmKernel  # noqa: E402
-from tvm_models import det_model, own_cache  # noqa: E402,F401
+from tvm_models import conv_chain, det_model, own_cache, save  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,26 @@ def test_kernels_are_named_after_their_nodes(level1: layerperf.Profile) -> None:
     assert fused.outputs[0].shape == (1, 8, 16, 16) and fused.param_bytes == (8 * 3 * 3 * 3 + 8) * 4
     assert fused.flops == 2 * 8 * 16 * 16 * 3 * 3 * 3 + 8 * 16 * 16 * 2  # conv MACs, its bias and the relu
     assert fused.bytes_read is not None and fused.bytes_written == 8 * 16 * 16 * 4
+
+
+CONV_RELU = 2 * 16 * 3 * 9 * 32 * 32 + 2 * 16 * 32 * 32  # conv MACs, its bias and the relu: 917,504
+CONV2_RELU2 = 2 * 16 * 16 * 9 * 32 * 32 + 16 * 32 * 32  # no bias: 4,734,976
+
+
+@pytest.mark.parametrize(("ops", "want"), [
+    (["Conv", "Relu"], [("conv+relu", "Conv", CONV_RELU, ("conv", "relu")),
+                        ("conv2+relu2", "Conv", CONV2_RELU2, ("conv2", "relu2"))]),
+    (["Sigmoid"], [("conv+relu+sigmoid", "Conv", CONV_RELU + 16 * 32 * 32, ("conv", "relu", "sigmoid"))]),
+], ids=["conv-relu-conv-relu", "conv-relu-sigmoid"])
+def test_a_fused_group_ending_at_the_graphs_output_keeps_all_its_nodes(
+        ops: list[str], want: list[tuple[str, str, int, tuple[str, ...]]], tmp_path: Path) -> None:
+    # The last group's call is bound to main's output var, which aliased only the group's last node.
+    prof = layerperf.profile(save(conv_chain(*ops), tmp_path, "chain"), backend="tvm", runs=1, warmup=0,
+                             latency=False)
+    got = [(layer.name, layer.op_type, layer.flops, layer.extension.nodes) for layer in prof.layers
+           if isinstance(layer.extension, TvmKernel)]
+    assert got == want
+    assert prof.layers[-1].extension.function.startswith("fused_conv2d")
 
 
 def test_metadata_says_target_pipeline_and_tuning_state(level1: layerperf.Profile) -> None:

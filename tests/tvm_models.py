@@ -27,6 +27,31 @@ def two_matmuls() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
+def conv_chain(*ops: str) -> onnx.ModelProto:
+    """x (1x3x32x32) -> Conv (16 3x3 filters, bias) -> Relu -> each of ``ops`` -> y, each node named
+    after its op and numbered from its second (``conv``, ``relu``, then ``conv2``: 16x16x3x3, no bias;
+    ``relu2``, ``sigmoid``): TVM fuses each Conv with what follows, the last group ending at ``y``."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "B")]
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["r"], name="relu")]
+    seen = {"Conv": 1, "Relu": 1}
+    for op in ops:
+        seen[op] = seen.get(op, 0) + 1
+        name = op.lower() + (str(seen[op]) if seen[op] > 1 else "")
+        if op == "Conv":
+            inits.append(numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), f"{name}.w"))
+            nodes.append(helper.make_node("Conv", [nodes[-1].output[0], f"{name}.w"], [name], name=name, pads=[1] * 4))
+        else:
+            nodes.append(helper.make_node(op, [nodes[-1].output[0]], [name], name=name))
+    nodes[-1].output[0] = "y"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32, 32])
+    graph = helper.make_graph(nodes, "conv_chain", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
 def det_model() -> onnx.ModelProto:
     """x -> Det -> y: a valid model with an op TVM's Relax frontend has no converter for."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4, 4])

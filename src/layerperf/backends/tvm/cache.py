@@ -25,7 +25,7 @@ from layerperf.data.schedule import KernelSchedule
 from layerperf.util.atomic import write_bytes
 from layerperf.util.cache import cache_subdir
 
-FORMAT_VERSION = 2  # 2: each kernel's schedule kept
+FORMAT_VERSION = 3  # 2: each kernel's schedule kept; 3: call maps with the last fused group's nodes all kept
 MODULE_FILE = "module.so"
 INFO_FILE = "build.json"
 UNTUNED = "untuned"

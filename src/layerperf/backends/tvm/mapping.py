@@ -9,7 +9,10 @@ kept module (:class:`~.pipeline.Snapshots`) is read with the previous one's owne
   into several emits the helpers just before the binding they serve);
 * FuseOps moves bindings into ``Primitive`` functions: a fused call owns every node of its members;
   members keep their vars except each group's output, which gets a new one; those are matched, by
-  callee, in order, with the calls of the module before that no longer appear anywhere.
+  callee, in order, with the calls of the module before that no longer appear anywhere;
+* a var bound to another var (``main``'s output, ``gv = lv5``) has that var's nodes, in every module:
+  FuseOps gives the last group's output a new var while ``gv`` still aliases it, and FuseTIR then
+  binds the group's call to ``gv`` itself, which must not keep the one node it aliased at import.
 
 At the last kept module every call binding (``call_tir`` kernels; ``R.reshape``, which runs as
 ``vm.builtin.reshape``) is lined up with ``main``'s bytecode call instructions by callee name.
@@ -170,6 +173,16 @@ def _fused_step(prev_mod: Any, mod: Any, owner: Owner) -> Owner:
     return {var: nodes for (var, _), nodes in zip(items, _inherit(items), strict=True)}
 
 
+def _aliased(mod: Any, owner: Owner) -> Owner:
+    """``owner`` with each var bound to another var given that var's nodes (in binding order, so a
+    chain of aliases ends at the binding that computes the value)."""
+    out = dict(owner)
+    for b in bindings(mod["main"]):
+        if isinstance(b.value, relax.Var) and out.get(b.value):
+            out[b.var] = out[b.value]
+    return out
+
+
 def _fused(mod: Any) -> bool:
     return any(_primitive(mod, b.value) is not None for b in bindings(mod["main"]))
 
@@ -180,7 +193,7 @@ def follow(snapshots: Snapshots, import_owner: dict[Any, int]) -> tuple[Any, Own
     prev = None
     for _, mod in snapshots.modules:
         fused_now = prev is not None and _fused(mod) and not _fused(prev)
-        owner = _fused_step(prev, mod, owner) if fused_now else _plain_step(mod, owner)
+        owner = _aliased(mod, _fused_step(prev, mod, owner) if fused_now else _plain_step(mod, owner))
         prev = mod
     if prev is None:
         raise ValueError("no module was kept during the compile")
