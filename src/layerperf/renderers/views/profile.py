@@ -285,7 +285,10 @@ def counted_how(backend: str | None) -> str:
     return f"read in situ at {'module' if backend == 'torch' else 'layer'} boundaries"
 
 
-def _warnings(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
+def profile_warnings(prof: Profile, summ: Mapping[str, Any] | None = None) -> list[str]:
+    """The warnings below a profile's summary lines (the host's business, the profiler's cost, figures unknown,
+    the profile's own), one line each; ``summ``: its :func:`~layerperf.analysis.summary.summary`, when made."""
+    summ = summary(prof) if summ is None else summ
     lines = [summ["busy_host_warning"]] if summ.get("busy_host_warning") else []
     if summ.get("profiler_warning"):
         lines.append(f"profiler cost: {summ['profiler_warning']}")
@@ -315,4 +318,4 @@ def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
 
 def summary_notes(prof: Profile, summ: Mapping[str, Any]) -> list[Note]:
     """:func:`summary_lines`, then the warnings."""
-    return [*notes(summary_lines(prof, summ)), *notes(_warnings(prof, summ), "warning")]
+    return [*notes(summary_lines(prof, summ)), *notes(profile_warnings(prof, summ), "warning")]
