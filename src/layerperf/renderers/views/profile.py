@@ -109,8 +109,9 @@ def run_threads(prof: Profile, summ: Mapping[str, Any]) -> int | None:
     return int(used) if isinstance(used, int | float) and used > 0 else None
 
 
-def wrote_notes(written: Mapping[str, Path]) -> list[Note]:
-    return [Note(f"wrote {path}") for path in written.values()]
+def wrote_lines(written: Mapping[str, Path]) -> list[str]:
+    """A view's status lines for the files a command wrote (:attr:`~layerperf.renderers.view.View.status`)."""
+    return [f"wrote {path}" for path in written.values()]
 
 
 def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path],
@@ -136,9 +137,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
         shown, outliers = marked_outliers(marked_shapes(rows, prof.layers))
         section = Section(columns=_columns(prof, summ, ref is not None), rows=rows, shown=shown,
                           title=profile_title(prof, len(rows), summ["layers"]), keys=section.keys,
-                          notes=(*summary_notes(prof, summ), *outlier_note(outliers), *peak_notes,
-                                 *wrote_notes(written)))
-    return View(sections=(section,), doc=doc)
+                          notes=(*summary_notes(prof, summ), *outlier_note(outliers), *peak_notes))
+    return View(sections=(section,), doc=doc, status=wrote_lines(written))
 
 
 def _event_cost(us: float, clock: str) -> str:
