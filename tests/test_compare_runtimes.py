@@ -317,3 +317,47 @@ def test_compare_keeps_an_interrupt_and_debug_shows_a_runtimes_error(
     one_runtime_raises(NATIVE)
     with pytest.raises(RuntimeError, match="expects 35 arguments"):
         main(["--debug", "compare", str(path), *COMPARE])
+
+
+def test_compare_says_each_runtimes_warnings_as_profile_does(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy host (here: any share of the CPU counts as busy) and the profiler's cost are warnings of a profile:
+    compare says every one of each runtime's, after its name, below its tables and in compare.json, as
+    ``profile`` says them below its summary."""
+    import orjson
+
+    import layerperf
+    from layerperf import backends
+    from layerperf.analysis import overhead
+    from layerperf.analysis.summary import summary
+    from layerperf.cli import main
+    from layerperf.renderers.views.profile import summary_notes
+
+    monkeypatch.setattr(overhead, "BUSY_CPU_SHARE", 2.0)  # the calling thread is never on the CPU twice its wall time
+    monkeypatch.setattr(overhead, "OVERHEAD_WARN", 0.0)  # and a profiled run always costs more than a plain one
+    profiled: dict[str, list[str]] = {}
+    real = layerperf.profile
+
+    def profile(model: object, backend: str = "onnxruntime", **kwargs: object) -> object:
+        prof = real(model, backend=backend, **kwargs)
+        profiled[backend] = [n.text for n in summary_notes(prof, summary(prof)) if n.kind == "warning"]
+        return prof
+
+    monkeypatch.setattr(layerperf, "profile", profile)
+    path = _fc_model(tmp_path)
+    had = "replay" in backends.names()
+    backends.register("replay", "backends.replay:ReplayBackend")
+    try:
+        assert main(["compare", str(path), "--backends", "onnxruntime,replay", "--runs", "3", "--warmup", "1",
+                     "--out", str(tmp_path / "cmp"), "--wide"]) == 0
+    finally:
+        if not had:
+            backends.unregister("replay")
+    out = " ".join(capsys.readouterr().out.split())  # a terminal's table notes may wrap
+    doc = orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())
+    ort_warnings = profiled["onnxruntime"]
+    assert any(w.startswith("busy host: ") for w in ort_warnings)
+    assert any(w.startswith("profiler cost: ") for w in ort_warnings)
+    assert doc["warnings"] == [f"{label}: {w}" for label, ws in profiled.items() for w in ws]
+    for line in doc["warnings"]:
+        assert f"warning: {' '.join(line.split())}" in out

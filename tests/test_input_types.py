@@ -223,6 +223,48 @@ def test_ort_message_keeps_the_check_and_reason_without_the_signature() -> None:
                                            "Name:'' Status Message: IsScalar(W) was false. Not supported.")
 
 
+@pytest.mark.parametrize(("raw", "said"), [
+    # a returned status (ORT_RETURN_IF_NOT): the file's name and the function's bare name
+    ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Resize node. Name:'' Status "
+     "Message: upsamplebase.h:548 ScalesValidation Scale value should be greater than 0.",
+     "Non-zero status code returned while running Resize node. Name:'' Status Message: Scale value should be "
+     "greater than 0."),
+    ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running MatMul node. Name:'mm' Status "
+     "Message: matmul_helper.h:59 Compute MatMul dimension mismatch",
+     "Non-zero status code returned while running MatMul node. Name:'mm' Status Message: MatMul dimension mismatch"),
+    # a status wrapped in a failed call's exception: both locations and the inner status prefix left out
+    ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running ConstantOfShape node. Name:'' "
+     "Status Message: /onnxruntime_src/onnxruntime/core/framework/op_kernel.cc:87 virtual OrtValue* "
+     "onnxruntime::OpKernelContext::OutputMLValue(int, const onnxruntime::TensorShape&) [ONNXRuntimeError] : 1 : "
+     "FAIL : tensor.cc:57 CalculateTensorStorageSize Tensor shape.Size() must be >= 0\n",
+     "Non-zero status code returned while running ConstantOfShape node. Name:'' Status Message: Tensor "
+     "shape.Size() must be >= 0"),
+])
+def test_ort_message_leaves_out_a_returned_status_location(raw: str, said: str) -> None:
+    assert ort_message(Exception(raw)) == said
+
+
+def test_a_failed_scale_check_is_one_line_without_its_cpp_location(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The onnx node test test_resize_upsample_scales_linear fed a zero scale: ONNX Runtime's status names the
+    header, line and function that refused it; the error says why only."""
+    from layerperf.cli import main
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, 2, 2])
+    scales = helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 1, 4, 4])
+    graph = helper.make_graph([helper.make_node("Resize", ["X", "", "scales"], ["Y"], mode="linear")], "g",
+                              [x, scales], [y])
+    path = tmp_path / "resize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), path)
+    np.savez(tmp_path / "in.npz", scales=np.array([1, 1, 0, 2], np.float32))
+    assert main(["profile", str(path), "--inputs", str(tmp_path / "in.npz"), "--runs", "1", "--warmup", "0",
+                 "--no-latency"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("Status Message: Scale value should be greater than 0.\n"), err
+    assert "upsamplebase" not in err and "ScalesValidation" not in err
+
+
 def test_stepwise_executor_feeds_types_numpy_lacks() -> None:
     model = one_op(TensorProto.BFLOAT16, "Cast", TensorProto.FLOAT, to=TensorProto.FLOAT)
     feed = make_feed(model, [InputSpec("x", tuple(SHAPE), "bfloat16")])

@@ -276,6 +276,28 @@ def test_profile_output_beside_its_files(tiny_model_path: Path, tmp_path: Path,
     assert set(orjson.loads((tmp_path / "r.json").read_bytes())) == {"summary", "layers", "files", "extra"}
 
 
+@pytest.mark.parametrize(("command", "suffix"), [("profile", ".md"), ("profile", ".txt"), ("memory", ".txt"),
+                                                ("memory", ".md")])
+def test_a_saved_report_holds_the_view_and_the_terminal_what_was_written(
+        command: str, suffix: str, tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The "wrote" lines are no part of a report: with -o the file holds the tables and their notes, and stderr
+    says every file written (the report's last); without -o they are below the tables, as ever."""
+    argv = [command, str(tiny_model_path), "--runs", "2", "--warmup", "0", "--out", str(tmp_path / "d")]
+    report = tmp_path / f"report{suffix}"
+    assert main([*argv, "-o", str(report)]) == 0
+    captured = capsys.readouterr()
+    text = report.read_text()
+    assert "wrote" not in text and "trace.json" not in text
+    assert ("backend: onnxruntime" if command == "profile" else "tensors alive at the peak") in text
+    said = captured.err.splitlines()
+    files = sorted(p for p in (tmp_path / "d").iterdir())
+    assert sorted(said[:-1]) == sorted(f"wrote {p}" for p in files) and said[-1] == f"wrote {report}"
+    assert {"trace.json", "layers.csv"} <= {p.name for p in files} and not captured.out
+    assert main(argv) == 0  # on the terminal: below the tables, on stdout
+    captured = capsys.readouterr()
+    assert all(f"wrote {p}" in captured.out for p in files) and "wrote" not in captured.err
+
+
 def test_names_with_brackets_print_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # exporters write names such as blocks[0]/attn; rich would read [...] as markup and drop it
     events = [{"name": name, "ph": "X", "ts": 10 * i, "dur": 5, "pid": 1, "tid": 1, "cat": "op"}

@@ -161,7 +161,10 @@ def _describe(prof: Any) -> dict[str, Any]:
 
 
 def _warnings(profiles: dict[str, Any]) -> list[str]:
-    return [f"{label}: {w}" for label, p in profiles.items() for w in p.warnings if "untuned" in w]
+    """Every warning each runtime's profile has below its summary under ``layerperf profile``, after its label."""
+    from layerperf.renderers.views.profile import profile_warnings
+
+    return [f"{label}: {w}" for label, p in profiles.items() for w in profile_warnings(p)]
 
 
 def _save(out: Path, profiles: dict[str, Any], doc: dict[str, Any]) -> None:

@@ -93,12 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if base is not None:  # JSON: the profile's document with the diffs' under their keys
         diffs = _baseline_diff(base, prof, fmt)
         view = replace(view.then(diffs), doc={**view.doc, **diffs.doc})
-    show(view, fmt, args.output, table_layout)
-    if args.output:  # the "wrote" lines went into the output file: say on stderr what was written where
-        import sys
-
-        for path in (*written.values(), args.output):
-            print(f"wrote {path}", file=sys.stderr)
+    show(view, fmt, args.output, table_layout)  # the "wrote" lines: below the tables, or on stderr with -o
     return 0
 
 

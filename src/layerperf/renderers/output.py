@@ -17,7 +17,7 @@ from layerperf.errors import InputError
 from layerperf.renderers import csv, json, markdown, terminal
 from layerperf.renderers.files import write_atomic
 from layerperf.renderers.fit import PLAIN, Layout, check_names, select
-from layerperf.renderers.view import View, for_people
+from layerperf.renderers.view import View, for_people, notes
 from layerperf.renderers.views.profile import profile_view
 from layerperf.util.atomic import check_dir
 
@@ -72,26 +72,42 @@ def check_output(output: str | Path | None) -> None:
 def show(view: View, fmt: str, output: str | Path | None = None, layout: Layout = PLAIN) -> None:
     """Print ``view`` on stdout as ``fmt``, or write it to ``output`` (whole or not at all). ``layout``:
     the columns people see (``--columns``; a name no table has is an InputError) and whether a terminal's
-    tables print whole (``--wide``); csv and json carry every column."""
+    tables print whole (``--wide``); csv and json carry every column.
+
+    The view's status lines (the files a command wrote) are notes below its tables for people on stdout,
+    and left out for programs there (JSON has the files in its document); with ``output`` they are no
+    part of the file: they go to stderr, and the output file's own line after them."""
     if layout.columns and for_people(fmt):
         check_names(view.sections, layout.columns)
-    if output is None and fmt == terminal.NAME:
+    if output is not None:
+        _write(view, fmt, Path(output), layout)
+        for line in (*view.status, f"wrote {output}") if view.status else ():
+            print(line, file=sys.stderr)
+        return
+    if for_people(fmt):
+        view = view.with_notes(notes(view.status))
+    if fmt == terminal.NAME:
         terminal.print_view(view, layout=layout)  # fitted to the terminal it prints on; whole when piped
         return
+    sys.stdout.write(_text(view, fmt, layout))
+
+
+def _text(view: View, fmt: str, layout: Layout) -> str:
+    """``view`` as ``fmt`` renders it; a terminal's table whole, as a file holds it."""
     if fmt == terminal.NAME:
-        text = terminal.render(view, layout=layout)
-    else:
-        if fmt == markdown.NAME:
-            view = replace(view, sections=tuple(select(s, layout.columns) for s in view.sections))
-        text = RENDERERS[fmt].render(view)
-    if output is None:
-        sys.stdout.write(text)
-        return
+        return terminal.render(view, layout=layout)
+    if fmt == markdown.NAME:
+        view = replace(view, sections=tuple(select(s, layout.columns) for s in view.sections))
+    return RENDERERS[fmt].render(view)
+
+
+def _write(view: View, fmt: str, output: Path, layout: Layout) -> None:
+    text = _text(view, fmt, layout)
 
     def write(f: IO[bytes]) -> None:
         f.write(text.encode())
 
-    write_atomic(Path(output), write)
+    write_atomic(output, write)
 
 
 def print_profile(prof: Profile, *, top: int | None, fmt: str, written: dict[str, Path]) -> None:

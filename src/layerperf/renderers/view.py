@@ -101,15 +101,20 @@ class View:
     """What a command shows: its sections, and ``doc``, the JSON document of the same result.
 
     CSV holds the first section's rows: the main table; the others (a memory report below a
-    profile, libpfm4's events below the perf events) are for people.
+    profile, libpfm4's events below the perf events) are for people. ``status``: lines that say what
+    the command did besides (``wrote DIR/trace.json``), no part of the result: people see them below the
+    tables on stdout, and on stderr when the view goes to a file, which never holds them
+    (:func:`layerperf.renderers.output.show`).
     """
 
     sections: Sequence[Section]
     doc: Any
+    status: Sequence[str] = ()
 
     def then(self, other: View) -> View:
-        """This view with ``other``'s sections below; the JSON document stays this one's."""
-        return replace(self, sections=(*self.sections, *other.sections))
+        """This view with ``other``'s sections below, and its status lines after this one's; the JSON document
+        stays this one's."""
+        return replace(self, sections=(*self.sections, *other.sections), status=(*self.status, *other.status))
 
     def with_notes(self, extra: Sequence[Note]) -> View:
         """This view with ``extra`` notes below its last section."""

@@ -32,19 +32,28 @@ ORT_ERRORS: tuple[type[Exception], ...] = (RuntimeError, *(
 
 # Values per byte where ONNX Runtime packs sub-byte types; ml_dtypes keeps one value per byte.
 _PACKED = {"int4": 2, "uint4": 2, "float4_e2m1fn": 2, "int2": 4, "uint2": 4}
-_STATUS = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
-_SOURCE = re.compile(r"/\S+\.(?:cc|cpp|h):\d+ ")
+_STATUS = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
+# Where in ONNX Runtime's C++ a message was made, in its two forms (its CodeLocation): an exception's (a failed
+# ORT_ENFORCE, ORT_THROW) has the file's whole path and the function's whole signature, "/src/.../x.cc:52
+# <signature> ..."; a returned status's (ORT_RETURN_IF...) has the file's name and the function's bare name,
+# "upsamplebase.h:548 ScalesValidation ...". A message may hold both, one status wrapped in another.
+_SOURCE = re.compile(r"(?:^|(?<=\s))(?P<path>\S*/)?[\w.+-]+\.(?:cc|cpp|cxx|cu|c|h|hpp|cuh|inc):\d+ ")
 _TEMPLATE = re.compile(r"^\[with [^\]]*\]\s*")
 _TENSOR = re.compile(r"tensor\((\w+)\)")
 
 
 def ort_message(exc: BaseException) -> str:
-    """ONNX Runtime's message in one line, without its status prefix nor the C++ signature of a failed check."""
+    """ONNX Runtime's message in one line, without its status prefixes nor where in its C++ it was made (the
+    file and line, the function's signature or name); a failed check's condition and reason are kept."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = _STATUS.sub("", text)
-    where = _SOURCE.search(text)
-    if where:  # "file.cc:52 <the whole C++ signature> <the check> was false. <why>": keep the check and why
-        text = text[:where.start()] + _after_signature(text[where.end():])
+    start = 0
+    while where := _SOURCE.search(text, start):
+        rest = text[where.end():]
+        # "<signature> <the check> was false. <why>": keep the check and why; "<name> <why>": keep why
+        rest = _after_signature(rest) if where.group("path") else rest.partition(" ")[2]
+        text = text[:where.start()] + rest
+        start = where.start()
     return text
 
 

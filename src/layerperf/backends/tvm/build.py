@@ -13,7 +13,7 @@ import onnx
 import tvm
 from tvm import relax
 
-from layerperf.backends.tvm import cache
+from layerperf.backends.tvm import cache, cpp_log
 from layerperf.backends.tvm.bytecode import Function, main_function
 from layerperf.backends.tvm.calls import CallMap
 from layerperf.backends.tvm.database import kernel_schedules
@@ -72,15 +72,16 @@ def _schedule_note(tuning: str) -> str:
 
 def _compile(model: onnx.ModelProto, target: Any, key: cache.BuildKey, database_dir: Path | None,
              shapes: dict[str, list[int]] | None) -> tuple[Any, CallMap, cache.BuildInfo, dict[str, KernelSchedule]]:
-    imported = import_onnx(model, shapes)
     tuned = key.tuning != cache.UNTUNED and database_dir is not None
-    compiled = compile_module(imported.mod, target, key.pipeline, str(database_dir) if tuned else None)
+    with cpp_log.captured() as tvm_warnings:  # TVM's C++ warnings: the build's, not the terminal's
+        imported = import_onnx(model, shapes)
+        compiled = compile_module(imported.mod, target, key.pipeline, str(database_dir) if tuned else None)
     cmap = call_map(compiled.snapshots, imported.owner, imported.n_nodes, main_function(compiled.executable.as_text()))
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     names = sorted({s.func for s in cmap.kernels()})
     schedules = kernel_schedules(database_dir if tuned else None, target, compiled.snapshots.tunable(), names)
-    return (compiled.executable, cmap, cache.BuildInfo(key, compiled.compile_s, _schedule_note(key.tuning), created),
-            schedules)
+    info = cache.BuildInfo(key, compiled.compile_s, _schedule_note(key.tuning), created, tuple(tvm_warnings))
+    return compiled.executable, cmap, info, schedules
 
 
 def build(model: onnx.ModelProto, *, target: str = "llvm", pipeline: str = "default",

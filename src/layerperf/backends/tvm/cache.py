@@ -71,13 +71,15 @@ class BuildInfo:
     compile_s: float
     schedule: str  # "default schedule" or "metaschedule (N records)"
     created: str
+    tvm_warnings: tuple[str, ...] = ()  # what TVM's C++ warned of while compiling (cpp_log.said)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT_VERSION, **asdict(self)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> BuildInfo:
-        return cls(BuildKey(**d["key"]), float(d["compile_s"]), str(d["schedule"]), str(d["created"]))
+        return cls(BuildKey(**d["key"]), float(d["compile_s"]), str(d["schedule"]), str(d["created"]),
+                   tuple(map(str, d.get("tvm_warnings") or ())))
 
 
 def entry_dir(key: BuildKey, root: Path | None = None) -> Path:

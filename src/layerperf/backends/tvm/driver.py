@@ -16,7 +16,7 @@ import onnx
 from layerperf.analysis.memory.report import analyze_memory, with_allocations
 from layerperf.backends.base import RunPlan
 from layerperf.backends.common import CORE_PLAN_FIELDS, interleaved, profile_metadata, unknown_flops_warnings
-from layerperf.backends.tvm import cache, memory, tuning
+from layerperf.backends.tvm import cache, cpp_log, memory, tuning
 from layerperf.backends.tvm.build import Build, build
 from layerperf.backends.tvm.device import runnable_target
 from layerperf.backends.tvm.fold import fold_shapes
@@ -100,7 +100,8 @@ def _tune(model: onnx.ModelProto, shapes: dict[str, list[int]], options: TvmOpti
     work_dir = tuning_dir(model, shapes, options.target, options.pipeline, num_cores)
     if progress:
         progress("tuning: extracting the tasks", 0, 1)
-    mod = tunable_module(import_onnx(model, shapes).mod, target, options.pipeline)
+    with cpp_log.captured():  # the passes the build runs again, and says the same warnings of
+        mod = tunable_module(import_onnx(model, shapes).mod, target, options.pipeline)
     return tuning.tune_total(mod, target, work_dir, options.tune,
                              search=tuning.Search(options.tune_strategy), progress=progress)
 
@@ -134,6 +135,7 @@ def _warnings(lp: LayerPlan, made: Build, options: TvmOptions, caught: list[str]
     unmapped = made.cmap.unmapped()
     if unmapped:
         out.append(f"{len(unmapped)} ONNX nodes were found in no VM call (their work is in no row)")
+    out += [f"TVM, compiling the model: {w}" for w in made.info.tvm_warnings]
     return out + caught
 
 

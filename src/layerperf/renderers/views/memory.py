@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from layerperf.data.memory_report import Allocations, MemoryReport
 from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View, for_people, notes
 from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
-from layerperf.renderers.views.profile import wrote_notes
+from layerperf.renderers.views.profile import wrote_lines
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -165,4 +165,4 @@ def memory_view(rep: MemoryReport, *, fmt: str = "table", top: int | None = None
     shown = (DEFAULT_TOP if top is None else top or None) if people else top or None
     doc = {"model": model, **summary(rep, shown), "files": {k: str(v) for k, v in written.items()}}
     sections = (peak_section(rep, shown), *((module_section(rep, shown),) if rep.allocations else ()))
-    return View(sections=sections, doc=doc).with_notes(wrote_notes(written))
+    return View(sections=sections, doc=doc, status=wrote_lines(written))

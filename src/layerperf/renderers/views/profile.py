@@ -109,8 +109,9 @@ def run_threads(prof: Profile, summ: Mapping[str, Any]) -> int | None:
     return int(used) if isinstance(used, int | float) and used > 0 else None
 
 
-def wrote_notes(written: Mapping[str, Path]) -> list[Note]:
-    return [Note(f"wrote {path}") for path in written.values()]
+def wrote_lines(written: Mapping[str, Path]) -> list[str]:
+    """A view's status lines for the files a command wrote (:attr:`~layerperf.renderers.view.View.status`)."""
+    return [f"wrote {path}" for path in written.values()]
 
 
 def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[str, Path],
@@ -136,9 +137,8 @@ def profile_view(prof: Profile, *, top: int | None, fmt: str, written: Mapping[s
         shown, outliers = marked_outliers(marked_shapes(rows, prof.layers))
         section = Section(columns=_columns(prof, summ, ref is not None), rows=rows, shown=shown,
                           title=profile_title(prof, len(rows), summ["layers"]), keys=section.keys,
-                          notes=(*summary_notes(prof, summ), *outlier_note(outliers), *peak_notes,
-                                 *wrote_notes(written)))
-    return View(sections=(section,), doc=doc)
+                          notes=(*summary_notes(prof, summ), *outlier_note(outliers), *peak_notes))
+    return View(sections=(section,), doc=doc, status=wrote_lines(written))
 
 
 def _event_cost(us: float, clock: str) -> str:
@@ -285,7 +285,10 @@ def counted_how(backend: str | None) -> str:
     return f"read in situ at {'module' if backend == 'torch' else 'layer'} boundaries"
 
 
-def _warnings(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
+def profile_warnings(prof: Profile, summ: Mapping[str, Any] | None = None) -> list[str]:
+    """The warnings below a profile's summary lines (the host's business, the profiler's cost, figures unknown,
+    the profile's own), one line each; ``summ``: its :func:`~layerperf.analysis.summary.summary`, when made."""
+    summ = summary(prof) if summ is None else summ
     lines = [summ["busy_host_warning"]] if summ.get("busy_host_warning") else []
     if summ.get("profiler_warning"):
         lines.append(f"profiler cost: {summ['profiler_warning']}")
@@ -315,4 +318,4 @@ def summary_lines(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
 
 def summary_notes(prof: Profile, summ: Mapping[str, Any]) -> list[Note]:
     """:func:`summary_lines`, then the warnings."""
-    return [*notes(summary_lines(prof, summ)), *notes(_warnings(prof, summ), "warning")]
+    return [*notes(summary_lines(prof, summ)), *notes(profile_warnings(prof, summ), "warning")]
