@@ -134,7 +134,7 @@ def _link_named_after(groups: _Groups, nodes: Sequence[Sequence[Node]]) -> None:
     family that nothing of its runtime took (the Relu it ran inside it): one row, as for a kernel that lists
     its nodes, so neither the row nor the op types compare a Conv and Relu against a Conv alone."""
     for k, side in enumerate(nodes):
-        renamed = {}
+        renamed: dict[str, int] = {}
         for j, node in enumerate(side):
             base = normalize_name(node.name)
             if base != node.name:
@@ -146,10 +146,10 @@ def _link_named_after(groups: _Groups, nodes: Sequence[Sequence[Node]]) -> None:
             if r == k:
                 continue
             for i, node in enumerate(other):
-                j = renamed.get(normalize_name(node.name))
-                if j is not None and op_family(node.op_type) != op_family(side[j].op_type) \
+                hit = renamed.get(normalize_name(node.name))
+                if hit is not None and op_family(node.op_type) != op_family(side[hit].op_type) \
                         and groups.find((r, i)) not in taken:
-                    groups.join((r, i), (k, j))
+                    groups.join((r, i), (k, hit))
 
 
 def _link_pairs(groups: _Groups, nodes: Sequence[Sequence[Node]], match: str) -> None:
