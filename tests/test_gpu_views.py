@@ -200,7 +200,8 @@ def test_cpu_only_trace_has_no_device(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["analyze", str(cpu), "--view", "idle"]) == 0
     assert "no device" in capsys.readouterr().out
     assert main(["analyze", str(cpu), "--view", "idle", "--format", "json"]) == 0
-    assert orjson.loads(capsys.readouterr().out) == {"view": "idle", "source": str(cpu), "device": False, "rows": []}
+    assert orjson.loads(capsys.readouterr().out) == {"view": "idle", "source": str(cpu), "device": False, "rows": [],
+                                                     "dropped": {}}
 
 
 def _two_gpus(path: Path, overlap_us: int = 0) -> Path:
@@ -387,3 +388,46 @@ def test_annotations_count_nested_ranges_once_and_launches_on_their_thread(
     rows = orjson.loads(capsys.readouterr().out)["rows"]
     assert {r["name"]: (r["cpu_calls"], r["cpu_us"], r["gpu_calls"], r["gpu_us"], r["launched_device_us"])
             for r in rows} == want
+
+
+def _csv(capsys: pytest.CaptureFixture[str], path: Path, view: str) -> str:
+    assert main(["analyze", str(path), "--view", view, "--format", "csv"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("view", ["temporal", "idle", "kernel-type", "launch", "queue", "memcpy", "overlap",
+                                  "annotations"])
+def test_a_view_without_rows_keeps_its_csv_header(capsys: pytest.CaptureFixture[str], view: str) -> None:
+    """The CSV header of a view is its rows' keys (the V100 trace has rows in every view), rows or none: the
+    H100 trace has no copies and no annotations, a CPU-only trace no device at all (it once printed a bare
+    newline)."""
+    assert main(["analyze", str(V100), "--view", view, "--format", "json"]) == 0
+    header = ",".join(orjson.loads(capsys.readouterr().out)["rows"][0])
+    assert _csv(capsys, V100, view).split("\n")[0] == header
+    for path in (H100, DATA / "torch_cpu" / "trace.json.gz"):
+        out = _csv(capsys, path, view)
+        assert out.split("\n")[0] == header, path
+        if path != H100 or view in ("memcpy", "annotations"):
+            assert out == header + "\n", path  # no rows
+
+
+def test_a_trace_without_device_says_what_was_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every view's JSON has ``dropped``, a trace without device activity's too (ONNX Runtime's, a CPU-only
+    PyTorch one): what the reader left out, as the op table's warnings say."""
+    node = {"cat": "Node", "ph": "X", "pid": 1, "tid": 1, "name": "relu_kernel_time", "ts": 0, "dur": 5,
+            "args": {"op_name": "Relu", "provider": "CPUExecutionProvider"}}
+    ort = _write_json(tmp_path / "ort.json", [node, {**node, "ts": 10, "dur": -1}])
+    cpu = _write_json(tmp_path / "cpu.json", {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": -5, "args": {}}]})
+    for path, example in ((ort, "relu_kernel_time"), (cpu, "aten::mm")):
+        for view in ("idle", "annotations"):
+            assert main(["analyze", str(path), "--view", view, "--format", "json"]) == 0
+            doc = orjson.loads(capsys.readouterr().out)
+            assert doc == {"view": view, "source": str(path), "device": False, "rows": [],
+                           "dropped": {"negative duration": {"events": 1, "example": example}}}, (path, view)
+
+
+def _write_json(path: Path, doc: Any) -> Path:
+    path.write_bytes(orjson.dumps(doc))
+    return path

@@ -61,7 +61,6 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
     Column("launcher_share", "of launchers' device time", units.percent, priority=3),
     text("launched_by", "launched by (calls)", priority=LOW, min_width=16),
 )
-EMPTY_KEYS = ("name", "op_type", "provider", "calls", "time_us")  # CSV header of no rows
 GROUPS = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
 
 
@@ -177,7 +176,10 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     columns = _columns(table, result, _ranked(table, how, order_by), by)
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
-    section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
+    # no rows: the keys rows would have (whether device time was measured is the trace's, not the rows')
+    keys = list(rows[0]) if rows else [*analysis.row_keys(result, has_device=table.has_device),
+                                       *([peak.KEY] if ref is not None else [])]
+    section = Section(columns=columns, rows=rows, keys=keys,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
                       notes=(*notes(_notes(table, how)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints))
     return View(sections=(section,), doc=rows)
