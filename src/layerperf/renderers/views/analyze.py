@@ -31,6 +31,7 @@ from layerperf.renderers.views.columns import (
     name_column,
     ranked_by,
     text,
+    type_repeats_name,
     with_int_columns,
 )
 from layerperf.util import units
@@ -99,7 +100,7 @@ def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list
     if result.has_device:
         columns[3:3] = [DEVICE, DEVICE_INCL]
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, RATE_TIME)
-    if len(result) and by == "name" and result.labels("op_type").tolist() == result.labels("name").tolist():
+    if by == "name" and type_repeats_name(result.labels("name").tolist(), result.labels("op_type").tolist()):
         columns = [c for c in columns if c.key != "op_type"]  # a PyTorch trace's type is its op's name: said once
     counters = counter_columns(_counter_labels(table), table.meta.get("counter_events"))
     return ranked_by(columns + counters, analysis.PUBLISHED.get(ranked, ranked))
