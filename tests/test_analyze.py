@@ -303,3 +303,18 @@ def test_inclusive_time_of_siblings_overlapping_by_a_nanosecond(tmp_path: Path, 
         rows = {r["name"]: r for r in orjson.loads(capsys.readouterr().out)}
         assert rows[name]["incl_us"] == pytest.approx(incl, abs=1e-6)
         assert rows[name]["incl_us"] >= rows[name]["time_us"] - 1e-6
+
+
+@pytest.mark.parametrize("by", ["name", "type", "provider", "shape"])
+@pytest.mark.parametrize("which", ["counters", "v100", "torch_cpu"])
+def test_no_rows_keep_the_csv_header_rows_have(capsys: pytest.CaptureFixture[str], by: str, which: str) -> None:
+    """A filter that keeps nothing prints the header the rows would have had: the counters' columns, device
+    time on a GPU trace, in the same order (it once printed name,op_type,provider,calls,time_us)."""
+    data = Path(__file__).parent / "data"
+    path = {"counters": data / "traces_0_1" / "resnet18_counters_memory" / "trace.json",
+            "v100": data / "torch_cuda" / "trace.json.gz", "torch_cpu": data / "torch_cpu" / "trace.json.gz"}[which]
+    keys = list(_json(capsys, str(path), "--aggregate-by", by)[0])
+    assert ("page-faults" in keys) == (which == "counters") and ("device_us" in keys) == (which == "v100")
+    assert main(["analyze", str(path), "--aggregate-by", by, "--name", "^no such op$", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == ",".join(keys) + "\n"
+    assert _json(capsys, str(path), "--aggregate-by", by, "--name", "^no such op$") == []

@@ -82,6 +82,7 @@ def test_real_traces_any_block_size(path: Path) -> None:
 # -- a synthetic trace --------------------------------------------------------------------------------
 NAMES = ("gemm_a", "gemm_b", "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)",
          "Memset (Device)", "ncclKernel_AllReduce_RING", "cudaStreamSynchronize_helper")
+THREADS = (3 << 40, 5 << 40)  # launching threads' keys (large, as real ones are)
 N = 14000  # gemm_a alone has more than 4096 activities (and launches), stream 7 more than 4096 gaps of one cause
 
 
@@ -102,9 +103,11 @@ def _synthetic() -> KernelTable:
     owner[rng.random(N) < 0.1] = -1
     launcher = Labels(np.asarray(owner % 3, dtype=np.int32), ("aten::mm", "aten::copy_", ""))
     kind = Labels(np.zeros(N, dtype=np.int32), ("kernel",))
+    thread = np.where(np.isnan(launch), -1, rng.choice([THREADS[0], THREADS[1]], N))  # launched from two threads
     return KernelTable(Labels(name.astype(np.int32), NAMES), kind, Labels(np.zeros(N, dtype=np.int32), ("cuda:0",)),
                        launcher, dur, ts, stream.astype(np.int64), np.arange(N, dtype=np.int64), launch,
-                       rng.integers(1_000, 9_000, N).astype(np.float64), size, owner.astype(np.int64))
+                       rng.integers(1_000, 9_000, N).astype(np.float64), size, owner.astype(np.int64),
+                       thread.astype(np.int64))
 
 
 def _notes(kernels: KernelTable) -> Annotations:
@@ -112,7 +115,7 @@ def _notes(kernels: KernelTable) -> Annotations:
     starts = np.asarray([0.0, end / 3, end / 2, 0.0, end / 4])
     durs = np.asarray([end / 3, end / 3, end / 5, end, 1000.0])
     return Annotations(Labels.of(["step", "step", "fwd", "all", "fwd"]), np.asarray([False, False, False, False, True]),
-                       starts, durs)
+                       starts, durs, np.asarray([THREADS[0], THREADS[0], THREADS[1], THREADS[0], 7]))
 
 
 def test_synthetic_any_block_size() -> None:

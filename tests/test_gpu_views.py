@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import statistics
 from decimal import Decimal
 from pathlib import Path
@@ -159,7 +160,10 @@ def test_memcpy_and_annotations_v100() -> None:
     raw = next(e for e in events if e["name"].startswith("ProfilerStep#"))
     assert (step.name, step.cpu_calls, step.cpu_ns / 1e3) == (raw["name"], 1, float(raw["dur"]))
     runtime = _runtime(events)
-    inside = [e["dur"] for e in _device(events) if raw["ts"] <= runtime[_corr(e)]["ts"] < raw["ts"] + raw["dur"]]
+    # launched by a runtime call on the step's own thread, not by autograd's backward thread (24610 here)
+    inside = [e["dur"] for e in _device(events) if raw["ts"] <= runtime[_corr(e)]["ts"] < raw["ts"] + raw["dur"]
+              and (runtime[_corr(e)]["pid"], runtime[_corr(e)]["tid"]) == (raw["pid"], raw["tid"])]
+    assert {runtime[_corr(e)]["tid"] for e in _device(events)} == {raw["tid"], "24610"}
     assert step.launched_device_ns / 1e3 == pytest.approx(float(sum(inside)))
     assert overlap(kernels).share is None  # no communication kernels
 
@@ -196,7 +200,8 @@ def test_cpu_only_trace_has_no_device(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["analyze", str(cpu), "--view", "idle"]) == 0
     assert "no device" in capsys.readouterr().out
     assert main(["analyze", str(cpu), "--view", "idle", "--format", "json"]) == 0
-    assert orjson.loads(capsys.readouterr().out) == {"view": "idle", "source": str(cpu), "device": False, "rows": []}
+    assert orjson.loads(capsys.readouterr().out) == {"view": "idle", "source": str(cpu), "device": False, "rows": [],
+                                                     "dropped": {}}
 
 
 def _two_gpus(path: Path, overlap_us: int = 0) -> Path:
@@ -290,3 +295,139 @@ def test_a_steps_copy_on_the_gpu_is_no_step(tmp_path: Path, capsys: pytest.Captu
     rows = doc["rows"] if isinstance(doc, dict) else doc
     assert {r["name"]: (r["cpu_us"], r["gpu_us"]) for r in rows} == {"ProfilerStep#1": (100.0, 20.0),
                                                                        "ProfilerStep#2": (100.0, 30.0)}
+
+
+def _note(name: str, tid: int, ts: int, dur: int, cat: str = "user_annotation") -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1 if cat == "user_annotation" else 0, "tid": tid, "ts": ts,
+            "dur": dur, "args": {}}
+
+
+def _launch(tid: int, ts: int, corr: int, kernel_ts: int, kernel_us: int) -> list[dict[str, Any]]:
+    return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": ts, "dur": 1,
+             "args": {"correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": 0, "tid": 7, "ts": kernel_ts, "dur": kernel_us,
+             "args": {"correlation": corr, "device": 0, "stream": 7}}]
+
+
+def _annotations_reference(events: list[dict[str, Any]]) -> dict[str, tuple[int, float, int, float, float]]:
+    """Per name, from the raw events: CPU ranges, their time, GPU ranges, their time — a range inside an
+    earlier-opened range of its name, side and thread (ending by its end, give or take 1 µs) counted once, in
+    the outer one — and the device time launched inside its outer CPU ranges by a runtime call of their thread."""
+    notes = [(k, e) for k, e in enumerate(events) if e["cat"] in ("user_annotation", "gpu_user_annotation")]
+    calls = {e["args"]["correlation"]: e for e in events if e["cat"] == "cuda_runtime"}
+    kernels = [e for e in events if e["cat"] == "kernel"]
+
+    def nested(k: int, e: dict[str, Any]) -> bool:
+        return any((q["ts"], -q["dur"], j) < (e["ts"], -e["dur"], k) and e["ts"] < q["ts"] + q["dur"]
+                   and e["ts"] + e["dur"] <= q["ts"] + q["dur"] + 1
+                   and (q["name"], q["cat"], q["pid"], q["tid"]) == (e["name"], e["cat"], e["pid"], e["tid"])
+                   for j, q in notes)
+
+    out: dict[str, list[float]] = {}
+    for k, e in notes:
+        row = out.setdefault(e["name"], [0, 0.0, 0, 0.0, 0.0])
+        gpu = e["cat"] == "gpu_user_annotation"
+        row[2 if gpu else 0] += 1
+        if nested(k, e):
+            continue
+        row[3 if gpu else 1] += e["dur"]
+        if not gpu:
+            row[4] += sum(d["dur"] for d in kernels
+                          if (c := calls[d["args"]["correlation"]])["tid"] == e["tid"] and c["pid"] == e["pid"]
+                          and e["ts"] <= c["ts"] < e["ts"] + e["dur"])
+    return {name: (int(r[0]), float(r[1]), int(r[2]), float(r[3]), float(r[4])) for name, r in out.items()}
+
+
+def _annotation_events(seed: int) -> list[dict[str, Any]]:
+    """Two threads recording ranges of two names, nested in one another (the same name too, some ending 1 µs
+    past their parent), launching kernels from both, and the ranges' copies on the GPU, nested likewise."""
+    r = random.Random(seed)
+    events: list[dict[str, Any]] = []
+    corr = 0
+    for tid in (1, 2):
+        t = 0
+        for _ in range(12):
+            depth = [(t, t + r.randint(40, 200))]
+            events.append(_note(r.choice("ab"), tid, *depth[0][:1], depth[0][1] - depth[0][0]))
+            while r.random() < 0.7 and depth[-1][1] - depth[-1][0] > 6:
+                lo, hi = depth[-1]
+                s = r.randint(lo, hi - 3)
+                end = min(r.randint(s + 1, hi), hi) + (1 if r.random() < 0.2 else 0)  # a rounding past the end
+                depth.append((s, end))
+                events.append(_note(r.choice("ab"), tid, s, end - s))
+                events.append(_note(events[-1]["name"], 7, s + 5, end - s, "gpu_user_annotation"))
+            for _ in range(r.randint(0, 4)):
+                corr += 1
+                events += _launch(tid, r.randint(t - 10, depth[0][1] + 10), corr, 10_000 + corr * 10, r.randint(1, 9))
+            t = depth[0][1] + r.randint(0, 20)
+    return events
+
+
+K6 = [_note("block", 1, 0, 100), _note("block", 1, 10, 50), _note("inner", 1, 15, 20),
+      {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 20, "dur": 10,
+       "args": {"External id": 3}},
+      *_launch(1, 22, 1, 40, 10), *_launch(1, 70, 2, 80, 4), _note("block", 2, 0, 30)]
+
+
+@pytest.mark.parametrize("seed", [None, *range(6)], ids=lambda s: "k6" if s is None else f"fuzz{s}")
+def test_annotations_count_nested_ranges_once_and_launches_on_their_thread(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int | None) -> None:
+    """A range inside a range of its name on its thread counts once; launches count only under ranges of the
+    launching thread: whole, streamed (the CLI) and against the raw events."""
+    events = K6 if seed is None else _annotation_events(seed)
+    path = tmp_path / "notes.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    want = _annotations_reference(events)
+    if seed is None:  # thread 1's outer 100 µs and thread 2's 30; the 14 µs of device time the trace holds
+        assert want == {"block": (3, 130.0, 0, 0.0, 14.0), "inner": (1, 20.0, 0, 0.0, 10.0)}
+    table = read_table(path)
+    got = {a.name: (a.cpu_calls, a.cpu_ns / 1e3, a.gpu_calls, a.gpu_ns / 1e3, (a.launched_device_ns or 0.0) / 1e3)
+           for a in annotation_times(table.meta["annotations"], table.meta["kernels"])}
+    assert got == want
+    assert main(["analyze", str(path), "--view", "annotations", "--format", "json"]) == 0
+    rows = orjson.loads(capsys.readouterr().out)["rows"]
+    assert {r["name"]: (r["cpu_calls"], r["cpu_us"], r["gpu_calls"], r["gpu_us"], r["launched_device_us"])
+            for r in rows} == want
+
+
+def _csv(capsys: pytest.CaptureFixture[str], path: Path, view: str) -> str:
+    assert main(["analyze", str(path), "--view", view, "--format", "csv"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("view", ["temporal", "idle", "kernel-type", "launch", "queue", "memcpy", "overlap",
+                                  "annotations"])
+def test_a_view_without_rows_keeps_its_csv_header(capsys: pytest.CaptureFixture[str], view: str) -> None:
+    """The CSV header of a view is its rows' keys (the V100 trace has rows in every view), rows or none: the
+    H100 trace has no copies and no annotations, a CPU-only trace no device at all (it once printed a bare
+    newline)."""
+    assert main(["analyze", str(V100), "--view", view, "--format", "json"]) == 0
+    header = ",".join(orjson.loads(capsys.readouterr().out)["rows"][0])
+    assert _csv(capsys, V100, view).split("\n")[0] == header
+    for path in (H100, DATA / "torch_cpu" / "trace.json.gz"):
+        out = _csv(capsys, path, view)
+        assert out.split("\n")[0] == header, path
+        if path != H100 or view in ("memcpy", "annotations"):
+            assert out == header + "\n", path  # no rows
+
+
+def test_a_trace_without_device_says_what_was_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every view's JSON has ``dropped``, a trace without device activity's too (ONNX Runtime's, a CPU-only
+    PyTorch one): what the reader left out, as the op table's warnings say."""
+    node = {"cat": "Node", "ph": "X", "pid": 1, "tid": 1, "name": "relu_kernel_time", "ts": 0, "dur": 5,
+            "args": {"op_name": "Relu", "provider": "CPUExecutionProvider"}}
+    ort = _write_json(tmp_path / "ort.json", [node, {**node, "ts": 10, "dur": -1}])
+    cpu = _write_json(tmp_path / "cpu.json", {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": -5, "args": {}}]})
+    for path, example in ((ort, "relu_kernel_time"), (cpu, "aten::mm")):
+        for view in ("idle", "annotations"):
+            assert main(["analyze", str(path), "--view", view, "--format", "json"]) == 0
+            doc = orjson.loads(capsys.readouterr().out)
+            assert doc == {"view": view, "source": str(path), "device": False, "rows": [],
+                           "dropped": {"negative duration": {"events": 1, "example": example}}}, (path, view)
+
+
+def _write_json(path: Path, doc: Any) -> Path:
+    path.write_bytes(orjson.dumps(doc))
+    return path

@@ -23,7 +23,7 @@ from layerperf.readers.stream import open_events
 
 DATA = Path(__file__).parent / "data"
 REAL = [DATA / "torch_resnet18_cuda" / "trace.json.gz", DATA / "torch_cuda" / "trace.json.gz"]
-NUMBERS = ("dur_ns", "ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes")
+NUMBERS = ("dur_ns", "ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "launch_thread")
 ORDERS = [(), ("ts_ns",), ("stream", "ts_ns"), ("launch_ts_ns",), ("owner", "ts_ns")]
 
 
@@ -84,6 +84,7 @@ def test_steps_and_annotations_as_the_whole_reading_has_them() -> None:
     a, b = meta["annotations"], whole["annotations"]
     assert a.name.tolist() == b.name.tolist() and np.array_equal(a.ts_ns, b.ts_ns)
     assert np.array_equal(a.dur_ns, b.dur_ns) and np.array_equal(a.gpu, b.gpu)
+    assert np.array_equal(a.thread, b.thread) and (a.thread >= 0).all()
 
 
 def _event(r: random.Random) -> dict[str, Any]:
@@ -188,5 +189,6 @@ def test_read_by_two_processes_same_activities(tmp_path: Path, monkeypatch: pyte
         assert meta["run_windows_ns"] == whole["run_windows_ns"]
         assert meta["annotations"].name.tolist() == whole["annotations"].name.tolist()
         assert np.array_equal(meta["annotations"].ts_ns, whole["annotations"].ts_ns)
+        assert np.array_equal(meta["annotations"].thread, whole["annotations"].thread)
     finally:
         disk.close()

@@ -14,7 +14,9 @@ import pytest
 
 import layerperf
 from layerperf.analysis.aggregate import aggregate, rows
-from layerperf.readers.detect import read_table
+from layerperf.errors import InputError
+from layerperf.readers.detect import read_folded, read_table
+from layerperf.readers.stream import open_events
 
 DATA = Path(__file__).parent / "data"
 SHIPPED_TORCH = DATA / "torch_cpu" / "trace.json.gz"  # torch 2.13.0 CPU, tiny conv net, 2 forward passes
@@ -91,6 +93,42 @@ def test_ort_fences_are_skipped(tmp_path: Path) -> None:
     table = read_table(_write(tmp_path / "p.json", doc))
     (row,) = rows(table)
     assert (row["name"], row["time_us"], row["flops"], row["bytes"]) == ("relu", 7.0, 6.0, 48.0)
+
+
+@pytest.mark.parametrize("cat", ["Node", "node"])
+@pytest.mark.parametrize("wrapped", [False, True], ids=["array", "object"])
+def test_plain_trace_of_node_events_is_no_ort_profile(tmp_path: Path, cat: str, wrapped: bool) -> None:
+    """Events that only share ONNX Runtime's category name read as the plain trace they are."""
+    events = [{"cat": cat, "ph": "X", "name": "layout", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+              {"cat": cat, "ph": "X", "name": "paint", "pid": 1, "tid": 1, "ts": 20, "dur": 5}]
+    path = _write(tmp_path / "t.json", {"traceEvents": events} if wrapped else events)
+    table = read_table(path)
+    assert table.meta["format"] == "tef"
+    assert {n: r["time_us"] for n, r in _by_name(table).items()} == {"layout": 10.0, "paint": 5.0}
+    folded = read_folded(path)  # streamed, as analyze reads it
+    assert folded.meta["format"] == "tef"
+    assert {r["name"]: r["time_us"] for r in rows(folded.table("name", "sum"))} == {"layout": 10.0, "paint": 5.0}
+
+
+def test_ort_profile_told_by_content(ort_profile: Path, tmp_path: Path) -> None:
+    """A real profile is ONNX Runtime's as an array or wrapped in an object, and when its first chunk holds
+    only its Session events (read in small blocks); a Session-only start is ONNX Runtime's by their names."""
+    doc = orjson.loads(ort_profile.read_bytes())
+    kernels = [e for e in doc if e["cat"] == "Node" and e["name"].endswith("_kernel_time")]
+    want = sum(e["dur"] for e in kernels)
+    wrapped = _write(tmp_path / "wrapped.json", {"traceEvents": doc})
+    block = next(b for b in (64, 128, 256, 512)
+                 if {ev.cat for ev in open_events(ort_profile, block=b).first} == {"Session"})
+    for path, size in ((ort_profile, None), (wrapped, None), (ort_profile, block), (wrapped, block)):
+        table = read_table(path) if size is None else read_table(path, block=size)
+        assert table.meta["format"] == "ort" and len(table) == len(kernels), (path, size)
+        assert table.dur_ns.sum() == pytest.approx(want * 1e3)
+    # the node events alone (no Session events), and a profile's start alone
+    assert read_table(_write(tmp_path / "nodes.json", kernels)).meta["format"] == "ort"
+    session = [e for e in doc if e["cat"] == "Session"]
+    assert {e["name"] for e in session} >= {"model_loading_uri", "session_initialization", "model_run"}
+    with pytest.raises(InputError, match=r"\(ort trace with"):  # told by the Session events' names: no node
+        read_table(_write(tmp_path / "s.json", session))
 
 
 def test_layerperf_trace(layerperf_dir: Path) -> None:

@@ -213,3 +213,24 @@ def test_the_mark_is_for_people_only() -> None:
     layers = [Layer(name="spiky", op_type="Conv")]
     view = profile_view(_profile(layers, [[10.0], [10.0], [300.0]]), top=None, fmt="json", written={}, peaks=None)
     assert isinstance(view.doc["layers"][0]["share"], float)
+
+
+def test_diff_of_pytorch_traces_says_the_name_once_and_where_a_node_is_missing(tmp_path: Path) -> None:
+    """Two PyTorch traces at 80 columns: no type columns (each row's type is its name, in A and in B, as the
+    analyze table has it), and `only in` kept, so that a node missing from B (time B 0.0 µs) does not read as
+    one measured at 0; CSV and JSON keep every key. Types that are not the names keep their column."""
+    data = Path(__file__).parent / "data"
+    a, b = read_table(data / "torch_cpu" / "trace.json.gz"), read_table(data / "torch_resnet18_cuda" / "trace.json.gz")
+    view = diff_view(a, b, top=8)
+    headers, cells = rows_of(terminal.render(view, width=80))
+    assert "type" not in headers and "type in B" not in headers and "only in" in headers, headers
+    rows = view.doc["rows"]
+    assert all(r["op_type"] == r["key"] and r["op_type_b"] in (None, r["key_b"]) for r in rows)
+    assert {r["only_in"] for r in rows} == {"A", "B", ""}  # both kinds of one-sided rows are among them
+    side = headers.index("only in")
+    assert [row[side] for row in cells] == [r["only_in"] for r in rows]
+    assert {"op_type", "op_type_b"} <= set(view.sections[0].csv_keys())
+    typed_a = _trace(tmp_path / "a.json", [("conv1", "Conv", 40.0), ("relu1", "Relu", 5.0)])
+    typed_b = _trace(tmp_path / "b.json", [("conv1", "Conv", 20.0)])
+    headers, _ = rows_of(terminal.render(diff_view(read_table(typed_a), read_table(typed_b)), width=80))
+    assert "type" in headers and "only in" in headers, headers

@@ -253,22 +253,28 @@ def _json_column(values: np.ndarray, count: bool) -> list[Any]:
     return out.tolist()
 
 
+def row_keys(table: Calls, has_device: bool | None = None) -> list[str]:
+    """The keys of :func:`rows`, in order, also where ``table`` has no rows (``has_device``: whether the
+    trace measured device time, which no row can say then; None: as ``table`` says)."""
+    device = table.has_device if has_device is None else has_device
+    cols = [c for c in (*NUMERIC_COLUMNS, *table.counters) if device or c not in ("device_us", "device_incl_us")]
+    keys = ["name", "op_type", "provider", *(PUBLISHED.get(c, c) for c in cols), "calls", "in_shapes", "out_shapes",
+            *(["rate_time"] if device else [])]  # the edge: analyze's published names
+    return list(dict.fromkeys(keys))
+
+
 def rows(table: Calls) -> list[dict[str, Any]]:
-    """The table as row dicts with JSON names; None where unknown; device time only when measured,
-    and then ``rate_time`` says what FLOP/s and bandwidth are over: "device" or "cpu" (self time)."""
-    cols = numeric_columns(table)
-    if not table.has_device:
-        del cols["device_us"], cols["device_incl_us"]
-    names = ["name", "op_type", "provider", *(PUBLISHED.get(key, key) for key in cols), "calls", "in_shapes",
-             "out_shapes"]  # the edge: analyze's published names
-    columns = [table.labels(c).tolist() for c in ("name", "op_type", "provider")]
-    columns += [_json_column(v, key in COUNT_COLUMNS) for key, v in cols.items()]
-    columns += [np.asarray(table.calls).astype(np.int64).tolist(), table.labels("in_shapes").tolist(),
-                table.labels("out_shapes").tolist()]
+    """The table as row dicts with JSON names (:func:`row_keys`); None where unknown; device time only when
+    measured, and then ``rate_time`` says what FLOP/s and bandwidth are over: "device" or "cpu" (self time)."""
+    values = {c: table.labels(c).tolist() for c in ("name", "op_type", "provider")}
+    values.update((PUBLISHED.get(key, key), _json_column(v, key in COUNT_COLUMNS))
+                  for key, v in numeric_columns(table).items())
+    values["calls"] = np.asarray(table.calls).astype(np.int64).tolist()  # a count: an int, not the float above
+    values.update((c, table.labels(c).tolist()) for c in ("in_shapes", "out_shapes"))
     if table.has_device:
-        names.append("rate_time")
-        columns.append(["device" if d else "cpu" for d in on_device(table).tolist()])
-    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+        values["rate_time"] = ["device" if d else "cpu" for d in on_device(table).tolist()]
+    keys = row_keys(table)
+    return [dict(zip(keys, row, strict=True)) for row in zip(*(values[k] for k in keys), strict=True)]
 
 
 def check_grouping(by: str, how: str) -> None:

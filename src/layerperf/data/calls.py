@@ -79,9 +79,10 @@ class KernelTable:
     linked to none). Where the reader knows them (PyTorch traces): ``ts_ns`` the start on the table's
     clock, ``stream`` the device stream, ``correlation`` the id that ties it to the runtime call that
     launched it, ``launch_ts_ns``/``launch_dur_ns`` that call's start and duration, ``bytes`` what a
-    copy or set moved, ``owner`` the row of the op call it is device time of (-1: none); NaN and -1
-    unknown, left out: unknown for every row. The GPU timeline views (:mod:`layerperf.analysis.gpu`)
-    read them."""
+    copy or set moved, ``owner`` the row of the op call it is device time of (-1: none),
+    ``launch_thread`` the thread that call ran on (a key of its process and thread id,
+    :func:`layerperf.readers.streaming.thread_key`); NaN and -1 unknown, left out: unknown for every
+    row. The GPU timeline views (:mod:`layerperf.analysis.gpu`) read them."""
 
     name: Labels
     kind: Labels
@@ -95,10 +96,12 @@ class KernelTable:
     launch_dur_ns: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
     bytes: np.ndarray = field(default_factory=lambda: _NO_FLOATS)
     owner: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    launch_thread: np.ndarray = field(default_factory=lambda: _NO_INTS)
 
     def __post_init__(self) -> None:
         n = len(self)
-        for column in ("ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "owner"):
+        for column in ("ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "owner",
+                       "launch_thread"):
             values = getattr(self, column)
             if values is _NO_FLOATS or values is _NO_INTS:
                 object.__setattr__(self, column, np.full(n, np.nan if values is _NO_FLOATS else -1,
@@ -111,12 +114,19 @@ class KernelTable:
 @dataclass(frozen=True, slots=True)
 class Annotations:
     """The user annotations of a trace (``record_function`` ranges, ``ProfilerStep#N``): one row each,
-    ``gpu`` for their device-side copies (``gpu_user_annotation``), start on the table's clock."""
+    ``gpu`` for their device-side copies (``gpu_user_annotation``), start on the table's clock, ``thread``
+    the thread (or stream) it was recorded on, a key as :attr:`KernelTable.launch_thread`'s (-1: unknown;
+    left out: unknown for every row)."""
 
     name: Labels
     gpu: np.ndarray  # bool
     ts_ns: np.ndarray  # float64
     dur_ns: np.ndarray  # float64
+    thread: np.ndarray = field(default_factory=lambda: _NO_INTS)  # int64
+
+    def __post_init__(self) -> None:
+        if self.thread is _NO_INTS:
+            object.__setattr__(self, "thread", np.full(len(self), -1, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.dur_ns.size)

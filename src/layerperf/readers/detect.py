@@ -2,8 +2,12 @@
 
 - layerperf: an object with ``otherData.layerperf_format`` (a ``trace.json``, or the profile
   directory holding one);
-- ONNX Runtime (``enable_profiling``): events whose ``cat`` is Session or Node (Api), as a JSON array or
-  wrapped in an object's ``traceEvents`` (by content, not by the container's shape);
+- ONNX Runtime (``enable_profiling``): events whose ``cat`` is Session or Node (Api) with what only its
+  profiler writes among them — a ``<node>_kernel_time`` Node event, a Node event with ``op_name`` or
+  ``provider`` args, or one of its Session events (``model_loading_*``, ``session_initialization``,
+  ``model_run``, ``*Executor::Execute``) — as a JSON array or wrapped in an object's ``traceEvents`` (by
+  content, not by the container's shape: a plain trace whose events are all ``"cat": "Node"`` is no
+  profile of ONNX Runtime's);
 - PyTorch (Kineto): an object with ``schemaVersion``/``deviceProperties``, or whose events have
   ``cat`` cpu_op, kernel or cuda_runtime;
 - anything else in Trace Event Format: a JSON array of events or an object with ``traceEvents``.
@@ -29,6 +33,7 @@ from layerperf.util.gc_pause import gc_paused
 
 FORMATS = ("layerperf", "ort", "kineto", "tef")
 ORT_CATS = frozenset(("Session", "Node"))
+ORT_SESSION_EVENTS = frozenset(("session_initialization", ort.RUN_EVENT))  # and model_loading_*, *Executor::Execute
 KINETO_CATS = frozenset(("cpu_op", "kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "python_function"))
 KINETO_KEYS = ("schemaVersion", "deviceProperties")
 _SAMPLE = 1000  # events looked at to tell the producer
@@ -49,13 +54,22 @@ def _looks_layerperf(events: list[Event]) -> bool:
                for ev in events[:_SAMPLE])
 
 
+def _ort_signed(ev: Event) -> bool:
+    """An event only ONNX Runtime's profiler writes (see the module's docstring)."""
+    name = ev.name if isinstance(ev.name, str) else ""
+    if ev.cat == "Node":
+        return name.endswith(ort.KERNEL_SUFFIX) or ev.args.op_name is not None or ev.args.provider is not None
+    return ev.cat == "Session" and (name in ORT_SESSION_EVENTS or name.startswith("model_loading_")
+                                    or name.endswith("Executor::Execute"))
+
+
 def detect(form: str, head: Any, events: list[Event]) -> str:
     """The producer of a document from its form, what precedes its events, and its first events."""
     if _is_layerperf(head):
         return "layerperf"
     cats = _cats(events)
     # by content, whatever the container: ONNX Runtime's events wrapped in {"traceEvents": ...} are its
-    if cats and cats <= ORT_CATS | {"Api"} and (form == "array" or "Node" in cats):
+    if cats and cats <= ORT_CATS | {"Api"} and any(map(_ort_signed, events[:_SAMPLE])):
         return "ort"
     if isinstance(head, dict) and any(k in head for k in KINETO_KEYS) or cats & KINETO_CATS:
         return "kineto"

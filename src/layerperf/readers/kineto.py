@@ -26,8 +26,9 @@ from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, past_fr
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
-from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
+from layerperf.readers.kineto_collect import Cpu, Device, Kinds, Note, collect
 from layerperf.readers.stream import EventStream
+from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import earliest, run_windows, thread_ids, to_ns
 
 
@@ -95,9 +96,10 @@ def _row_parents(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _kernel_table(dev: Device, owner: np.ndarray, cpu: Cpu, all_idents: list[Any], dur_ns: np.ndarray,
-                  times: tuple[np.ndarray, np.ndarray, np.ndarray, float]) -> KernelTable:
+                  times: tuple[np.ndarray, np.ndarray, np.ndarray, float], thread_keys: np.ndarray) -> KernelTable:
     """The device activities with the op each is device time of, and (``times``: the CPU events' start
-    and end in ns, their parents, the origin in µs) the runtime call that launched each."""
+    and end in ns, their parents, the origin in µs) the runtime call that launched each and its thread
+    (``thread_keys``: the key of each CPU thread code)."""
     start, end, is_op, origin_us = times
     names = [ident[0] for ident in all_idents]
     idents = cpu.column("ident")
@@ -108,6 +110,8 @@ def _kernel_table(dev: Device, owner: np.ndarray, cpu: Cpu, all_idents: list[Any
     has = launch >= 0
     launch_ts = np.where(has, start[np.maximum(launch, 0)] if start.size else np.nan, np.nan)
     launch_dur = np.where(has, (end - start)[np.maximum(launch, 0)] if start.size else np.nan, np.nan)
+    launch_thread = np.where(has, thread_keys[cpu.column("thread")[np.maximum(launch, 0)]] if start.size else _NONE,
+                             _NONE)
     rows = np.full(idents.size, _NONE, dtype=np.int64)
     rows[idents >= 0] = np.arange(int((idents >= 0).sum()))
     owner_row = np.where(owner >= 0, rows[np.maximum(owner, 0)] if rows.size else _NONE, _NONE)
@@ -117,14 +121,15 @@ def _kernel_table(dev: Device, owner: np.ndarray, cpu: Cpu, all_idents: list[Any
                        ts_ns=to_ns(dev.column("ts_us") - origin_us).astype(np.float64),
                        stream=dev.column("tid"), correlation=correlation,
                        launch_ts_ns=launch_ts.astype(np.float64), launch_dur_ns=launch_dur.astype(np.float64),
-                       bytes=dev.column("bytes"), owner=owner_row)
+                       bytes=dev.column("bytes"), owner=owner_row, launch_thread=launch_thread.astype(np.int64))
 
 
-def annotation_table(notes: list[tuple[str, bool, float, float]], origin_us: float) -> Annotations:
+def annotation_table(notes: list[Note], origin_us: float) -> Annotations:
     ts = np.asarray([n[2] for n in notes], dtype=np.float64)
     return Annotations(Labels.of([n[0] for n in notes]), np.asarray([n[1] for n in notes], dtype=bool),
                        to_ns(ts - origin_us).astype(np.float64),
-                       to_ns(np.asarray([n[3] for n in notes], dtype=np.float64)).astype(np.float64))
+                       to_ns(np.asarray([n[3] for n in notes], dtype=np.float64)).astype(np.float64),
+                       np.asarray([n[4] for n in notes], dtype=np.int64))
 
 
 def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
@@ -134,7 +139,7 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     n_events = 0
     steps: list[tuple[float, float]] = []
     dropped = Dropped()
-    notes: list[tuple[str, bool, float, float]] = []
+    notes: list[Note] = []
     for chunk in stream.chunks():
         n_events += len(chunk)
         collect(chunk, kinds, threads, builder, cpu, dev, steps, dropped, notes)
@@ -183,7 +188,9 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
         info["run_windows_ns"] = run_windows(steps, origin_us)
     if has_device:
-        info["kernels"] = _kernel_table(dev, owner, cpu, builder.idents(), dev_dur_ns, (start, end, is_op, origin_us))
+        keys = np.asarray([thread_key(v) for v in threads.values()], dtype=np.int64)
+        info["kernels"] = _kernel_table(dev, owner, cpu, builder.idents(), dev_dur_ns, (start, end, is_op, origin_us),
+                                        keys)
     if notes:
         info["annotations"] = annotation_table(notes, origin_us)
     if devices := from_skeleton(stream.skeleton):  # deviceProperties: which GPU ran it

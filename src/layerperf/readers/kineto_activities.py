@@ -3,7 +3,7 @@ the GPU views' source (:class:`~layerperf.analysis.gpu.source.Activities`) for a
 
 While :func:`layerperf.readers.kineto_stream.fold` reads the trace, a :class:`Recorder` keeps in its own
 temporary directory the activities as they come (file order), each op's External id with its identity
-and position, and each runtime call's correlation id with its start and duration, the ids sorted on
+and position, and each runtime call's correlation id with its start, duration and thread, the ids sorted on
 disk (:class:`~layerperf.readers.spill.Spill`). After the reading each activity is resolved a block at a
 time, by binary search over those sorted files, by the rules of the whole-file reading
 (:func:`layerperf.readers.kineto.read`): the op with its External id, else the op with its runtime
@@ -25,23 +25,26 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import KernelTable, Labels
+from layerperf.data.calls import Interner, KernelTable, Labels
 from layerperf.readers import kineto
-from layerperf.readers.kineto_collect import Cpu
+from layerperf.readers.kineto_collect import Cpu, Note
 from layerperf.readers.kineto_links import ACTIVITY, BLOCK, NONE, PART_SHIFT, Mapped, classify
 from layerperf.readers.spill import Spill
+from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import run_windows, to_ns
 from layerperf.util.arrays import PartMaps
 
 _SORT = [("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8")]
 OWNER = np.dtype([*_SORT, ("op", "<i8"), ("ident", "<i8")])  # an op (or a call's op) by id, then position
-CALL = np.dtype([*_SORT, ("ext", "<i8"), ("start_us", "<f8"), ("dur_us", "<f8")])  # a runtime call by correlation
-LINK = np.dtype([("owner", "<i8"), ("launcher", "<i8"), ("launch_ts_us", "<f8"), ("launch_dur_us", "<f8")])
+# a runtime call by correlation (``thread``: its thread's key, :func:`layerperf.readers.streaming.thread_key`)
+CALL = np.dtype([*_SORT, ("ext", "<i8"), ("start_us", "<f8"), ("dur_us", "<f8"), ("thread", "<i8")])
+LINK = np.dtype([("owner", "<i8"), ("launcher", "<i8"), ("launch_ts_us", "<f8"), ("launch_dur_us", "<f8"),
+                 ("launch_thread", "<i8")])
 # an activity as the views read it (KernelTable's columns, ns on the trace's clock), with the sort fields
 VIEW = np.dtype([*_SORT, ("ident", "<i8"), ("launcher", "<i8"), ("dur_ns", "<f8"), ("ts_ns", "<f8"),
                  ("stream", "<i8"), ("correlation", "<i8"), ("launch_ts_ns", "<f8"), ("launch_dur_ns", "<f8"),
-                 ("bytes", "<f8"), ("owner", "<i8")])
-_INT_KEYS = ("stream", "correlation", "owner")
+                 ("bytes", "<f8"), ("owner", "<i8"), ("launch_thread", "<i8")])
+_INT_KEYS = ("stream", "correlation", "owner", "launch_thread")
 
 
 class Recorder:
@@ -57,9 +60,10 @@ class Recorder:
         self.waiting = Spill(False, str(self.dir), dtype=OWNER)
         self.ident_maps: PartMaps | None = None  # read in parts: each part's identities, renumbered
 
-    def cpu(self, cpu: Cpu, seq: int) -> None:
-        """Note the ops' External ids and the runtime calls among CPU events numbered from ``seq``."""
-        ops, calls = cpu_records(cpu, seq)
+    def cpu(self, cpu: Cpu, seq: int, thread_keys: np.ndarray) -> None:
+        """Note the ops' External ids and the runtime calls among CPU events numbered from ``seq``
+        (``thread_keys``: the key of each of their thread codes)."""
+        ops, calls = cpu_records(cpu, seq, thread_keys)
         self.ops.add(ops)
         self.calls.add(calls)
 
@@ -74,7 +78,7 @@ class Recorder:
     def link(self) -> None:
         """Each activity's launching call and, where its ids say, its op (a block at a time, file order)."""
         ops = _sorted(self.ops, self.dir / "ops.bin", ("op", "ident"), self.ident_maps)
-        calls = _sorted(self.calls, self.dir / "calls.bin", ("ext", "start_us", "dur_us"))
+        calls = _sorted(self.calls, self.dir / "calls.bin", ("ext", "start_us", "dur_us", "thread"))
         acts = Mapped(self.activities, ACTIVITY)
         try:
             with self.links.open("wb") as out:
@@ -112,9 +116,17 @@ class Recorder:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def cpu_records(cpu: Cpu, seq: int) -> tuple[np.ndarray, np.ndarray]:
+def thread_keys(threads: Interner, keys: list[int]) -> np.ndarray:
+    """The key of each of ``threads``' codes (:func:`layerperf.readers.streaming.thread_key`), ``keys``
+    extended by those of the codes added since."""
+    keys.extend(thread_key(v) for v in threads.values()[len(keys):])
+    return np.asarray(keys, dtype=np.int64)
+
+
+def cpu_records(cpu: Cpu, seq: int, thread_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ops with an External id (OWNER: the id, position, identity) and the runtime calls (CALL: the
-    correlation id, position, External id, start, duration) among CPU events numbered from ``seq``."""
+    correlation id, position, External id, start, duration, thread key) among CPU events numbered from
+    ``seq`` (``thread_keys``: the key of each thread code)."""
     pos = seq + np.arange(len(cpu), dtype=np.int64)
     is_op, ext, corr = cpu.column("is_op"), cpu.column("external"), cpu.column("correlation")
     at = np.flatnonzero(is_op & (ext != NONE))
@@ -124,6 +136,7 @@ def cpu_records(cpu: Cpu, seq: int) -> tuple[np.ndarray, np.ndarray]:
     calls = np.zeros(at.size, dtype=CALL)
     calls["thread_key"], calls["seq"], calls["ext"] = corr[at], pos[at], ext[at]
     calls["start_us"], calls["dur_us"] = cpu.column("ts_us")[at], cpu.column("dur_us")[at]
+    calls["thread"] = thread_keys[cpu.column("thread")[at]]
     return ops, calls
 
 
@@ -163,6 +176,7 @@ def _link_block(block: np.ndarray, lo: int, ops: np.ndarray, calls: np.ndarray, 
     has = links.has_call
     out["launch_ts_us"] = np.where(has, calls["start_us"][links.at] if calls.size else np.nan, np.nan)
     out["launch_dur_us"] = np.where(has, calls["dur_us"][links.at] if calls.size else np.nan, np.nan)
+    out["launch_thread"] = np.where(has, calls["thread"][links.at] if calls.size else NONE, NONE)
     around = np.flatnonzero(links.around)
     rec = np.zeros(around.size, dtype=OWNER)
     rec["thread_key"], rec["seq"] = block["correlation"][around], lo + around
@@ -235,6 +249,7 @@ class DiskActivities:
             rec["launch_ts_ns"] = rec["launch_dur_ns"] = np.nan
             rec["launch_ts_ns"][known] = to_ns(links["launch_ts_us"][known] - self.origin_us)
             rec["launch_dur_ns"][known] = to_ns(links["launch_dur_us"][known])
+            rec["launch_thread"] = np.where(known, links["launch_thread"], NONE)
             _keys(rec, rec, by)
             yield rec
 
@@ -275,7 +290,8 @@ class DiskActivities:
         return KernelTable(name, kind, device, launcher, rec["dur_ns"].copy(), ts_ns=rec["ts_ns"].copy(),
                            stream=rec["stream"].copy(), correlation=rec["correlation"].copy(),
                            launch_ts_ns=rec["launch_ts_ns"].copy(), launch_dur_ns=rec["launch_dur_ns"].copy(),
-                           bytes=rec["bytes"].copy(), owner=rec["owner"].copy())
+                           bytes=rec["bytes"].copy(), owner=rec["owner"].copy(),
+                           launch_thread=rec["launch_thread"].copy())
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -310,7 +326,7 @@ def _keys(out: np.ndarray, rec: np.ndarray, by: tuple[str, ...]) -> None:
 
 
 def view_meta(recorder: Recorder, idents: list[Any], origin_us: float, windows: list[tuple[float, float]],
-              notes: list[tuple[str, bool, float, float]]) -> dict[str, Any]:
+              notes: list[Note]) -> dict[str, Any]:
     """What the GPU views read besides the table: the activities, the steps' windows, the annotations."""
     out: dict[str, Any] = {"activities": DiskActivities(recorder, idents, origin_us)}
     if windows:

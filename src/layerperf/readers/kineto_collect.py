@@ -22,6 +22,7 @@ from layerperf.cost.aten import recorded
 from layerperf.data.calls import Interner, TableBuilder, int_id
 from layerperf.readers.decode import NOT_OBJECT, Event, detached_raw, fields, raw_value
 from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
+from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import MAX_US, column, floats, shapes_text, text
 from layerperf.util.arrays import grown
 
@@ -36,6 +37,8 @@ NONE = -1
 _SKIP, _DEVICE, _OP, _RUNTIME, _FRAME = range(5)
 _UNSET = -2  # a kind whose row identity is not numbered yet (no usable event named it so far)
 STEP_PREFIX = "ProfilerStep#"
+# an annotation as read: name, whether on the GPU, start and duration in µs, its thread's key (thread_key)
+Note = tuple[str, bool, float, float, int]
 
 
 class Columns:
@@ -262,9 +265,10 @@ _INPUTS = ("device", "input_dims", "input_type", "concrete_inputs")
 
 
 def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: TableBuilder, cpu: Cpu, dev: Device,
-            steps: list[tuple[float, float]], dropped: Dropped, notes: list[tuple[str, bool, float, float]]) -> None:
-    """Append the chunk's CPU events to ``cpu``, its device activities to ``dev`` and the (start, duration)
-    in µs of its ``ProfilerStep#N`` frames to ``steps``; count what is left out in ``dropped``."""
+            steps: list[tuple[float, float]], dropped: Dropped, notes: list[Note]) -> None:
+    """Append the chunk's CPU events to ``cpu``, its device activities to ``dev``, the (start, duration)
+    in µs of its ``ProfilerStep#N`` frames to ``steps`` and its annotations to ``notes``; count what is
+    left out in ``dropped``."""
     phases = column(events, "ph")
     xs, where = events, None
     if phases.count("X") != len(events):
@@ -285,8 +289,6 @@ def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: Table
     if numbered.any() and (codes[kind[numbered]] == _UNSET).any():
         kinds.number(kind[numbered].tolist(), builder)
     _, codes, kflops, kbytes, marked = kinds.arrays()
-    if kind.size and marked.any():
-        _marks(kinds, kind, keep & marked[kind], ts_us, dur_us, steps, notes)
     on_cpu = np.flatnonzero(keep & (klass != _DEVICE))
     on_dev = np.flatnonzero(keep & (klass == _DEVICE))
     if on_cpu.size:
@@ -297,6 +299,9 @@ def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: Table
             thread = threads.codes(zip(pids, tids, strict=True))
         except TypeError:
             thread = threads.codes(zip(map(_plain, pids), map(_plain, tids), strict=True))
+        if marked.any():  # steps and annotations are frames: CPU events, their threads just numbered
+            _marks(kinds, kind[on_cpu], marked[kind[on_cpu]], ts_us[on_cpu], dur_us[on_cpu], steps, notes,
+                   threads, thread)
         k = kind[on_cpu]
         flops, moved = floats(column(cargs, "flops")), floats(column(cargs, "bytes"))
         flops = np.where(np.isnan(flops), kflops[k], flops)
@@ -324,13 +329,16 @@ def _external(args: list[Any]) -> np.ndarray:
 
 
 def _marks(kinds: Kinds, kind: np.ndarray, marked: np.ndarray, ts_us: np.ndarray, dur_us: np.ndarray,
-           steps: list[tuple[float, float]], notes: list[tuple[str, bool, float, float]]) -> None:
-    """The chunk's ProfilerStep frames and annotations (``marked``), in file order."""
-    for i in np.flatnonzero(marked).tolist():
+           steps: list[tuple[float, float]], notes: list[Note], threads: Interner, thread: list[int]) -> None:
+    """The chunk's ProfilerStep frames and annotations (``marked``) among its CPU events, in file order
+    (``thread``: each event's thread code in ``threads``)."""
+    at = np.flatnonzero(marked).tolist()
+    keys = [thread_key(v) for v in threads.picked(thread[i] for i in at)]
+    for i, key in zip(at, keys, strict=True):
         kd = kinds.kinds[int(kind[i])]
         ts, dur = float(ts_us[i]), float(dur_us[i])
         if kd.note:
-            notes.append((kd.name, kd.note == 2, ts, dur))
+            notes.append((kd.name, kd.note == 2, ts, dur, key))
         if kd.step:
             steps.append((ts, dur))
 

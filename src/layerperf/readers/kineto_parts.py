@@ -23,7 +23,7 @@ import numpy as np
 from layerperf.data.calls import Interner, TableBuilder
 from layerperf.readers import kineto_activities, parallel, streaming
 from layerperf.readers.dropped import Dropped
-from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
+from layerperf.readers.kineto_collect import Cpu, Device, Kinds, Note, collect
 from layerperf.readers.kineto_links import ACTIVITY, KEYED, PART_SHIFT, keyed  # a part in a position's high bits
 from layerperf.readers.spill import Spill
 from layerperf.readers.stream import EventStream
@@ -48,7 +48,7 @@ class Part:
     skeleton: Any = None
     # kept for the GPU views only (``record``): the steps, the annotations
     windows: list[tuple[float, float]] = field(default_factory=list)
-    notes: list[tuple[str, bool, float, float]] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
 
 @dataclass
@@ -91,7 +91,7 @@ def read_part(stream: EventStream, reading: Reading, index: int, drain: Any, rec
     spill, ops, calls, record_ops, record_calls = reading.spills
     cpu, dev = Cpu(), Device()
     steps: list[tuple[float, float]] = []
-    notes: list[tuple[str, bool, float, float]] = []
+    notes: list[Note] = []
     keys: list[int] = []
     out = Part(reading.directory / f"activities{index}.bin", [], [])
     base = index << PART_SHIFT
@@ -105,7 +105,9 @@ def read_part(stream: EventStream, reading: Reading, index: int, drain: Any, rec
             op_ext: list[np.ndarray] = []
             runtime: list[np.ndarray] = []
             if record:
-                for mine, got in zip((record_ops, record_calls), kineto_activities.cpu_records(cpu, seq), strict=True):
+                keyed_threads = kineto_activities.thread_keys(threads, keys)
+                for mine, got in zip((record_ops, record_calls), kineto_activities.cpu_records(cpu, seq, keyed_threads),
+                                     strict=True):
                     mine.add(got)
             seq = drain(cpu, spill, threads, keys, seq, op_ext, runtime)
             for ext, pos in op_ext:

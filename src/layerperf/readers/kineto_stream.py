@@ -28,11 +28,10 @@ from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, past_fr
 from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming, twofold
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
-from layerperf.readers.kineto_collect import Cpu, Device, Kinds, collect
+from layerperf.readers.kineto_collect import Cpu, Device, Kinds, Note, collect
 from layerperf.readers.kineto_links import DiskLinks
 from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
-from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import thread_ids, to_ns
 from layerperf.util.arrays import PartMaps, unique_inverse
 
@@ -49,12 +48,10 @@ def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
     n = len(cpu)
     if not n:
         return seq
-    values = threads.values()
-    keys.extend(thread_key(v) for v in values[len(keys):])
     rec = np.zeros(n, dtype=RECORD)
     thread = cpu.column("thread")
     dur = cpu.column("dur_us")
-    rec["thread_key"] = np.asarray(keys, dtype=np.int64)[thread]
+    rec["thread_key"] = kineto_activities.thread_keys(threads, keys)[thread]
     rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.column("ts_us"), dur != 0, -dur
     rec["seq"] = seq + np.arange(n)
     rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.column("ident"), cpu.column("is_op")
@@ -164,7 +161,7 @@ class _Read:
     skeleton: Any
     maps: tuple[PartMaps, PartMaps] | None = None  # the parts' identity and thread codes, merged
     windows: list[tuple[float, float]] = field(default_factory=list)  # the steps (one process only)
-    notes: list[tuple[str, bool, float, float]] = field(default_factory=list)  # the annotations (likewise)
+    notes: list[Note] = field(default_factory=list)  # the annotations (likewise)
 
     @classmethod
     def of_parts(cls, parts: list[kineto_parts.Part], runs: list[kineto_parts.Runs], stream: EventStream,
@@ -196,7 +193,7 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill,
     cpu, dev, kinds = Cpu(), Device(), Kinds()
     steps: list[tuple[float, float]] = []
     dropped = Dropped()
-    notes: list[tuple[str, bool, float, float]] = []
+    notes: list[Note] = []
     keys: list[int] = []
     op_ext: list[np.ndarray] = []
     runtime: list[np.ndarray] = []
@@ -206,7 +203,7 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill,
 
         def drain() -> int:
             if recorder is not None:
-                recorder.cpu(cpu, seq)
+                recorder.cpu(cpu, seq, kineto_activities.thread_keys(threads, keys))
             new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
             # the ids go to files, sorted there by id then position (the first op or call with an id links)
             for ext, pos in op_ext:

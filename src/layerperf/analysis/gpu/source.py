@@ -25,7 +25,8 @@ from layerperf.data.calls import KernelTable, Labels
 
 BLOCK = 1 << 16  # activities per block from memory
 _LABELS = ("name", "kind", "device", "launcher")
-_NUMBERS = ("dur_ns", "ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "owner")
+_NUMBERS = ("dur_ns", "ts_ns", "stream", "correlation", "launch_ts_ns", "launch_dur_ns", "bytes", "owner",
+            "launch_thread")
 
 
 class Activities(Protocol):

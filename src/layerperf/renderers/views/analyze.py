@@ -31,6 +31,7 @@ from layerperf.renderers.views.columns import (
     name_column,
     ranked_by,
     text,
+    type_repeats_name,
     with_int_columns,
 )
 from layerperf.util import units
@@ -61,7 +62,6 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
     Column("launcher_share", "of launchers' device time", units.percent, priority=3),
     text("launched_by", "launched by (calls)", priority=LOW, min_width=16),
 )
-EMPTY_KEYS = ("name", "op_type", "provider", "calls", "time_us")  # CSV header of no rows
 GROUPS = {"name": "ops", "type": "op types", "provider": "providers", "shape": "op type+shape groups"}
 
 
@@ -100,7 +100,7 @@ def _columns(table: Calls | Folded, result: Calls, ranked: str, by: str) -> list
     if result.has_device:
         columns[3:3] = [DEVICE, DEVICE_INCL]
         columns.insert(columns.index(next(c for c in columns if c.key == "flops_per_s")) + 1, RATE_TIME)
-    if len(result) and by == "name" and result.labels("op_type").tolist() == result.labels("name").tolist():
+    if by == "name" and type_repeats_name(result.labels("name").tolist(), result.labels("op_type").tolist()):
         columns = [c for c in columns if c.key != "op_type"]  # a PyTorch trace's type is its op's name: said once
     counters = counter_columns(_counter_labels(table), table.meta.get("counter_events"))
     return ranked_by(columns + counters, analysis.PUBLISHED.get(ranked, ranked))
@@ -177,7 +177,10 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     columns = _columns(table, result, _ranked(table, how, order_by), by)
     if ref is not None:  # % of peak, once this machine is calibrated
         columns = peak.with_column(columns)
-    section = Section(columns=columns, rows=rows, keys=list(rows[0]) if rows else EMPTY_KEYS,
+    # no rows: the keys rows would have (whether device time was measured is the trace's, not the rows')
+    keys = list(rows[0]) if rows else [*analysis.row_keys(result, has_device=table.has_device),
+                                       *([peak.KEY] if ref is not None else [])]
+    section = Section(columns=columns, rows=rows, keys=keys,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
                       notes=(*notes(_notes(table, how)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints))
     return View(sections=(section,), doc=rows)

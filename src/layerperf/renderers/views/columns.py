@@ -138,6 +138,12 @@ def header(key: str, columns: Sequence[Column] = LAYER_COLUMNS) -> str:
     return next(c.header for c in columns if c.key == key)
 
 
+def type_repeats_name(names: Sequence[str | None], types: Sequence[str | None]) -> bool:
+    """Whether a type column says nothing its name column does not: every row's type is its name (a
+    PyTorch trace's op type is the op's name), so a terminal shows it once. No rows: False."""
+    return bool(names) and list(types) == list(names)
+
+
 def ranked_by(columns: Sequence[Column], key: str | None) -> list[Column]:
     """``columns`` with the one under ``key`` kept in any terminal (the column the rows are ranked by),
     the one kept before it (another ranking's) given way to; the name stays kept."""

@@ -11,7 +11,7 @@ from layerperf.data.calls import Calls
 from layerperf.data.fold import Folded
 from layerperf.readers.dropped import warnings
 from layerperf.renderers.view import KEEP, Column, Section, View, notes
-from layerperf.renderers.views.columns import TYPE_MIN, name_column, ranked_by, text
+from layerperf.renderers.views.columns import TYPE_MIN, name_column, ranked_by, text, type_repeats_name
 from layerperf.util import units
 
 if TYPE_CHECKING:
@@ -36,8 +36,10 @@ DIFF_COLUMNS: tuple[Column, ...] = (
     Column("time_b_us", "time B", units.duration_us, priority=1),
     Column("delta_us", "delta", signed_us, priority=KEEP),  # the default ranking: see ranked_by
     Column("delta_pct", "delta %", lambda v: ("+" if v > 0 else "") + units.percent(v)),
-    Column("speedup", "speedup", speedup, priority=1),
-    text("only_in", "only in"),
+    # the relative change again, as delta % says it: given way to before the side a row was found on, which
+    # alone tells a node missing from B (its time B 0) from one measured at 0
+    Column("speedup", "speedup", speedup, priority=2),
+    text("only_in", "only in", priority=1),
 )
 # shown when some pair's names differ
 DIFF_NAME_B = text("key_b", "name in B", priority=2, min_width=16)
@@ -86,18 +88,30 @@ def _key_headers(by: str, match: str) -> tuple[str, str]:
     return what, f"{what} in B"
 
 
+def _type_repeats_name(rows: list[dict[str, Any]]) -> bool:
+    """Whether every row's type, in A and in B, is its name there (PyTorch traces)."""
+    sides = [(r["key"], r["op_type"]) for r in rows]
+    sides += [(r["key_b"], r["op_type_b"]) for r in rows if r["key_b"] is not None]
+    return type_repeats_name([name for name, _ in sides], [kind for _, kind in sides])
+
+
 def _columns(rows: list[dict[str, Any]], by: str, match: str,
              order_by: str) -> tuple[list[Column], list[dict[str, Any]]]:
     """The table's columns and its rows as people see them: a row found only in B shows its name and type
-    in B's columns, none under A's (the JSON keeps ``key`` = its name, the row's identity)."""
+    in B's columns, none under A's (the JSON keeps ``key`` = its name, the row's identity); no type
+    columns where they repeat the names (CSV and JSON keep them)."""
     head_a, head_b = _key_headers(by, match)
     columns = ranked_by([replace(DIFF_COLUMNS[0], header=head_a), *DIFF_COLUMNS[1:]],
                         analysis.DIFF_ORDER_ALIASES.get(order_by, order_by))
+    typed = not _type_repeats_name(rows)
+    if not typed:
+        columns = [c for c in columns if c.key != "op_type"]
     if not any(r["only_in"] == "B" or r["key_b"] not in (None, r["key"]) or r["op_type_b"] not in (None, r["op_type"])
                for r in rows):
         return columns, rows
     columns[1:1] = [replace(DIFF_NAME_B, header=head_b), DIFF_MATCH]
-    columns.insert(4, DIFF_TYPE_B)
+    if typed:
+        columns.insert(4, DIFF_TYPE_B)
     # no node on a side: blank there, not "?" (unknown)
     shown = [{**r, "key": "", "op_type": ""} if r["only_in"] == "B" else
              {**r, "key_b": r["key_b"] or "", "op_type_b": r["op_type_b"] or ""} for r in rows]

@@ -4,21 +4,22 @@ Each view is one module of :mod:`layerperf.analysis.gpu` rendered: rows with the
 their keys say (ns as µs, shares as fractions), columns for people. The JSON document is an object:
 ``view``, ``source``, ``device`` (false for a trace without device activity: then no rows), the
 view's rows under their own keys (below), and ``dropped`` (events the reader left out, by reason).
+The CSV header is the view's keys (:data:`KEYS`), rows or none.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from layerperf.analysis.gpu import VIEWS, source
-from layerperf.analysis.gpu.annotations import annotation_times
-from layerperf.analysis.gpu.idle import KERNEL_WAIT_NS, idle
-from layerperf.analysis.gpu.kernel_type import kernel_types
-from layerperf.analysis.gpu.launch import launch
-from layerperf.analysis.gpu.memcpy import memcpy
+from layerperf.analysis.gpu.annotations import AnnotationTime, annotation_times
+from layerperf.analysis.gpu.idle import KERNEL_WAIT_NS, Gaps, idle
+from layerperf.analysis.gpu.kernel_type import KindTime, kernel_types
+from layerperf.analysis.gpu.launch import LaunchStats, launch
+from layerperf.analysis.gpu.memcpy import Direction, memcpy
 from layerperf.analysis.gpu.overlap import overlap
-from layerperf.analysis.gpu.queue import MAX_QUEUE, queues
+from layerperf.analysis.gpu.queue import MAX_QUEUE, QueueStats, queues
 from layerperf.analysis.gpu.temporal import temporal
 from layerperf.data.calls import Annotations, Calls, KernelTable
 from layerperf.errors import InputError
@@ -34,6 +35,21 @@ def _us(key: str, header: str) -> Column:
 
 def _pct(key: str, header: str) -> Column:
     return Column(key, header, units.percent)
+
+
+def _keys(cls: type) -> tuple[str, ...]:
+    """The keys of :func:`_rows` of a dataclass's items."""
+    return tuple(f.name[:-3] + "_us" if f.name.endswith("_ns") else f.name for f in fields(cls))
+
+
+# each view's row keys, in order: its CSV header whether or not it has rows
+KEYS: dict[str, tuple[str, ...]] = {
+    "temporal": ("label", "span_us", "idle_us", "compute_us", "non_compute_us", "idle_share", "compute_share",
+                 "non_compute_share", "activities"),
+    "idle": _keys(Gaps), "kernel-type": _keys(KindTime), "launch": _keys(LaunchStats), "queue": _keys(QueueStats),
+    "memcpy": _keys(Direction), "overlap": ("compute_us", "communication_us", "overlap_us", "overlap_share"),
+    "annotations": _keys(AnnotationTime),
+}
 
 
 def _rows(items: Any, ns_keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -70,7 +86,7 @@ def _temporal(k: KernelTable, table: Calls) -> tuple[list[Section], dict[str, An
              "computation kernels; non-compute = copies, sets, communication, other"]
     if result.steps:
         lines.append("per ProfilerStep: the activities its CPU side launched")
-    return [Section(cols, rows, "Temporal breakdown", notes(lines))], {"rows": rows}
+    return [Section(cols, rows, "Temporal breakdown", notes(lines), KEYS["temporal"])], {"rows": rows}
 
 
 def _idle(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
@@ -82,7 +98,8 @@ def _idle(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
             _us("mean_us", "mean gap"), _us("max_us", "max gap")]
     lines = ["host wait: the next activity's runtime call started after the gap began; kernel wait: otherwise, "
              f"a gap under {units.duration_us(KERNEL_WAIT_NS / 1e3)}; other: the rest"]
-    return [Section(cols, rows, "Idle time between activities, per stream", notes(lines))], {"rows": rows}
+    return [Section(cols, rows, "Idle time between activities, per stream", notes(lines), KEYS["idle"])], \
+        {"rows": rows}
 
 
 def _kernel_type(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
@@ -92,7 +109,7 @@ def _kernel_type(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any
             _us("mean_us", "mean"), _us("min_us", "min"), _us("max_us", "max"), _us("stddev_us", "stddev")]
     lines = ["communication: ^nccl.*Kernel; memory: ^Memcpy, ^Memset, ^dma; other: names holding Sync or Memcpy; "
              "computation: the rest (Holistic Trace Analysis's rules); per kernel: --aggregate-by kernel"]
-    return [Section(cols, rows, "Device time by kind", notes(lines))], {"rows": rows}
+    return [Section(cols, rows, "Device time by kind", notes(lines), KEYS["kernel-type"])], {"rows": rows}
 
 
 def _launch(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
@@ -111,7 +128,7 @@ def _launch(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     lines = [f"{result.launches} launches: {units.duration_us(result.cpu_ns / 1e3)} of CPU launch time, "
              f"{units.duration_us(result.delay_ns / 1e3)} of launch delay (runtime call's end to the activity's "
              "start, 0 when it started before the call returned)"]
-    return ([Section(cols, rows, "Kernel launches, by total launch delay", notes(lines)),
+    return ([Section(cols, rows, "Kernel launches, by total launch delay", notes(lines), KEYS["launch"]),
              Section(seq_cols, seqs, "Kernel sequence of each op's calls", ())],
             {"rows": rows, "sequences": [{**s, "sequence": list(q.sequence)} for s, q in
                                          zip(seqs, result.sequences, strict=True)]})
@@ -126,7 +143,7 @@ def _queue(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
             _us("full_us", f"time at >= {MAX_QUEUE}")]
     lines = ["queue length: +1 when a runtime call launches an activity, -1 when the activity starts; a CPU thread "
              f"finding {MAX_QUEUE} queued blocks until one starts"]
-    return [Section(cols, rows, "Launch queue per stream", notes(lines))], {"rows": rows}
+    return [Section(cols, rows, "Launch queue per stream", notes(lines), KEYS["queue"])], {"rows": rows}
 
 
 def _memcpy(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
@@ -141,7 +158,7 @@ def _memcpy(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
                    *[Column(d, d, _rate) for d in result.bucket_bytes_per_s]]
     lines = [f"over time: the span in {len(series)} buckets of {units.duration_us(result.bucket_ns / 1e3)}, bytes "
              "moved in each over its length"] if rows else ["no copies or sets in this trace"]
-    sections = [Section(cols, rows, "Copies and sets by direction", notes(lines))]
+    sections = [Section(cols, rows, "Copies and sets by direction", notes(lines), KEYS["memcpy"])]
     if result.bucket_bytes_per_s:
         sections.append(Section(series_cols, series, "Bandwidth over time", ()))
     return sections, {"rows": rows, "over_time": series}
@@ -158,7 +175,7 @@ def _overlap(k: KernelTable, _: Calls) -> tuple[list[Section], dict[str, Any]]:
     cols = [_us("compute_us", "compute"), _us("communication_us", "communication"), _us("overlap_us", "overlap"),
             _pct("overlap_share", "of communication")]
     lines = ["no communication kernels (^nccl.*Kernel) in this trace"] if not o.communication_ns else []
-    return [Section(cols, rows, "Compute/communication overlap", notes(lines))], {"rows": rows}
+    return [Section(cols, rows, "Compute/communication overlap", notes(lines), KEYS["overlap"])], {"rows": rows}
 
 
 def _annotations(k: KernelTable | None, table: Calls) -> tuple[list[Section], dict[str, Any]]:
@@ -168,7 +185,7 @@ def _annotations(k: KernelTable | None, table: Calls) -> tuple[list[Section], di
             Column("gpu_calls", "GPU ranges"), _us("gpu_us", "GPU time"),
             _us("launched_device_us", "device time launched inside")]
     lines = [] if rows else ["no user annotations in this trace"]
-    return [Section(cols, rows, "User annotations", notes(lines))], {"rows": rows}
+    return [Section(cols, rows, "User annotations", notes(lines), KEYS["annotations"])], {"rows": rows}
 
 
 BUILDERS = {"temporal": _temporal, "idle": _idle, "kernel-type": _kernel_type, "launch": _launch,
@@ -188,12 +205,13 @@ def gpu_view(table: Calls, view: str, top: int = 0) -> View:
     if kernels is None and view != "annotations":
         line = f"no device: this {meta.get('format')} trace records no GPU activity, so it has no {view} view"
         doc["rows"] = []
-        return View((Section([], [], None, (*notes([title, line]), *left_out)),), doc)
+        doc["dropped"] = meta.get("dropped") or {}
+        return View((Section([], [], None, (*notes([title, line]), *left_out), KEYS[view]),), doc)
     sections, figures = BUILDERS[view](kernels, table)  # type: ignore[arg-type]
     if top:
-        sections = [s.__class__(s.columns, list(s.rows)[:top], s.title, s.notes) for s in sections]
+        sections = [replace(s, rows=list(s.rows)[:top]) for s in sections]
     first = sections[0]
-    sections[0] = Section(first.columns, first.rows, f"{title}: {first.title}", (*first.notes, *left_out))
+    sections[0] = replace(first, title=f"{title}: {first.title}", notes=(*first.notes, *left_out))
     doc.update(figures)
     doc["dropped"] = meta.get("dropped") or {}
     return View(tuple(sections), doc)
