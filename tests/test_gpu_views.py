@@ -160,10 +160,12 @@ def test_memcpy_and_annotations_v100() -> None:
     raw = next(e for e in events if e["name"].startswith("ProfilerStep#"))
     assert (step.name, step.cpu_calls, step.cpu_ns / 1e3) == (raw["name"], 1, float(raw["dur"]))
     runtime = _runtime(events)
-    # launched by a runtime call on the step's own thread, not by autograd's backward thread (24610 here)
-    inside = [e["dur"] for e in _device(events) if raw["ts"] <= runtime[_corr(e)]["ts"] < raw["ts"] + raw["dur"]
-              and (runtime[_corr(e)]["pid"], runtime[_corr(e)]["tid"]) == (raw["pid"], raw["tid"])]
-    assert {runtime[_corr(e)]["tid"] for e in _device(events)} == {raw["tid"], "24610"}
+    # the step takes what every thread launched in it: its own and autograd's backward thread (24610 here),
+    # where a record_function range takes its own thread's launches only
+    inside = [e["dur"] for e in _device(events) if raw["ts"] <= runtime[_corr(e)]["ts"] < raw["ts"] + raw["dur"]]
+    mine = [e["dur"] for e in _device(events) if raw["ts"] <= runtime[_corr(e)]["ts"] < raw["ts"] + raw["dur"]
+            and (runtime[_corr(e)]["pid"], runtime[_corr(e)]["tid"]) == (raw["pid"], raw["tid"])]
+    assert {runtime[_corr(e)]["tid"] for e in _device(events)} == {raw["tid"], "24610"} and sum(mine) < sum(inside)
     assert step.launched_device_ns / 1e3 == pytest.approx(float(sum(inside)))
     assert overlap(kernels).share is None  # no communication kernels
 
@@ -431,3 +433,25 @@ def test_a_trace_without_device_says_what_was_dropped(tmp_path: Path, capsys: py
 def _write_json(path: Path, doc: Any) -> Path:
     path.write_bytes(orjson.dumps(doc))
     return path
+
+
+def test_a_step_takes_what_every_thread_launched_in_it(tmp_path: Path) -> None:
+    """A ProfilerStep is the step: the kernel autograd's thread launched during it is the step's (as in the
+    temporal view), while a record_function range on the main thread takes its own thread's launches only."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 5, "dur": 90},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "fwd", "pid": 0, "tid": 7, "ts": 20, "dur": 10,
+         "args": {"correlation": 1, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 50, "dur": 5,
+         "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "bwd", "pid": 0, "tid": 7, "ts": 60, "dur": 7,
+         "args": {"correlation": 2, "device": 0, "stream": 7}}]
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    for table in (read_table(path), read_folded(path, activities=True)):
+        kernels = table.meta["kernels"] if "kernels" in table.meta else table.meta["activities"]
+        got = {a.name: a.launched_device_ns / 1e3 for a in annotation_times(table.meta["annotations"], kernels)}
+        assert got == {"ProfilerStep#1": 17.0, "forward": 10.0}

@@ -3,7 +3,8 @@
 Per annotation name: how often it was recorded on the CPU and the time those ranges took, the same for
 its device-side copies (``gpu_user_annotation``), and the device time of the activities launched inside
 its CPU ranges — by a runtime call on the range's own thread (same process and thread id), started
-within the range.
+within the range; a ``ProfilerStep#N`` range, the step itself, takes what every thread launched in it (a
+training step's backward kernels are launched from autograd's threads), as the temporal view's steps do.
 
 A range nested in a range of the same name on the same thread (or stream) is counted once, in the
 outermost: its time, and what was launched inside it, are already the outer range's (as the op table's
@@ -27,6 +28,7 @@ import numpy as np
 from layerperf.analysis.gpu.source import Activities, activities
 from layerperf.data.calls import Annotations, KernelTable
 from layerperf.data.nesting import EXACT_REACH_NS, enclosing
+from layerperf.readers.kineto_collect import STEP_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +41,18 @@ class AnnotationTime:
     launched_device_ns: float | None  # inside the outermost CPU ranges; None: no kernel table, or no launch times
 
 
+ANY_THREAD = np.iinfo(np.int64).min  # the thread key of a step's boundaries: what every thread launched counts
+
+
 def launched_before(kernels: KernelTable | Activities, thread: np.ndarray,
                     bounds: np.ndarray) -> tuple[np.ndarray, int]:
-    """For each time ``bounds`` on a thread (``thread``: keys as ``KernelTable.launch_thread``; the pairs
-    sorted by thread, then time): the device time of the activities that thread launched before it; and
-    how many activities have a known launch."""
+    """For each time ``bounds`` on a thread (``thread``: keys as ``KernelTable.launch_thread``, or
+    :data:`ANY_THREAD`; the pairs sorted by thread, then time): the device time of the activities that
+    thread (any thread) launched before it; and how many activities have a known launch."""
     before, known = np.zeros(bounds.size), 0
     threads, first = np.unique(thread, return_index=True)
     last = np.append(first[1:], thread.size)
+    anywhere = (int(first[0]), int(last[0])) if threads.size and threads[0] == ANY_THREAD else None
     for block in activities(kernels).blocks("launch_thread", "launch_ts_ns"):
         ok = ~np.isnan(block.launch_ts_ns)
         known += int(ok.sum())
@@ -56,11 +62,12 @@ def launched_before(kernels: KernelTable | Activities, thread: np.ndarray,
         cut = np.flatnonzero(np.diff(who)) + 1  # runs of one thread, each sorted by launch time
         for lo, hi in zip(np.concatenate([[0], cut]).tolist(), np.append(cut, who.size).tolist(), strict=True):
             k = int(np.searchsorted(threads, who[lo]))
-            if k == threads.size or threads[k] != who[lo]:
-                continue  # a thread without annotations
-            a, b = int(first[k]), int(last[k])
+            mine = k < threads.size and threads[k] == who[lo]  # else a thread without annotations
+            if not mine and anywhere is None:
+                continue
             cum = np.concatenate([[0.0], np.cumsum(dur[lo:hi])])
-            before[a:b] += cum[np.searchsorted(ts[lo:hi], bounds[a:b], side="left")]
+            for a, b in ([(int(first[k]), int(last[k]))] if mine else []) + ([anywhere] if anywhere else []):
+                before[a:b] += cum[np.searchsorted(ts[lo:hi], bounds[a:b], side="left")]
     return before, known
 
 
@@ -89,7 +96,9 @@ def annotation_times(notes: Annotations, kernels: KernelTable | Activities | Non
     if kernels is not None:
         counted = np.flatnonzero(cpu_rows & outer)
         start, end = notes.ts_ns[counted], notes.ts_ns[counted] + notes.dur_ns[counted]
-        thread = np.concatenate([notes.thread[counted], notes.thread[counted]])
+        step = np.asarray([notes.name.values[c].startswith(STEP_PREFIX) for c in range(n_names)], dtype=bool)
+        own = np.where(step[codes[counted]], ANY_THREAD, notes.thread[counted])
+        thread = np.concatenate([own, own])
         # each thread's boundaries, sorted by thread then time: the ranges' two ends (``at``) among them
         order = np.lexsort((np.concatenate([start, end]), thread))
         times = np.concatenate([start, end])[order]
