@@ -192,3 +192,36 @@ def test_device_activity_linked_to_no_op_has_no_cpu_self_time(tmp_path: Path) ->
     for table in (read_table(path), read_folded(path).table()):
         assert _by_name(table) == {"aten::add": (50.0, 50.0, 0.0), "orphan": (0.0, 40.0, 40.0)}
         assert float(table.dur_ns.sum()) == 50_000
+
+
+def test_a_launch_that_ends_past_its_op_is_still_the_ops(tmp_path: Path) -> None:
+    """Kineto times runtime calls by another clock than ops: a cudaLaunchKernel ending 2 µs past its aten::mm
+    is still inside it, so its kernel's 40 µs are aten::mm's device time (not the op around both), whole and
+    streamed; two ops overlapping that way are siblings."""
+    path = _trace(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 18, "dur": 4,
+         "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 40,
+         "args": {"correlation": 5, "device": 0, "stream": 7}}])
+    for table in (read_table(path), read_folded(path).table()):
+        rows = _by_name(table)
+        assert rows["aten::mm"][2] == 40.0 and rows["aten::outer"][2] == 0.0
+        assert rows["aten::mm"][0] == 8.0  # its launch took 2 of its 10 µs
+
+
+def test_a_trace_of_device_activity_alone_ranks_by_device_time(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Kernels that link to no op have no CPU self time: with nothing else, the table ranks them by their device
+    time and says so (ranked by self time, every row 0, the order said nothing)."""
+    path = _trace(tmp_path, [
+        {"ph": "X", "cat": "kernel", "name": "relu", "pid": 0, "tid": 7, "ts": 100, "dur": 10,
+         "args": {"correlation": 2, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 200, "dur": 40,
+         "args": {"correlation": 1, "device": 0, "stream": 7}}])
+    assert main(["analyze", str(path), "--format", "json"]) == 0
+    assert [r["name"] for r in orjson.loads(capsys.readouterr().out)] == ["gemm", "relu"]
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "by device time" in out and "ranked by device time: the trace holds no CPU self time" in out

@@ -66,14 +66,20 @@ def test_exact_clock_nesting_matches_its_definition(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(40))
-@pytest.mark.parametrize("reach", [0, 3])
-def test_exact_clock_nesting_with_a_reach_matches_its_definition(seed: int, reach: int) -> None:
-    """A call outlasting an open one by more than the reach is not inside it: the guesses that jump along
-    each other's still find the last one that holds it (the random timelines overlap a lot)."""
-    thread, start, dur, _ = _events(seed + 300)
+@pytest.mark.parametrize("reach", [0, 3, "mixed"])
+def test_exact_clock_nesting_with_a_reach_matches_its_definition(seed: int, reach: int | str) -> None:
+    """A call outlasting an open one by more than its reach is not inside it: the guesses that jump along
+    each other's still find the last one that holds it (the random timelines overlap a lot); a reach per
+    event (PyTorch's runtime calls unbounded, its ops 1 µs) too."""
+    thread, start, dur, rng = _events(seed + 300)
     ones = np.ones(start.size, dtype=bool)
-    assert enclosing(thread, start, dur, zero_first=False, reach=reach).tolist() == \
-        _brute_parents(thread, start, dur, ones, False, reach)
+    per = np.where(rng.random(start.size) < 0.3, np.inf, rng.integers(0, 4, start.size)) if reach == "mixed" \
+        else np.full(start.size, float(reach))
+    brute = []
+    for e in range(start.size):  # the definition, each event with its own reach
+        brute.append(_brute_parents(thread, start, dur, ones, False, float(per[e]))[e])
+    got = enclosing(thread, start, dur, zero_first=False, reach=per if reach == "mixed" else int(reach))
+    assert got.tolist() == brute
 
 
 def test_siblings_overlapping_by_a_rounding_nanosecond() -> None:

@@ -298,6 +298,21 @@ def test_a_saved_report_holds_the_view_and_the_terminal_what_was_written(
     assert all(f"wrote {p}" in captured.out for p in files) and "wrote" not in captured.err
 
 
+def test_a_file_written_with_o_is_said_without_out_too(tiny_model_path: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """profile -o FILE writing no other file still says on stderr that it wrote FILE (as it always did); so
+    does analyze -o."""
+    report = tmp_path / "r.md"
+    assert main(["profile", str(tiny_model_path), "--runs", "2", "--warmup", "0", "-o", str(report)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == f"wrote {report}" and report.is_file() and not captured.out
+    trace = tmp_path / "t.json"
+    trace.write_bytes(orjson.dumps([{"name": "a", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]))
+    out = tmp_path / "a.csv"
+    assert main(["analyze", str(trace), "-o", str(out)]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == f"wrote {out}" and out.is_file()
+
+
 def test_names_with_brackets_print_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # exporters write names such as blocks[0]/attn; rich would read [...] as markup and drop it
     events = [{"name": name, "ph": "X", "ts": 10 * i, "dur": 5, "pid": 1, "tid": 1, "cat": "op"}

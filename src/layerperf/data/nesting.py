@@ -91,14 +91,14 @@ def sort_by(keys: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclose: np.ndarray | None = None, *,
-              zero_first: bool = True, reach: float | None = None) -> np.ndarray:
+              zero_first: bool = True, reach: float | np.ndarray | None = None) -> np.ndarray:
     """Index of the event each event is directly nested in, -1 for none.
 
     An event's parent is the last ``can_enclose`` event (every event, when None) on its thread to open
     before it (:func:`open_order`) that had not ended when it started (``start < parent end``: an event
     that starts as another ends follows it, and a zero-length event encloses nothing) and that it does not
-    outlast by more than ``reach`` (``end <= parent end + reach``; None: only the start decides, a child may
-    end anywhere past its parent's end).
+    outlast by more than ``reach`` (``end <= parent end + reach``; one for all or one per event, ``np.inf``
+    where only the start decides; None: only the start decides for every event).
 
     Numpy work throughout, every event at once: each event's guess starts at the nearest candidate
     opened before it; while the guess had ended when the event started, it moves to the guess's own
@@ -106,7 +106,7 @@ def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclos
     later), so the first guess still open is the parent. Guesses jump along each other's, so the rounds
     are few (about log2 of the longest run of siblings, plus the nesting depth). With a ``reach``, a guess
     the event outlasts is skipped the same way: the candidates its own guess skipped had ended by its start
-    or end before its end less the reach, so before the event's end less the reach too.
+    or end before its end less its reach, so before the event's end less the event's (any reach >= 0).
     """
     n = start.size
     parent = np.full(n, -1, dtype=np.int64)
@@ -131,6 +131,13 @@ def enclosing(thread: np.ndarray, start: np.ndarray, dur: np.ndarray, can_enclos
         guess[todo] = guess[cand[at[~inside]]]
         todo = todo[guess[todo] >= 0]
     return parent
+
+
+def op_reach(is_op: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Per event of a PyTorch trace: :data:`EXACT_REACH_NS` for its ops and frames, no bound (``np.inf``) for its
+    runtime calls (rows that are no op), which Kineto times by another clock than the ops around them: a
+    launch that ends past its op is still the op's (its kernels' device time goes to it)."""
+    return np.where(is_op | ~row, EXACT_REACH_NS, np.inf)
 
 
 def past_frames(parent: np.ndarray, row: np.ndarray) -> np.ndarray:

@@ -63,8 +63,8 @@ def _ort_signed(ev: Event) -> bool:
                                     or name.endswith("Executor::Execute"))
 
 
-def detect(form: str, head: Any, events: list[Event]) -> str:
-    """The producer of a document from its form, what precedes its events, and its first events."""
+def detect(head: Any, events: list[Event]) -> str:
+    """The producer of a document from what precedes its events and its first events."""
     if _is_layerperf(head):
         return "layerperf"
     cats = _cats(events)
@@ -142,7 +142,7 @@ def _read_table(path: Path, block: int, quantiles: bool | None, activities: bool
                          f"traceEvents, got {_kind(stream.head)}",
                          hint="supported: layerperf trace.json, ONNX Runtime profile, PyTorch profiler trace, "
                               "Trace Event Format")
-    fmt = detect(stream.form, stream.head, stream.first)
+    fmt = detect(stream.head, stream.first)
     meta = {"source": str(trace)}
     if fmt == "layerperf" or (stream.form == "object" and _looks_layerperf(stream.first)):
         table = _layerperf(trace, stream, meta, block)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.data.calls import Annotations, Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
-from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, past_frames, self_times
+from layerperf.data.nesting import enclosing, op_reach, outermost, past_frames, self_times
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
@@ -149,11 +149,10 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     origin_us = earliest(np.concatenate([cpu_ts, dev_ts]))
     start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.column("dur_us"))
-    parent = enclosing(thread, start, end - start, zero_first=False, reach=EXACT_REACH_NS)
-    idents = cpu.column("ident")
+    idents, is_op = cpu.column("ident"), cpu.column("is_op")
+    parent = enclosing(thread, start, end - start, zero_first=False, reach=op_reach(is_op, idents >= 0))
     self_ns = self_times(past_frames(parent, idents >= 0), start, end, clip=False)
 
-    is_op = cpu.column("is_op")
     owner = _link(cpu, dev, parent, is_op)
     dev_dur_ns = to_ns(dev.column("dur_us")).astype(np.float64)
     linked = owner >= 0

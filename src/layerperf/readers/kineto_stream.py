@@ -24,7 +24,7 @@ import numpy as np
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
-from layerperf.data.nesting import EXACT_REACH_NS, enclosing, outermost, past_frames, self_times
+from layerperf.data.nesting import enclosing, op_reach, outermost, past_frames, self_times
 from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming, twofold
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
@@ -281,7 +281,7 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
     thread = seg["thread"].astype(np.int64)
     start = to_ns(seg["ts_us"] - origin)
     end = start + to_ns(-seg["neg_dur"])
-    parent = enclosing(thread, start, end - start, zero_first=False, reach=EXACT_REACH_NS)
+    parent = enclosing(thread, start, end - start, zero_first=False, reach=op_reach(seg["is_op"], seg["ident"] >= 0))
     self_ns = self_times(past_frames(parent, seg["ident"] >= 0), start, end, clip=False)
     is_op = seg["is_op"]
     device = np.zeros(seg.size)

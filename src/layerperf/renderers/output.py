@@ -76,12 +76,13 @@ def show(view: View, fmt: str, output: str | Path | None = None, layout: Layout 
 
     The view's status lines (the files a command wrote) are notes below its tables for people on stdout,
     and left out for programs there (JSON has the files in its document); with ``output`` they are no
-    part of the file: they go to stderr, and the output file's own line after them."""
+    part of the file: they go to stderr, and the output file's own line after them (always: a command that
+    wrote a file says so)."""
     if layout.columns and for_people(fmt):
         check_names(view.sections, layout.columns)
     if output is not None:
         _write(view, fmt, Path(output), layout)
-        for line in (*view.status, f"wrote {output}") if view.status else ():
+        for line in (*view.status, f"wrote {output}"):
             print(line, file=sys.stderr)
         return
     if for_people(fmt):

@@ -6,7 +6,9 @@ mode segfaults ...`` straight to ``std::cerr``: its log levels are chosen when T
 run time keeps it off the terminal. :func:`captured` points file descriptor 2 at a temporary file while
 TVM compiles; afterwards TVM's warning and error lines read from it are returned, one per message, and
 every other byte (whatever else wrote to stderr meanwhile) is written to stderr as it came. When the
-compile fails, everything goes back to stderr unchanged.
+compile fails (raises), everything goes back to stderr unchanged; a process killed outright meanwhile (a
+crash inside TVM's C++) loses what was written since. The descriptor is the process's: not for use from two
+threads at once.
 """
 
 from __future__ import annotations
@@ -51,7 +53,12 @@ def captured() -> Iterator[list[str]]:
         return
     ok = False
     with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
+        try:
+            os.dup2(tmp.fileno(), 2)
+        except OSError:  # stderr stays as it is: nothing captured, nothing lost
+            os.close(saved)
+            yield out
+            return
         try:
             yield out
             ok = True

@@ -126,6 +126,7 @@ def _ranked(table: Calls | Folded, how: str, order_by: str | None) -> str:
 def _title(table: Calls | Folded, shown: int, total: int, *, by: str, how: str, order_by: str | None) -> str:
     meta = table.meta
     order = order_by or ("calls" if how == "count" else "self time")
+    order = {"device": "device time"}.get(order, order)
     count = f"top {shown} of {total}" if shown < total else f"{total}"
     return f"{meta.get('source')} ({meta.get('format')}): {count} {GROUPS[by]} by {order}, {how} over calls"
 
@@ -162,6 +163,9 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     """``table``'s ops grouped ``by``, their calls combined ``how``, filtered, ranked by ``order_by``;
     the first ``top`` rows (all when 0). ``peaks``: what "% of peak" divides by (default: the calibration
     of the machine the trace names, else this machine's, when there is one; None: no such column)."""
+    device_only = order_by is None and how != "count" and table.has_device and not analysis.grand_total_ns(table)
+    if device_only:  # no CPU self time to rank by (device activities linked to no op): their device time
+        order_by = "device"
     ranked = analysis.analyze(table, by=by, how=how, order_by=order_by, types=types, name=name,
                               min_time_s=min_time_s)
     result = analysis.top(ranked, top)
@@ -182,7 +186,9 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
                                        *([peak.KEY] if ref is not None else [])]
     section = Section(columns=columns, rows=rows, keys=keys,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
-                      notes=(*notes(_notes(table, how)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints))
+                      notes=(*notes(_notes(table, how)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints,
+                             *notes(["ranked by device time: the trace holds no CPU self time (its device "
+                                     "activities link to no op)"] if device_only else [])))
     return View(sections=(section,), doc=rows)
 
 
