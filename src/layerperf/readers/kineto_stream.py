@@ -34,6 +34,7 @@ from layerperf.readers.spill import Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.tef import thread_ids, to_ns
 from layerperf.util.arrays import PartMaps, unique_inverse
+from layerperf.util.malloc_trim import trim
 
 RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                    ("thread", "<i4"), ("ident", "<i4"), ("is_op", "?"), ("flops", "<f8"), ("bytes", "<f8"),
@@ -102,6 +103,7 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
         else:
             read = _read_one(open_events(path) if split else stream, spill, ops, calls, recorder)  # type: ignore[arg-type]
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
+        trim()  # the reading's freed blocks back to the system, before the folding (and its helper's fork)
         folded.declare(read.builder.idents())
         links = DiskLinks(spill.dir, _activities_path(spill, recorder), ops, calls, recorder)
         try:

@@ -41,6 +41,7 @@ from layerperf.readers.spill import RECORD, Spill, temp_dir
 from layerperf.readers.stream import EventStream, open_events
 from layerperf.readers.tef import Idents, Part, Slices
 from layerperf.util.arrays import PartMaps, unique_inverse
+from layerperf.util.malloc_trim import trim
 
 SEGMENT_RECORDS = 1 << 16  # records a segment holds at least before it is cut (where it safely can be); 1 << 18 folded
 # 15-27% slower (a segment's columns fall out of cache) and held ~50 MiB more
@@ -135,6 +136,7 @@ def fold(path: Path, reader: ModuleType, stream: EventStream | None, meta: dict[
             spilled = [_spill_part(stream or open_events(path), reader, spill.dir, 0, zero_first)]
         for s in spilled:
             spill.adopt(s.runs)
+        trim()  # the reading's freed blocks back to the system before the folding
         return _fold_sorted(spill, spilled, reader, meta, quantiles, sink)
 
 
