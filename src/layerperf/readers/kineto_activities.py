@@ -224,7 +224,8 @@ class DiskActivities:
             return
         with self._acts.open("rb") as acts, self._links.open("rb") as links:
             for lo in range(0, self.size, BLOCK):
-                yield lo, np.fromfile(acts, dtype=ACTIVITY, count=BLOCK), np.fromfile(links, dtype=LINK, count=BLOCK)
+                n = min(BLOCK, self.size - lo)  # what is left at most (see kineto_parts.merged)
+                yield lo, np.fromfile(acts, dtype=ACTIVITY, count=n), np.fromfile(links, dtype=LINK, count=n)
 
     def _first_seen(self) -> tuple[list[int], list[int]]:
         """The identities and launching ops' identities in the order they first come."""
