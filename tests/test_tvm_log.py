@@ -4,6 +4,7 @@ terminal lines: a build's warnings are the profile's, said once per message, fro
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,37 @@ from layerperf.backends.tvm import cpp_log
 RAW = (b"[16:56:08] /project/include/tvm/topi/transform.h:1261: Warning: Fast mode segfaults when there are "
        b"out-of-bounds indices. Make sure input indices are in bound\n")
 SAID = "Fast mode segfaults when there are out-of-bounds indices. Make sure input indices are in bound"
+
+
+@pytest.mark.parametrize("fails", ["tempfile", "dup2"])
+def test_stderr_that_cannot_be_pointed_away_is_left_as_it_is(fails: str, monkeypatch: pytest.MonkeyPatch,
+                                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """No temporary file, or a dup2 that fails: the body runs with stderr as it is (TVM's lines printed, none
+    said), no descriptor is left open, and the body's own error carries no trace of the failure."""
+    import tempfile
+
+    real_dup2 = os.dup2
+
+    def refuse(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    if fails == "tempfile":
+        monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    else:
+        def dup2(fd: int, fd2: int) -> None:  # cpp_log's pointing of stderr fails; pytest's own capture works
+            if fd2 == 2 and sys._getframe(1).f_globals["__name__"] == cpp_log.__name__ \
+                    and sys._getframe(1).f_code.co_name == "_pointed_away":
+                refuse()
+            real_dup2(fd, fd2)
+
+        monkeypatch.setattr(os, "dup2", dup2)
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(ValueError) as err, cpp_log.captured() as said:
+        os.write(2, RAW)
+        raise ValueError("the compile failed")
+    assert err.value.__context__ is None and said == []
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert capfd.readouterr().err == RAW.decode()
 
 
 def test_tvm_warnings_are_taken_and_the_rest_of_stderr_kept(capfd: pytest.CaptureFixture[str]) -> None:

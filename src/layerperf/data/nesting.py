@@ -11,8 +11,10 @@ Two kinds of clock need two small variations:
   longer one is inside it; a call is inside another only if it also ends by the other's end, give or take
   :data:`EXACT_REACH_NS` (a producer's rounding) — two calls that overlap by a rounding nanosecond
   and then go on are siblings, not parent and child, so what runs in the second is not counted inside the
-  first; a child that ends past its parent's end within that reach keeps its own duration (the parent loses
-  only the overlap);
+  first. A PyTorch trace's runtime calls are exempt (:func:`op_reach`: Kineto times them by another clock
+  than the ops around them; only their start decides). A child that ends past its parent's end keeps its
+  own duration (the parent loses only the overlap; the part past the parent's end is taken from no
+  ancestor: an event that outlasts its parent by much counts that time twice);
 - ONNX Runtime's profiler, whose times are whole µs, truncated, which makes touching spans ambiguous:
   the body of a control-flow node (Loop, If, Scan) is node events of its own on the thread that runs the
   parent, within the parent's ``ts .. ts + dur``. Only events of control-flow op types may enclose others

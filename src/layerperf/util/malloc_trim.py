@@ -12,7 +12,7 @@ from collections.abc import Callable
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
         libc = ctypes.CDLL(None)  # the C library this process already runs on
-    except OSError:
+    except (OSError, TypeError):  # TypeError: Windows takes no None
         return None
     trim: Callable[[int], int] | None = getattr(libc, "malloc_trim", None)  # glibc only
     return trim

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 # TVM's LogMessage: "[HH:MM:SS] <file>:<line>" then ": Warning: " or ": Error: " and the message
 _LINE = re.compile(rb"\[\d\d:\d\d:\d\d\] \S+:\d+: (?:Warning|Error): (?P<text>.*)")
@@ -43,7 +44,8 @@ def said(data: bytes) -> tuple[list[str], bytes]:
 def captured() -> Iterator[list[str]]:
     """Within: file descriptor 2 writes to a temporary file. The list given is filled on leaving with TVM's
     warning and error messages (:func:`said`), the rest written to stderr; a body that raises has the whole
-    of it written back instead. Nothing is captured where stderr is closed."""
+    of it written back instead. Nothing is captured where stderr is closed or cannot be pointed elsewhere
+    (no temporary file, a failing dup2): the body runs with stderr as it is."""
     out: list[str] = []
     _flush()
     try:
@@ -51,14 +53,13 @@ def captured() -> Iterator[list[str]]:
     except OSError:  # no stderr to keep clean
         yield out
         return
+    tmp = _pointed_away(saved)
+    if tmp is None:
+        os.close(saved)
+        yield out
+        return
     ok = False
-    with tempfile.TemporaryFile() as tmp:
-        try:
-            os.dup2(tmp.fileno(), 2)
-        except OSError:  # stderr stays as it is: nothing captured, nothing lost
-            os.close(saved)
-            yield out
-            return
+    with tmp:
         try:
             yield out
             ok = True
@@ -71,6 +72,20 @@ def captured() -> Iterator[list[str]]:
             messages, rest = said(data) if ok else ([], data)
             out.extend(messages)
             _write(rest)
+
+
+def _pointed_away(saved: int) -> Any:
+    """A temporary file that descriptor 2 now writes to; None (stderr unchanged) when there is none."""
+    try:
+        tmp = tempfile.TemporaryFile()  # noqa: SIM115 - the caller closes it (with tmp:)
+    except OSError:
+        return None
+    try:
+        os.dup2(tmp.fileno(), 2)
+    except OSError:
+        tmp.close()
+        return None
+    return tmp
 
 
 def _flush() -> None:

@@ -187,8 +187,8 @@ def analyze_view(table: Calls | Folded, *, by: str = "name", how: str = "sum", o
     section = Section(columns=columns, rows=rows, keys=keys,
                       title=_title(table, len(result), len(ranked), by=by, how=how, order_by=order_by),
                       notes=(*notes(_notes(table, how)), *notes(warnings(table.meta), "warning"), *peak_notes, *hints,
-                             *notes(["ranked by device time: the trace holds no CPU self time (its device "
-                                     "activities link to no op)"] if device_only else [])))
+                             *notes(["ranked by device time: the trace holds no CPU self time"]
+                                    if device_only else [])))
     return View(sections=(section,), doc=rows)
 
 
