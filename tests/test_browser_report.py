@@ -585,4 +585,6 @@ def test_hovering_a_roofline_point_names_its_layer(browser: Browser, mobilenet: 
     name = browser.execute("return arguments[0].dataset.name", point)
     before = browser.execute(SHOWN_JS, name)
     browser.hover(next(iter(point.values())))
-    assert browser.execute(SHOWN_JS, name) > before  # the pointer over the point brought its name up
+    # the pointer over the point brings its name up (waited for: a busy host may take a frame or more)
+    shown = SHOWN_JS.replace("arguments[0]", json.dumps(name))
+    assert browser.wait_for(f"return (() => {{ {shown} }})() > {before}", timeout_s=5.0)
