@@ -225,3 +225,17 @@ def test_a_trace_of_device_activity_alone_ranks_by_device_time(tmp_path: Path,
     assert main(["analyze", str(path)]) == 0
     out = capsys.readouterr().out
     assert "by device time" in out and "ranked by device time: the trace holds no CPU self time" in out
+
+
+def test_a_launch_running_past_its_op_is_counted_once(tmp_path: Path) -> None:
+    """A runtime call that outlasts its op (18-58 µs inside aten::mm 10-20, both inside aten::outer 0-100):
+    what it runs past the op's end is no longer outer's self time too: the rows' self times add up to the
+    thread's 100 µs (they were 138), whole and streamed."""
+    path = _trace(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 18, "dur": 40,
+         "args": {"correlation": 5}}])
+    for table in (read_table(path), read_folded(path).table()):
+        rows = _by_name(table)
+        assert {k: v[0] for k, v in rows.items()} == {"aten::outer": 52.0, "aten::mm": 8.0, "cudaLaunchKernel": 40.0}

@@ -57,12 +57,35 @@ def test_exact_clock_nesting_matches_its_definition(seed: int) -> None:
     n = start.size
     parent = enclosing(thread, start, dur, zero_first=False)
     assert parent.tolist() == _brute_parents(thread, start, dur, np.ones(n, dtype=bool), False)
-    # self time: the duration less the part of each direct child inside it
+    # self time: the part of its span that nothing nested in it (at any depth) covers, each instant once
     end = start + dur
-    expected = [max(0, int(end[i] - start[i]) - sum(max(0, int(min(end[c], end[i]) - start[c]))
-                                                     for c in np.flatnonzero(parent == i)))
-                for i in range(n)]
-    assert self_times(parent, start, end, clip=False).tolist() == expected
+    assert self_times(parent, start, end, clip=False).tolist() == _brute_self(parent, start, end)
+
+
+def _brute_self(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[int]:
+    """Per event (whole-unit times): the units of its span covered by none of its descendants."""
+    out = []
+    for i in range(start.size):
+        covered: set[int] = set()
+        for d in range(start.size):
+            up = parent[d]
+            while up >= 0 and up != i:
+                up = parent[up]
+            if up == i:
+                covered |= set(range(int(start[d]), int(end[d])))
+        out.append(len(set(range(int(start[i]), int(end[i]))) - covered))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_exact_clock_self_time_with_a_reach_matches_its_definition(seed: int) -> None:
+    """With the reach PyTorch traces use (ops bounded, runtime calls not): a call's tail past its parent's end
+    is taken from the grandparent, overlapping siblings count once."""
+    thread, start, dur, rng = _events(seed + 600)
+    reach = np.where(rng.random(start.size) < 0.4, np.inf, 2.0)
+    parent = enclosing(thread, start, dur, zero_first=False, reach=reach)
+    end = start + dur
+    assert self_times(parent, start, end, clip=False).tolist() == _brute_self(parent, start, end)
 
 
 @pytest.mark.parametrize("seed", range(40))

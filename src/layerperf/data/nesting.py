@@ -13,8 +13,9 @@ Two kinds of clock need two small variations:
   and then go on are siblings, not parent and child, so what runs in the second is not counted inside the
   first. A PyTorch trace's runtime calls are exempt (:func:`op_reach`: Kineto times them by another clock
   than the ops around them; only their start decides). A child that ends past its parent's end keeps its
-  own duration (the parent loses only the overlap; the part past the parent's end is taken from no
-  ancestor: an event that outlasts its parent by much counts that time twice);
+  own duration: its parent loses the overlap, and the part past the parent's end is taken from the
+  events around the parent (:func:`self_times`: an event's self time is the part of its span that nothing
+  nested in it covers);
 - ONNX Runtime's profiler, whose times are whole µs, truncated, which makes touching spans ambiguous:
   the body of a control-flow node (Loop, If, Scan) is node events of its own on the thread that runs the
   parent, within the parent's ``ts .. ts + dur``. Only events of control-flow op types may enclose others
@@ -170,9 +171,14 @@ def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray, *, clip: 
     ``clip`` (ONNX Runtime's truncated µs): a child that ends past its parent's end (by 1 µs at most) is
     first cut at that end, outermost first, so no nanosecond is counted twice: not in the parent, nor in
     the child and in what follows the parent. Without it (exact clocks) such a child keeps its own
-    duration; its parent loses only the overlap.
+    duration, and an event's self time is the part of its span that nothing nested in it covers: a
+    grandchild's time past its parent's end is its grandparent's no more, and siblings that overlap take
+    their overlap once (:func:`_covered`).
     """
     child = np.flatnonzero(parent >= 0)
+    if not clip and child.size:
+        inner = _covered(parent, child, start, end)
+        return np.clip((end - start) - inner, 0, None)
     if clip and child.size:
         end = end.copy()
         depth = depths(parent)
@@ -183,6 +189,36 @@ def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray, *, clip: 
     overlap = np.clip(np.minimum(end[child], end[p]) - start[child], 0, None)
     inner = np.bincount(p, weights=overlap.astype(np.float64), minlength=start.size)
     return np.clip((end - start) - inner, 0, None)
+
+
+def _covered(parent: np.ndarray, child: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event, how much of its span the events nested in it cover (the union, each counted once).
+
+    What a child and everything nested in it cover is one stretch, from the child's start to the furthest
+    end among them (each starts inside the one around it); a parent's covered time is the union of its
+    children's stretches, cut at its own end: its children by start, each adding what lies past the
+    furthest end of the ones before it (a running maximum within each parent, by doubling steps)."""
+    depth = depths(parent)
+    reach_end = end.astype(np.float64)  # a copy: the end of what each event and everything in it covers
+    for d in range(int(depth.max()), 0, -1):
+        rows = np.flatnonzero(depth == d)
+        np.maximum.at(reach_end, parent[rows], reach_end[rows])
+    p = parent[child]
+    order = np.lexsort((start[child], p))
+    p, lo = p[order], start[child][order].astype(np.float64)
+    hi = np.maximum(np.minimum(reach_end[child][order], end[p]), lo)
+    furthest = hi.copy()  # the running maximum of hi within each parent's children, by doubling steps
+    step = 1 if bool(((p[1:] == p[:-1]) & (hi[1:] < hi[:-1])).any()) else furthest.size  # else: hi is it
+    while step < furthest.size:
+        same = p[step:] == p[:-step]
+        furthest[step:] = np.where(same, np.maximum(furthest[step:], furthest[:-step]), furthest[step:])
+        step *= 2
+    before = np.full(hi.size, -np.inf)
+    first = np.ones(hi.size, dtype=bool)
+    first[1:] = p[1:] != p[:-1]
+    before[~first] = furthest[:-1][~first[1:]]
+    added = np.clip(hi - np.maximum(lo, before), 0, None)
+    return np.bincount(p, weights=added, minlength=start.size)
 
 
 def nest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
