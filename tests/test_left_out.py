@@ -239,3 +239,18 @@ def test_a_launch_running_past_its_op_is_counted_once(tmp_path: Path) -> None:
     for table in (read_table(path), read_folded(path).table()):
         rows = _by_name(table)
         assert {k: v[0] for k, v in rows.items()} == {"aten::outer": 52.0, "aten::mm": 8.0, "cudaLaunchKernel": 40.0}
+
+
+def test_a_call_in_a_frame_that_outlasts_its_op_makes_no_gap(tmp_path: Path) -> None:
+    """A python_function frame (4-5.9 µs) ending past its op (aten::mm 1-5) holds a launch (5.5-5.6) that starts
+    after mm's end: the launch is outer's, and outer loses only what its rows cover ([1,5] and [5.5,5.6]:
+    5.9 µs of self time, not 5.4 — the 0.5 µs between them belonged to no row)."""
+    path = _trace(tmp_path, [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::outer", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 4, "args": {}},
+        {"ph": "X", "cat": "python_function", "name": "frame", "pid": 1, "tid": 1, "ts": 4, "dur": 1.9, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 5.5, "dur": 0.1,
+         "args": {"correlation": 5}}])
+    for table in (read_table(path), read_folded(path).table()):
+        got = {k: round(v[0], 6) for k, v in _by_name(table).items()}
+        assert got == {"aten::outer": 5.9, "aten::mm": 4.0, "cudaLaunchKernel": 0.1}

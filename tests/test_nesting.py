@@ -119,6 +119,15 @@ def test_siblings_overlapping_by_a_rounding_nanosecond() -> None:
     assert nest(np.zeros(2, dtype=np.int64), start, start + dur)[1].tolist() == [-1, 0]
 
 
+def test_self_time_of_absolute_nanoseconds_keeps_its_last_digits() -> None:
+    """Times of today's clocks in ns (~1.7e18) are beyond float64's integers: worked out from each parent's
+    start, a child of 20 ns and one of 27 still count (953 ns of self time, not 1000)."""
+    base = 1_700_000_000_000_000_123
+    start = np.array([0, 10, 50], dtype=np.int64) + base
+    end = np.array([1000, 30, 77], dtype=np.int64) + base
+    assert self_times(np.array([-1, 0, 0]), start, end, clip=False).tolist() == [953, 20, 27]
+
+
 def test_nesting_rules_side_by_side() -> None:
     """outer [0, 10) with a child at its start, a zero-length event there, a child spilling past its end."""
     thread = np.zeros(4, dtype=np.int64)

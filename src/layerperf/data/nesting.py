@@ -3,7 +3,8 @@ Profile's spans, ONNX Runtime's profile, a PyTorch profiler trace, any Trace Eve
 
 A call's parent is the last call on its thread to open before it that had not ended when it started
 (:func:`enclosing`; "open before" is :func:`open_order`: by start, the longer first). Its *self* time is
-its duration less the part of each direct child inside it (:func:`self_times`).
+its duration less the part of each direct child inside it (:func:`self_times`; on exact clocks, less what
+everything nested in it covers, each instant once).
 
 Two kinds of clock need two small variations:
 
@@ -166,7 +167,7 @@ def depths(parent: np.ndarray) -> np.ndarray:
 
 
 def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray, *, clip: bool = True) -> np.ndarray:
-    """Each event's duration minus the part of each direct child that lies inside it (>= 0).
+    """Each event's duration minus the part of its span its children cover (>= 0).
 
     ``clip`` (ONNX Runtime's truncated µs): a child that ends past its parent's end (by 1 µs at most) is
     first cut at that end, outermost first, so no nanosecond is counted twice: not in the parent, nor in
@@ -197,26 +198,37 @@ def _covered(parent: np.ndarray, child: np.ndarray, start: np.ndarray, end: np.n
     What a child and everything nested in it cover is one stretch, from the child's start to the furthest
     end among them (each starts inside the one around it); a parent's covered time is the union of its
     children's stretches, cut at its own end: its children by start, each adding what lies past the
-    furthest end of the ones before it (a running maximum within each parent, by doubling steps)."""
+    furthest end of the ones before it (a running maximum within each parent, by doubling steps). A child
+    that starts at or past its parent's end (an op's frame may end past the op, and :func:`past_frames`
+    gives what ran in it to the op) is counted as its grandparent's, which it lies in: so every stretch
+    starts inside its parent. Times are taken from each parent's start, in the input's type, so that
+    absolute ns of today's clocks keep their last digits."""
+    parent = parent.copy()
+    while (past := child[(parent[child] >= 0) & (start[child] >= end[np.maximum(parent[child], 0)])]).size:
+        parent[past] = parent[parent[past]]
+    child = child[parent[child] >= 0]
     depth = depths(parent)
-    reach_end = end.astype(np.float64)  # a copy: the end of what each event and everything in it covers
-    for d in range(int(depth.max()), 0, -1):
+    reach_end = end.copy()  # the end of what each event and everything in it covers
+    for d in range(int(depth.max(initial=0)), 0, -1):
         rows = np.flatnonzero(depth == d)
         np.maximum.at(reach_end, parent[rows], reach_end[rows])
     p = parent[child]
     order = np.lexsort((start[child], p))
-    p, lo = p[order], start[child][order].astype(np.float64)
-    hi = np.maximum(np.minimum(reach_end[child][order], end[p]), lo)
-    furthest = hi.copy()  # the running maximum of hi within each parent's children, by doubling steps
-    step = 1 if bool(((p[1:] == p[:-1]) & (hi[1:] < hi[:-1])).any()) else furthest.size  # else: hi is it
-    while step < furthest.size:
-        same = p[step:] == p[:-step]
-        furthest[step:] = np.where(same, np.maximum(furthest[step:], furthest[:-step]), furthest[step:])
-        step *= 2
-    before = np.full(hi.size, -np.inf)
+    p, c = p[order], child[order]
+    lo = (start[c] - start[p]).astype(np.float64)
+    hi = np.maximum((np.minimum(reach_end[c], end[p]) - start[p]).astype(np.float64), lo)
     first = np.ones(hi.size, dtype=bool)
     first[1:] = p[1:] != p[:-1]
-    before[~first] = furthest[:-1][~first[1:]]
+    furthest = hi.copy()  # the running maximum of hi within each parent's children, by doubling steps
+    if bool((~first[1:] & (hi[1:] < hi[:-1])).any()):  # else hi is its own running maximum
+        starts = np.flatnonzero(first)
+        longest = int(np.diff(np.append(starts, hi.size)).max())
+        step = 1
+        while step < longest:
+            same = p[step:] == p[:-step]
+            furthest[step:] = np.where(same, np.maximum(furthest[step:], furthest[:-step]), furthest[step:])
+            step *= 2
+    before = np.where(first, lo, np.append(lo[:1], furthest[:-1]))
     added = np.clip(hi - np.maximum(lo, before), 0, None)
     return np.bincount(p, weights=added, minlength=start.size)
 

@@ -1,8 +1,8 @@
 """Any Trace Event Format file: complete events (``"ph": "X"``) and ``B``/``E`` pairs become rows.
 
-Nested events get self time: their duration minus the time of the events directly inside them on
-the same thread (the overlap, so an event that spills past its parent's end takes only its share;
-:func:`layerperf.data.nesting.nest`).
+Nested events get self time: their duration minus the time the events nested in them on the same
+thread cover, each instant once (what an event runs past its parent's end is taken from the event around
+the parent; :func:`layerperf.data.nesting.nest`).
 What an event's arguments say about it is read when present under the names the producers this
 package knows use: ``op_name``/``op_type``, ``provider``, ``in_shapes``/``input_type_shape``/
 ``Input Dims``, ``flops``, ``bytes``.
