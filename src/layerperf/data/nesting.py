@@ -180,7 +180,7 @@ def self_times(parent: np.ndarray, start: np.ndarray, end: np.ndarray, *, clip: 
     if not clip and child.size:
         inner = _covered(parent, child, start, end)
         return np.clip((end - start) - inner, 0, None)
-    if clip and child.size:
+    if child.size:  # truncated µs
         end = end.copy()
         depth = depths(parent)
         for d in range(1, int(depth.max()) + 1):

@@ -28,8 +28,17 @@ from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, Note, collect
 from layerperf.readers.stream import EventStream
-from layerperf.readers.streaming import thread_key
+from layerperf.readers.streaming import thread_keys
 from layerperf.readers.tef import earliest, run_windows, thread_ids, to_ns
+
+
+def nesting(thread: np.ndarray, start: np.ndarray, end: np.ndarray, is_op: np.ndarray,
+            row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each CPU event's parent and self time (ns) by a PyTorch trace's rules, whole or a segment at a time:
+    ops and frames nest within 1 µs of rounding, runtime calls by their start (:func:`op_reach`), and frames
+    (no ``row``) take nothing from an op's self time (:func:`past_frames`)."""
+    parent = enclosing(thread, start, end - start, zero_first=False, reach=op_reach(is_op, row))
+    return parent, self_times(past_frames(parent, row), start, end, clip=False)
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -150,8 +159,7 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     start = to_ns(cpu_ts - origin_us)
     end = start + to_ns(cpu.column("dur_us"))
     idents, is_op = cpu.column("ident"), cpu.column("is_op")
-    parent = enclosing(thread, start, end - start, zero_first=False, reach=op_reach(is_op, idents >= 0))
-    self_ns = self_times(past_frames(parent, idents >= 0), start, end, clip=False)
+    parent, self_ns = nesting(thread, start, end, is_op, idents >= 0)
 
     owner = _link(cpu, dev, parent, is_op)
     dev_dur_ns = to_ns(dev.column("dur_us")).astype(np.float64)
@@ -187,9 +195,8 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     if steps:  # the runs are the profiler's steps: where each starts and ends, on the table's clock
         info["run_windows_ns"] = run_windows(steps, origin_us)
     if has_device:
-        keys = np.asarray([thread_key(v) for v in threads.values()], dtype=np.int64)
         info["kernels"] = _kernel_table(dev, owner, cpu, builder.idents(), dev_dur_ns, (start, end, is_op, origin_us),
-                                        keys)
+                                        thread_keys(threads, []))
     if notes:
         info["annotations"] = annotation_table(notes, origin_us)
     if devices := from_skeleton(stream.skeleton):  # deviceProperties: which GPU ran it

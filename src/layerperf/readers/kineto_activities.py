@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from layerperf.data.calls import Interner, KernelTable, Labels
+from layerperf.data.calls import KernelTable, Labels
 from layerperf.readers import kineto
 from layerperf.readers.kineto_collect import Cpu, Note
 from layerperf.readers.kineto_links import ACTIVITY, BLOCK, NONE, PART_SHIFT, Mapped, classify
 from layerperf.readers.spill import Spill
-from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import run_windows, to_ns
 from layerperf.util.arrays import PartMaps
 
@@ -114,13 +113,6 @@ class Recorder:
         for spill in (self.ops, self.calls, self.launched, self.waiting):
             spill.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def thread_keys(threads: Interner, keys: list[int]) -> np.ndarray:
-    """The key of each of ``threads``' codes (:func:`layerperf.readers.streaming.thread_key`), ``keys``
-    extended by those of the codes added since."""
-    keys.extend(thread_key(v) for v in threads.values()[len(keys):])
-    return np.asarray(keys, dtype=np.int64)
 
 
 def cpu_records(cpu: Cpu, seq: int, thread_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -105,7 +105,7 @@ def read_part(stream: EventStream, reading: Reading, index: int, drain: Any, rec
             op_ext: list[np.ndarray] = []
             runtime: list[np.ndarray] = []
             if record:
-                keyed_threads = kineto_activities.thread_keys(threads, keys)
+                keyed_threads = streaming.thread_keys(threads, keys)
                 for mine, got in zip((record_ops, record_calls), kineto_activities.cpu_records(cpu, seq, keyed_threads),
                                      strict=True):
                     mine.add(got)

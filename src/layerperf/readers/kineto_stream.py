@@ -24,7 +24,7 @@ import numpy as np
 
 from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
-from layerperf.data.nesting import enclosing, op_reach, outermost, past_frames, self_times
+from layerperf.data.nesting import outermost
 from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming, twofold
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
@@ -52,7 +52,7 @@ def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
     rec = np.zeros(n, dtype=RECORD)
     thread = cpu.column("thread")
     dur = cpu.column("dur_us")
-    rec["thread_key"] = kineto_activities.thread_keys(threads, keys)[thread]
+    rec["thread_key"] = streaming.thread_keys(threads, keys)[thread]
     rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.column("ts_us"), dur != 0, -dur
     rec["seq"] = seq + np.arange(n)
     rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.column("ident"), cpu.column("is_op")
@@ -205,7 +205,7 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill,
 
         def drain() -> int:
             if recorder is not None:
-                recorder.cpu(cpu, seq, kineto_activities.thread_keys(threads, keys))
+                recorder.cpu(cpu, seq, streaming.thread_keys(threads, keys))
             new = _drain(cpu, spill, threads, keys, seq, op_ext, runtime)
             # the ids go to files, sorted there by id then position (the first op or call with an id links)
             for ext, pos in op_ext:
@@ -283,9 +283,8 @@ def _segment_table(seg: np.ndarray, builder: TableBuilder, threads: Interner, li
     thread = seg["thread"].astype(np.int64)
     start = to_ns(seg["ts_us"] - origin)
     end = start + to_ns(-seg["neg_dur"])
-    parent = enclosing(thread, start, end - start, zero_first=False, reach=op_reach(seg["is_op"], seg["ident"] >= 0))
-    self_ns = self_times(past_frames(parent, seg["ident"] >= 0), start, end, clip=False)
     is_op = seg["is_op"]
+    parent, self_ns = kineto.nesting(thread, start, end, is_op, seg["ident"] >= 0)
     device = np.zeros(seg.size)
     ext = seg["external"]
     at = np.clip(np.searchsorted(links.ext, ext), 0, max(links.ext.size - 1, 0))

@@ -56,6 +56,15 @@ def thread_key(value: Any) -> int:
     return (high << 32) | zlib.crc32(repr(tid).encode())
 
 
+def thread_keys(threads: Interner, keys: list[int]) -> np.ndarray:
+    """The key (:func:`thread_key`) of each of ``threads``' codes; ``keys`` holds those worked out before and
+    is extended by those of the codes added since (a reading that drains chunk after chunk keys each thread
+    once)."""
+    if len(keys) < len(threads.table):
+        keys.extend(thread_key(v) for v in threads.values()[len(keys):])
+    return np.asarray(keys, dtype=np.int64)
+
+
 class SpillSlices(Slices):
     """Slices that hand each chunk's timed events on to a spill as records, keeping none."""
 
@@ -89,11 +98,9 @@ class SpillSlices(Slices):
             c.clear()
         if not ts.size:
             return
-        values = self.threads.values() if len(self.keys) < len(self.threads.table) else ()
-        self.keys.extend(thread_key(v) for v in values[len(self.keys):])
         rec = np.zeros(ts.size, dtype=RECORD)
         thread = thread.astype(np.int64)
-        rec["thread_key"] = np.asarray(self.keys, dtype=np.int64)[thread]
+        rec["thread_key"] = thread_keys(self.threads, self.keys)[thread]
         rec["ts_us"], rec["nonzero"], rec["neg_dur"] = ts, dur != 0, -dur
         rec["seq"] = (self.part_index << _SEQ_PART) + self.seq + np.arange(ts.size)
         rec["thread"], rec["ident"], rec["flops"], rec["bytes"] = thread, ident, flops, nbytes
@@ -251,8 +258,7 @@ def _records(columns: tuple[np.ndarray, ...], part_index: int, threads: Interner
     """Records of columns (thread, ts, dur, ident, flops, bytes) already in the global codes."""
     thread, ts, dur, ident, flops, nbytes = columns
     rec = np.zeros(ts.size, dtype=RECORD)
-    keys = np.asarray([thread_key(v) for v in threads.values()], dtype=np.int64)
-    rec["thread_key"] = keys[thread]
+    rec["thread_key"] = thread_keys(threads, [])[thread]
     rec["ts_us"], rec["nonzero"], rec["neg_dur"] = ts, dur != 0, -dur
     rec["seq"] = (part_index << _SEQ_PART) + np.arange(ts.size)
     rec["thread"], rec["ident"], rec["flops"], rec["bytes"], rec["part"] = thread, ident, flops, nbytes, part_index
