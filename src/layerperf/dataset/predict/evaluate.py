@@ -10,6 +10,9 @@ The layers predicted are those a prediction for a new model uses — the runtime
 found without a timed run (:mod:`.graph`) — where the model can be opened here (a built-in model, a
 file still at its path); otherwise (or with ``layers="store"``) the layers the store recorded for the
 configuration, which leaves fusion detection out of what is evaluated.
+
+Kernel sweeps (``kernels-conv``, ``kernels-dense``, ``kernels-rnn``: :mod:`layerperf.models.zoo.kernels`) are
+training data: every predictor is trained on them, none is held out and scored.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from layerperf.dataset.predict.features import Op
 from layerperf.dataset.predict.model import STORE_WIDE, Prediction, Predictor
 from layerperf.dataset.predict.training import MeasuredConfig, StoreData
 from layerperf.errors import InputError
+from layerperf.models.zoo import is_sweep
 
 WITHIN = 0.10  # nn-Meter's bound: a prediction within ±10% of the measurement
 LayersOf = Callable[[MeasuredConfig], tuple[tuple[Op, ...], str]]
@@ -99,6 +103,7 @@ class Evaluation:
     per_model: dict[str, Score]
     clean: Score
     layers: Score
+    sweeps: tuple[str, ...] = ()  # kernel sweeps in the store: trained on, never held out
 
 
 def store_layers(cfg: MeasuredConfig) -> tuple[tuple[Op, ...], str]:
@@ -111,10 +116,12 @@ def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, pea
     """Train without each model in turn and predict its configurations (``peaks`` and ``fallback`` as
     :meth:`Predictor.fit` takes them); InputError with fewer than two models, or no configuration whose
     latency was measured."""
-    models = data.models()
+    sweeps = tuple(m for m in data.models() if is_sweep(m))
+    models = [m for m in data.models() if m not in sweeps]
     if len(models) < 2:
+        beside = f" beside the kernel sweeps {', '.join(sweeps)}, which are trained on, not held out" if sweeps else ""
         raise InputError(f"leave-one-model-out needs two models or more; the store {data.source} holds "
-                         f"{len(models)} ({', '.join(models)})", hint="collect more models into it")
+                         f"{len(models)} ({', '.join(models) or 'none'}){beside}", hint="collect more models into it")
     if not any(c.latency_us for c in data.configs):
         raise InputError(f"the store {data.source} has no configuration with a measured latency to compare with")
     pairs: list[Pair] = []
@@ -129,7 +136,7 @@ def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, pea
             pairs.append(_pair(cfg, pred, source, len(ops)))
     per_model = {m: Score.of([p for p in pairs if p.model == m]) for m in models}
     return Evaluation(tuple(pairs), Score.of(pairs), per_model, Score.of([p for p in pairs if p.clean]),
-                      Score.of(pairs, layers=True))
+                      Score.of(pairs, layers=True), sweeps)
 
 
 def _pair(cfg: MeasuredConfig, pred: Prediction, source: str, n_layers: int) -> Pair:

@@ -30,7 +30,7 @@ FEATURES = (
     "log2_flops", "log2_int_ops", "log2_bytes_read", "log2_bytes_written", "log2_param_bytes", "padded_ratio",
     "log2_intensity", "log2_in0_elems", "in0_rank", "in0_dim1", "log2_in0_last", "log2_in1_elems", "in1_dim1",
     "in1_window", "log2_out0_elems", "out0_dim1", "log2_out0_last", "inputs", "outputs", "in0_elem_bytes",
-    "in0_integer", "threads", "batch", "opt_level", "inter_op", "cpu_count", "corun", "corun_shared",
+    "in0_integer", "log2_in0_first", "threads", "batch", "opt_level", "inter_op", "cpu_count", "corun", "corun_shared",
     "log2_l2_bytes", "log2_l3_bytes",
 )
 
@@ -161,6 +161,7 @@ def _op_features(op: Op) -> list[float]:
         _log2(_dim(in0, -1)), _log2(_elems(in1)), _dim(in1, 1), _window(in1), _log2(_elems(out0)), _dim(out0, 1),
         _log2(_dim(out0, -1)), float(len(ins)), float(len(outs)), _num(_ELEM_BYTES.get(dtype)),
         float(dtype.startswith(("int", "uint"))) if dtype else math.nan,
+        _log2(_dim(in0, 0)),  # the batch mostly; a time-major recurrent layer's steps
     ]
 
 

@@ -19,9 +19,9 @@ from onnx import ModelProto
 
 from layerperf.models.zoo._cache import BUILDER_VERSION, cache_dir, cache_file, write_atomic
 from layerperf.models.zoo._graph import GraphBuilder
-from layerperf.models.zoo._registry import MODELS, ModelSpec, check_args, ignored_size, lookup
+from layerperf.models.zoo._registry import MODELS, ModelSpec, check_args, ignored_size, is_sweep, lookup
 
-__all__ = ["BUILDER_VERSION", "build", "cache_dir", "describe", "ignored_size", "names", "path"]
+__all__ = ["BUILDER_VERSION", "build", "cache_dir", "describe", "ignored_size", "is_sweep", "names", "path"]
 
 DEFAULT_BATCH = 1
 DEFAULT_IMAGE_SIZE = 224
@@ -44,6 +44,9 @@ def describe(name: str) -> str:
     g = GraphBuilder(name, seed=0, materialize=False)
     spec.builder(g, DEFAULT_BATCH, size)
     inputs = ", ".join(f"{n} {dtype}{list(shape)}" for n, dtype, shape in g.input_specs)
+    if spec.sweep:  # one input per branch: too many to list
+        n, dtype, shape = g.input_specs[0]
+        inputs = f"{len(g.input_specs)} inputs ({n} {dtype}{list(shape)}, ...)"
     return f"{name}: {spec.summary}; input {inputs}; {g.param_count / 1e6:.1f}M params ({g.param_count:,})"
 
 

@@ -29,6 +29,7 @@ class GraphBuilder:
 
     def __init__(self, name: str, seed: int, *, materialize: bool = True) -> None:
         self.name = name
+        self.seed = seed
         self.materialize = materialize
         self.param_count = 0
         self.nodes: list[NodeProto] = []

@@ -8,6 +8,15 @@ from typing import Literal
 
 from layerperf.errors import InputError
 from layerperf.models.zoo._graph import GraphBuilder
+from layerperf.models.zoo.kernels import (
+    CONV_BRANCHES,
+    DENSE_BRANCHES,
+    POOL_BRANCHES,
+    RNN_BRANCHES,
+    build_conv_kernels,
+    build_dense_kernels,
+    build_rnn_kernels,
+)
 from layerperf.models.zoo.recurrent import build_lstm
 from layerperf.models.zoo.transformers import BERT_BASE, GPT2_SMALL, build_bert_base, build_gpt2_small
 from layerperf.models.zoo.vision import build_mobilenet_v2, build_resnet18, build_resnet50, build_vgg16
@@ -18,6 +27,7 @@ Builder = Callable[[GraphBuilder, int, int], None]  # (graph, batch, image_size 
 MIN_IMAGE_SIZE = 32
 MAX_IMAGE_SIZE = 4096
 MAX_LSTM_SEQ = 1_000_000
+MAX_SWEEP_SEQ = 4096
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,7 @@ class ModelSpec:
     size_arg: Literal["image_size", "seq_len"]
     min_size: int
     max_size: int
+    sweep: bool = False  # a kernel sweep (``kernels.py``): training data for ``predict``, not a model
 
 
 def _vision(name: str, summary: str, builder: Builder) -> ModelSpec:
@@ -38,6 +49,11 @@ def _vision(name: str, summary: str, builder: Builder) -> ModelSpec:
 
 def _text(name: str, summary: str, builder: Builder, max_seq: int) -> ModelSpec:
     return ModelSpec(name, summary, builder, "seq_len", 1, max_seq)
+
+
+def _sweep(name: str, summary: str, builder: Builder, size_arg: Literal["image_size", "seq_len"]) -> ModelSpec:
+    low, high = (MIN_IMAGE_SIZE, MAX_IMAGE_SIZE) if size_arg == "image_size" else (8, MAX_SWEEP_SEQ)
+    return ModelSpec(name, summary, builder, size_arg, low, high, sweep=True)
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -65,8 +81,22 @@ MODELS: dict[str, ModelSpec] = {
             build_lstm,
             MAX_LSTM_SEQ,
         ),
+        _sweep("kernels-conv", f"kernel sweep for predict: {CONV_BRANCHES} sampled convolutions (dense, pointwise, "
+               f"depthwise, wide, stems) and {POOL_BRANCHES} poolings, each a branch of its own",
+               build_conv_kernels, "image_size"),
+        _sweep("kernels-dense", f"kernel sweep for predict: {DENSE_BRANCHES} sampled linear, attention, "
+               "normalisation, GELU and elementwise kernels, each a branch of its own", build_dense_kernels,
+               "seq_len"),
+        _sweep("kernels-rnn", f"kernel sweep for predict: {RNN_BRANCHES} sampled LSTM and GRU layers, each a "
+               "branch of its own", build_rnn_kernels, "seq_len"),
     )
 }
+
+
+def is_sweep(name: object) -> bool:
+    """Whether ``name`` is a built-in kernel sweep."""
+    spec = MODELS.get(name) if isinstance(name, str) else None
+    return spec is not None and spec.sweep
 
 
 def lookup(name: str) -> ModelSpec:

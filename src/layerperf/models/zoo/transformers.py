@@ -105,7 +105,7 @@ def _position_ids(g: GraphBuilder, name: str, seq: int) -> str:
 # -- BERT-base (post-LayerNorm encoder, Erf GELU) -------------------------------------------------
 
 
-def _gelu_erf(g: GraphBuilder, x: str, prefix: str) -> str:
+def gelu_erf(g: GraphBuilder, x: str, prefix: str) -> str:
     """x * 0.5 * (1 + erf(x / sqrt(2))), BERT's exact GELU, in an op order ORT's GeluFusion matches."""
     h = g.op("Div", f"{prefix}.div", x, g.scalar(math.sqrt(2.0)))
     h = g.op("Add", f"{prefix}.add", g.op("Erf", f"{prefix}.erf", h), g.scalar(1.0))
@@ -158,7 +158,7 @@ def _bert_layer(
     h = g.op("Add", f"{a}.output.residual", h, x)
     attended = _layer_norm(g, h, f"{a}.output.LayerNorm", cfg)
     h = _linear(g, attended, f"{prefix}.intermediate.dense", cfg.hidden, cfg.intermediate)
-    h = _gelu_erf(g, h, f"{prefix}.intermediate.gelu")
+    h = gelu_erf(g, h, f"{prefix}.intermediate.gelu")
     h = _linear(g, h, f"{prefix}.output.dense", cfg.intermediate, cfg.hidden)
     h = g.op("Add", f"{prefix}.output.residual", h, attended)
     return _layer_norm(g, h, f"{prefix}.output.LayerNorm", cfg, out)
@@ -178,7 +178,7 @@ def build_bert_base(g: GraphBuilder, batch: int, seq: int) -> None:
 # -- GPT-2 small (pre-LayerNorm decoder, tanh GELU, causal mask, LM head tied to wte) -------------
 
 
-def _gelu_tanh(g: GraphBuilder, x: str, prefix: str) -> str:
+def gelu_tanh(g: GraphBuilder, x: str, prefix: str) -> str:
     """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), GPT-2's "gelu_new"."""
     h = g.op("Pow", f"{prefix}.cube", x, g.scalar(3.0))
     h = g.op("Add", f"{prefix}.add_cube", x, g.op("Mul", f"{prefix}.mul_coeff", h, g.scalar(0.044715)))
@@ -205,7 +205,7 @@ def _gpt2_block(g: GraphBuilder, x: str, prefix: str, cfg: TransformerConfig, ba
     x = g.op("Add", f"{prefix}.attn_residual", x, _linear(g, context, f"{a}.c_proj", cfg.hidden, cfg.hidden))
     m = f"{prefix}.mlp"
     h = _linear(g, _layer_norm(g, x, f"{prefix}.ln_2", cfg), f"{m}.c_fc", cfg.hidden, cfg.intermediate)
-    h = _linear(g, _gelu_tanh(g, h, f"{m}.gelu"), f"{m}.c_proj", cfg.intermediate, cfg.hidden)
+    h = _linear(g, gelu_tanh(g, h, f"{m}.gelu"), f"{m}.c_proj", cfg.intermediate, cfg.hidden)
     return g.op("Add", f"{prefix}.mlp_residual", x, h)
 
 

@@ -27,7 +27,7 @@ def _image_input(g: GraphBuilder, batch: int, image_size: int) -> str:
     return g.input("input", "float32", [batch, 3, image_size, image_size])
 
 
-def _conv(
+def conv(
     g: GraphBuilder,
     x: str,
     name: str,
@@ -48,7 +48,7 @@ def _conv(
     return g.op("Conv", name, *inputs, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, group=groups)
 
 
-def _batchnorm(g: GraphBuilder, x: str, name: str, channels: int, gamma: float = 1.0) -> str:
+def batchnorm(g: GraphBuilder, x: str, name: str, channels: int, gamma: float = 1.0) -> str:
     """Inference-mode BatchNormalization; running mean 0 / var 1 keep He-scaled activations as they are."""
     scale = g.filled(f"{name}.weight", [channels], gamma)
     shift = g.filled(f"{name}.bias", [channels], 0.0)
@@ -80,16 +80,16 @@ def _pooled_logits(g: GraphBuilder, x: str, channels: int, fc_name: str) -> None
 
 
 def _downsample(g: GraphBuilder, x: str, prefix: str, cin: int, cout: int, stride: int) -> str:
-    h = _conv(g, x, f"{prefix}.downsample.0", cin, cout, 1, stride)
-    return _batchnorm(g, h, f"{prefix}.downsample.1", cout)
+    h = conv(g, x, f"{prefix}.downsample.0", cin, cout, 1, stride)
+    return batchnorm(g, h, f"{prefix}.downsample.1", cout)
 
 
 def _basic_block(g: GraphBuilder, x: str, prefix: str, cin: int, width: int, stride: int) -> tuple[str, int]:
     """ResNet-18/34 block: 3x3 -> 3x3, plus the (possibly projected) shortcut."""
-    h = _conv(g, x, f"{prefix}.conv1", cin, width, 3, stride)
-    h = g.op("Relu", f"{prefix}.relu1", _batchnorm(g, h, f"{prefix}.bn1", width))
-    h = _conv(g, h, f"{prefix}.conv2", width, width, 3)
-    h = _batchnorm(g, h, f"{prefix}.bn2", width, RESIDUAL_GAMMA)
+    h = conv(g, x, f"{prefix}.conv1", cin, width, 3, stride)
+    h = g.op("Relu", f"{prefix}.relu1", batchnorm(g, h, f"{prefix}.bn1", width))
+    h = conv(g, h, f"{prefix}.conv2", width, width, 3)
+    h = batchnorm(g, h, f"{prefix}.bn2", width, RESIDUAL_GAMMA)
     shortcut = x if stride == 1 and cin == width else _downsample(g, x, prefix, cin, width, stride)
     h = g.op("Add", f"{prefix}.add", h, shortcut)
     return g.op("Relu", f"{prefix}.relu2", h), width
@@ -98,12 +98,12 @@ def _basic_block(g: GraphBuilder, x: str, prefix: str, cin: int, width: int, str
 def _bottleneck(g: GraphBuilder, x: str, prefix: str, cin: int, width: int, stride: int) -> tuple[str, int]:
     """ResNet-50 block: 1x1 reduce -> 3x3 (strided, v1.5) -> 1x1 expand by 4, plus the shortcut."""
     cout = width * 4
-    h = _conv(g, x, f"{prefix}.conv1", cin, width, 1)
-    h = g.op("Relu", f"{prefix}.relu1", _batchnorm(g, h, f"{prefix}.bn1", width))
-    h = _conv(g, h, f"{prefix}.conv2", width, width, 3, stride)
-    h = g.op("Relu", f"{prefix}.relu2", _batchnorm(g, h, f"{prefix}.bn2", width))
-    h = _conv(g, h, f"{prefix}.conv3", width, cout, 1)
-    h = _batchnorm(g, h, f"{prefix}.bn3", cout, RESIDUAL_GAMMA)
+    h = conv(g, x, f"{prefix}.conv1", cin, width, 1)
+    h = g.op("Relu", f"{prefix}.relu1", batchnorm(g, h, f"{prefix}.bn1", width))
+    h = conv(g, h, f"{prefix}.conv2", width, width, 3, stride)
+    h = g.op("Relu", f"{prefix}.relu2", batchnorm(g, h, f"{prefix}.bn2", width))
+    h = conv(g, h, f"{prefix}.conv3", width, cout, 1)
+    h = batchnorm(g, h, f"{prefix}.bn3", cout, RESIDUAL_GAMMA)
     shortcut = x if stride == 1 and cin == cout else _downsample(g, x, prefix, cin, cout, stride)
     h = g.op("Add", f"{prefix}.add", h, shortcut)
     return g.op("Relu", f"{prefix}.relu3", h), cout
@@ -111,8 +111,8 @@ def _bottleneck(g: GraphBuilder, x: str, prefix: str, cin: int, width: int, stri
 
 def _resnet(g: GraphBuilder, batch: int, image_size: int, *, bottleneck: bool, depths: list[int]) -> None:
     x = _image_input(g, batch, image_size)
-    x = _conv(g, x, "conv1", 3, 64, 7, 2)
-    x = g.op("Relu", "relu", _batchnorm(g, x, "bn1", 64))
+    x = conv(g, x, "conv1", 3, 64, 7, 2)
+    x = g.op("Relu", "relu", batchnorm(g, x, "bn1", 64))
     x = g.op("MaxPool", "maxpool", x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     block = _bottleneck if bottleneck else _basic_block
     channels = 64
@@ -153,8 +153,8 @@ def _conv_bn_relu6(
     *,
     act: bool = True,
 ) -> str:
-    h = _conv(g, x, f"{prefix}.conv", cin, cout, k, stride, groups)
-    h = _batchnorm(g, h, f"{prefix}.bn", cout)
+    h = conv(g, x, f"{prefix}.conv", cin, cout, k, stride, groups)
+    h = batchnorm(g, h, f"{prefix}.bn", cout)
     # ReLU6 is Clip(0, 6), which is what torch exports for nn.ReLU6.
     return g.op("Clip", f"{prefix}.relu6", h, g.scalar(0.0), g.scalar(6.0)) if act else h
 
@@ -221,7 +221,7 @@ def _vgg_features(g: GraphBuilder, x: str, image_size: int) -> tuple[str, int]:
             size, index = size // 2, index + 1
             continue
         cout = int(item)
-        x = _conv(g, x, f"features.{index}", channels, cout, 3, bias=True)
+        x = conv(g, x, f"features.{index}", channels, cout, 3, bias=True)
         x = g.op("Relu", f"features.{index + 1}", x)
         channels, index = cout, index + 2
     return x, size

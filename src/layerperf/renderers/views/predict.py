@@ -143,8 +143,11 @@ def evaluation_view(ev: Evaluation, store: str | Sequence[str]) -> View:
                   f"({units.percent(u.within_10pct)}), RMSPE {units.percent(u.rmspe)}"),
              Note(f"the layers' times alone (predicted sum against the measured layers' sum): {_within(la)} of "
                   f"{la.pairs} within ±10% ({units.percent(la.within_10pct)}), RMSPE {units.percent(la.rmspe)}")]
+    if ev.sweeps:
+        notes.append(Note(f"kernel sweeps trained on in every turn, never held out: {', '.join(ev.sweeps)}"))
     doc = {"store": store, **_score(o), "clean": _score(u), "layers_sum": _score(la),
-           "per_model": {m: _score(s) for m, s in ev.per_model.items()}, "configurations": rows}
+           "per_model": {m: _score(s) for m, s in ev.per_model.items()}, "configurations": rows,
+           "sweeps": list(ev.sweeps)}
     return View([Section(PAIR_COLUMNS, rows, title="leave-one-model-out: each model predicted by a predictor "
                          "trained on the others", shown=shown),
                  Section(MODEL_COLUMNS, models, notes=tuple(notes))], doc)
