@@ -4,17 +4,18 @@ A predictor trained only on whole models knows the kernels those models happen t
 the store, MobileNetV2 takes its depthwise convolutions for dense ones (three to ten times too fast),
 GPT-2's vocabulary head is priced at the rate of small attention products. nn-Meter learns its kernel
 predictors from kernels sampled across their configuration space instead. A kernel sweep is that
-sample as an ONNX model: each branch reads a graph input of its own, runs one kernel as the runtime
-will fuse it (convolution + batch norm + activation, MatMul + bias, the GELU patterns, LayerNorm with
-its residual) and ends in a graph output. ``layerperf collect`` measures a sweep like any other model
-(every branch is a layer, in situ, in one session); ``predict --evaluate`` trains on sweeps in the store
-but never holds them out (they are training data, not models).
+sample as an ONNX model of independent branches (:class:`_Feed`: each makes its input from one small
+graph input and reduces its output to a scalar), each one kernel as the runtime will fuse it (convolution +
+batch norm + activation, MatMul + bias, the GELU patterns, LayerNorm with its residual). ``layerperf
+collect`` measures a sweep like any other model (every branch is a layer, in situ, in one session);
+``predict --evaluate`` trains on sweeps in the store but never holds them out (training data, not models).
 
 The configurations are drawn from generic ranges — channels, widths and spatial sizes log-uniform
-between bounds, kernel windows, strides and activations from fixed choices — by
-``numpy.random.default_rng`` seeded with the build's seed (another ``--seed``, another sample), not
-taken from any model of the zoo. Every branch's work is capped (:data:`MAX_FLOPS` at batch 1, its weight at
-:data:`MAX_WEIGHT`) so that a sweep stays within a few seconds a run at batch 8.
+between bounds or half the time from a ladder of widths, kernel windows, strides and activations from fixed
+choices — by ``numpy.random.default_rng`` seeded with the build's seed (another seed, another sample), not
+taken from any model of the zoo. Every branch is capped — its work at batch 1 (:data:`MAX_FLOPS`, a
+convolution's :data:`CONV_FLOPS`), its weight (:data:`MAX_WEIGHT`, :data:`LAYER_WEIGHT`) and its activations
+(:data:`MAX_ACTIVATION`) — so that a sweep stays within seconds a run and a few GB at batch 8.
 
 - ``kernels-conv``: convolutions — dense 3x3, pointwise 1x1, depthwise 3x3 and 5x5, 5x5 and 7x7 windows,
   3-channel stems — with batch norm and ReLU, ReLU6 or no activation, a fixed number of each; max, average and
@@ -23,7 +24,7 @@ taken from any model of the zoo. Every branch's work is capped (:data:`MAX_FLOPS
   head), 2-D Gemm with and without ReLU, attention's batched products, Softmax, LayerNormalization and
   residual + LayerNormalization, the erf and tanh GELU patterns, elementwise Add / Mul, Transpose, Split
   and an embedding Gather. Token counts up to twice the ``seq_len``.
-- ``kernels-rnn``: LSTM and GRU layers of sampled input and hidden sizes over sequences up to the
+- ``kernels-rnn``: LSTM (about 70%) and GRU layers of sampled input and hidden sizes over sequences up to the
   ``seq_len``.
 """
 
@@ -41,10 +42,10 @@ MAX_FLOPS = 1_000_000_000  # per branch at batch 1 (a multiply-add counts 2)
 CONV_FLOPS = 4 * MAX_FLOPS  # per convolution: the big ones of classic networks (VGG's 3.7 G) run most efficiently
 MAX_WEIGHT = 16 * 1024 * 1024  # weight elements of a Gemm or a wide MatMul (64 MiB of float32: past an L3 cache)
 LAYER_WEIGHT = MAX_WEIGHT // 8  # of the other branches with a weight (linear, GELU, embedding)
-MAX_ACTIVATION = 4 * 1024 * 1024  # elements of a convolution's, pooling's or linear layer's input or output at
-# batch 1 (16 MiB;
-# at batch 8 a branch's input, its NCHWc copies and output then stay within half a GiB: uncapped, one
-# 688-channel map of 164x164 took 2.4 GB and the profile of the sweep 6.9 GB)
+# elements of a convolution's, pooling's or linear layer's input or output at batch 1 (16 MiB; at batch 8 a
+# branch's input, its NCHWc copies and its output stay within half a GiB: uncapped, one 688-channel map of
+# 164x164 took 2.4 GB and the profile of the sweep 6.9 GB)
+MAX_ACTIVATION = 4 * 1024 * 1024
 POOL_BRANCHES = 16
 RNN_BRANCHES = 64
 _SAMPLE_STREAM = 0x6B65726E  # the sampler's own stream beside the weights' ("kern")
@@ -118,9 +119,9 @@ _LADDER = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]  # powers
 
 
 def _width(rng: np.random.Generator) -> int:
-    """A channel count: half the time a step of the ladder networks are designed on (kernels are tuned for
-    such widths: a 3x3 convolution of 512 channels runs at a third more FLOP/s than one of 592), else
-    log-uniform between 8 and 1024 in multiples of 8."""
+    """A channel count: half the time a step of the ladder networks are designed on (kernels run best at such
+    widths: on this project's VM, vgg16's 3x3 convolutions of 64-512 channels at 255-263 GFLOP/s, sampled ones
+    of other widths at 88-245), else log-uniform between 8 and 1024 in multiples of 8."""
     if rng.uniform() < 0.5:
         return _LADDER[int(rng.integers(len(_LADDER)))]
     return _log_uniform(rng, 8, 1024, 8)
