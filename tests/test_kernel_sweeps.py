@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ def test_the_sweeps_are_built_in_and_told_apart() -> None:
     assert not any(zoo.is_sweep(n) for n in ("resnet50", "bert-base", "model.onnx", None))
     for name in SWEEPS:
         text = zoo.describe(name)
-        assert "\n" not in text and text.startswith(f"{name}: kernel sweep") and "inputs (" in text
+        assert "\n" not in text and text.startswith(f"{name}: kernel sweep") and "input source float32[1]" in text
 
 
 @pytest.mark.parametrize("name", SWEEPS)
@@ -48,7 +49,10 @@ def test_a_sweep_checks_and_runs_from_one_small_input(built: dict[str, onnx.Mode
         [("source", [1])]
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     outputs = session.run(None, {"source": np.array([0.25], dtype=np.float32)})
-    assert len(outputs) == len(model.graph.output) >= kernels.RNN_BRANCHES // 2
+    splits = dict((k, n) for n, k in kernels._DENSE_KINDS)["split"]  # three outputs each
+    branches = {"kernels-conv": kernels.CONV_BRANCHES + kernels.POOL_BRANCHES,
+                "kernels-dense": kernels.DENSE_BRANCHES + 2 * splits, "kernels-rnn": kernels.RNN_BRANCHES}
+    assert len(outputs) == len(model.graph.output) == branches[name]
     assert all(o.shape == () and np.isfinite(o) for o in outputs)
     consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
     made = [consts[n.input[1]].tolist() for n in model.graph.node if n.op_type == "Expand"]
@@ -84,6 +88,33 @@ def test_branches_keep_within_the_caps(built: dict[str, onnx.ModelProto]) -> Non
         assert 2 * w[0] * w[1] * w[2] * w[3] * out * out <= kernels.CONV_FLOPS
         assert int(np.prod(w)) <= kernels.MAX_WEIGHT
         assert max(int(np.prod(x)), 2 * w[0] * out * out) <= 2 * kernels.MAX_ACTIVATION
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_no_branch_outgrows_the_caps_at_the_largest_sizes_allowed(name: str) -> None:
+    """Every tensor a branch is fed and every linear layer's output within MAX_ACTIVATION elements at batch 1,
+    every linear layer's weight within MAX_WEIGHT, at the largest image and sequence a sweep may be built for
+    (uncapped, a Softmax of 12 x 7037 x 7037 at seq_len 4096 took 2.4 GB at batch 1)."""
+    spec = zoo.lookup(name)
+    for seed in range(3):
+        g = GraphBuilder(name, seed, materialize=False)
+        spec.builder(g, 1, spec.max_size)
+        fed = [[int(v) for v in n.input[1].removeprefix("const.ints.").split("_")]
+               for n in g.nodes if n.op_type == "Expand"]
+        assert fed and all(math.prod(shape) <= kernels.MAX_ACTIVATION for shape in fed)
+    if name != "kernels-dense":
+        return
+    # the linear layers' outputs and weights, from a build with weights
+    model = zoo.build("kernels-dense", batch=1, seq_len=zoo.lookup("kernels-dense").max_size)
+    weights = {t.name: t.dims for t in model.graph.initializer}
+    consts = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer
+              if t.name.startswith("const.ints")}
+    shapes = {n.output[0]: consts[n.input[1]] for n in model.graph.node if n.op_type == "Expand"}
+    for node in (n for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights):
+        if node.input[0] in shapes:
+            tokens = math.prod(shapes[node.input[0]][:-1])
+            assert tokens * weights[node.input[1]][-1] <= kernels.MAX_ACTIVATION
+            assert math.prod(weights[node.input[1]]) <= kernels.MAX_WEIGHT
 
 
 def _drawn(name: str, seed: int) -> tuple[list[tuple[object, ...]], list[tuple[str, str]]]:
@@ -122,6 +153,7 @@ def test_the_runtime_fuses_a_sweep_as_it_fuses_whole_models(built: dict[str, onn
     for kind, op in (("softmax", "Softmax"), ("transpose", "Transpose")):
         drawn = {consts[n.input[1]] for n in model.graph.node if n.op_type == "Expand" and f".{kind}." in n.name}
         assert dense[op] == len(drawn) and 1 <= len(drawn) <= quota[kind]
+    assert dense["FusedGemm"] == quota["gemm"] // 2  # every other Gemm has its ReLU fused in
     conv = types["kernels-conv"]
     assert conv["Conv"] == kernels.CONV_BRANCHES and "BatchNormalization" not in conv and "Relu" not in conv
 

@@ -75,6 +75,11 @@ def test_features_are_numbers_nan_where_unknown() -> None:
     named = dict(zip(FEATURES, row, strict=True))
     assert named["in1_window"] == 9 and named["in0_dim1"] == 8 and named["threads"] == 2
     assert math.isnan(named["batch"]) and math.isnan(named["log2_int_ops"]) and math.isnan(named["padded_ratio"])
+    assert named["log2_in0_first"] == 1.0  # log2(1 + the leading dimension, 1)
+    lstm = Op("l", "LSTM", "", "128x8x256;1x2048x256;1x2048x512;1x4096", "128x1x8x512", "float32", "float32",
+              10**9, None, 10**6, 10**6, 6 * 10**6, None)
+    steps = dict(zip(FEATURES, feature_row(lstm, RunFactors("onnxruntime", 8, 1)), strict=True))
+    assert steps["log2_in0_first"] == math.log2(129) and steps["in0_dim1"] == 8  # a recurrent layer's steps
 
 
 def test_leave_one_model_out_on_known_rates(synthetic: Path) -> None:

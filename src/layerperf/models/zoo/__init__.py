@@ -44,9 +44,6 @@ def describe(name: str) -> str:
     g = GraphBuilder(name, seed=0, materialize=False)
     spec.builder(g, DEFAULT_BATCH, size)
     inputs = ", ".join(f"{n} {dtype}{list(shape)}" for n, dtype, shape in g.input_specs)
-    if spec.sweep:  # one input per branch: too many to list
-        n, dtype, shape = g.input_specs[0]
-        inputs = f"{len(g.input_specs)} inputs ({n} {dtype}{list(shape)}, ...)"
     return f"{name}: {spec.summary}; input {inputs}; {g.param_count / 1e6:.1f}M params ({g.param_count:,})"
 
 

@@ -42,7 +42,7 @@ MAX_FLOPS = 1_000_000_000  # per branch at batch 1 (a multiply-add counts 2)
 CONV_FLOPS = 4 * MAX_FLOPS  # per convolution: the big ones of classic networks (VGG's 3.7 G) run most efficiently
 MAX_WEIGHT = 16 * 1024 * 1024  # weight elements of a Gemm or a wide MatMul (64 MiB of float32: past an L3 cache)
 LAYER_WEIGHT = MAX_WEIGHT // 8  # of the other branches with a weight (linear, GELU, embedding)
-# elements of a convolution's, pooling's or linear layer's input or output at batch 1 (16 MiB; at batch 8 a
+# elements of any branch's input or output at batch 1 (16 MiB; at batch 8 a
 # branch's input, its NCHWc copies and its output stay within half a GiB: uncapped, one 688-channel map of
 # 164x164 took 2.4 GB and the profile of the sweep 6.9 GB)
 MAX_ACTIVATION = 4 * 1024 * 1024
@@ -234,7 +234,7 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             h = g.op("Relu", f"{p}.relu", h)
     elif kind == "attention":
         heads, d = int(rng.choice([4, 8, 12, 16])), int(rng.choice([32, 64, 128]))
-        while 2 * heads * s * s * d > MAX_FLOPS and s > 8:
+        while (2 * heads * s * s * d > MAX_FLOPS or heads * s * s > MAX_ACTIVATION) and s > 8:
             s //= 2
         q = feed.tensor(f"{p}.query", [batch, heads, s, d])
         if rng.uniform() < 0.5:  # scores: Q K^T
@@ -245,12 +245,16 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             h = g.op("MatMul", f"{p}.context", probs, q)
     elif kind == "softmax":
         heads = int(rng.choice([4, 8, 12, 16]))
+        while heads * s * s > MAX_ACTIVATION and s > 8:
+            s //= 2
         x = feed.tensor(f"{p}.input", [batch, heads, s, s])
         h = g.op("Softmax", f"{p}.softmax", x, axis=3)
     elif kind in ("layernorm", "skip_layernorm", "gelu_erf", "gelu_tanh", "elementwise"):
         c = _features(rng, 128, 4096)
         while kind.startswith("gelu") and (2 * s * c * c > MAX_FLOPS or c * c > LAYER_WEIGHT):
             c = max(64, c // 2 // 64 * 64)
+        while s * c > MAX_ACTIVATION and s > 8:
+            s //= 2
         x = feed.tensor(f"{p}.input", [batch, s, c])
         if kind in ("layernorm", "skip_layernorm"):
             if kind == "skip_layernorm":
@@ -270,12 +274,16 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             h = g.op(op, f"{p}.{op.lower()}", x, other)
     elif kind == "transpose":
         heads, d = int(rng.choice([4, 8, 12, 16])), int(rng.choice([32, 64, 128]))
+        while s * heads * d > MAX_ACTIVATION and s > 8:
+            s //= 2
         x = feed.tensor(f"{p}.input", [batch, s, heads, d])
         h = g.op("Transpose", f"{p}.transpose", x, perm=[0, 2, 1, 3])
-        # merged heads, as attention does: a reduction right after would take the transpose away
+        # then a Reshape, as attention has beside its transposes: a reduction right after would take it away
         h = g.op("Reshape", f"{p}.reshape", h, g.ints(batch, heads, s * d))
     elif kind == "split":
         c = _features(rng, 128, 2048)
+        while 3 * s * c > MAX_ACTIVATION and s > 8:
+            s //= 2
         x = feed.tensor(f"{p}.input", [batch, s, 3 * c])
         parts = g.op_multi("Split", f"{p}.split", [x, g.ints(c, c, c)], [f"{p}.q", f"{p}.k", f"{p}.v"], axis=2)
         for part in parts:
@@ -285,6 +293,8 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
         vocab, c = _log_uniform(rng, 512, 50000), _features(rng, 128, 1024)
         while vocab * c > LAYER_WEIGHT:
             vocab //= 2
+        while s * c > MAX_ACTIVATION and s > 8:
+            s //= 2
         ids = feed.ids(f"{p}.ids", [batch, s])
         h = g.op("Gather", f"{p}.gather", g.normal(f"{p}.table", [vocab, c], _STD), ids)
     feed.sink(h)
