@@ -238,8 +238,8 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             s //= 2
         q = feed.tensor(f"{p}.query", [batch, heads, s, d])
         if rng.uniform() < 0.5:  # scores: Q K^T
-            k = feed.tensor(f"{p}.key_t", [batch, heads, d, s])
-            h = g.op("MatMul", f"{p}.scores", q, k)
+            key_t = feed.tensor(f"{p}.key_t", [batch, heads, d, s])
+            h = g.op("MatMul", f"{p}.scores", q, key_t)
         else:  # context: probabilities times V
             probs = feed.tensor(f"{p}.probs", [batch, heads, s, s])
             h = g.op("MatMul", f"{p}.context", probs, q)
