@@ -114,15 +114,15 @@ def store_layers(cfg: MeasuredConfig) -> tuple[tuple[Op, ...], str]:
 def leave_one_model_out(data: StoreData, layers_of: LayersOf = store_layers, peaks: Peaks | None = None,
                         progress: Callable[[str], None] | None = None, fallback: str | None = STORE_WIDE) -> Evaluation:
     """Train without each model in turn and predict its configurations (``peaks`` and ``fallback`` as
-    :meth:`Predictor.fit` takes them); InputError with fewer than two models, or no configuration whose
-    latency was measured."""
+    :meth:`Predictor.fit` takes them; kernel sweeps trained on in every turn, never held out); InputError with
+    fewer than two models besides the sweeps, or none of their configurations with a measured latency."""
     sweeps = tuple(m for m in data.models() if is_sweep(m))
     models = [m for m in data.models() if m not in sweeps]
     if len(models) < 2:
         beside = f" beside the kernel sweeps {', '.join(sweeps)}, which are trained on, not held out" if sweeps else ""
         raise InputError(f"leave-one-model-out needs two models or more; the store {data.source} holds "
                          f"{len(models)} ({', '.join(models) or 'none'}){beside}", hint="collect more models into it")
-    if not any(c.latency_us for c in data.configs):
+    if not any(c.latency_us for c in data.configs if c.model in models):
         raise InputError(f"the store {data.source} has no configuration with a measured latency to compare with")
     pairs: list[Pair] = []
     for model in models:

@@ -1,4 +1,5 @@
-"""Built-in model zoo: exact, randomly initialised ONNX models of well-known architectures.
+"""Built-in model zoo: exact, randomly initialised ONNX models of well-known architectures, and the kernel
+sweeps the predictor trains on (:mod:`layerperf.models.zoo.kernels`).
 
 Every model is written directly with ``onnx.helper`` (no PyTorch, no downloads), with fixed
 input shapes and float32 weights drawn from ``numpy.random.default_rng(seed)``, so the same

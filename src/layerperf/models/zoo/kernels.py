@@ -13,7 +13,7 @@ collect`` measures a sweep like any other model (every branch is a layer, in sit
 The configurations are drawn from generic ranges — channels, widths and spatial sizes log-uniform
 between bounds or half the time from a ladder of widths, kernel windows, strides and activations from fixed
 choices — by ``numpy.random.default_rng`` seeded with the build's seed (another seed, another sample), not
-taken from any model of the zoo. Every branch is capped — its work at batch 1 (:data:`MAX_FLOPS`, a
+taken from any model of the zoo. Every branch is capped — each layer's work at batch 1 (:data:`MAX_FLOPS`, a
 convolution's :data:`CONV_FLOPS`), its weight (:data:`MAX_WEIGHT`, :data:`LAYER_WEIGHT`) and its activations
 (:data:`MAX_ACTIVATION`) — so that a sweep stays within seconds a run and a few GB at batch 8.
 
@@ -24,7 +24,7 @@ convolution's :data:`CONV_FLOPS`), its weight (:data:`MAX_WEIGHT`, :data:`LAYER_
   head), 2-D Gemm with and without ReLU, attention's batched products, Softmax, LayerNormalization and
   residual + LayerNormalization, the erf and tanh GELU patterns, elementwise Add / Mul, Transpose, Split
   and an embedding Gather. Token counts up to twice the ``seq_len``.
-- ``kernels-rnn``: LSTM (about 70%) and GRU layers of sampled input and hidden sizes over sequences up to the
+- ``kernels-rnn``: LSTM (a 70% chance each) and GRU layers of sampled input and hidden sizes over sequences up to the
   ``seq_len``.
 """
 
@@ -38,7 +38,7 @@ from layerperf.models.zoo._graph import GraphBuilder
 from layerperf.models.zoo.transformers import gelu_erf, gelu_tanh
 from layerperf.models.zoo.vision import batchnorm, conv
 
-MAX_FLOPS = 1_000_000_000  # per branch at batch 1 (a multiply-add counts 2)
+MAX_FLOPS = 1_000_000_000  # per layer at batch 1 (a multiply-add counts 2; a GELU branch has two such layers)
 CONV_FLOPS = 4 * MAX_FLOPS  # per convolution: the big ones of classic networks (VGG's 3.7 G) run most efficiently
 MAX_WEIGHT = 16 * 1024 * 1024  # weight elements of a Gemm or a wide MatMul (64 MiB of float32: past an L3 cache)
 LAYER_WEIGHT = MAX_WEIGHT // 8  # of the other branches with a weight (linear, GELU, embedding)
