@@ -32,6 +32,18 @@ def built() -> dict[str, onnx.ModelProto]:
     return {name: zoo.build(name, batch=2, **SMALL[name]) for name in SWEEPS}  # type: ignore[arg-type]
 
 
+def _counts(kinds: list[tuple[int, str]]) -> dict[str, int]:
+    """A sweep's quota: branches by kind."""
+    return {kind: n for n, kind in kinds}
+
+
+def _fed(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Each branch input the model makes (an Expand's output) and its shape."""
+    consts = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer
+              if t.name.startswith("const.ints")}
+    return {n.output[0]: consts[n.input[1]] for n in model.graph.node if n.op_type == "Expand"}
+
+
 def test_the_sweeps_are_built_in_and_told_apart() -> None:
     assert set(SWEEPS) <= set(zoo.names())
     assert all(zoo.is_sweep(n) for n in SWEEPS)
@@ -50,13 +62,12 @@ def test_a_sweep_checks_and_runs_from_one_small_input(built: dict[str, onnx.Mode
         [("source", [1])]
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     outputs = session.run(None, {"source": np.array([0.25], dtype=np.float32)})
-    splits = dict((k, n) for n, k in kernels._DENSE_KINDS)["split"]  # three outputs each
+    splits = _counts(kernels._DENSE_KINDS)["split"]  # three outputs each
     branches = {"kernels-conv": kernels.CONV_BRANCHES + kernels.POOL_BRANCHES,
                 "kernels-dense": kernels.DENSE_BRANCHES + 2 * splits, "kernels-rnn": kernels.RNN_BRANCHES}
     assert len(outputs) == len(model.graph.output) == branches[name]
     assert all(o.shape == () and np.isfinite(o) for o in outputs)
-    consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    made = [consts[n.input[1]].tolist() for n in model.graph.node if n.op_type == "Expand"]
+    made = list(_fed(model).values())
     assert made and all(shape[1 if name == "kernels-rnn" else 0] == 2 for shape in made)  # the batch
 
 
@@ -64,12 +75,12 @@ def test_every_kind_of_kernel_is_in_every_sweep(built: dict[str, onnx.ModelProto
     conv = built["kernels-conv"]
     branches = {".".join(n.name.split(".")[:2]) for n in conv.graph.node if n.name.startswith(("conv", "pool"))}
     counted = collections.Counter(b.split(".")[1] for b in branches if b.startswith("conv"))
-    assert counted == {kind: n for n, kind in kernels._CONV_KINDS}
+    assert counted == _counts(kernels._CONV_KINDS)
     assert len({b.split(".")[0] for b in branches if b.startswith("pool")}) == kernels.POOL_BRANCHES
     groups = [a.i for n in conv.graph.node if n.op_type == "Conv" for a in n.attribute if a.name == "group"]
-    assert sum(g > 1 for g in groups) == dict((k, n) for n, k in kernels._CONV_KINDS)["depthwise"]
+    assert sum(g > 1 for g in groups) == _counts(kernels._CONV_KINDS)["depthwise"]
     dense = {".".join(n.name.split(".")[:2]) for n in built["kernels-dense"].graph.node if n.name.startswith("dense")}
-    assert collections.Counter(b.split(".")[1] for b in dense) == {kind: n for n, kind in kernels._DENSE_KINDS}
+    assert collections.Counter(b.split(".")[1] for b in dense) == _counts(kernels._DENSE_KINDS)
     rnn = [n.op_type for n in built["kernels-rnn"].graph.node if n.op_type not in ("Expand", "ReduceMean")]
     assert len(rnn) == kernels.RNN_BRANCHES and set(rnn) == {"LSTM", "GRU"}
 
@@ -77,9 +88,7 @@ def test_every_kind_of_kernel_is_in_every_sweep(built: dict[str, onnx.ModelProto
 def test_branches_keep_within_the_caps(built: dict[str, onnx.ModelProto]) -> None:
     model = built["kernels-conv"]  # at batch 2
     weights = {t.name: t.dims for t in model.graph.initializer}
-    consts = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer
-              if t.name.startswith("const.ints")}
-    shapes = {n.output[0]: consts[n.input[1]] for n in model.graph.node if n.op_type == "Expand"}
+    shapes = _fed(model)
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
     assert len(convs) == kernels.CONV_BRANCHES
     for node in convs:
@@ -106,9 +115,7 @@ def test_no_branch_outgrows_the_caps_at_the_largest_sizes_allowed(name: str) -> 
     # the layers' outputs, work and weights, from a build with weights
     model = zoo.build(name, batch=1, **{spec.size_arg: spec.max_size})  # type: ignore[arg-type]
     weights = {t.name: t.dims for t in model.graph.initializer}
-    consts = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer
-              if t.name.startswith("const.ints")}
-    shapes = {n.output[0]: consts[n.input[1]] for n in model.graph.node if n.op_type == "Expand"}
+    shapes = _fed(model)
     for node in (n for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights):
         w = weights[node.input[1]]
         tokens = math.prod(shapes[node.input[0]][:-1]) if node.input[0] in shapes else None
@@ -154,15 +161,12 @@ def test_the_runtime_fuses_a_sweep_as_it_fuses_whole_models(built: dict[str, onn
         options.log_severity_level = 3
         ort.InferenceSession(built[name].SerializeToString(), options, providers=["CPUExecutionProvider"])
         types[name] = collections.Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
-    dense, quota = types["kernels-dense"], {kind: n for n, kind in kernels._DENSE_KINDS}
+    dense, quota = types["kernels-dense"], _counts(kernels._DENSE_KINDS)
     assert dense["FastGelu"] == quota["gelu_tanh"] and dense["Gelu"] == quota["gelu_erf"]
     assert dense["SkipLayerNormalization"] == quota["skip_layernorm"] and "Tanh" not in dense and "Erf" not in dense
     # branches without weights that draw the same shape are one kernel to the runtime (it merges them)
-    model = built["kernels-dense"]
-    consts = {t.name: tuple(onnx.numpy_helper.to_array(t).tolist()) for t in model.graph.initializer
-              if t.name.startswith("const.ints")}
     for kind, op in (("softmax", "Softmax"), ("transpose", "Transpose")):
-        drawn = {consts[n.input[1]] for n in model.graph.node if n.op_type == "Expand" and f".{kind}." in n.name}
+        drawn = {tuple(shape) for made, shape in _fed(built["kernels-dense"]).items() if f".{kind}." in made}
         assert dense[op] == len(drawn) and 1 <= len(drawn) <= quota[kind]
     assert dense["FusedGemm"] == quota["gemm"] // 2  # every other Gemm has its ReLU fused in
     conv = types["kernels-conv"]

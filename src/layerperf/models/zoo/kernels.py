@@ -31,6 +31,7 @@ convolution's :data:`CONV_FLOPS`), its weight (:data:`MAX_WEIGHT`, :data:`LAYER_
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -164,10 +165,8 @@ def _conv_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int,
 def _pool_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int, batch: int, image_size: int) -> None:
     p = f"pool{i:02d}"
     channels, side = _log_uniform(rng, 16, 1024, 8), _spatial(rng, image_size)
-    while channels * side * side > MAX_ACTIVATION:
+    while channels * side * side > MAX_ACTIVATION and side > 4:
         side = max(4, side // 2)
-        if side == 4:
-            break
     x = feed.tensor(f"{p}.input", [batch, channels, side, side])
     kind = ("max", "avg", "global")[i % 3]  # each in turn
     if kind == "global":
@@ -202,6 +201,13 @@ def _tokens(rng: np.random.Generator, seq_len: int) -> int:
     return _log_uniform(rng, 8, max(16, 2 * seq_len))
 
 
+def _halved(s: int, fits: Callable[[int], bool]) -> int:
+    """``s`` tokens halved until the branch ``fits`` with that many (or they are 8 or fewer)."""
+    while not fits(s) and s > 8:
+        s //= 2
+    return s
+
+
 def _features(rng: np.random.Generator, low: int = 64, high: int = 4096) -> int:
     return _log_uniform(rng, low, high, 64)
 
@@ -234,8 +240,7 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             h = g.op("Relu", f"{p}.relu", h)
     elif kind == "attention":
         heads, d = int(rng.choice([4, 8, 12, 16])), int(rng.choice([32, 64, 128]))
-        while (2 * heads * s * s * d > MAX_FLOPS or heads * s * s > MAX_ACTIVATION) and s > 8:
-            s //= 2
+        s = _halved(s, lambda t: 2 * heads * t * t * d <= MAX_FLOPS and heads * t * t <= MAX_ACTIVATION)
         q = feed.tensor(f"{p}.query", [batch, heads, s, d])
         if rng.uniform() < 0.5:  # scores: Q K^T
             key_t = feed.tensor(f"{p}.key_t", [batch, heads, d, s])
@@ -245,16 +250,14 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             h = g.op("MatMul", f"{p}.context", probs, q)
     elif kind == "softmax":
         heads = int(rng.choice([4, 8, 12, 16]))
-        while heads * s * s > MAX_ACTIVATION and s > 8:
-            s //= 2
+        s = _halved(s, lambda t: heads * t * t <= MAX_ACTIVATION)
         x = feed.tensor(f"{p}.input", [batch, heads, s, s])
         h = g.op("Softmax", f"{p}.softmax", x, axis=3)
     elif kind in ("layernorm", "skip_layernorm", "gelu_erf", "gelu_tanh", "elementwise"):
         c = _features(rng, 128, 4096)
         while kind.startswith("gelu") and (2 * s * c * c > MAX_FLOPS or c * c > LAYER_WEIGHT):
             c = max(64, c // 2 // 64 * 64)
-        while s * c > MAX_ACTIVATION and s > 8:
-            s //= 2
+        s = _halved(s, lambda t: t * c <= MAX_ACTIVATION)
         x = feed.tensor(f"{p}.input", [batch, s, c])
         if kind in ("layernorm", "skip_layernorm"):
             if kind == "skip_layernorm":
@@ -274,16 +277,14 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
             h = g.op(op, f"{p}.{op.lower()}", x, other)
     elif kind == "transpose":
         heads, d = int(rng.choice([4, 8, 12, 16])), int(rng.choice([32, 64, 128]))
-        while s * heads * d > MAX_ACTIVATION and s > 8:
-            s //= 2
+        s = _halved(s, lambda t: t * heads * d <= MAX_ACTIVATION)
         x = feed.tensor(f"{p}.input", [batch, s, heads, d])
         h = g.op("Transpose", f"{p}.transpose", x, perm=[0, 2, 1, 3])
         # then a Reshape, as attention has beside its transposes: a reduction right after would take it away
         h = g.op("Reshape", f"{p}.reshape", h, g.ints(batch, heads, s * d))
     elif kind == "split":
         c = _features(rng, 128, 2048)
-        while 3 * s * c > MAX_ACTIVATION and s > 8:
-            s //= 2
+        s = _halved(s, lambda t: 3 * t * c <= MAX_ACTIVATION)
         x = feed.tensor(f"{p}.input", [batch, s, 3 * c])
         parts = g.op_multi("Split", f"{p}.split", [x, g.ints(c, c, c)], [f"{p}.q", f"{p}.k", f"{p}.v"], axis=2)
         for part in parts:
@@ -293,8 +294,7 @@ def _dense_branch(g: GraphBuilder, feed: _Feed, rng: np.random.Generator, i: int
         vocab, c = _log_uniform(rng, 512, 50000), _features(rng, 128, 1024)
         while vocab * c > LAYER_WEIGHT:
             vocab //= 2
-        while s * c > MAX_ACTIVATION and s > 8:
-            s //= 2
+        s = _halved(s, lambda t: t * c <= MAX_ACTIVATION)
         ids = feed.ids(f"{p}.ids", [batch, s])
         h = g.op("Gather", f"{p}.gather", g.normal(f"{p}.table", [vocab, c], _STD), ids)
     feed.sink(h)
