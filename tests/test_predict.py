@@ -80,6 +80,8 @@ def test_features_are_numbers_nan_where_unknown() -> None:
               10**9, None, 10**6, 10**6, 6 * 10**6, None)
     steps = dict(zip(FEATURES, feature_row(lstm, RunFactors("onnxruntime", 8, 1)), strict=True))
     assert steps["log2_in0_first"] == math.log2(129) and steps["in0_dim1"] == 8  # a recurrent layer's steps
+    assert steps["log2_hidden_over_input"] == 1.0  # R 2048x512 over W 2048x256: hidden 512 over input 256
+    assert math.isnan(named["log2_hidden_over_input"])  # a convolution's third input is its bias: no such ratio
 
 
 def test_leave_one_model_out_on_known_rates(synthetic: Path) -> None:
@@ -382,3 +384,28 @@ def test_a_thread_count_collect_would_refuse_is_refused_before_any_store_is_read
     with pytest.raises(SystemExit) as exc:
         main(["predict", "synth.onnx", "--store", str(synthetic), "--threads", "0"])
     assert exc.value.code == 2 and "argument --threads: expected 1 or more, got 0" in capsys.readouterr().err
+
+
+def _mul(elems: int) -> Op:
+    return Op(f"mul{elems}", "Mul", "", f"1x{elems};1x{elems}", f"1x{elems}", "float32;float32", "float32", elems,
+              None, 8 * elems, 4 * elems, 0, None)
+
+
+def test_a_layer_is_never_predicted_longer_than_the_longest_of_its_type_that_did_more_work() -> None:
+    from layerperf.dataset.predict.training import MeasuredConfig
+
+    run = RunFactors("onnxruntime", 1, 1)
+    # a per-call cost dominates: one-element Muls of 25-30 µs, a time per FLOP of 25-30 µs, beside Muls of
+    # 16K-256K elements at 5-40 µs (the kernel sweep's rows that priced bert-base's 128-element mask scaling
+    # at 3,387 µs)
+    small = [(_mul(1), 25.0 + i % 6) for i in range(12)]
+    large = [(_mul(e), 5.0 + 35.0 * e / 262144) for e in (16384, 32768, 65536, 131072, 262144) * 4]
+    configs = [MeasuredConfig(i, f"m{i}", run, (op,), (us,), us, 10, 0, 0, False)
+               for i, (op, us) in enumerate(small + large)]
+    predictor = Predictor.fit(configs, fallback=None)
+    (mid,) = predictor.layer_times([_mul(128)], run)
+    assert mid.how == LEARNED and mid.us is not None
+    assert mid.us <= 40.0  # the longest measured Mul doing as much work or more
+    # larger than anything measured: carried by its rate, not held to the largest layer's time
+    (huge,) = predictor.layer_times([_mul(1 << 22)], run)
+    assert huge.us is not None and huge.us > 100.0

@@ -24,13 +24,15 @@ import numpy as np
 
 from layerperf.data.layer import Layer
 
+RECURRENT = ("LSTM", "GRU", "RNN")
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 
 FEATURES = (
     "log2_flops", "log2_int_ops", "log2_bytes_read", "log2_bytes_written", "log2_param_bytes", "padded_ratio",
     "log2_intensity", "log2_in0_elems", "in0_rank", "in0_dim1", "log2_in0_last", "log2_in1_elems", "in1_dim1",
     "in1_window", "log2_out0_elems", "out0_dim1", "log2_out0_last", "inputs", "outputs", "in0_elem_bytes",
-    "in0_integer", "log2_in0_first", "threads", "batch", "opt_level", "inter_op", "cpu_count", "corun", "corun_shared",
+    "in0_integer", "log2_in0_first", "log2_hidden_over_input", "threads", "batch", "opt_level", "inter_op",
+    "cpu_count", "corun", "corun_shared",
     "log2_l2_bytes", "log2_l3_bytes",
 )
 
@@ -143,6 +145,10 @@ def _window(shape: list[int] | None) -> float:
     return float(math.prod(shape[2:])) if shape is not None and len(shape) >= 3 else math.nan
 
 
+def _ratio(a: float, b: float) -> float:
+    return math.log2(a / b) if a > 0 and b > 0 else math.nan
+
+
 def _num(value: float | int | None) -> float:
     return float(value) if value is not None else math.nan
 
@@ -162,6 +168,9 @@ def _op_features(op: Op) -> list[float]:
         _log2(_dim(out0, -1)), float(len(ins)), float(len(outs)), _num(_ELEM_BYTES.get(dtype)),
         float(dtype.startswith(("int", "uint"))) if dtype else math.nan,
         _log2(_dim(in0, 0)),  # the batch mostly; a time-major recurrent layer's steps
+        # a recurrent layer's weights read at every step over those read once for all steps (R over W: its
+        # hidden size over its input size), which sets how much of its time the step-by-step part takes
+        _ratio(_elems(_at(ins, 2)), _elems(in1)) if op.op_type in RECURRENT else math.nan,
     ]
 
 

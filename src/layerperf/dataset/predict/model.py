@@ -130,6 +130,30 @@ class _Regressor:
             return np.asarray(self.model.predict(x[:, self.columns]))
 
 
+@dataclass(frozen=True, slots=True)
+class _Ceiling:
+    """An op type's measured layers by their work: the longest time of those doing at least a given amount.
+
+    A regressor of the time per unit of work carries a rate learned on some layers to others, and a rate
+    learned where the per-call cost dominates (µs per FLOP of a one-element Mul) carried to a layer of a few
+    hundred FLOPs multiplied it out of all measure: bert-base's 128-FLOP mask scaling, 7 µs, was predicted
+    3,387 µs from the kernel sweep's one-element Muls (25-30 µs). No layer is predicted to take longer than
+    the longest measured layer of its type that did as much work or more; beyond the largest measured work
+    nothing bounds it (larger layers are carried by their rate)."""
+
+    work: np.ndarray  # ascending
+    longest_from: np.ndarray  # the longest time among the layers from this one on (as much work or more)
+
+    @classmethod
+    def of(cls, work: np.ndarray, us: np.ndarray) -> _Ceiling:
+        order = np.argsort(work, kind="stable")
+        return cls(work[order], np.maximum.accumulate(us[order][::-1])[::-1])
+
+    def clamp(self, work: float, us: float) -> float:
+        i = int(np.searchsorted(self.work, work, side="left"))
+        return us if i == self.work.size else min(us, float(self.longest_from[i]))
+
+
 def _one_thread() -> Any:
     """OpenMP held to one thread: the fits are small, and OpenMP's threads waiting on each other on a busy
     host made them 50x slower (2 cores, load 10)."""
@@ -165,9 +189,10 @@ class Predictor:
 
     def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates], roofline: _Roofline | None,
                  fallback: tuple[str, _Regressor | _Roofline] | None, floor: dict[int, float],
-                 between: _Between | None) -> None:
+                 between: _Between | None, ceilings: dict[str, _Ceiling] | None = None) -> None:
         self.regressors, self.rates, self.roofline = regressors, rates, roofline
         self.fallback, self.floor, self.between = fallback, floor, between
+        self.ceilings = ceilings or {}
 
     @classmethod
     def fit(cls, configs: Sequence[MeasuredConfig], peaks: Peaks | None = None,
@@ -182,11 +207,14 @@ class Predictor:
         for op, run, log_rate in rows:
             groups[op.key(run.backend)].append((op, run, log_rate))
         regressors: dict[str, _Regressor] = {}
+        ceilings: dict[str, _Ceiling] = {}
         rates: dict[str, _Rates] = {}
         for key, group in groups.items():
             target = np.array([v for _, _, v in group])
             if len(group) >= MIN_ROWS:
                 regressors[key] = _Regressor.fit(feature_matrix([(op, run) for op, run, _ in group]), target)
+                units = np.array([work(op)[0] for op, _, _ in group])
+                ceilings[key] = _Ceiling.of(units, units * np.exp(target))
             else:
                 by: dict[int, list[float]] = defaultdict(list)
                 for _, run, v in group:
@@ -196,7 +224,7 @@ class Predictor:
             sklearn_regressor()  # without scikit-learn, say so here as anywhere
         roofline = _Roofline.of(configs, peaks) if peaks is not None else None
         return cls(regressors, rates, roofline, _fit_fallback(fallback, configs, rows), floor_us(configs),
-                   _fit_between(configs))
+                   _fit_between(configs), ceilings)
 
     def layer_times(self, ops: Sequence[Op], run: RunFactors) -> list[LayerPrediction]:
         """Each layer's predicted self time and how it was found."""
@@ -214,9 +242,13 @@ class Predictor:
                 unseen.append(i)
         for key, idx in batches.items():
             logs = self.regressors[key].predict(feature_matrix([(ops[i], run) for i in idx]))
+            ceiling = self.ceilings.get(key)
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain, math.exp(float(v)) * work(op)[0], LEARNED)
+                units = work(op)[0]
+                us = math.exp(float(v)) * units
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
+                                         ceiling.clamp(units, us) if ceiling is not None else us, LEARNED)
         for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
             out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, few_us, how)
         for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
