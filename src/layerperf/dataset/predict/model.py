@@ -246,9 +246,9 @@ class Predictor:
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
                 units = work(op)[0]
-                us = math.exp(float(v)) * units
+                rated = math.exp(float(v)) * units
                 out[i] = LayerPrediction(op.name, op.op_type, op.domain,
-                                         ceiling.clamp(units, us) if ceiling is not None else us, LEARNED)
+                                         ceiling.clamp(units, rated) if ceiling is not None else rated, LEARNED)
         for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
             out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, few_us, how)
         for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
