@@ -25,13 +25,13 @@ N = 384  # a 384^3 MatMul: ~0.11 GFLOP, a few ms: big enough to parallelize, sma
 X_SHAPE = (N, 4 * N)  # mm1 does 4x mm2's work: the nodes' ranks stand clear of a noisy host's jitter
 
 
-def matmul_chain() -> onnx.ModelProto:
-    """x -> MatMul -> Relu -> MatMul -> y: two heavy nodes of unequal work around a light one."""
+def matmul_chain(n: int = N) -> onnx.ModelProto:
+    """x [n, 4n] -> MatMul -> Relu -> MatMul -> y [n, n]: two heavy nodes of unequal work around a light one."""
     rng = np.random.default_rng(0)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(X_SHAPE))
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 4 * n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])
     inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), f"w{i}")
-             for i, shape in ((1, (4 * N, N)), (2, (N, N)))]
+             for i, shape in ((1, (4 * n, n)), (2, (n, n)))]
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
              helper.make_node("Relu", ["a"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
