@@ -1,0 +1,146 @@
+"""Where the stepwise ranks of a model's smallest layers part from the in-situ ones: each node's call made
+once in the pass (as counted) and, for nodes that may run twice over the same buffers, again right after
+(its session then warm); an empty Identity call just before each node (the shared call path after the
+previous node, what a per-position calibration would subtract); in-situ runs interleaved round by round.
+
+Per op type: in-situ median, stepwise median less the calibrated call (as the profile reports it), the empty
+call before it, the first and the repeated call. Then the rank correlation against the in-situ medians, each
+op type's share of the squared rank differences, and the correlation with the op type holding most of them
+put in its in-situ order — what is left once that op type's order is right.
+
+    python benchmarks/stepwise_cold.py --model bert-base --threads 1 [--rounds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime.capi._pybind_state as ort_state
+
+from layerperf.analysis.summary import spearman
+from layerperf.backends.base import RunPlan
+from layerperf.backends.ort.counting import _optimized
+from layerperf.backends.ort.measure import prepare_feed
+from layerperf.backends.ort.session import to_ortvalue
+from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
+from layerperf.models.skeleton import read_skeleton
+from layerperf.models.source import open_model
+from layerperf.readers.ort import split_runs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stepwise_causes import calibrate, insitu_session  # noqa: E402 - the benchmark beside it
+
+# ops whose second call over the same bound buffers computes what the first did (no input overwritten)
+REPEATABLE = {"Reshape", "Transpose", "Softmax", "Gelu", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten"}
+
+
+def measure(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, np.ndarray]:
+    src = open_model(model)
+    feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
+    ort_state.set_global_thread_pool_sizes(threads, 1)
+    optimized = _optimized(str(src.path), {"opt_level": "all", "provider": "CPUExecutionProvider"},
+                           src.data_dir, tmp)
+    real = insitu_session(src.path, threads, tmp / "prof")
+    for _ in range(3):
+        real.run(None, feed)
+    os.chdir(tmp)
+    warm = split_runs(json.loads(Path(real.end_profiling()).read_text()))[-1].nodes
+    order, ops = [n.name for n in warm], [n.op_type for n in warm]
+    real = insitu_session(src.path, threads, tmp / "prof2")
+    ex = StepwiseExecutor(optimized, order, global_threads=True, data_dir=tmp, original=read_skeleton(src.path))
+    empty = StepwiseExecutor(calibration_model(), ["empty"], global_threads=True)
+    one = {"x": np.zeros(1, np.float32)}
+    for _ in range(3):
+        real.run(None, feed)
+        ex.run_pass(feed)
+        empty.run_pass(one)
+    assert ex.bound is not None and empty.bound is not None, "the calls were not bound"
+    n = len(order)
+    plain, before, first, again = (np.full((rounds, n), np.nan) for _ in range(4))
+    clock = time.perf_counter_ns
+    for r in range(rounds):
+        real.run(None, feed)
+        plain[r] = ex.run_pass(feed)[1]
+        ex.bound.feed({k: to_ortvalue(v)._get_c_value() for k, v in feed.items()})
+        empty.bound.feed({"x": to_ortvalue(one["x"])._get_c_value()})
+        for i in range(n):
+            t0 = clock()
+            empty.bound.call(0)
+            t1 = clock()
+            ex.bound.call(i)
+            t2 = clock()
+            before[r, i], first[r, i] = t1 - t0, t2 - t1
+            if ops[i] in REPEATABLE:
+                t0 = clock()
+                ex.bound.call(i)
+                again[r, i] = clock() - t0
+    runs = split_runs(json.loads(Path(real.end_profiling()).read_text()))[3:]
+    insitu = np.array([[node.dur_us * 1e3 for node in run.nodes] for run in runs])
+    return {"ops": np.array(ops), "insitu": insitu, "plain": plain, "before": before, "first": first,
+            "again": again, "calibration": np.array(calibrate(True, True))}
+
+
+def report(res: dict[str, np.ndarray], model: str, threads: int) -> None:
+    ops, cal = res["ops"], float(np.median(res["calibration"]))
+    insitu = np.median(res["insitu"], axis=0)
+    step = np.maximum(np.median(res["plain"], axis=0) - cal, 0)
+    half = res["insitu"].shape[0] // 2
+    ceiling = spearman(np.median(res["insitu"][:half], 0), np.median(res["insitu"][half:], 0))
+    rep = np.array([np.median(col[~np.isnan(col)]) if (~np.isnan(col)).any() else np.nan for col in res["again"].T])
+    print(f"{model} threads={threads} nodes={len(ops)} calibrated call {cal / 1e3:.2f} µs (load "
+          f"{os.getloadavg()[0]:.2f})")
+    print(f"  {'op type':26s} {'n':>4s} {'in situ':>8s} {'stepwise':>8s} {'empty before':>12s} {'first':>7s}"
+          f" {'again':>7s}  (µs, medians)")
+    for op in sorted(set(ops.tolist()), key=lambda o: -float(np.sum(insitu[ops == o]))):
+        m = ops == op
+        row = (f"  {op:26s} {int(m.sum()):4d} {np.median(insitu[m]) / 1e3:8.2f} {np.median(step[m]) / 1e3:8.2f}"
+               f" {np.median(np.median(res['before'], 0)[m]) / 1e3:12.2f}"
+               f" {np.median(np.median(res['first'], 0)[m]) / 1e3:7.2f}")
+        if op in REPEATABLE:
+            row += f" {np.median(rep[m]) / 1e3:7.2f}"
+        print(row)
+    rank_a = np.argsort(np.argsort(step, kind="stable"), kind="stable").astype(float)
+    rank_b = np.argsort(np.argsort(insitu, kind="stable"), kind="stable").astype(float)
+    sq = (rank_a - rank_b) ** 2
+    shares = {op: float(sq[ops == op].sum() / sq.sum()) for op in set(ops.tolist())}
+    top = max(shares, key=shares.__getitem__)
+    fixed = step.copy()
+    fixed[ops == top] = insitu[ops == top] + np.median(step[ops == top] - insitu[ops == top])
+    per_position = np.maximum(np.median(res["first"] - res["before"], axis=0), 0)
+    print(f"  rank correlation {spearman(step, insitu):.3f} (in-situ halves against each other {ceiling:.3f});"
+          f" squared rank differences: {top} {shares[top]:.0%}, the rest "
+          + ", ".join(f"{o} {s:.1%}" for o, s in sorted(shares.items(), key=lambda kv: -kv[1])[1:4]))
+    halves = [np.median(res["insitu"][:half], 0)[ops == top], np.median(res["insitu"][half:], 0)[ops == top]]
+    print(f"  with {top} in its in-situ order: {spearman(fixed, insitu):.3f}; {top} among themselves: stepwise "
+          f"against in situ {spearman(step[ops == top], insitu[ops == top]):.3f}, in-situ halves "
+          f"{spearman(*halves):.3f}")
+    print(f"  the empty call before each node subtracted instead of the calibrated one: rank "
+          f"{spearman(per_position, insitu):.3f}, ratio {per_position.sum() / insitu.sum():.3f} "
+          f"(calibrated: {step.sum() / insitu.sum():.3f})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="bert-base")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=20)
+    args = ap.parse_args()
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="cold-") as tmp:
+        try:
+            res = measure(args.model, args.threads, args.rounds, Path(tmp))
+        finally:
+            os.chdir(here)
+    report(res, args.model, args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
