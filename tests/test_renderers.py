@@ -323,3 +323,10 @@ def test_names_with_brackets_print_as_written(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     for name in ("blocks[0]/attn", "[red]conv[/red]", "[bold]"):
         assert name in out
+
+
+def test_svg_text_escapes_the_five_xml_characters_and_drops_control_characters() -> None:
+    from layerperf.renderers.svg import esc
+
+    assert esc("a&b<c>\"d'e\x01\x1f\tz") == "a&amp;b&lt;c&gt;&quot;d&apos;e\tz"
+    assert esc("&amp;") == "&amp;amp;" and esc(3.5) == "3.5"

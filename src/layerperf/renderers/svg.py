@@ -14,7 +14,6 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
-from xml.sax.saxutils import escape
 
 from layerperf.analysis.memory.report import memory_report
 from layerperf.data.memory_report import OUTSIDE_NAME, Allocations, MemoryReport, PlacedBlock
@@ -40,9 +39,13 @@ CHAR_PX = 7.0  # average glyph width at font-size 12, for laying out the legend
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
+_XML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;"})
+
+
 def esc(text: object) -> str:
-    """Text made safe for XML content and attribute values (control characters dropped)."""
-    return escape(_CONTROL.sub("", str(text)), {'"': "&quot;", "'": "&apos;"})
+    """Text made safe for XML content and attribute values (control characters dropped). Its own table, not
+    ``xml.sax.saxutils.escape``: that module imports ``urllib.request`` (13 ms of every command's start)."""
+    return _CONTROL.sub("", str(text)).translate(_XML)
 
 
 class Canvas(Elements):
