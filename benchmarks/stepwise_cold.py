@@ -3,10 +3,13 @@ once in the pass (as counted) and, for nodes that may run twice over the same bu
 (its session then warm); an empty Identity call just before each node (the shared call path after the
 previous node, what a per-position calibration would subtract); in-situ runs interleaved round by round.
 
-Per op type: in-situ median, stepwise median less the calibrated call (as the profile reports it), the empty
-call before it, the first and the repeated call. Then the rank correlation against the in-situ medians, each
-op type's share of the squared rank differences, and the correlation with the op type holding most of them
-put in its in-situ order — what is left once that op type's order is right.
+Per op type: in-situ median, the pass's time less the calibrated call (as the profile reports it), and in
+the probing loop the empty call before each node, the node's call after it ("first") and made again at once
+("again": the node's session warm, and its data). Then the rank correlation against the in-situ medians, each
+op type's share of the squared rank differences (ranks over all layers, ties at their mean), the correlation
+without the op type holding most of them, that op type's order among itself (stepwise against in situ, and
+each side's halves of the runs against each other), its in-situ and pass times by the node before it, and the
+ranks with a per-position calibration (the empty call just before each node subtracted).
 
     python benchmarks/stepwise_cold.py --model bert-base --threads 1 [--rounds 20]
 """
@@ -24,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime.capi._pybind_state as ort_state
 
-from layerperf.analysis.summary import spearman
 from layerperf.backends.base import RunPlan
 from layerperf.backends.ort.counting import _optimized
 from layerperf.backends.ort.measure import prepare_feed
 from layerperf.backends.ort.session import to_ortvalue
 from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
+from layerperf.data.fidelity import _ranks, spearman
 from layerperf.models.skeleton import read_skeleton
 from layerperf.models.source import open_model
 from layerperf.readers.ort import split_runs
@@ -87,17 +90,21 @@ def measure(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, np.nd
             "again": again, "calibration": np.array(calibrate(True, True))}
 
 
+def _rho(a: np.ndarray, b: np.ndarray) -> str:
+    r = spearman(a, b)
+    return "n/a" if r is None else f"{r:.3f}"
+
+
 def report(res: dict[str, np.ndarray], model: str, threads: int) -> None:
     ops, cal = res["ops"], float(np.median(res["calibration"]))
     insitu = np.median(res["insitu"], axis=0)
     step = np.maximum(np.median(res["plain"], axis=0) - cal, 0)
     half = res["insitu"].shape[0] // 2
-    ceiling = spearman(np.median(res["insitu"][:half], 0), np.median(res["insitu"][half:], 0))
     rep = np.array([np.median(col[~np.isnan(col)]) if (~np.isnan(col)).any() else np.nan for col in res["again"].T])
     print(f"{model} threads={threads} nodes={len(ops)} calibrated call {cal / 1e3:.2f} µs (load "
           f"{os.getloadavg()[0]:.2f})")
-    print(f"  {'op type':26s} {'n':>4s} {'in situ':>8s} {'stepwise':>8s} {'empty before':>12s} {'first':>7s}"
-          f" {'again':>7s}  (µs, medians)")
+    print(f"  {'op type':26s} {'n':>4s} {'in situ':>8s} {'in pass':>8s} {'empty before':>12s} {'first':>7s}"
+          f" {'again':>7s}  (µs, medians; in pass: as profiled, less the calibrated call)")
     for op in sorted(set(ops.tolist()), key=lambda o: -float(np.sum(insitu[ops == o]))):
         m = ops == op
         row = (f"  {op:26s} {int(m.sum()):4d} {np.median(insitu[m]) / 1e3:8.2f} {np.median(step[m]) / 1e3:8.2f}"
@@ -106,24 +113,31 @@ def report(res: dict[str, np.ndarray], model: str, threads: int) -> None:
         if op in REPEATABLE:
             row += f" {np.median(rep[m]) / 1e3:7.2f}"
         print(row)
-    rank_a = np.argsort(np.argsort(step, kind="stable"), kind="stable").astype(float)
-    rank_b = np.argsort(np.argsort(insitu, kind="stable"), kind="stable").astype(float)
-    sq = (rank_a - rank_b) ** 2
+    # each op type's share of sum (rank difference)^2, ranks over all layers with ties at their mean rank
+    sq = (_ranks(step) - _ranks(insitu)) ** 2
     shares = {op: float(sq[ops == op].sum() / sq.sum()) for op in set(ops.tolist())}
     top = max(shares, key=shares.__getitem__)
-    fixed = step.copy()
-    fixed[ops == top] = insitu[ops == top] + np.median(step[ops == top] - insitu[ops == top])
-    per_position = np.maximum(np.median(res["first"] - res["before"], axis=0), 0)
-    print(f"  rank correlation {spearman(step, insitu):.3f} (in-situ halves against each other {ceiling:.3f});"
-          f" squared rank differences: {top} {shares[top]:.0%}, the rest "
+    m = ops == top
+    print(f"  rank correlation {_rho(step, insitu)} (in-situ halves against each other "
+          f"{_rho(np.median(res['insitu'][:half], 0), np.median(res['insitu'][half:], 0))}); of the squared rank "
+          f"differences, over all layers, {top}'s layers hold {shares[top]:.0%}, then "
           + ", ".join(f"{o} {s:.1%}" for o, s in sorted(shares.items(), key=lambda kv: -kv[1])[1:4]))
-    halves = [np.median(res["insitu"][:half], 0)[ops == top], np.median(res["insitu"][half:], 0)[ops == top]]
-    print(f"  with {top} in its in-situ order: {spearman(fixed, insitu):.3f}; {top} among themselves: stepwise "
-          f"against in situ {spearman(step[ops == top], insitu[ops == top]):.3f}, in-situ halves "
-          f"{spearman(*halves):.3f}")
-    print(f"  the empty call before each node subtracted instead of the calibrated one: rank "
-          f"{spearman(per_position, insitu):.3f}, ratio {per_position.sum() / insitu.sum():.3f} "
-          f"(calibrated: {step.sum() / insitu.sum():.3f})")
+    print(f"  without the {int(m.sum())} {top} layers: {_rho(step[~m], insitu[~m])}; {top} among themselves: "
+          f"stepwise against in situ {_rho(step[m], insitu[m])}, in-situ halves "
+          f"{_rho(np.median(res['insitu'][:half], 0)[m], np.median(res['insitu'][half:], 0)[m])}, stepwise "
+          f"halves {_rho(np.median(res['plain'][:half], 0)[m], np.median(res['plain'][half:], 0)[m])}")
+    where = np.flatnonzero(m)
+    after = [str(ops[i - 1]) if i else "(first)" for i in where]
+    print(f"  {top} by the node before it (mean µs, in situ / in pass): " + ", ".join(
+        f"{prev} {np.mean(insitu[where[[a == prev for a in after]]]) / 1e3:.2f} / "
+        f"{np.mean(step[where[[a == prev for a in after]]]) / 1e3:.2f} ({after.count(prev)})"
+        for prev in sorted(set(after))))
+    first = np.median(res["first"], axis=0)
+    per_position = np.maximum(np.median(res["first"] - res["before"], axis=0), 0)
+    print(f"  the node's call timed after an empty call, less the calibrated call: rank "
+          f"{_rho(np.maximum(first - cal, 0), insitu)}; less that empty call instead (a per-position calibration):"
+          f" {_rho(per_position, insitu)}, ratio {per_position.sum() / insitu.sum():.3f} (in pass, calibrated: "
+          f"{step.sum() / insitu.sum():.3f})")
 
 
 def main() -> int:

@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -391,21 +392,40 @@ def _mul(elems: int) -> Op:
               None, 8 * elems, 4 * elems, 0, None)
 
 
-def test_a_layer_is_never_predicted_longer_than_the_longest_of_its_type_that_did_more_work() -> None:
+def test_the_ceiling_is_the_longest_time_of_the_layers_that_did_as_much_work_or_more() -> None:
+    from layerperf.dataset.predict.model import _Ceiling
+
+    ceiling = _Ceiling.of(np.array([1.0, 128.0, 128.0, 16384.0]), np.array([30.0, 12.0, 9.0, 10.0]))
+    assert ceiling.clamp(128, 1e9) == 12.0  # the two of 128 count (as much work), the one of 1 does not
+    assert ceiling.clamp(2, 1e9) == 12.0 and ceiling.clamp(1, 1e9) == 30.0
+    assert ceiling.clamp(129, 1e9) == 10.0
+    assert ceiling.clamp(1e6, 1e9) == 1e9  # more work than any measured layer: not held
+    assert ceiling.clamp(128, 5.0) == 5.0  # never raised
+
+
+def test_a_layer_is_never_predicted_longer_than_the_longest_of_its_type_that_did_as_much_work_or_more() -> None:
     from layerperf.dataset.predict.training import MeasuredConfig
 
-    run = RunFactors("onnxruntime", 1, 1)
+    one, eight = RunFactors("onnxruntime", 1, 1), RunFactors("onnxruntime", 1, 8)
     # a per-call cost dominates: one-element Muls of 25-30 µs, a time per FLOP of 25-30 µs, beside Muls of
     # 16K-256K elements at 5-40 µs (the kernel sweep's rows that priced bert-base's 128-element mask scaling
-    # at 3,387 µs)
-    small = [(_mul(1), 25.0 + i % 6) for i in range(12)]
-    large = [(_mul(e), 5.0 + 35.0 * e / 262144) for e in (16384, 32768, 65536, 131072, 262144) * 4]
+    # at 3,387 µs); times not rising with work (the longest of 16K and more is the 32K one's, 38 µs)
+    small = [(_mul(1), 25.0 + i % 6, one) for i in range(12)]
+    large = [(_mul(e), us, one) for e, us in ((16384, 6.0), (32768, 38.0), (65536, 12.0), (131072, 20.0),
+                                              (262144, 30.0))] * 4
+    # at 8 threads, bigger layers in less time: no bound on a 1-thread layer
+    fast = [(_mul(e), 1.0 + e / 1e6, eight) for e in (1 << 20, 1 << 21, 1 << 22) * 8]
     configs = [MeasuredConfig(i, f"m{i}", run, (op,), (us,), us, 10, 0, 0, False)
-               for i, (op, us) in enumerate(small + large)]
+               for i, (op, us, run) in enumerate(small + large + fast)]
     predictor = Predictor.fit(configs, fallback=None)
-    (mid,) = predictor.layer_times([_mul(128)], run)
-    assert mid.how == LEARNED and mid.us is not None
-    assert mid.us <= 40.0  # the longest measured Mul doing as much work or more
-    # larger than anything measured: carried by its rate, not held to the largest layer's time
-    (huge,) = predictor.layer_times([_mul(1 << 22)], run)
-    assert huge.us is not None and huge.us > 100.0
+    ceilings, predictor.ceilings = predictor.ceilings, {}
+    free = [p.us for p in predictor.layer_times([_mul(128), _mul(300000), _mul(1 << 22)], one)]
+    predictor.ceilings = ceilings
+    (mid,) = predictor.layer_times([_mul(128)], one)
+    assert free[0] is not None and free[0] > 1000.0  # the rate alone: thousands of µs
+    assert mid.how == LEARNED and mid.us == pytest.approx(38.0)  # held at the 32K Mul's time
+    (between,) = predictor.layer_times([_mul(40000)], one)
+    assert between.us is not None and between.us <= 30.0  # the longest of 64K and more
+    # more work than any layer measured at 1 thread: carried by its rate alone, not held by the 8-thread
+    # layers that did more work in 2-5 µs
+    assert [p.us for p in predictor.layer_times([_mul(300000), _mul(1 << 22)], one)] == free[1:]

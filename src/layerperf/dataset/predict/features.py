@@ -24,7 +24,7 @@ import numpy as np
 
 from layerperf.data.layer import Layer
 
-RECURRENT = ("LSTM", "GRU", "RNN")
+RECURRENT = ("LSTM", "GRU", "RNN")  # ONNX's: X, W [dirs, gates x hidden, input], R [.., hidden]
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 
 FEATURES = (
@@ -170,7 +170,8 @@ def _op_features(op: Op) -> list[float]:
         _log2(_dim(in0, 0)),  # the batch mostly; a time-major recurrent layer's steps
         # a recurrent layer's weights read at every step over those read once for all steps (R over W: its
         # hidden size over its input size), which sets how much of its time the step-by-step part takes
-        _ratio(_elems(_at(ins, 2)), _elems(in1)) if op.op_type in RECURRENT else math.nan,
+        _ratio(_elems(_at(ins, 2)), _elems(in1)) if op.op_type in RECURRENT and op.domain in ("", "ai.onnx")
+        else math.nan,
     ]
 
 

@@ -4,7 +4,8 @@ own cost between layers.
 - **Layers.** For each op type (backend, domain, op type) with at least :data:`MIN_ROWS` rows in the
   store, a gradient-boosted tree ensemble (scikit-learn's HistGradientBoostingRegressor) learns the
   log of the time per unit of work from :mod:`.features`; an op type with fewer rows takes the median
-  rate of its rows (at the same thread count where it has some).
+  rate of its rows (at the same thread count where it has some). Either is held under the longest time
+  measured for a layer of its op type, run the same way, that did as much work or more (:class:`_Ceiling`).
 - **Op types never seen** fall back to an estimate learned from the store itself (:mod:`.fallback`: by
   default one regressor over every layer of every op type, told the layer's category), else (a store
   of fewer than :data:`MIN_ROWS` layers) to a roofline on this machine's calibrated peaks
@@ -132,14 +133,16 @@ class _Regressor:
 
 @dataclass(frozen=True, slots=True)
 class _Ceiling:
-    """An op type's measured layers by their work: the longest time of those doing at least a given amount.
+    """An op type's measured layers of one kind of run, by their work: the longest time of those doing at
+    least a given amount.
 
-    A regressor of the time per unit of work carries a rate learned on some layers to others, and a rate
-    learned where the per-call cost dominates (µs per FLOP of a one-element Mul) carried to a layer of a few
-    hundred FLOPs multiplied it out of all measure: bert-base's 128-FLOP mask scaling, 7 µs, was predicted
-    3,387 µs from the kernel sweep's one-element Muls (25-30 µs). No layer is predicted to take longer than
-    the longest measured layer of its type that did as much work or more; beyond the largest measured work
-    nothing bounds it (larger layers are carried by their rate)."""
+    A rate learned on some layers is carried to others, and a rate learned where the per-call cost is all
+    (µs per FLOP of a one-element Mul) carried to a layer of a few hundred FLOPs multiplied it out of all
+    measure: bert-base's 128-FLOP mask scaling, 7 µs, was predicted 3,387 µs from the kernel sweep's
+    one-element Muls (25-30 µs). So no layer is predicted to take longer than the longest measured layer of
+    its op type, run the same way (:func:`_run_kind`: threads, CPUs, co-runner), whose work in the same unit
+    was as much or more; beyond the largest such work, or with no such layers, nothing bounds it (larger
+    layers are carried by their rate)."""
 
     work: np.ndarray  # ascending
     longest_from: np.ndarray  # the longest time among the layers from this one on (as much work or more)
@@ -152,6 +155,25 @@ class _Ceiling:
     def clamp(self, work: float, us: float) -> float:
         i = int(np.searchsorted(self.work, work, side="left"))
         return us if i == self.work.size else min(us, float(self.longest_from[i]))
+
+
+CeilingKey = tuple[str, str, tuple[Any, ...]]  # op type, unit of work, kind of run
+
+
+def _run_kind(run: RunFactors) -> tuple[Any, ...]:
+    """What makes two runs' times of the same layer comparable: threads, CPUs, a co-runner and where."""
+    return run.threads, run.cpu_count, run.corun, run.corun_shared
+
+
+def _ceilings(rows: list[tuple[Op, RunFactors, float, float]]) -> dict[CeilingKey, _Ceiling]:
+    """Per op type, unit of work (FLOPs or bytes; none for layers timed per call) and kind of run, the
+    :class:`_Ceiling` of its measured layers (``rows``: op, run, log rate, µs)."""
+    groups: dict[CeilingKey, list[tuple[float, float]]] = defaultdict(list)
+    for op, run, _, us in rows:
+        units, unit = work(op)
+        if unit != "call":
+            groups[(op.key(run.backend), unit, _run_kind(run))].append((units, us))
+    return {k: _Ceiling.of(np.array([w for w, _ in v]), np.array([u for _, u in v])) for k, v in groups.items()}
 
 
 def _one_thread() -> Any:
@@ -189,7 +211,7 @@ class Predictor:
 
     def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates], roofline: _Roofline | None,
                  fallback: tuple[str, _Regressor | _Roofline] | None, floor: dict[int, float],
-                 between: _Between | None, ceilings: dict[str, _Ceiling] | None = None) -> None:
+                 between: _Between | None, ceilings: dict[CeilingKey, _Ceiling] | None = None) -> None:
         self.regressors, self.rates, self.roofline = regressors, rates, roofline
         self.fallback, self.floor, self.between = fallback, floor, between
         self.ceilings = ceilings or {}
@@ -202,19 +224,17 @@ class Predictor:
         :data:`STORE_ROOFLINE`; None: none), tried before the calibrated roofline: per layer of the zoo's
         op types that only one model has, the store-wide regressor came closer than the roofline on this
         machine's calibration (README, "What it reaches here")."""
-        rows = _rows(configs)
+        measured = _rows(configs)
+        rows = [(op, run, log_rate) for op, run, log_rate, _ in measured]
         groups: dict[str, list[tuple[Op, RunFactors, float]]] = defaultdict(list)
         for op, run, log_rate in rows:
             groups[op.key(run.backend)].append((op, run, log_rate))
         regressors: dict[str, _Regressor] = {}
-        ceilings: dict[str, _Ceiling] = {}
         rates: dict[str, _Rates] = {}
         for key, group in groups.items():
             target = np.array([v for _, _, v in group])
             if len(group) >= MIN_ROWS:
                 regressors[key] = _Regressor.fit(feature_matrix([(op, run) for op, run, _ in group]), target)
-                units = np.array([work(op)[0] for op, _, _ in group])
-                ceilings[key] = _Ceiling.of(units, units * np.exp(target))
             else:
                 by: dict[int, list[float]] = defaultdict(list)
                 for _, run, v in group:
@@ -224,7 +244,7 @@ class Predictor:
             sklearn_regressor()  # without scikit-learn, say so here as anywhere
         roofline = _Roofline.of(configs, peaks) if peaks is not None else None
         return cls(regressors, rates, roofline, _fit_fallback(fallback, configs, rows), floor_us(configs),
-                   _fit_between(configs), ceilings)
+                   _fit_between(configs), _ceilings(measured))
 
     def layer_times(self, ops: Sequence[Op], run: RunFactors) -> list[LayerPrediction]:
         """Each layer's predicted self time and how it was found."""
@@ -242,18 +262,22 @@ class Predictor:
                 unseen.append(i)
         for key, idx in batches.items():
             logs = self.regressors[key].predict(feature_matrix([(ops[i], run) for i in idx]))
-            ceiling = self.ceilings.get(key)
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
-                units = work(op)[0]
-                rated = math.exp(float(v)) * units
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
-                                         ceiling.clamp(units, rated) if ceiling is not None else rated, LEARNED)
+                us = self._held(op, run, math.exp(float(v)) * work(op)[0])
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain, us, LEARNED)
         for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
-            out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, few_us, how)
+            op = ops[i]
+            out[i] = LayerPrediction(op.name, op.op_type, op.domain, self._held(op, run, few_us), how)
         for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
             out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, us, how)
         return [p for p in out if p is not None]
+
+    def _held(self, op: Op, run: RunFactors, us: float) -> float:
+        """``us`` held under the op type's :class:`_Ceiling` for this kind of run, where it has one."""
+        units, unit = work(op)
+        ceiling = self.ceilings.get((op.key(run.backend), unit, _run_kind(run)))
+        return ceiling.clamp(units, us) if ceiling is not None else us
 
     def _few_rows_us(self, ops: list[Op], run: RunFactors) -> list[tuple[float, str]]:
         """Each layer of an op type with too few rows for a regressor of its own: the store-wide regressor
@@ -301,9 +325,9 @@ class Predictor:
         return 1.0 if self.between is None else self.between.ratio(layers_us, n_layers, threads)
 
 
-def _rows(configs: Sequence[MeasuredConfig]) -> list[tuple[Op, RunFactors, float]]:
-    """Every layer with a measured time > 0, with its run and the log of its time per unit of work."""
-    return [(op, cfg.factors, math.log(us / work(op)[0]))
+def _rows(configs: Sequence[MeasuredConfig]) -> list[tuple[Op, RunFactors, float, float]]:
+    """Every layer with a measured time > 0, with its run, the log of its time per unit of work and the time."""
+    return [(op, cfg.factors, math.log(us / work(op)[0]), us)
             for cfg in configs for op, us in zip(cfg.ops, cfg.layer_us, strict=True) if us is not None and us > 0]
 
 
