@@ -264,8 +264,8 @@ class Predictor:
             logs = self.regressors[key].predict(feature_matrix([(ops[i], run) for i in idx]))
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
-                us = self._held(op, run, math.exp(float(v)) * work(op)[0])
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain, us, LEARNED)
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
+                                         self._held(op, run, math.exp(float(v)) * work(op)[0]), LEARNED)
         for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
             op = ops[i]
             out[i] = LayerPrediction(op.name, op.op_type, op.domain, self._held(op, run, few_us), how)
