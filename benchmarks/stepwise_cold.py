@@ -85,6 +85,7 @@ def measure(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, np.nd
                 ex.bound.call(i)
                 again[r, i] = clock() - t0
     runs = split_runs(json.loads(Path(real.end_profiling()).read_text()))[3:]
+    assert all([node.name for node in run.nodes] == order for run in runs), "the in-situ runs' node order changed"
     insitu = np.array([[node.dur_us * 1e3 for node in run.nodes] for run in runs])
     return {"ops": np.array(ops), "insitu": insitu, "plain": plain, "before": before, "first": first,
             "again": again, "calibration": np.array(calibrate(True, True))}
@@ -122,6 +123,8 @@ def report(res: dict[str, np.ndarray], model: str, threads: int) -> None:
           f"{_rho(np.median(res['insitu'][:half], 0), np.median(res['insitu'][half:], 0))}); of the squared rank "
           f"differences, over all layers, {top}'s layers hold {shares[top]:.0%}, then "
           + ", ".join(f"{o} {s:.1%}" for o, s in sorted(shares.items(), key=lambda kv: -kv[1])[1:4]))
+    print(f"  {top}: {insitu[m].min() / 1e3:.1f}-{insitu[m].max() / 1e3:.1f} µs in situ, "
+          f"{step[m].min() / 1e3:.1f}-{step[m].max() / 1e3:.1f} in the pass (medians)")
     print(f"  without the {int(m.sum())} {top} layers: {_rho(step[~m], insitu[~m])}; {top} among themselves: "
           f"stepwise against in situ {_rho(step[m], insitu[m])}, in-situ halves "
           f"{_rho(np.median(res['insitu'][:half], 0)[m], np.median(res['insitu'][half:], 0)[m])}, stepwise "

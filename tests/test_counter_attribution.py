@@ -1,6 +1,6 @@
 """Counts attributed node by node add up to the pass they came from: task-clock (a software event, no
 PMU needed) summed over a stepwise pass's nodes against the same counter group read around the whole
-pass, at 1 and 2 intra-op threads, in three repetitions each.
+pass, at 1 and 2 intra-op threads, in five repetitions each (three of which must hold the bound at 1 thread).
 
 What the code guarantees is checked exactly: each node's count (through the collector, as the profile
 reads it) is the delta of the group's raw reads at its boundaries, summed over the process's threads; the

@@ -419,13 +419,14 @@ def test_a_layer_is_never_predicted_longer_than_the_longest_of_its_type_that_did
                for i, (op, us, run) in enumerate(small + large + fast)]
     predictor = Predictor.fit(configs, fallback=None)
     ceilings, predictor.ceilings = predictor.ceilings, {}
-    free = [p.us for p in predictor.layer_times([_mul(128), _mul(300000), _mul(1 << 22)], one)]
+    free = [p.us for p in predictor.layer_times([_mul(128), _mul(300000), _mul(1 << 22), _mul(40000)], one)]
     predictor.ceilings = ceilings
     (mid,) = predictor.layer_times([_mul(128)], one)
     assert free[0] is not None and free[0] > 1000.0  # the rate alone: thousands of µs
     assert mid.how == LEARNED and mid.us == pytest.approx(38.0)  # held at the 32K Mul's time
     (between,) = predictor.layer_times([_mul(40000)], one)
-    assert between.us is not None and between.us <= 30.0  # the longest of 64K and more
+    assert free[3] is not None and free[3] > 30.0  # the rate alone: 46 µs for 40K elements
+    assert between.us == pytest.approx(30.0)  # held at the longest of 64K and more (the 32K one's 38 µs is not)
     # more work than any layer measured at 1 thread: carried by its rate alone, not held by the 8-thread
     # layers that did more work in 2-5 µs
-    assert [p.us for p in predictor.layer_times([_mul(300000), _mul(1 << 22)], one)] == free[1:]
+    assert [p.us for p in predictor.layer_times([_mul(300000), _mul(1 << 22)], one)] == free[1:3]

@@ -26,8 +26,8 @@ from layerperf.data.fold import Folded
 from layerperf.readers import parallel
 
 MIN_RECORDS = 1 << 19  # below this (8 segments) one process folds it. A Kineto trace of 1M events has 751K
-# records: folded with the helper since segments hold 64K records, it reads in 6-7% less time (alternating runs,
-# both orders); before (256K-record segments) the helper saved nothing measurable there
+# records: folded with the helper since segments hold 64K records, it reads in 5-9% less time (whole commands
+# alternated, both orders); before (256K-record segments) the helper saved nothing measurable there
 _LENGTH = 8  # bytes of a frame's length on the pipe
 
 

@@ -3,9 +3,10 @@ own cost between layers.
 
 - **Layers.** For each op type (backend, domain, op type) with at least :data:`MIN_ROWS` rows in the
   store, a gradient-boosted tree ensemble (scikit-learn's HistGradientBoostingRegressor) learns the
-  log of the time per unit of work from :mod:`.features`; an op type with fewer rows takes the median
-  rate of its rows (at the same thread count where it has some). Either is held under the longest time
-  measured for a layer of its op type, run the same way, that did as much work or more (:class:`_Ceiling`).
+  log of the time per unit of work from :mod:`.features`; an op type with fewer rows takes the store-wide
+  regressor's estimate, else the median rate of its rows (at the same thread count where it has some).
+  Each of the three is held under the longest time measured for a layer of its op type, run the same way,
+  that did as much work or more (:class:`_Ceiling`).
 - **Op types never seen** fall back to an estimate learned from the store itself (:mod:`.fallback`: by
   default one regressor over every layer of every op type, told the layer's category), else (a store
   of fewer than :data:`MIN_ROWS` layers) to a roofline on this machine's calibrated peaks
@@ -139,10 +140,11 @@ class _Ceiling:
     A rate learned on some layers is carried to others, and a rate learned where the per-call cost is all
     (µs per FLOP of a one-element Mul) carried to a layer of a few hundred FLOPs multiplied it out of all
     measure: bert-base's 128-FLOP mask scaling, 7 µs, was predicted 3,387 µs from the kernel sweep's
-    one-element Muls (25-30 µs). So no layer is predicted to take longer than the longest measured layer of
-    its op type, run the same way (:func:`_run_kind`: threads, CPUs, co-runner), whose work in the same unit
-    was as much or more; beyond the largest such work, or with no such layers, nothing bounds it (larger
-    layers are carried by their rate)."""
+    one-element Muls (25-30 µs). So a layer of an op type the store has, with known FLOPs or bytes, is not
+    predicted to take longer than the longest measured layer of its op type, run the same way
+    (:func:`_run_kind`: threads, co-runner), whose work in the same unit was as much or more; beyond the
+    largest such work, or with no such layers, nothing bounds it (larger layers are carried by their rate).
+    Layers timed per call and op types the store never saw are not held."""
 
     work: np.ndarray  # ascending
     longest_from: np.ndarray  # the longest time among the layers from this one on (as much work or more)
@@ -161,8 +163,9 @@ CeilingKey = tuple[str, str, tuple[Any, ...]]  # op type, unit of work, kind of 
 
 
 def _run_kind(run: RunFactors) -> tuple[Any, ...]:
-    """What makes two runs' times of the same layer comparable: threads, CPUs, a co-runner and where."""
-    return run.threads, run.cpu_count, run.corun, run.corun_shared
+    """What makes two runs' times of the same layer comparable: threads, a co-runner and where. Not the CPUs
+    the run may use: a prediction on a machine whose CPU count no stored run had would find no ceiling."""
+    return run.threads, run.corun, run.corun_shared
 
 
 def _ceilings(rows: list[tuple[Op, RunFactors, float, float]]) -> dict[CeilingKey, _Ceiling]:
@@ -206,8 +209,8 @@ class _Roofline:
 
 
 class Predictor:
-    """Regressors per op type, the fallbacks for op types without rows and the between-layers fit,
-    trained on a store's configurations."""
+    """Regressors per op type, their ceilings, the fallbacks for op types without rows and the between-layers
+    fit, trained on a store's configurations."""
 
     def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates], roofline: _Roofline | None,
                  fallback: tuple[str, _Regressor | _Roofline] | None, floor: dict[int, float],
