@@ -216,6 +216,7 @@ def test_an_unseen_model_with_an_op_type_never_seen(collected: tuple[Path, Path]
     hows = {layer["op_type"]: layer["how"] for layer in doc["layers"]}
     assert hows["Softsign"] == "roofline" and doc["unseen_op_types"] == ["Softsign"]
     assert "median rate" in hows.values()  # the store's op types, from its few rows
+    assert all(layer["held"] in (True, False) for layer in doc["layers"])  # whether the ceiling held it
     assert doc["latency_us"] > 0 and doc["layers_us"] > 0 and doc["between_us"] is not None
     assert {"model", "batch", "threads", "opt_level", "known_layers_us", "store", "calibration"} <= set(doc)
     assert main(["predict", str(unseen), "--store", str(store)]) == 0
@@ -423,10 +424,18 @@ def test_a_layer_is_never_predicted_longer_than_the_longest_of_its_type_that_did
     predictor.ceilings = ceilings
     (mid,) = predictor.layer_times([_mul(128)], one)
     assert free[0] is not None and free[0] > 1000.0  # the rate alone: thousands of µs
-    assert mid.how == LEARNED and mid.us == pytest.approx(38.0)  # held at the 32K Mul's time
+    assert mid.how == LEARNED and mid.us == pytest.approx(38.0) and mid.held  # held at the 32K Mul's time
     (between,) = predictor.layer_times([_mul(40000)], one)
     assert free[3] is not None and free[3] > 30.0  # the rate alone: 46 µs for 40K elements
-    assert between.us == pytest.approx(30.0)  # held at the longest of 64K and more (the 32K one's 38 µs is not)
+    assert between.us == pytest.approx(30.0) and between.held  # the longest of 64K and more (not 32K's 38 µs)
     # more work than any layer measured at 1 thread: carried by its rate alone, not held by the 8-thread
     # layers that did more work in 2-5 µs
-    assert [p.us for p in predictor.layer_times([_mul(300000), _mul(1 << 22)], one)] == free[1:3]
+    beyond = predictor.layer_times([_mul(300000), _mul(1 << 22)], one)
+    assert [p.us for p in beyond] == free[1:3] and not any(p.held for p in beyond)
+    from layerperf.renderers.views.predict import Trained, prediction_view
+
+    pred = predictor.predict([_mul(128), _mul(300000)], one)
+    view = prediction_view("m", one, pred, Trained("s.db", len(configs), ("m0",), False))
+    assert [r["held"] for r in view.doc["layers"]] == [True, False]
+    assert "learned, held at the ceiling" in [r["how"] for r in view.sections[0].shown]
+    assert any("1 layer held at the ceiling" in n.text for n in view.sections[1].notes)

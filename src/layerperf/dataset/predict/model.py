@@ -69,13 +69,15 @@ def sklearn_regressor() -> Any:
 class LayerPrediction:
     """One layer's predicted self time (µs; None: unknown) and how it was predicted (:data:`LEARNED`,
     :data:`FEW_ROWS`, :data:`FEW_ROWS_WIDE`, :data:`ROOFLINE`, :data:`STORE_WIDE`, :data:`STORE_ROOFLINE`,
-    :data:`UNKNOWN`)."""
+    :data:`UNKNOWN`); ``held``: its estimate was longer than its op type's ceiling (:class:`_Ceiling`) and
+    is that ceiling."""
 
     name: str
     op_type: str
     domain: str
     us: float | None
     how: str
+    held: bool = False
 
     @property
     def flagged(self) -> bool:
@@ -267,20 +269,23 @@ class Predictor:
             logs = self.regressors[key].predict(feature_matrix([(ops[i], run) for i in idx]))
             for i, v in zip(idx, logs, strict=True):
                 op = ops[i]
-                out[i] = LayerPrediction(op.name, op.op_type, op.domain,
-                                         self._held(op, run, math.exp(float(v)) * work(op)[0]), LEARNED)
+                rated, held = self._held(op, run, math.exp(float(v)) * work(op)[0])
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain, rated, LEARNED, held)
         for i, (few_us, how) in zip(few, self._few_rows_us([ops[i] for i in few], run), strict=True):
             op = ops[i]
-            out[i] = LayerPrediction(op.name, op.op_type, op.domain, self._held(op, run, few_us), how)
+            few_held, held = self._held(op, run, few_us)
+            out[i] = LayerPrediction(op.name, op.op_type, op.domain, few_held, how, held)
         for i, (us, how) in zip(unseen, self._fallback_us([ops[i] for i in unseen], run), strict=True):
             out[i] = LayerPrediction(ops[i].name, ops[i].op_type, ops[i].domain, us, how)
         return [p for p in out if p is not None]
 
-    def _held(self, op: Op, run: RunFactors, us: float) -> float:
-        """``us`` held under the op type's :class:`_Ceiling` for this kind of run, where it has one."""
+    def _held(self, op: Op, run: RunFactors, us: float) -> tuple[float, bool]:
+        """``us`` held under the op type's :class:`_Ceiling` for this kind of run, where it has one, and
+        whether that lowered it."""
         units, unit = work(op)
         ceiling = self.ceilings.get((op.key(run.backend), unit, _run_kind(run)))
-        return ceiling.clamp(units, us) if ceiling is not None else us
+        held = ceiling.clamp(units, us) if ceiling is not None else us
+        return held, held < us
 
     def _few_rows_us(self, ops: list[Op], run: RunFactors) -> list[tuple[float, str]]:
         """Each layer of an op type with too few rows for a regressor of its own: the store-wide regressor

@@ -56,8 +56,8 @@ def prediction_view(model: str, run: RunFactors, pred: Prediction, trained: Trai
     """Per layer: name, op type, predicted µs, how; then the layers' sum, the cost between them and
     the end-to-end latency."""
     rows: list[dict[str, Any]] = [{"name": p.name, "op_type": _op(p.domain, p.op_type), "predicted_us": p.us,
-                                   "how": p.how} for p in pred.layers]
-    shown = [{**r, "how": HOW[str(r["how"])]} for r in rows]
+                                   "how": p.how, "held": p.held} for p in pred.layers]
+    shown = [{**r, "how": HOW[str(r["how"])] + (", held at the ceiling" if r["held"] else "")} for r in rows]
     complete = pred.latency_us is not None
     sums = (("layers" if complete else "layers with a prediction", pred.known_layers_us),
             ("between layers", pred.between_us), ("end to end", pred.latency_us))
@@ -77,6 +77,11 @@ def prediction_view(model: str, run: RunFactors, pred: Prediction, trained: Trai
 def _prediction_notes(pred: Prediction, trained: Trained) -> list[Note]:
     notes = [Note(f"trained on {units.count(trained.configs, 'configuration')} of "
                   f"{units.count(len(trained.models), 'model')} in {trained.store}")]
+    held = sum(p.held for p in pred.layers)
+    if held:
+        notes.append(Note(f"{units.count(held, 'layer')} held at the ceiling: the estimate was longer than the "
+                          "longest measured layer of its op type, run the same way, that did as much work or "
+                          "more, and is that layer's time"))
     unseen: dict[str, list[str]] = {}
     for p in pred.layers:
         if p.flagged and _op(p.domain, p.op_type) not in unseen.setdefault(p.how, []):
