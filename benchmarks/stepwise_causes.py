@@ -81,8 +81,9 @@ def one_config(model: str, threads: int, rounds: int) -> dict[str, Any]:
             os.chdir(here)
 
 
-def _one_config(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, Any]:
-    """In-situ runs and each stepwise variant, interleaved round by round, in ``tmp``."""
+def prepared(model: str, threads: int, tmp: Path) -> tuple[Any, dict[str, Any], Any, list[str], list[str]]:
+    """The model's source, feed and optimized graph (its weights in ``tmp``, the working directory after), the
+    global pool at ``threads``, and the profiler's own node order and op types (of a warm-up run)."""
     src = open_model(model)
     feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
     ort_state.set_global_thread_pool_sizes(threads, 1)
@@ -92,10 +93,13 @@ def _one_config(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, A
     for _ in range(3):
         real.run(None, feed)
     os.chdir(tmp)
-    # the profiler's own order and names (of a warm-up run)
-    events = json.loads(Path(real.end_profiling()).read_text())
-    order = [n.name for n in split_runs(events)[-1].nodes]
-    ops = [n.op_type for n in split_runs(events)[-1].nodes]
+    warm = split_runs(json.loads(Path(real.end_profiling()).read_text()))[-1].nodes
+    return src, feed, optimized, [n.name for n in warm], [n.op_type for n in warm]
+
+
+def _one_config(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, Any]:
+    """In-situ runs and each stepwise variant, interleaved round by round, in ``tmp``."""
+    src, feed, optimized, order, ops = prepared(model, threads, tmp)
     real = insitu_session(src.path, threads, tmp / "prof2")
     for _ in range(3):
         real.run(None, feed)

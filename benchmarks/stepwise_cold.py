@@ -25,37 +25,22 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnxruntime.capi._pybind_state as ort_state
 
-from layerperf.backends.base import RunPlan
-from layerperf.backends.ort.counting import _optimized
-from layerperf.backends.ort.measure import prepare_feed
 from layerperf.backends.ort.session import to_ortvalue
 from layerperf.backends.ort.stepwise import StepwiseExecutor, calibration_model
 from layerperf.data.fidelity import _ranks, spearman
 from layerperf.models.skeleton import read_skeleton
-from layerperf.models.source import open_model
 from layerperf.readers.ort import split_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stepwise_causes import calibrate, insitu_session  # noqa: E402 - the benchmark beside it
+from stepwise_causes import calibrate, insitu_session, prepared  # noqa: E402 - the benchmark beside it
 
 # ops whose second call over the same bound buffers computes what the first did (no input overwritten)
 REPEATABLE = {"Reshape", "Transpose", "Softmax", "Gelu", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten"}
 
 
 def measure(model: str, threads: int, rounds: int, tmp: Path) -> dict[str, np.ndarray]:
-    src = open_model(model)
-    feed = prepare_feed(src, RunPlan(), "CPUExecutionProvider")
-    ort_state.set_global_thread_pool_sizes(threads, 1)
-    optimized = _optimized(str(src.path), {"opt_level": "all", "provider": "CPUExecutionProvider"},
-                           src.data_dir, tmp)
-    real = insitu_session(src.path, threads, tmp / "prof")
-    for _ in range(3):
-        real.run(None, feed)
-    os.chdir(tmp)
-    warm = split_runs(json.loads(Path(real.end_profiling()).read_text()))[-1].nodes
-    order, ops = [n.name for n in warm], [n.op_type for n in warm]
+    src, feed, optimized, order, ops = prepared(model, threads, tmp)
     real = insitu_session(src.path, threads, tmp / "prof2")
     ex = StepwiseExecutor(optimized, order, global_threads=True, data_dir=tmp, original=read_skeleton(src.path))
     empty = StepwiseExecutor(calibration_model(), ["empty"], global_threads=True)
