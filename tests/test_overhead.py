@@ -178,7 +178,9 @@ def test_real_profile_keeps_the_cpu_times(tiny_model_path: Path) -> None:
     prof = layerperf.profile(tiny_model_path, warmup=1, runs=4)
     assert len(prof.extra["latency_cpu_ns"]) == len(prof.extra["profiled_cpu_ns"]) == 4
     assert all(t > 0 for t in prof.extra["latency_cpu_ns"])
-    assert 0 < summary(prof)["caller_cpu_share"] <= 1.1
+    # The CPU readings hold the CPU clock's own reads (a system call, ~0.4 µs here), the wall readings
+    # not: on this ~16 µs model the share reads ~1.05 on a quiet host and 1.10 was seen under load in CI.
+    assert 0 < summary(prof)["caller_cpu_share"] <= 1.5
 
 
 def test_a_negative_event_cost_is_called_noise(capsys: pytest.CaptureFixture[str]) -> None:
