@@ -107,6 +107,38 @@ def test_the_factors_reach_the_rows(models: dict[str, Path], tmp_path: Path) -> 
     assert factors == [(10,)]  # 5 layers x 2 execution modes, each against its run alone
 
 
+def test_each_seed_builds_the_built_in_models_anew_a_file_is_collected_once(
+        models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--seed 0,1`: a built-in model (a kernel sweep's other sample) built with each seed, each a configuration
+    of its own; seed 0's key as stores made before seeds hold it; a file once, with seed 0."""
+    from layerperf.models import zoo
+    from layerperf.models.extdata import sha256
+
+    store = tmp_path / "seeds.db"
+    argv = ["--models", f"lstm,{models['fixed']}", "--seed", "0,1", "--store", str(store), *FAST]
+    assert collect(*argv) == 0
+    assert "collected 3 configurations (3 ok, 0 failed)" in capsys.readouterr().out
+    got = rows(store, "SELECT c.model, c.seed, c.config_key, min(l.model_sha256), max(l.model_sha256) FROM configs c "
+                      "JOIN layers l USING (config_id) GROUP BY c.config_id ORDER BY c.config_id")
+    assert [(g[0], g[1]) for g in got] == [("lstm", 0), ("lstm", 1), (str(models["fixed"]), 0)]
+    assert "seed=" not in got[0][2] and got[1][2] == got[0][2] + ";seed=1" and "seed=" not in got[2][2]
+    for model, seed, _, first, last in got[:2]:  # the layers ran the model built with that seed
+        assert first == last == sha256(zoo.path(model, batch=1, seed=seed))
+    assert got[0][3] != got[1][3]
+    assert collect(*argv) == 0  # again: all three held, none added
+    assert "3 already in the store" in capsys.readouterr().out
+    assert rows(store, "SELECT count(*) FROM configs") == [(3,)]
+
+
+def test_a_seed_for_files_alone_is_refused(models: dict[str, Path], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "none.db"
+    assert collect("--models", str(models["fixed"]), "--seed", "1", "--store", str(store), *FAST) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--seed builds built-in models" in err[0] and "Traceback" not in "".join(err)
+    assert not store.exists()
+
+
 def test_beside_a_co_runner_on_the_same_cores_every_run_is_kept(models: dict[str, Path], tmp_path: Path) -> None:
     """Its waits are the interference measured: no run set aside, the counts unknown (nothing was judged)."""
     store = tmp_path / "s.db"

@@ -4,6 +4,7 @@ the machine's cache sizes, what a local Ray instance listens on."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -90,6 +91,11 @@ def test_a_key_names_every_factor_and_the_sweep_collapses_what_does_not_apply() 
     assert len(ort) == 2 * 2 * 2 and len(torch) == 2  # torch has no opt level nor execution mode
     assert {(x.opt_level, x.inter_op) for x in torch} == {(None, None)}
     assert len({x.key() for x in configs}) == len(configs)
+    # a seed other than 0 is a factor of built-in models only, last in the key
+    seeded = dataclasses.replace(c, seed=1)
+    assert seeded.key() == c.key() + ";seed=1" and seeded.label().endswith("seed 1")
+    both = expand(Axes(models=("resnet18", __file__), seeds=(0, 1)))
+    assert [(x.model, x.seed) for x in both] == [("resnet18", 0), ("resnet18", 1), (__file__, 0)]
 
 
 def _ok(cfg: Config) -> ConfigResult:

@@ -330,7 +330,7 @@ def test_a_store_collected_before_the_disturbed_counts(tmp_path: Path, small: Pa
     db.execute("DROP VIEW measured_layers")
     for column in ("runs_disturbed", "disturbed_used"):
         db.execute(f"ALTER TABLE configs DROP COLUMN {column}")
-    for table, column, _ in MIGRATIONS[2]:  # and before the TVM columns: schema 1
+    for table, column, _ in MIGRATIONS[2] + MIGRATIONS[3]:  # and before the TVM columns and seeds: schema 1
         db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     db.execute("UPDATE schema_version SET version = 1")
     db.commit()

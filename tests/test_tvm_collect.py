@@ -40,11 +40,12 @@ def test_compile_factors_apply_to_tvm_only_and_other_keys_are_unchanged() -> Non
 
 
 def _downgrade_to_schema_1(path: Path) -> None:
-    """The store as layerperf wrote it before schema 2: without the compile factors and TVM's columns."""
+    """The store as layerperf wrote it before schema 2: without the compile factors and TVM's columns (nor the
+    seed of schema 3)."""
     db = sqlite3.connect(path)
     db.execute("DROP VIEW measured_layers")  # its l.* would keep the dropped columns referenced
     for table, column in (("configs", "target"), ("configs", "tune"), ("layers", "schedule"),
-                          ("layers", "tuning_state"), ("layers", "target")):
+                          ("layers", "tuning_state"), ("layers", "target"), ("configs", "seed")):
         db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     db.execute("CREATE VIEW measured_layers AS SELECT l.*, c.opt_level FROM layers l JOIN configs c "
                "ON c.config_id = l.config_id WHERE c.status = 'ok'")
@@ -67,9 +68,9 @@ def test_a_schema_1_store_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None
                                         attempts=1))
         versions = [r[0] for r in store.db.execute("SELECT version FROM schema_version ORDER BY version")]
         cols = {r[1] for r in store.db.execute("PRAGMA table_info(layers)")}
-        rows = store.db.execute("SELECT backend, target, tune FROM configs ORDER BY config_id").fetchall()
-    assert versions == [1, SCHEMA_VERSION] and {"schedule", "tuning_state", "target"} <= cols
-    assert rows == [("onnxruntime", None, None), ("tvm", "llvm", 0)]
+        rows = store.db.execute("SELECT backend, target, tune, seed FROM configs ORDER BY config_id").fetchall()
+    assert versions == [1, 2, SCHEMA_VERSION] == [1, 2, 3] and {"schedule", "tuning_state", "target"} <= cols
+    assert rows == [("onnxruntime", None, None, 0), ("tvm", "llvm", 0, 0)]  # the old row: seed 0, as built
 
 
 @needs_tvm

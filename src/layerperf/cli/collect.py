@@ -53,6 +53,9 @@ def register(sub: Any) -> None:
     p.add_argument("--tune", default="0", metavar="LIST",
                    help="TVM's MetaSchedule trials per model (--backend tvm), e.g. 0,200: 0 untuned (default 0); "
                         "the tuning database is kept per model and target, as for profile --tune")
+    p.add_argument("--seed", default="0", metavar="LIST",
+                   help="build seeds of the built-in models (default 0): their random weights and a kernel sweep's "
+                        "sampled configurations, e.g. 0,1 for two samples; a model file is collected once")
     p.add_argument("--cpus", action="append", default=[], metavar="SET",
                    help="pin the run to a CPU set, e.g. 0 or 0-1 (repeatable: each set is a factor)")
     p.add_argument("--corun", action="append", default=[], metavar="OP:NAME=DIMS,...",
@@ -119,7 +122,8 @@ def axes_of(args: argparse.Namespace) -> Axes:
                 opt_levels=_words(args.opt_level), inter_ops=_inter_ops(args.inter_op),
                 cpu_sets=tuple(parse_cpus(c) for c in args.cpus) or (None,), coruns=tuple(args.corun),
                 corun_cores=args.corun_cores, events=tuple(args.events or ()), runs=args.runs, warmup=args.warmup,
-                targets=tuple(args.target) or ("llvm",), tunes=_ints(args.tune, "--tune"))
+                targets=tuple(args.target) or ("llvm",), tunes=_ints(args.tune, "--tune"),
+                seeds=_ints(args.seed, "--seed"))
 
 
 def run(args: argparse.Namespace) -> int:

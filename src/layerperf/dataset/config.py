@@ -2,7 +2,8 @@
 
 A configuration is a model on a backend under every factor a sweep varies: batch, intra-op threads,
 optimization level, ONNX Runtime's execution mode (``inter_op``: None sequential, N parallel with N
-inter-op threads, 0 its default), the CPU set the run is pinned to, a co-runner beside it, the perf
+inter-op threads, 0 its default), a built-in model's build seed (its random weights; a kernel sweep's
+sampled configurations too), the CPU set the run is pinned to, a co-runner beside it, the perf
 events counted, the runs and warm-up taken, and for a compiling backend (TVM) the target and the tuning
 trials. Its :meth:`Config.key` is the store's unique key: the same command run again finds every
 configuration it already holds and measures only the rest.
@@ -35,6 +36,8 @@ KEY_FIELDS = ("model", "backend", "batch", "threads", "opt_level", "inter_op", "
 # a compiling backend's factors (TVM's --target and --tune): in the key only where they apply, so that the
 # keys of the configurations of other backends stay as stores made before them hold them
 COMPILE_FIELDS = ("target", "tune")
+# a built-in model's build seed: in the key only where it is not 0, for the same reason
+SEED_FIELD = "seed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,8 @@ class Config:
     and ``inter_op`` None where the backend has no such option; ``cpus`` the CPU list the run is pinned to
     ("" unpinned), ``corun`` the co-runner's operator ("" alone) and ``corun_cores`` ``shared`` or
     ``separate`` (with a co-runner), ``events`` perf events, comma-separated; ``target`` and ``tune`` (TVM's
-    target and MetaSchedule trials, 0 untuned) None on a backend that compiles nothing."""
+    target and MetaSchedule trials, 0 untuned) None on a backend that compiles nothing; ``seed`` the seed a
+    built-in model is built with (0 for a file, which is as it is)."""
 
     model: str
     backend: str
@@ -60,11 +64,13 @@ class Config:
     warmup: int = 3
     target: str | None = None
     tune: int | None = None
+    seed: int = 0
 
     def key(self) -> str:
         """The store's unique key: every field, ``name=value`` joined by ``;`` (None as ``-``); the
-        compiling backend's factors last, only where they apply."""
+        compiling backend's factors, then the seed, last and only where they apply (a seed other than 0)."""
         names = KEY_FIELDS + tuple(n for n in COMPILE_FIELDS if getattr(self, n) is not None)
+        names += (SEED_FIELD,) if self.seed else ()
         return ";".join(f"{name}={_text(name, getattr(self, name))}" for name in names)
 
     def alone_key(self) -> str:
@@ -81,6 +87,7 @@ class Config:
         parts += [f"corun {self.corun} ({self.corun_cores})"] if self.corun else []
         parts += [f"target {self.target}"] if self.target is not None else []
         parts += [f"tune {self.tune}" if self.tune else "untuned"] if self.tune is not None else []
+        parts += [f"seed {self.seed}"] if self.seed else []
         return " ".join(parts)
 
     @property
@@ -125,6 +132,7 @@ class Axes:
     warmup: int = 3
     targets: tuple[str, ...] = ("llvm",)  # a compiling backend's (TVM's)
     tunes: tuple[int, ...] = (0,)
+    seeds: tuple[int, ...] = (0,)  # built-in models' build seeds (a file is collected once)
 
 
 def _has_option(backend: str, name: str) -> bool:
@@ -170,11 +178,12 @@ def expand(axes: Axes) -> list[Config]:
         inter: Sequence[int | None] = axes.inter_ops if _has_option(backend, "execution_mode") else (None,)
         targets: Sequence[str | None] = axes.targets if _has_option(backend, "target") else (None,)
         tunes: Sequence[int | None] = axes.tunes if _has_option(backend, "tune") else (None,)
-        for batch, threads, level, inter_op, cpus, (corun, cores), target, tune in itertools.product(
-                batches, axes.threads, levels, inter, axes.cpu_sets, coruns, targets, tunes):
+        seeds = axes.seeds if model in zoo.names() else (0,)
+        for seed, batch, threads, level, inter_op, cpus, (corun, cores), target, tune in itertools.product(
+                seeds, batches, axes.threads, levels, inter, axes.cpu_sets, coruns, targets, tunes):
             cfg = Config(model=model, backend=backend, batch=batch, threads=threads, opt_level=level,
                          inter_op=inter_op, cpus=format_cpus(cpus or ()), corun=corun, corun_cores=cores,
-                         events=events, runs=axes.runs, warmup=axes.warmup, target=target, tune=tune)
+                         events=events, runs=axes.runs, warmup=axes.warmup, target=target, tune=tune, seed=seed)
             out.setdefault(cfg.key(), cfg)
     return list(out.values())
 
@@ -200,7 +209,7 @@ def check(axes: Axes) -> None:
         raise InputError("nothing to collect: --models names no model")
     for name, values in (("--batch", axes.batches), ("--threads", axes.threads), ("--opt-level", axes.opt_levels),
                          ("--inter-op", axes.inter_ops), ("--backend", axes.backends), ("--target", axes.targets),
-                         ("--tune", axes.tunes)):
+                         ("--tune", axes.tunes), ("--seed", axes.seeds)):
         if not values:
             raise InputError(f"nothing to collect: {name} is empty")
     names = zoo.names()
@@ -208,6 +217,9 @@ def check(axes: Axes) -> None:
         if model not in names and not Path(model).is_file():
             raise InputError(f"unknown model '{model}': neither a built-in model nor a file",
                              hint="built-in models: " + ", ".join(names))
+    if any(axes.seeds) and not any(model in names for model in axes.models):
+        raise InputError("--seed builds built-in models (their weights; a kernel sweep's sampled configurations) "
+                         "and --models names none: a model file is as it is", hint="leave --seed out for files")
     for backend in axes.backends:
         backends.usable(backends.get(backend))
     _check_compile_factors(axes)

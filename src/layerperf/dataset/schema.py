@@ -1,4 +1,4 @@
-"""The store's schema: tables, indexes and views, version 2 (README "The store" documents it).
+"""The store's schema: tables, indexes and views, version 3 (README "The store" documents it).
 
 - ``schema_version``: one row, the version of this schema the store holds and the layerperf that made it.
 - ``machines``: one row per machine fingerprint (:class:`~layerperf.dataset.fingerprint.Fingerprint`).
@@ -11,7 +11,8 @@
 
 A column is only ever added (with a new version and its migration, :data:`MIGRATIONS`); the version
 tells a reader what it may find. Version 2 added a compiling backend's factors (``configs.target``,
-``configs.tune``) and the per-layer ``schedule``, ``tuning_state`` and ``target`` (TVM).
+``configs.tune``) and the per-layer ``schedule``, ``tuning_state`` and ``target`` (TVM); version 3 a
+built-in model's build seed (``configs.seed``, 0 in the rows of stores made before it, which had none).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import dataclasses
 
 from layerperf.data.records import LayerRecord
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # LayerRecord's annotations (strings: postponed evaluation) -> SQLite column types
 _SQL_TYPES = {"int": "INTEGER NOT NULL", "int | None": "INTEGER", "float": "REAL NOT NULL", "float | None": "REAL",
               "str": "TEXT NOT NULL", "str | None": "TEXT", "bool": "INTEGER NOT NULL", "bool | None": "INTEGER"}
 
 LAYER_FIELDS = tuple(f.name for f in dataclasses.fields(LayerRecord))
+
+SEED_COLUMN = "INTEGER NOT NULL DEFAULT 0"
 
 MACHINE_COLUMNS = (
     ("machine_id", "TEXT PRIMARY KEY"), ("cpu", "TEXT"), ("cores", "INTEGER"), ("affinity", "INTEGER"),
@@ -54,6 +57,8 @@ CONFIG_COLUMNS = (
     ("corun_calls_per_s", "REAL"), ("warnings", "TEXT NOT NULL"),
     # a compiling backend's factors (version 2): NULL where the backend compiles nothing
     ("target", "TEXT"), ("tune", "INTEGER"),
+    # a built-in model's build seed (version 3): 0 for a file
+    ("seed", SEED_COLUMN),
 )
 
 
@@ -72,6 +77,7 @@ TABLES = {"machines": MACHINE_COLUMNS, "configs": CONFIG_COLUMNS, "layers": LAYE
 MIGRATIONS = {
     2: [("configs", "target", "TEXT"), ("configs", "tune", "INTEGER"), ("layers", "schedule", "TEXT"),
         ("layers", "tuning_state", "TEXT"), ("layers", "target", "TEXT")],
+    3: [("configs", "seed", SEED_COLUMN)],
 }
 
 

@@ -270,5 +270,5 @@ def _config_row(r: ConfigResult) -> dict[str, Any]:
         "yardstick_ref_ns": r.yardstick_ref_ns, "yardstick_median_ns": r.yardstick_median_ns,
         "latency_median_us": r.latency_median_us, "latency_p90_us": r.latency_p90_us, "run_cpus": r.run_cpus,
         "corun_cpus": r.corun_cpus, "corun_calls_per_s": r.corun_calls_per_s, "warnings": r.warnings,
-        "target": c.target, "tune": c.tune,
+        "target": c.target, "tune": c.tune, "seed": c.seed,
     }
