@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import time
 
 import numpy as np
@@ -25,11 +24,12 @@ from layerperf.dataset.predict import training
 from layerperf.dataset.predict.evaluate import Evaluation, Score, leave_one_model_out, store_layers
 from layerperf.dataset.predict.graph import GraphLayers
 from layerperf.dataset.predict.model import FALLBACKS, STORE_WIDE
+from layerperf.dataset.store import Store
 
 # a configuration's factors, without how many runs and warm-ups measured it: stores of one sweep taken
 # with other --runs or --warmup still compare
-REPEAT_SQL = """SELECT model, backend, batch, threads, opt_level, inter_op, cpus, corun, corun_cores, events,
-                       latency_median_us FROM configs
+REPEAT_SQL = """SELECT model, backend, batch, threads, opt_level, inter_op, model_seed, cpus, corun, corun_cores,
+                       events, latency_median_us FROM configs
                 WHERE status = 'ok' AND latency_median_us IS NOT NULL"""
 
 
@@ -56,11 +56,8 @@ def _print(ev: Evaluation) -> None:
 
 
 def _latencies(path: str) -> dict[tuple[object, ...], float]:
-    db = sqlite3.connect(path)
-    try:
-        return {tuple(row[:-1]): float(row[-1]) for row in db.execute(REPEAT_SQL)}
-    finally:
-        db.close()
+    with Store.open(path, writable=False) as store:  # an older store read brought up to date (model_seed 0)
+        return {tuple(row[:-1]): float(row[-1]) for row in store.db.execute(REPEAT_SQL)}
 
 
 def _repeatability(stores: list[str], again: list[str]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import onnx
 import pytest
 
+import layerperf
 from layerperf.cli import main
 from layerperf.data.records import LayerRecord
 from layerperf.dataset.schema import SCHEMA_VERSION
@@ -107,35 +108,47 @@ def test_the_factors_reach_the_rows(models: dict[str, Path], tmp_path: Path) -> 
     assert factors == [(10,)]  # 5 layers x 2 execution modes, each against its run alone
 
 
-def test_each_seed_builds_the_built_in_models_anew_a_file_is_collected_once(
+def test_each_model_seed_builds_the_built_in_models_anew_a_file_is_collected_once(
         models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`--seed 0,1`: a built-in model (a kernel sweep's other sample) built with each seed, each a configuration
-    of its own; seed 0's key as stores made before seeds hold it; a file once, with seed 0."""
+    """`--model-seed 0,1`: a built-in model (a kernel sweep's other sample) built with each seed, each a
+    configuration of its own; seed 0's key as stores made before seeds hold it; a file once, with seed 0;
+    `profile --model-seed` runs the same build."""
     from layerperf.models import zoo
     from layerperf.models.extdata import sha256
 
     store = tmp_path / "seeds.db"
-    argv = ["--models", f"lstm,{models['fixed']}", "--seed", "0,1", "--store", str(store), *FAST]
+    argv = ["--models", f"lstm,{models['fixed']}", "--model-seed", "0,1", "--store", str(store), *FAST]
     assert collect(*argv) == 0
-    assert "collected 3 configurations (3 ok, 0 failed)" in capsys.readouterr().out
-    got = rows(store, "SELECT c.model, c.seed, c.config_key, min(l.model_sha256), max(l.model_sha256) FROM configs c "
-                      "JOIN layers l USING (config_id) GROUP BY c.config_id ORDER BY c.config_id")
+    assert "collected 3 configurations (3 ok, 0 failed" in capsys.readouterr().out  # (a busy host: flagged too)
+    got = rows(store, "SELECT c.model, c.model_seed, c.config_key, min(l.model_sha256), max(l.model_sha256) "
+                      "FROM configs c JOIN layers l USING (config_id) GROUP BY c.config_id ORDER BY c.config_id")
     assert [(g[0], g[1]) for g in got] == [("lstm", 0), ("lstm", 1), (str(models["fixed"]), 0)]
-    assert "seed=" not in got[0][2] and got[1][2] == got[0][2] + ";seed=1" and "seed=" not in got[2][2]
+    assert "seed=" not in got[0][2] and got[1][2] == got[0][2] + ";model_seed=1" and "seed=" not in got[2][2]
     for model, seed, _, first, last in got[:2]:  # the layers ran the model built with that seed
         assert first == last == sha256(zoo.path(model, batch=1, seed=seed))
     assert got[0][3] != got[1][3]
     assert collect(*argv) == 0  # again: all three held, none added
     assert "3 already in the store" in capsys.readouterr().out
     assert rows(store, "SELECT count(*) FROM configs") == [(3,)]
+    assert rows(store, "SELECT DISTINCT model_seed FROM measured_layers WHERE model_name = 'lstm'") == [(0,), (1,)]
+    prof = layerperf.profile("lstm", batch=1, model_seed=1, runs=1, warmup=0, latency=False)
+    assert prof.metadata.model.sha256 == got[1][3] and prof.metadata.model.zoo_options == {"batch": 1, "seed": 1}
 
 
-def test_a_seed_for_files_alone_is_refused(models: dict[str, Path], tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("models_arg", "seed", "says"), [
+    ("FILE", "1", "--model-seed builds built-in models"),  # a file is as it is
+    ("lstm", str(1 << 63), "--model-seed values must be below 2**63"),  # no SQLite integer: refused, not a traceback
+    ("lstm", "-1", "--model-seed: '-1' is not an integer of 0 or more"),
+    ("lstm", "\u00b2", "is not an integer of 0 or more"),  # a digit to str.isdigit, not to int()
+])
+def test_a_model_seed_that_cannot_be_collected_is_refused(models: dict[str, Path], tmp_path: Path, models_arg: str,
+                                                          seed: str, says: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "none.db"
-    assert collect("--models", str(models["fixed"]), "--seed", "1", "--store", str(store), *FAST) == 2
+    target = str(models["fixed"]) if models_arg == "FILE" else models_arg
+    assert collect("--models", target, "--model-seed", seed, "--store", str(store), *FAST) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert "--seed builds built-in models" in err[0] and "Traceback" not in "".join(err)
+    assert len(err) <= 2 and says in err[0] and "Traceback" not in "".join(err)
     assert not store.exists()
 
 
@@ -247,3 +260,10 @@ def test_collects_that_start_together_on_a_new_store_make_it_once(tmp_path: Path
             p.join(60)
         assert [results.get(timeout=10) for _ in openers] == ["ok"] * 4
         assert path.exists()
+
+
+def test_profile_refuses_a_model_seed_for_a_model_file(models: dict[str, Path],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", str(models["fixed"]), "--model-seed", "1", "--runs", "1", "--warmup", "0"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "layerperf: error: --model-seed applies to built-in models only: a model file is as it is"

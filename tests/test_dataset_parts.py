@@ -92,10 +92,10 @@ def test_a_key_names_every_factor_and_the_sweep_collapses_what_does_not_apply() 
     assert {(x.opt_level, x.inter_op) for x in torch} == {(None, None)}
     assert len({x.key() for x in configs}) == len(configs)
     # a seed other than 0 is a factor of built-in models only, last in the key
-    seeded = dataclasses.replace(c, seed=1)
-    assert seeded.key() == c.key() + ";seed=1" and seeded.label().endswith("seed 1")
-    both = expand(Axes(models=("resnet18", __file__), seeds=(0, 1)))
-    assert [(x.model, x.seed) for x in both] == [("resnet18", 0), ("resnet18", 1), (__file__, 0)]
+    seeded = dataclasses.replace(c, model_seed=1)
+    assert seeded.key() == c.key() + ";model_seed=1" and seeded.label().endswith("model seed 1")
+    both = expand(Axes(models=("resnet18", __file__), model_seeds=(0, 1)))
+    assert [(x.model, x.model_seed) for x in both] == [("resnet18", 0), ("resnet18", 1), (__file__, 0)]
 
 
 def _ok(cfg: Config) -> ConfigResult:

@@ -38,7 +38,7 @@ from layerperf.dataset.predict.model import (
 from layerperf.dataset.schema import MIGRATIONS
 from predict_store import MODELS, write_store
 
-from conftest import from_another_machine, tiny_cnn
+from conftest import altered_copy, from_another_machine, tiny_cnn
 
 sklearn = pytest.importorskip("sklearn", reason="the predict extra (scikit-learn) is not installed")
 
@@ -328,6 +328,7 @@ def test_a_store_collected_before_the_disturbed_counts(tmp_path: Path, small: Pa
     old.write_bytes(small.read_bytes())
     db = sqlite3.connect(old)
     db.execute("DROP VIEW measured_layers")
+    db.execute("DROP VIEW interference")  # it names configs.model_seed (schema 3)
     for column in ("runs_disturbed", "disturbed_used"):
         db.execute(f"ALTER TABLE configs DROP COLUMN {column}")
     for table, column, _ in MIGRATIONS[2] + MIGRATIONS[3]:  # and before the TVM columns and seeds: schema 1
@@ -439,3 +440,11 @@ def test_a_layer_is_never_predicted_longer_than_the_longest_of_its_type_that_did
     assert [r["held"] for r in view.doc["layers"]] == [True, False]
     assert "learned, held at the ceiling" in [r["how"] for r in view.sections[0].shown]
     assert any("1 layer held at the ceiling" in n.text for n in view.sections[1].notes)
+
+
+def test_a_configuration_built_with_another_model_seed_is_read_and_labelled_so(tmp_path: Path, small: Path) -> None:
+    path = altered_copy(small, tmp_path / "seeded.db",
+                        "UPDATE configs SET model_seed = 7 WHERE config_id = (SELECT min(config_id) FROM configs)")
+    configs = training.read(path).configs
+    assert [c.model_seed for c in configs] == [7] + [0] * (len(configs) - 1)
+    assert configs[0].label().endswith(" model seed 7") and "seed" not in configs[1].label()

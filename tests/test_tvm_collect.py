@@ -44,8 +44,9 @@ def _downgrade_to_schema_1(path: Path) -> None:
     seed of schema 3)."""
     db = sqlite3.connect(path)
     db.execute("DROP VIEW measured_layers")  # its l.* would keep the dropped columns referenced
+    db.execute("DROP VIEW interference")  # and its c.model_seed
     for table, column in (("configs", "target"), ("configs", "tune"), ("layers", "schedule"),
-                          ("layers", "tuning_state"), ("layers", "target"), ("configs", "seed")):
+                          ("layers", "tuning_state"), ("layers", "target"), ("configs", "model_seed")):
         db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     db.execute("CREATE VIEW measured_layers AS SELECT l.*, c.opt_level FROM layers l JOIN configs c "
                "ON c.config_id = l.config_id WHERE c.status = 'ok'")
@@ -53,6 +54,33 @@ def _downgrade_to_schema_1(path: Path) -> None:
     db.execute("INSERT INTO schema_version VALUES (1, '0.1', '2026-01-01')")
     db.commit()
     db.close()
+
+
+def test_a_schema_2_store_gets_the_model_seed_in_its_table_and_views(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    old = Config(model="m", backend="onnxruntime", batch=None, threads=1, corun="Relu:X=8", corun_cores="shared")
+    with Store.open(path, create=True) as store:
+        store.write(ConfigResult(old, Fingerprint.here(), "ok", None, "2026-01-01T00:00:00+00:00", 1.0, attempts=1))
+    db = sqlite3.connect(path)
+    for view in ("measured_layers", "interference"):  # as schema 2 made them: no model_seed
+        db.execute(f"DROP VIEW {view}")
+    db.execute("ALTER TABLE configs DROP COLUMN model_seed")
+    db.execute("CREATE VIEW measured_layers AS SELECT l.*, c.opt_level FROM layers l JOIN configs c "
+               "ON c.config_id = l.config_id WHERE c.status = 'ok'")
+    db.execute("CREATE VIEW interference AS SELECT c.config_id, c.model FROM configs c WHERE c.corun != ''")
+    db.execute("UPDATE schema_version SET version = 2")
+    db.commit()
+    db.close()
+    with Store.open(path, writable=False) as store:  # read in a copy brought up to date, the file left as it is
+        assert store.db.execute("SELECT model_seed FROM configs").fetchall() == [(0,)]
+        assert "model_seed" in {r[1] for r in store.db.execute("PRAGMA table_info(interference)")}
+    assert "model_seed" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(configs)")}
+    with Store.open(path) as store:
+        assert store.statuses() == {old.key(): "ok"}
+        versions = [r[0] for r in store.db.execute("SELECT version FROM schema_version ORDER BY version")]
+        assert versions == [2, 3] and store.db.execute("SELECT model_seed FROM configs").fetchall() == [(0,)]
+        for view in ("measured_layers", "interference"):
+            assert "model_seed" in {r[1] for r in store.db.execute(f"PRAGMA table_info({view})")}
 
 
 def test_a_schema_1_store_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -68,9 +96,12 @@ def test_a_schema_1_store_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None
                                         attempts=1))
         versions = [r[0] for r in store.db.execute("SELECT version FROM schema_version ORDER BY version")]
         cols = {r[1] for r in store.db.execute("PRAGMA table_info(layers)")}
-        rows = store.db.execute("SELECT backend, target, tune, seed FROM configs ORDER BY config_id").fetchall()
+        rows = store.db.execute("SELECT backend, target, tune, model_seed FROM configs ORDER BY config_id").fetchall()
+        views = {r[1] for r in store.db.execute("PRAGMA table_info(measured_layers)")} & \
+            {r[1] for r in store.db.execute("PRAGMA table_info(interference)")}
     assert versions == [1, 2, SCHEMA_VERSION] == [1, 2, 3] and {"schedule", "tuning_state", "target"} <= cols
     assert rows == [("onnxruntime", None, None, 0), ("tvm", "llvm", 0, 0)]  # the old row: seed 0, as built
+    assert "model_seed" in views  # the views made anew: they show the column the migration added
 
 
 @needs_tvm

@@ -20,14 +20,14 @@ from layerperf.readers.layerperf import load_profile
 from layerperf.renderers import files
 
 
-def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None) -> dict[str, int]:
-    given = {"batch": batch, "image_size": image_size, "seq_len": seq_len}
+def _zoo_options(batch: int | None, image_size: int | None, seq_len: int | None, model_seed: int) -> dict[str, int]:
+    given = {"batch": batch, "image_size": image_size, "seq_len": seq_len, "seed": model_seed or None}
     return {k: v for k, v in given.items() if v is not None}
 
 
 def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: int = 100, threads: int = 0,
             shapes: Sequence[str] = (), inputs: str | Path | None = None, seed: int = 0, batch: int | None = None,
-            image_size: int | None = None, seq_len: int | None = None, latency: bool = True,
+            image_size: int | None = None, seq_len: int | None = None, model_seed: int = 0, latency: bool = True,
             events: Sequence[str] | None = None, perf_config: str | Path | None = None, passes: int = 5,
             multiplex: bool = False, memory: bool = False, sample_rate: int | None = None,
             progress: Callable[[str, int, int], None] | None = None,
@@ -38,6 +38,9 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
     ``model``: a model file, a built-in model name, or the backend's own model object. Per-layer
     timings are taken in situ over ``runs`` measured runs after ``warmup``; whole-model latency with
     the profiler off on runs alternating with the profiled ones (``latency=False`` skips it).
+
+    ``seed`` seeds the random inputs; ``model_seed`` builds a built-in model with that seed (its random
+    weights; a kernel sweep's sampled configurations), as ``collect --model-seed`` does.
 
     ``events`` (perf event strings) or ``perf_config`` (a JSON file mapping event string to label)
     add per-layer perf counters, over ``passes`` passes per event group; ``multiplex`` counts every
@@ -53,9 +56,11 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
 
     chosen = usable(backends.for_model(model, backend))
     opts = backend_options(chosen, options)
-    zoo_opts = _zoo_options(batch, image_size, seq_len)
+    zoo_opts = _zoo_options(batch, image_size, seq_len, model_seed)
+    if zoo_opts.keys() == {"seed"} and isinstance(model, str | Path) and Path(str(model)).suffix:
+        raise InputError("--model-seed applies to built-in models only: a model file is as it is")
     if zoo_opts and isinstance(model, str | Path) and Path(str(model)).suffix:
-        raise InputError("--batch/--image-size/--seq-len apply to built-in models only",
+        raise InputError("--batch/--image-size/--seq-len/--model-seed apply to built-in models only",
                          hint="use --shape NAME=DIMS for a model file")
     plan = RunPlan(warmup=warmup, runs=runs, threads=threads, shapes=tuple(shapes),
                    inputs_file=str(inputs) if inputs else None, seed=seed, latency=latency, zoo_options=zoo_opts,

@@ -53,7 +53,7 @@ def register(sub: Any) -> None:
     p.add_argument("--tune", default="0", metavar="LIST",
                    help="TVM's MetaSchedule trials per model (--backend tvm), e.g. 0,200: 0 untuned (default 0); "
                         "the tuning database is kept per model and target, as for profile --tune")
-    p.add_argument("--seed", default="0", metavar="LIST",
+    p.add_argument("--model-seed", default="0", metavar="LIST",
                    help="build seeds of the built-in models (default 0): their random weights and a kernel sweep's "
                         "sampled configurations, e.g. 0,1 for two samples; a model file is collected once")
     p.add_argument("--cpus", action="append", default=[], metavar="SET",
@@ -84,7 +84,7 @@ def _ints(text: str, flag: str, lowest: int = 0) -> tuple[int, ...]:
 
     out = []
     for item in (t.strip() for t in text.split(",")):
-        if not item.isdigit() or int(item) < lowest:
+        if not (item.isascii() and item.isdigit()) or int(item) < lowest:
             raise InputError(f"{flag}: '{item}' is not an integer of {lowest} or more", hint=f"such as {flag} 1,2")
         out.append(int(item))
     return tuple(out)
@@ -123,7 +123,7 @@ def axes_of(args: argparse.Namespace) -> Axes:
                 cpu_sets=tuple(parse_cpus(c) for c in args.cpus) or (None,), coruns=tuple(args.corun),
                 corun_cores=args.corun_cores, events=tuple(args.events or ()), runs=args.runs, warmup=args.warmup,
                 targets=tuple(args.target) or ("llvm",), tunes=_ints(args.tune, "--tune"),
-                seeds=_ints(args.seed, "--seed"))
+                model_seeds=_ints(args.model_seed, "--model-seed"))
 
 
 def run(args: argparse.Namespace) -> int:

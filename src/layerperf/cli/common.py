@@ -54,12 +54,15 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, help="batch size of a built-in model")
     p.add_argument("--image-size", type=int, help="input height and width of a built-in vision model")
     p.add_argument("--seq-len", type=int, help="sequence length of a built-in text model")
+    p.add_argument("--model-seed", type=at_least(0), default=0,
+                   help="seed a built-in model is built with (default 0): its random weights, a kernel sweep's sampled "
+                        "configurations (as collect --model-seed)")
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``layerperf.profile`` keywords of the flags :func:`add_model_args` adds (MODEL aside)."""
     return {"shapes": args.shape, "inputs": args.inputs, "seed": args.seed, "batch": args.batch,
-            "image_size": args.image_size, "seq_len": args.seq_len}
+            "image_size": args.image_size, "seq_len": args.seq_len, "model_seed": args.model_seed}
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:

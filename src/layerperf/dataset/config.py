@@ -37,7 +37,8 @@ KEY_FIELDS = ("model", "backend", "batch", "threads", "opt_level", "inter_op", "
 # keys of the configurations of other backends stay as stores made before them hold them
 COMPILE_FIELDS = ("target", "tune")
 # a built-in model's build seed: in the key only where it is not 0, for the same reason
-SEED_FIELD = "seed"
+SEED_FIELD = "model_seed"
+MAX_SEED = 1 << 63  # a seed is an SQLite integer in the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +48,8 @@ class Config:
     and ``inter_op`` None where the backend has no such option; ``cpus`` the CPU list the run is pinned to
     ("" unpinned), ``corun`` the co-runner's operator ("" alone) and ``corun_cores`` ``shared`` or
     ``separate`` (with a co-runner), ``events`` perf events, comma-separated; ``target`` and ``tune`` (TVM's
-    target and MetaSchedule trials, 0 untuned) None on a backend that compiles nothing; ``seed`` the seed a
-    built-in model is built with (0 for a file, which is as it is)."""
+    target and MetaSchedule trials, 0 untuned) None on a backend that compiles nothing; ``model_seed`` the seed
+    a built-in model is built with (0 for a file, which is as it is)."""
 
     model: str
     backend: str
@@ -64,13 +65,13 @@ class Config:
     warmup: int = 3
     target: str | None = None
     tune: int | None = None
-    seed: int = 0
+    model_seed: int = 0
 
     def key(self) -> str:
         """The store's unique key: every field, ``name=value`` joined by ``;`` (None as ``-``); the
         compiling backend's factors, then the seed, last and only where they apply (a seed other than 0)."""
         names = KEY_FIELDS + tuple(n for n in COMPILE_FIELDS if getattr(self, n) is not None)
-        names += (SEED_FIELD,) if self.seed else ()
+        names += (SEED_FIELD,) if self.model_seed else ()
         return ";".join(f"{name}={_text(name, getattr(self, name))}" for name in names)
 
     def alone_key(self) -> str:
@@ -87,7 +88,7 @@ class Config:
         parts += [f"corun {self.corun} ({self.corun_cores})"] if self.corun else []
         parts += [f"target {self.target}"] if self.target is not None else []
         parts += [f"tune {self.tune}" if self.tune else "untuned"] if self.tune is not None else []
-        parts += [f"seed {self.seed}"] if self.seed else []
+        parts += [f"model seed {self.model_seed}"] if self.model_seed else []
         return " ".join(parts)
 
     @property
@@ -132,7 +133,7 @@ class Axes:
     warmup: int = 3
     targets: tuple[str, ...] = ("llvm",)  # a compiling backend's (TVM's)
     tunes: tuple[int, ...] = (0,)
-    seeds: tuple[int, ...] = (0,)  # built-in models' build seeds (a file is collected once)
+    model_seeds: tuple[int, ...] = (0,)  # built-in models' build seeds (a file is collected once)
 
 
 def _has_option(backend: str, name: str) -> bool:
@@ -178,12 +179,13 @@ def expand(axes: Axes) -> list[Config]:
         inter: Sequence[int | None] = axes.inter_ops if _has_option(backend, "execution_mode") else (None,)
         targets: Sequence[str | None] = axes.targets if _has_option(backend, "target") else (None,)
         tunes: Sequence[int | None] = axes.tunes if _has_option(backend, "tune") else (None,)
-        seeds = axes.seeds if model in zoo.names() else (0,)
+        seeds = axes.model_seeds if model in zoo.names() else (0,)
         for seed, batch, threads, level, inter_op, cpus, (corun, cores), target, tune in itertools.product(
                 seeds, batches, axes.threads, levels, inter, axes.cpu_sets, coruns, targets, tunes):
             cfg = Config(model=model, backend=backend, batch=batch, threads=threads, opt_level=level,
                          inter_op=inter_op, cpus=format_cpus(cpus or ()), corun=corun, corun_cores=cores,
-                         events=events, runs=axes.runs, warmup=axes.warmup, target=target, tune=tune, seed=seed)
+                         events=events, runs=axes.runs, warmup=axes.warmup, target=target, tune=tune,
+                         model_seed=seed)
             out.setdefault(cfg.key(), cfg)
     return list(out.values())
 
@@ -209,7 +211,7 @@ def check(axes: Axes) -> None:
         raise InputError("nothing to collect: --models names no model")
     for name, values in (("--batch", axes.batches), ("--threads", axes.threads), ("--opt-level", axes.opt_levels),
                          ("--inter-op", axes.inter_ops), ("--backend", axes.backends), ("--target", axes.targets),
-                         ("--tune", axes.tunes), ("--seed", axes.seeds)):
+                         ("--tune", axes.tunes), ("--model-seed", axes.model_seeds)):
         if not values:
             raise InputError(f"nothing to collect: {name} is empty")
     names = zoo.names()
@@ -217,9 +219,12 @@ def check(axes: Axes) -> None:
         if model not in names and not Path(model).is_file():
             raise InputError(f"unknown model '{model}': neither a built-in model nor a file",
                              hint="built-in models: " + ", ".join(names))
-    if any(axes.seeds) and not any(model in names for model in axes.models):
-        raise InputError("--seed builds built-in models (their weights; a kernel sweep's sampled configurations) "
-                         "and --models names none: a model file is as it is", hint="leave --seed out for files")
+    if any(s >= MAX_SEED for s in axes.model_seeds):
+        raise InputError(f"--model-seed values must be below 2**63 (the store's integers), got {max(axes.model_seeds)}")
+    if any(axes.model_seeds) and not any(model in names for model in axes.models):
+        raise InputError("--model-seed builds built-in models (their weights; a kernel sweep's sampled "
+                         "configurations) and --models names none: a model file is as it is",
+                         hint="leave --model-seed out for files")
     for backend in axes.backends:
         backends.usable(backends.get(backend))
     _check_compile_factors(axes)

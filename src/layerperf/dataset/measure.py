@@ -112,8 +112,8 @@ def _plan(cfg: Config, hook: SpeedRecorder) -> RunPlan:
         shapes = batch_shapes(proto, cfg.batch) if proto is not None else ()
     elif cfg.batch is not None:
         zoo = {"batch": cfg.batch}
-    if cfg.seed and not cfg.is_file:
-        zoo["seed"] = cfg.seed
+    if cfg.model_seed and not cfg.is_file:
+        zoo["seed"] = cfg.model_seed
     return RunPlan(warmup=cfg.warmup, runs=cfg.runs, threads=cfg.threads, shapes=shapes, zoo_options=zoo,
                    latency=True, between_runs=hook)
 

@@ -12,7 +12,8 @@
 A column is only ever added (with a new version and its migration, :data:`MIGRATIONS`); the version
 tells a reader what it may find. Version 2 added a compiling backend's factors (``configs.target``,
 ``configs.tune``) and the per-layer ``schedule``, ``tuning_state`` and ``target`` (TVM); version 3 a
-built-in model's build seed (``configs.seed``, 0 in the rows of stores made before it, which had none).
+built-in model's build seed (``configs.model_seed``, 0 in the rows of stores made before it, which had
+none) and shows it in both views. The views are derived: a migration makes them anew (:data:`VIEWS`).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ CONFIG_COLUMNS = (
     # a compiling backend's factors (version 2): NULL where the backend compiles nothing
     ("target", "TEXT"), ("tune", "INTEGER"),
     # a built-in model's build seed (version 3): 0 for a file
-    ("seed", SEED_COLUMN),
+    ("model_seed", SEED_COLUMN),
 )
 
 
@@ -77,7 +78,7 @@ TABLES = {"machines": MACHINE_COLUMNS, "configs": CONFIG_COLUMNS, "layers": LAYE
 MIGRATIONS = {
     2: [("configs", "target", "TEXT"), ("configs", "tune", "INTEGER"), ("layers", "schedule", "TEXT"),
         ("layers", "tuning_state", "TEXT"), ("layers", "target", "TEXT")],
-    3: [("configs", "seed", SEED_COLUMN)],
+    3: [("configs", "model_seed", SEED_COLUMN)],
 }
 
 
@@ -92,8 +93,23 @@ def _table(name: str, columns: tuple[tuple[str, str], ...], extra: str = "") -> 
 
 
 # the configuration factors the views show beside each layer (the others are the record's own fields)
-_FACTORS = ("opt_level", "inter_op", "cpus", "run_cpus", "corun", "corun_cores", "events", "machine_id",
+_FACTORS = ("opt_level", "inter_op", "model_seed", "cpus", "run_cpus", "corun", "corun_cores", "events", "machine_id",
             "runs_slowed", "slowed_used", "runs_disturbed", "disturbed_used")
+
+# name -> statement of each view; made with the tables, and made anew by a migration (they are derived)
+VIEWS = {
+    "measured_layers": "CREATE VIEW measured_layers AS SELECT l.*, " + ", ".join(f"c.{f}" for f in _FACTORS)
+    + " FROM layers l JOIN configs c ON c.config_id = l.config_id WHERE c.status = 'ok'",
+    "interference": """CREATE VIEW interference AS
+SELECT c.config_id, c.model, c.backend, c.batch, c.threads, c.model_seed, c.corun, c.corun_cores, c.run_cpus,
+       c.corun_cpus, l.layer_index, l.name, l.op_type, a.median_us AS alone_us, l.median_us AS corun_us,
+       l.median_us / a.median_us AS factor
+FROM configs c
+JOIN configs b ON b.config_key = c.alone_key AND b.status = 'ok'
+JOIN layers l ON l.config_id = c.config_id
+JOIN layers a ON a.config_id = b.config_id AND a.layer_index = l.layer_index AND a.name = l.name
+WHERE c.corun != '' AND c.status = 'ok' AND a.median_us > 0""",
+}
 
 DDL = "\n".join([
     "CREATE TABLE schema_version (version INTEGER NOT NULL, layerperf_version TEXT NOT NULL, created TEXT NOT NULL);",
@@ -104,15 +120,5 @@ DDL = "\n".join([
     "CREATE INDEX configs_status ON configs (status);",
     "CREATE INDEX configs_alone ON configs (alone_key);",
     "CREATE INDEX layers_op_type ON layers (op_type);",
-    "CREATE VIEW measured_layers AS SELECT l.*, " + ", ".join(f"c.{f}" for f in _FACTORS)
-    + " FROM layers l JOIN configs c ON c.config_id = l.config_id WHERE c.status = 'ok';",
-    """CREATE VIEW interference AS
-SELECT c.config_id, c.model, c.backend, c.batch, c.threads, c.corun, c.corun_cores, c.run_cpus, c.corun_cpus,
-       l.layer_index, l.name, l.op_type, a.median_us AS alone_us, l.median_us AS corun_us,
-       l.median_us / a.median_us AS factor
-FROM configs c
-JOIN configs b ON b.config_key = c.alone_key AND b.status = 'ok'
-JOIN layers l ON l.config_id = c.config_id
-JOIN layers a ON a.config_id = b.config_id AND a.layer_index = l.layer_index AND a.name = l.name
-WHERE c.corun != '' AND c.status = 'ok' AND a.median_us > 0;""",
+    *(f"{statement};" for statement in VIEWS.values()),
 ])

@@ -33,6 +33,7 @@ from layerperf.dataset.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     TABLES,
+    VIEWS,
     add_column,
 )
 from layerperf.errors import InputError
@@ -145,11 +146,16 @@ class Store:
         return True
 
     def _migrate(self, version: int) -> None:
-        """A store of an older schema brought up to this one, one version per transaction: columns added."""
+        """A store of an older schema brought up to this one, one version per transaction: columns added, and
+        with the last the views made anew (they show columns a version added)."""
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self.transaction():
                 for column in MIGRATIONS[target]:
                     self.db.execute(add_column(*column))
+                if target == SCHEMA_VERSION:
+                    for name, statement in VIEWS.items():
+                        self.db.execute(f"DROP VIEW IF EXISTS {name}")
+                        self.db.execute(statement)
                 self.db.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (target, __version__, now()))
 
     def _check_schema(self, tables: set[str]) -> int:
@@ -270,5 +276,5 @@ def _config_row(r: ConfigResult) -> dict[str, Any]:
         "yardstick_ref_ns": r.yardstick_ref_ns, "yardstick_median_ns": r.yardstick_median_ns,
         "latency_median_us": r.latency_median_us, "latency_p90_us": r.latency_p90_us, "run_cpus": r.run_cpus,
         "corun_cpus": r.corun_cpus, "corun_calls_per_s": r.corun_calls_per_s, "warnings": r.warnings,
-        "target": c.target, "tune": c.tune, "seed": c.seed,
+        "target": c.target, "tune": c.tune, "model_seed": c.model_seed,
     }

@@ -24,7 +24,7 @@ from layerperf.errors import InputError
 
 CONFIG_SQL = """
 SELECT c.config_id, c.model, c.backend, c.batch, c.threads, c.opt_level, c.inter_op, c.run_cpus, c.corun,
-       c.corun_cores, c.seed, c.latency_median_us, c.runs_measured, c.runs_slowed, c.slowed_used, {disturbed},
+       c.corun_cores, c.model_seed, c.latency_median_us, c.runs_measured, c.runs_slowed, c.slowed_used, {disturbed},
        c.machine_id,
        m.affinity, m.cores, m.l2_bytes, m.l3_bytes
 FROM configs c LEFT JOIN machines m ON m.machine_id = c.machine_id
@@ -45,7 +45,7 @@ class MeasuredConfig:
     the store has none); ``latency_us``: the whole model's median latency (None: not measured);
     ``runs_slowed`` and ``runs_disturbed``: runs the speed checks set aside, measured while the CPU ran
     slowed or while other processes had it (None: the store does not say); ``flagged``: its statistics
-    stand on such runs; ``seed``: a built-in model's build seed (0 for a file)."""
+    stand on such runs; ``model_seed``: a built-in model's build seed (0 for a file)."""
 
     config_id: int
     model: str
@@ -57,7 +57,7 @@ class MeasuredConfig:
     runs_slowed: int | None
     runs_disturbed: int | None
     flagged: bool
-    seed: int = 0
+    model_seed: int = 0
 
     @property
     def set_aside(self) -> int:
@@ -78,7 +78,7 @@ class MeasuredConfig:
         parts += [] if f.opt_level in (None, "all") else [str(f.opt_level)]
         parts += [] if f.inter_op is None else [f"inter-op {f.inter_op}"]
         parts += [f"corun ({'shared' if f.corun_shared else 'separate'})"] if f.corun else []
-        parts += [f"seed {self.seed}"] if self.seed else []
+        parts += [f"model seed {self.model_seed}"] if self.model_seed else []
         return " ".join(parts)
 
 
@@ -147,7 +147,7 @@ def read(path: str | Path) -> StoreData:
             ops=tuple(Op.of_row(r) for r in rows), layer_us=tuple(r["median_us"] for r in rows),
             latency_us=row["latency_median_us"], runs_measured=row["runs_measured"], runs_slowed=row["runs_slowed"],
             runs_disturbed=row["runs_disturbed"], flagged=bool(row["slowed_used"] or row["disturbed_used"]),
-            seed=int(row["seed"] or 0)))
+            model_seed=int(row["model_seed"] or 0)))
     if not out:
         raise InputError(f"the store {path} holds no measured configuration to learn from",
                          hint="collect into it first: layerperf collect --models ... --store PATH")
