@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from layerperf.analysis import aggregate as analysis
 from layerperf.data.calls import STRING_COLUMNS, Calls
 from layerperf.data.fold import Folded
-from layerperf.readers import detect, parallel, twofold
+from layerperf.readers import detect, kineto_links, parallel, twofold
 from stream_traces import check_folded as _check
 from stream_traces import kineto_launches, tef_nested
 from stream_traces import same_figures as _same
@@ -119,3 +120,28 @@ def test_a_helper_that_dies_is_noticed_at_the_next_segment(tmp_path: Path, monke
     # last of them already found the helper gone; all 48 left were made here, before
     assert made_here in ([], [twofold.IN_FLIGHT])
     assert not any(scratch.iterdir())  # the segments' files went with their folder
+
+
+@pytest.mark.parametrize("child_fails", [False, True])
+def test_linking_shared_with_a_child_gives_the_figures_of_one_process(
+        tiny: None, helper: list[bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        child_fails: bool) -> None:
+    """The device activities linked by two processes (readers/kineto_links.py: blocks of 8 activities, a child
+    from the first): the calls sorted, half the activities resolved, the waiting and lone ones written by the
+    child; where each of its three steps fails, this process does it again and the figures are the same."""
+    monkeypatch.setattr(kineto_links, "TWO_FROM", 0)
+    monkeypatch.setattr(kineto_links, "BLOCK", 8)
+    linking: list[str] = []
+    real = parallel.fork
+
+    def fork(work: Any) -> parallel.Child | None:
+        if "DiskLinks" in work.__qualname__:
+            linking.append(work.__qualname__)
+            if child_fails:
+                return real(lambda: os._exit(3))
+        return real(work)
+
+    monkeypatch.setattr(parallel, "fork", fork)
+    folded = _check(kineto_launches(tmp_path / "t.json", calls=400, seed=5))
+    assert len(linking) == 3 and any("_resolve_all" in name for name in linking)
+    assert folded.meta["device_events"] > 2 * 8

@@ -7,7 +7,11 @@ the activities, written in file order, are resolved a block at a time against th
 binary search over the mapped files; what they give — device time per op External id, per runtime
 call correlation (for the op around the call), the activities that link to nothing — is sorted and
 summed on disk too, and looked up the same way while the CPU segments go by. Mapped pages are given
-back after each block, so memory is a block's worth whatever the trace's size. The rules are
+back after each block, so memory is a block's worth whatever the trace's size. A big trace's linking is
+shared with a forked child, step by step (:data:`TWO_FROM` activities up, where :func:`_two` says so): the
+calls sorted while this process sorts the ops, the second half of the activities resolved into spills of the
+child's own (adopted here), the waiting and the lone activities written while this process sums the ones
+that link; what the child fails to do is done again here. The rules are
 :func:`classify`'s (the whole-file reading's, :func:`layerperf.readers.kineto._link`), and so are the figures.
 """
 
@@ -22,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from layerperf.readers import parallel
 from layerperf.readers.spill import Spill
 
 NONE = -1
 BLOCK = 1 << 18  # activities resolved at a time
+TWO_FROM = 4 * BLOCK  # activities from which a child shares the linking (fewer: the fork costs what it saves)
 PART_SHIFT = 40  # read by two processes (kineto_parts): a record's part in the high bits of its position
 # a record sorted by its key (an id), then file order; the spill's sort fields, the rest zero
 KEYED = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
@@ -105,10 +111,40 @@ def _sorted_file(spill: Spill, path: Path, fields: tuple[str, ...], dtype: np.dt
     return Mapped(path, dtype)
 
 
+_SUMMED = np.dtype([("key", "<i8"), ("ns", "<f8"), ("first", "<i8")])
+# the fields a sorted file keeps of a spill's records (the ops' and the waiting activities'; the calls'), its dtype
+_OP_FIELDS = (("thread_key", "seq"), np.dtype([("key", "<i8"), ("seq", "<i8")]))
+_CALL_FIELDS = (("thread_key", "value", "seq"), np.dtype([("key", "<i8"), ("ext", "<i8"), ("seq", "<i8")]))
+
+
+def _two(activities: int) -> bool:
+    """Whether a child shares the linking: enough activities, a spare CPU, no other thread (see
+    :func:`layerperf.readers.parallel.worth_it`)."""
+    return activities >= TWO_FROM and parallel.spare_cpu()
+
+
+def _started(two: bool, work: Any, spills: tuple[Spill, ...], children: list[parallel.Child]) -> parallel.Child | None:
+    """``work()`` (True once done) started in a child where ``two``, added to ``children`` (``spills`` flushed
+    first: what the child writes of them is then what this process would); None where it is not."""
+    if not two:
+        return None
+    for spill in spills:
+        spill.flush()
+    child = parallel.fork(work)
+    if child is not None:
+        children.append(child)
+    return child
+
+
+def _done(child: parallel.Child | None) -> bool:
+    """Whether ``child`` did its work (waited for; False: not started, or failed: to do here)."""
+    return child is not None and child() is True
+
+
 def _summed_file(spill: Spill, path: Path) -> Mapped:
     """Per distinct key of the spill, the sum of its records' ``ns`` (whole ns: exact in any order) and their
     ``value`` (the same in every record of a key: the position of the op or call that takes the time)."""
-    dtype = np.dtype([("key", "<i8"), ("ns", "<f8"), ("first", "<i8")])
+    dtype = _SUMMED
     carry: np.ndarray | None = None
     with path.open("wb") as f:
         for block in spill.sorted_blocks():
@@ -142,26 +178,37 @@ class DiskLinks:
         self.recorder = recorder  # a kineto_activities.Recorder told the op around each waiting call
         self.activities = Mapped(activities, ACTIVITY)
         self.orphans: list[np.ndarray] = []  # correlations of calls with no op around them
+        self._around_spill_path = directory / "around.bin"
+        self._lone_path = directory / "lone.bin"
+        two = _two(self.activities.size)
         keys: list[Mapped] = []  # closed however the linking ends (a failure leaves no mapping open)
+        children: list[parallel.Child] = []  # stopped however it ends (a child waited for is reaped already)
         try:
-            keys.append(_sorted_file(ops, directory / "ops.bin", ("thread_key", "seq"),
-                                     np.dtype([("key", "<i8"), ("seq", "<i8")])))
-            keys.append(_sorted_file(calls, directory / "calls.bin", ("thread_key", "value", "seq"),
-                                     np.dtype([("key", "<i8"), ("ext", "<i8"), ("seq", "<i8")])))
+            calls_path = directory / "calls.bin"
+
+            def sort_calls() -> bool:
+                _sorted_file(calls, calls_path, *_CALL_FIELDS).close()
+                return True
+
+            sorting = _started(two, sort_calls, (calls,), children)
+            keys.append(_sorted_file(ops, directory / "ops.bin", *_OP_FIELDS))
+            if not _done(sorting):
+                sort_calls()
+            keys.append(Mapped(calls_path, _CALL_FIELDS[1]))
             with Spill(False, str(directory), dtype=KEYED) as ext, \
                     Spill(False, str(directory), dtype=KEYED) as around, \
                     Spill(False, str(directory), dtype=KEYED) as lone:
-                self.unlinked = self._resolve(keys[0], keys[1], ext, around, lone)
+                self.unlinked = self._resolve_all(two, keys[0], keys[1], ext, around, lone, children)
                 for mapped in keys:  # their pages back before the summing below
                     mapped.close()
+                writing = _started(two, lambda: self._waiting_and_lone(around, lone), (around, lone), children)
                 self.ext_file = _summed_file(ext, directory / "ext_ns.bin")
-                self.around_file = _summed_file(around, directory / "around_ns.bin")
-                self._around_spill_path = directory / "around.bin"
-                _sorted_file(around, self._around_spill_path, ("thread_key", "seq"),
-                             np.dtype([("key", "<i8"), ("seq", "<i8")])).close()
-                self._lone_path = directory / "lone.bin"
-                _sorted_file(lone, self._lone_path, ("seq",), np.dtype([("seq", "<i8")])).close()
+                if not _done(writing):
+                    self._waiting_and_lone(around, lone)
+                self.around_file = Mapped(directory / "around_ns.bin", _SUMMED)
         except BaseException:
+            for child in children:
+                child.kill()
             self.activities.close()
             raise
         finally:
@@ -171,14 +218,50 @@ class DiskLinks:
         self.ext, self.ext_ns, self.ext_first = (self.ext_file.array[f] for f in ("key", "ns", "first"))
         self.around, self.around_ns, self.around_first = (self.around_file.array[f] for f in ("key", "ns", "first"))
 
-    def _resolve(self, ops: Mapped, calls: Mapped, ext_out: Spill, around_out: Spill, lone_out: Spill) -> int:
-        """Each activity's link (:func:`classify`), a block at a time; how many link
-        to nothing."""
+    def _waiting_and_lone(self, around: Spill, lone: Spill) -> bool:
+        """The device time waiting on each call's op around it, summed, the waiting activities by call and the
+        lone ones, each written to its file."""
+        _summed_file(around, self.dir / "around_ns.bin").close()
+        _sorted_file(around, self._around_spill_path, *_OP_FIELDS).close()
+        _sorted_file(lone, self._lone_path, ("seq",), np.dtype([("seq", "<i8")])).close()
+        return True
+
+    def _resolve_all(self, two: bool, ops: Mapped, calls: Mapped, ext_out: Spill, around_out: Spill,
+                     lone_out: Spill, children: list[parallel.Child]) -> int:
+        """:meth:`_resolve` of every activity: the second half's in a child where ``two`` (its spills' runs
+        adopted by ``ext_out``, ``around_out`` and ``lone_out``), else, or where the child fails, here."""
+        size = self.activities.size
+        half = (size // BLOCK // 2) * BLOCK if two else size
+
+        def second() -> tuple[int, list[list[tuple[Path, int]]]]:
+            spills = [Spill(False, str(self.dir), dtype=KEYED) for _ in range(3)]
+            n = self._resolve(ops, calls, spills[0], spills[1], spills[2], start=half)
+            for sp in spills:
+                sp.flush()  # its runs stay (the folder is removed with the linking's), adopted by the caller
+            return n, [sp.runs for sp in spills]
+
+        child = parallel.fork(second) if half < size else None
+        if child is not None:
+            children.append(child)
+        lone_n = self._resolve(ops, calls, ext_out, around_out, lone_out, stop=half if child is not None else size)
+        got = child() if child is not None else None
+        if child is not None and got is None:  # the child failed: its half here
+            lone_n += self._resolve(ops, calls, ext_out, around_out, lone_out, start=half)
+        elif got is not None:
+            lone_n += got[0]
+            for spill, runs in zip((ext_out, around_out, lone_out), got[1], strict=True):
+                spill.adopt(runs)
+        return lone_n
+
+    def _resolve(self, ops: Mapped, calls: Mapped, ext_out: Spill, around_out: Spill, lone_out: Spill,
+                 start: int = 0, stop: int | None = None) -> int:
+        """Each activity's link (:func:`classify`), a block at a time, of the activities from ``start`` to
+        ``stop`` (a multiple of :data:`BLOCK` apart from the end); how many link to nothing."""
         op_keys, call_corr, call_ext = ops.array["key"], calls.array["key"], calls.array["ext"]
         op_seq, call_seq = ops.array["seq"], calls.array["seq"]
         lone_n = 0
         acts = self.activities.array
-        for lo in range(0, acts.size, BLOCK):
+        for lo in range(start, acts.size if stop is None else stop, BLOCK):
             block = acts[lo:lo + BLOCK]
             index = np.arange(lo, lo + block.size, dtype=np.int64)
             ext, corr = block["external"], block["correlation"]

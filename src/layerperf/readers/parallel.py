@@ -47,8 +47,13 @@ def worth_it(path: Path, *, gzipped_too: bool = False) -> bool:
         return False
     if gzipped:
         size *= 8  # what it inflates to, at the least ratio worth it
-    return (sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
-            and size >= MIN_BYTES)
+    return spare_cpu() and size >= MIN_BYTES
+
+
+def spare_cpu() -> bool:
+    """Whether a forked child can work beside this process: Linux, a second CPU this process may use, and no
+    other thread here (forking one is unsafe)."""
+    return sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
 
 
 def read(path: Path, reader: ModuleType, meta: dict[str, Any]) -> Calls | None:

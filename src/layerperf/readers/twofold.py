@@ -20,9 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -41,8 +39,7 @@ IN_FLIGHT = 2  # segments handed to the helper and not yet folded there, at most
 def worth_it(folded: Folded, records: int) -> bool:
     """Linux with a spare CPU, no other threads (forking them is unsafe), no table handed on as it is folded
     (a timeline wants them in order), and enough records."""
-    return (sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2 and threading.active_count() == 1
-            and folded.sink is None and records >= MIN_RECORDS)
+    return parallel.spare_cpu() and folded.sink is None and records >= MIN_RECORDS
 
 
 def fold_all(items: Callable[[], Iterable[Any]], table_of: Callable[[Any], Calls], folded: Folded, records: int, *,
