@@ -425,3 +425,19 @@ def test_segments_are_cut_at_their_size_when_blocks_fill_it_exactly(monkeypatch:
     segments = list(kineto_stream._segments(Blocks(), 0.0, None))  # type: ignore[arg-type]
     assert sum(s.size for s in segments) == 40 * 64
     assert held and max(held) <= 256 + 64, held
+
+
+@pytest.mark.parametrize("where", ["missing", "a-file"])
+def test_a_temporary_folder_that_is_none_is_one_line(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from layerperf.cli import main
+
+    trace = kineto_launches(tmp_path / "k.json", calls=20)
+    target = tmp_path / where
+    if where == "a-file":
+        target.write_text("not a folder")
+    monkeypatch.setenv("LAYERPERF_TMPDIR", str(target))
+    assert main(["analyze", str(trace)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"layerperf: error: LAYERPERF_TMPDIR={target} is not a folder this process can write in (set it "
+                   "to one, or unset it for the system's temporary folder)"]

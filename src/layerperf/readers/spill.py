@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from layerperf.data.nesting import sort_by
+from layerperf.errors import InputError
 
 RECORD = np.dtype([("thread_key", "<i8"), ("ts_us", "<f8"), ("nonzero", "i1"), ("neg_dur", "<f8"), ("seq", "<i8"),
                    ("thread", "<i4"), ("ident", "<i4"), ("flops", "<f8"), ("bytes", "<f8"), ("part", "i1")])
@@ -263,5 +264,10 @@ def records(n: int) -> np.ndarray:
 
 
 def temp_dir() -> str | None:
-    """Where runs go: ``LAYERPERF_TMPDIR`` when set, else the system's temporary directory."""
-    return os.environ.get("LAYERPERF_TMPDIR") or None
+    """Where runs go: ``LAYERPERF_TMPDIR`` when set, else the system's temporary directory; InputError in one
+    line when it names no folder this process can write in (it was a traceback)."""
+    given = os.environ.get("LAYERPERF_TMPDIR") or None
+    if given is not None and not (os.path.isdir(given) and os.access(given, os.W_OK | os.X_OK)):
+        raise InputError(f"LAYERPERF_TMPDIR={given} is not a folder this process can write in",
+                         hint="set it to one, or unset it for the system's temporary folder")
+    return given
