@@ -16,7 +16,7 @@ import pytest
 from layerperf.analysis.gpu.source import InMemory
 from layerperf.data.calls import KernelTable
 from layerperf.errors import InputError
-from layerperf.readers import kineto_activities, kineto_links
+from layerperf.readers import kineto_activities, kineto_links, parallel
 from layerperf.readers.detect import read_folded, read_table
 from layerperf.readers.kineto_stream import fold
 from layerperf.readers.stream import open_events
@@ -104,10 +104,19 @@ def _event(r: random.Random) -> dict[str, Any]:
             "ts": round(r.uniform(0, 500), 3), "dur": round(r.uniform(0, 60), 3), "args": args}
 
 
+def _linked_by_two(monkeypatch: pytest.MonkeyPatch, two: bool) -> None:
+    """Where ``two``, the activities linked by this process and a forked child (readers/kineto_links.py) however
+    few they are: the lone ones and the calls with no op around them counted by both."""
+    if two:
+        monkeypatch.setattr(kineto_links, "TWO_FROM", 0)
+        monkeypatch.setattr(parallel, "spare_cpu", lambda: True)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_fuzzed_traces_same_activities(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     r = random.Random(seed)
     monkeypatch.setattr(kineto_links, "BLOCK", r.choice([1, 3, 64]))  # activities resolved a few at a time
+    _linked_by_two(monkeypatch, seed % 2 == 1)
     monkeypatch.setattr(kineto_activities, "BLOCK", r.choice([1, 5, 64]))
     path = tmp_path / "t.json"
     events = [_event(r) for _ in range(r.choice([40, 300]))]
@@ -147,6 +156,7 @@ def test_fuzzed_duplicate_ids_fold_as_the_whole_reading(tmp_path: Path, seed: in
     r = random.Random(100 + seed)
     shrink(monkeypatch, segment=40, run=97, merge=50, block=13)
     monkeypatch.setattr(kineto_links, "BLOCK", r.choice([1, 5, 64]))
+    _linked_by_two(monkeypatch, seed % 2 == 1)
     path = tmp_path / "t.json"
     events = [_event(r) for _ in range(400)]
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))

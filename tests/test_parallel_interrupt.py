@@ -179,3 +179,21 @@ def _wait_for(path: Path) -> None:
             return
         time.sleep(0.01)
     raise AssertionError(f"{path} never came")
+
+
+def test_a_child_reaped_is_never_signalled_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once waited for, a child's pid may be another process's: kill() after the wait sends nothing."""
+    child = parallel.fork(lambda: 7)
+    assert child is not None and child() == 7
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    child.kill()
+    assert sent == []
+    running = parallel.fork(lambda: time.sleep(60))
+    assert running is not None
+    monkeypatch.undo()
+    running.kill()  # a live one is killed and reaped, and only once
+    sent.clear()
+    monkeypatch.setattr(os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    running.kill()
+    assert sent == []

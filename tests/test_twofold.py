@@ -8,6 +8,7 @@ the helper comes free) equal the whole-file reading; a helper that fails leaves 
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,7 @@ def test_linking_shared_with_a_child_gives_the_figures_of_one_process(
     child; where each of its three steps fails, this process does it again and the figures are the same."""
     monkeypatch.setattr(kineto_links, "TWO_FROM", 0)
     monkeypatch.setattr(kineto_links, "BLOCK", 8)
+    monkeypatch.setattr(parallel, "spare_cpu", lambda: True)  # a child however few CPUs this run may use
     linking: list[str] = []
     real = parallel.fork
 
@@ -142,6 +144,34 @@ def test_linking_shared_with_a_child_gives_the_figures_of_one_process(
         return real(work)
 
     monkeypatch.setattr(parallel, "fork", fork)
+    linked_dirs: list[int] = []  # after each linking: the child's spill folders still there
+    real_init = kineto_links.DiskLinks.__init__
+
+    def init(self: kineto_links.DiskLinks, directory: Path, *args: Any, **kwargs: Any) -> None:
+        real_init(self, directory, *args, **kwargs)
+        linked_dirs.append(len(list(directory.glob("layerperf-links-*"))))
+
+    monkeypatch.setattr(kineto_links.DiskLinks, "__init__", init)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("LAYERPERF_TMPDIR", str(scratch))
     folded = _check(kineto_launches(tmp_path / "t.json", calls=400, seed=5))
     assert len(linking) == 3 and any("_resolve_all" in name for name in linking)
     assert folded.meta["device_events"] > 2 * 8
+    assert not any(scratch.iterdir())  # the spills, the child's too, gone with the reading
+    assert linked_dirs and not any(linked_dirs), "the child's spills went once their runs were read"
+
+
+def test_a_segment_file_not_written_leaves_the_figures_as_one_process_gives(
+        tiny: None, helper: list[bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A full disk where a segment is handed on: the helper's share is dropped and one process folds it all."""
+    real = twofold._send
+
+    def send(out: Any, item: Any, path: str = "") -> None:
+        if item is not None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(out, item, path)
+
+    monkeypatch.setattr(twofold, "_send", send)
+    _check(kineto_launches(tmp_path / "k.json", calls=400))
+    assert helper == [False]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +182,7 @@ class DiskLinks:
         self.orphans: list[np.ndarray] = []  # correlations of calls with no op around them
         self._around_spill_path = directory / "around.bin"
         self._lone_path = directory / "lone.bin"
+        self._child_dir: str | None = None  # where a child's spills go (:meth:`_resolve_all`)
         two = _two(self.activities.size)
         keys: list[Mapped] = []  # closed however the linking ends (a failure leaves no mapping open)
         children: list[parallel.Child] = []  # stopped however it ends (a child waited for is reaped already)
@@ -205,10 +208,12 @@ class DiskLinks:
                 self.ext_file = _summed_file(ext, directory / "ext_ns.bin")
                 if not _done(writing):
                     self._waiting_and_lone(around, lone)
+                self._child_done()  # the child's runs are read: their disk back before the folding
                 self.around_file = Mapped(directory / "around_ns.bin", _SUMMED)
         except BaseException:
             for child in children:
                 child.kill()
+            self._child_done()
             self.activities.close()
             raise
         finally:
@@ -217,6 +222,12 @@ class DiskLinks:
         # by id: the device time, and the position of the one op (call) that takes it: the first with that id
         self.ext, self.ext_ns, self.ext_first = (self.ext_file.array[f] for f in ("key", "ns", "first"))
         self.around, self.around_ns, self.around_first = (self.around_file.array[f] for f in ("key", "ns", "first"))
+
+    def _child_done(self) -> None:
+        """The folder of the child's spills removed (their runs read, or the child failed)."""
+        if self._child_dir is not None:
+            shutil.rmtree(self._child_dir, ignore_errors=True)
+            self._child_dir = None
 
     def _waiting_and_lone(self, around: Spill, lone: Spill) -> bool:
         """The device time waiting on each call's op around it, summed, the waiting activities by call and the
@@ -232,9 +243,12 @@ class DiskLinks:
         adopted by ``ext_out``, ``around_out`` and ``lone_out``), else, or where the child fails, here."""
         size = self.activities.size
         half = (size // BLOCK // 2) * BLOCK if two else size
+        # the child's spills, in a folder removed once their runs are read (:meth:`_child_done`), or when it fails
+        own = tempfile.mkdtemp(prefix="layerperf-links-", dir=self.dir) if half < size else None
+        self._child_dir = own
 
         def second() -> tuple[int, list[list[tuple[Path, int]]]]:
-            spills = [Spill(False, str(self.dir), dtype=KEYED) for _ in range(3)]
+            spills = [Spill(False, own, dtype=KEYED) for _ in range(3)]
             n = self._resolve(ops, calls, spills[0], spills[1], spills[2], start=half)
             for sp in spills:
                 sp.flush()  # its runs stay (the folder is removed with the linking's), adopted by the caller
@@ -243,9 +257,12 @@ class DiskLinks:
         child = parallel.fork(second) if half < size else None
         if child is not None:
             children.append(child)
+        elif own is not None:
+            shutil.rmtree(own, ignore_errors=True)
         lone_n = self._resolve(ops, calls, ext_out, around_out, lone_out, stop=half if child is not None else size)
         got = child() if child is not None else None
-        if child is not None and got is None:  # the child failed: its half here
+        if child is not None and got is None:  # the child failed: its half here, what it wrote gone
+            self._child_done()
             lone_n += self._resolve(ops, calls, ext_out, around_out, lone_out, start=half)
         elif got is not None:
             lone_n += got[0]

@@ -156,10 +156,12 @@ def _both(mine: Callable[[Child], Any], theirs: Callable[[], Any],
 
 class Child:
     """A forked child working: call it to wait for its result (None on failure); :meth:`kill` stops it. Either
-    way it is reaped, also when the wait itself is interrupted (a second Ctrl-C kills it then)."""
+    way it is reaped, also when the wait itself is interrupted (a second Ctrl-C kills it then), and once reaped
+    it is never signalled again (its pid may be another process's by then)."""
 
     def __init__(self, pid: int, fd: int) -> None:
         self.pid, self.fd = pid, fd
+        self.reaped = False
 
     def __call__(self) -> Any:
         fd, self.fd = self.fd, -1  # the file object owns (and closes) it now
@@ -167,6 +169,7 @@ class Child:
             with os.fdopen(fd, "rb") as f:
                 payload = f.read()
             _, status = os.waitpid(self.pid, 0)
+            self.reaped = True
         except BaseException:
             self.kill()
             raise
@@ -183,10 +186,13 @@ class Child:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
+        if self.reaped:
+            return
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.waitpid(self.pid, 0)
+        self.reaped = True
 
 
 def fork(work: Callable[[], Any]) -> Child | None:

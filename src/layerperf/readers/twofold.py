@@ -115,8 +115,8 @@ def _fold(items: Iterable[Any], table_of: Callable[[Any], Calls], folded: Folded
                 folded.add(table_of(item))
             _send(out, None)
         got = child()
-    except BrokenPipeError:  # the helper died: its share is lost
-        child.kill()
+    except OSError:  # the helper died (a broken pipe), or a segment's file was not written (a full disk): its
+        child.kill()  # share is lost, and one process folds it all without files
         return None
     except BaseException:
         child.kill()
