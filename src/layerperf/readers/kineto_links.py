@@ -120,8 +120,8 @@ _CALL_FIELDS = (("thread_key", "value", "seq"), np.dtype([("key", "<i8"), ("ext"
 
 
 def _two(activities: int) -> bool:
-    """Whether a child shares the linking: enough activities, a spare CPU, no other thread (see
-    :func:`layerperf.readers.parallel.worth_it`)."""
+    """Whether a child shares the linking: enough activities, and a spare CPU with no other thread here
+    (:func:`layerperf.readers.parallel.spare_cpu`)."""
     return activities >= TWO_FROM and parallel.spare_cpu()
 
 
@@ -251,7 +251,7 @@ class DiskLinks:
             spills = [Spill(False, own, dtype=KEYED) for _ in range(3)]
             n = self._resolve(ops, calls, spills[0], spills[1], spills[2], start=half)
             for sp in spills:
-                sp.flush()  # its runs stay (the folder is removed with the linking's), adopted by the caller
+                sp.flush()  # its runs stay, adopted by the caller, which removes their folder once read
             return n, [sp.runs for sp in spills]
 
         child = parallel.fork(second) if half < size else None
