@@ -123,13 +123,14 @@ def test_a_helper_that_dies_is_noticed_at_the_next_segment(tmp_path: Path, monke
     assert not any(scratch.iterdir())  # the segments' files went with their folder
 
 
-@pytest.mark.parametrize("child_fails", [False, True])
+@pytest.mark.parametrize("child", ["works", "fails", "unforked"])
 def test_linking_shared_with_a_child_gives_the_figures_of_one_process(
         tiny: None, helper: list[bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
-        child_fails: bool) -> None:
+        child: str) -> None:
     """The device activities linked by two processes (readers/kineto_links.py: blocks of 8 activities, a child
     from the first): the calls sorted, half the activities resolved, the waiting and lone ones written by the
-    child; where each of its three steps fails, this process does it again and the figures are the same."""
+    child; where each of its three steps fails, or no child can be forked, this process does it and the figures
+    are the same."""
     monkeypatch.setattr(kineto_links, "TWO_FROM", 0)
     monkeypatch.setattr(kineto_links, "BLOCK", 8)
     monkeypatch.setattr(parallel, "spare_cpu", lambda: True)  # a child however few CPUs this run may use
@@ -139,8 +140,10 @@ def test_linking_shared_with_a_child_gives_the_figures_of_one_process(
     def fork(work: Any) -> parallel.Child | None:
         if "DiskLinks" in work.__qualname__:
             linking.append(work.__qualname__)
-            if child_fails:
+            if child == "fails":
                 return real(lambda: os._exit(3))
+            if child == "unforked":
+                return None
         return real(work)
 
     monkeypatch.setattr(parallel, "fork", fork)

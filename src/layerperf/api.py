@@ -57,9 +57,9 @@ def profile(model: Any, *, backend: str | None = None, warmup: int = 10, runs: i
     chosen = usable(backends.for_model(model, backend))
     opts = backend_options(chosen, options)
     zoo_opts = _zoo_options(batch, image_size, seq_len, model_seed)
-    if zoo_opts.keys() == {"seed"} and isinstance(model, str | Path) and Path(str(model)).suffix:
-        raise InputError("--model-seed applies to built-in models only: a model file is as it is")
     if zoo_opts and isinstance(model, str | Path) and Path(str(model)).suffix:
+        if zoo_opts.keys() == {"seed"}:
+            raise InputError("--model-seed applies to built-in models only: a model file is as it is")
         raise InputError("--batch/--image-size/--seq-len/--model-seed apply to built-in models only",
                          hint="use --shape NAME=DIMS for a model file")
     plan = RunPlan(warmup=warmup, runs=runs, threads=threads, shapes=tuple(shapes),

@@ -257,8 +257,8 @@ class DiskLinks:
         child = parallel.fork(second) if half < size else None
         if child is not None:
             children.append(child)
-        elif own is not None:
-            shutil.rmtree(own, ignore_errors=True)
+        else:
+            self._child_done()
         lone_n = self._resolve(ops, calls, ext_out, around_out, lone_out, stop=half if child is not None else size)
         got = child() if child is not None else None
         if child is not None and got is None:  # the child failed: its half here, what it wrote gone
