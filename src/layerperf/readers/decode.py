@@ -14,6 +14,8 @@ falls back to decoding each event on its own, keeping what is usable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -78,13 +80,52 @@ class Event(msgspec.Struct, omit_defaults=True, gc=False):
     args: Args = NO_ARGS  # "args": null (or not an object) decodes through the lenient path, without them
 
 
-_EVENTS = msgspec.json.Decoder(list[Event])
-_EVENT = msgspec.json.Decoder(Event)
+class KinetoArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """The arguments a PyTorch (Kineto) trace's reader looks at: :class:`Args`'s that such a trace holds."""
+
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+    flops: Any = None
+    bytes: Any = None
+    device: Any = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_v1: Any = msgspec.field(default=None, name="external id")
+    correlation: Any = None
+
+
+NO_KINETO_ARGS = KinetoArgs()
+
+
+class KinetoEvent(msgspec.Struct, omit_defaults=True, gc=False):
+    """:class:`Event` as a Kineto trace's reader decodes it: with fewer arguments to make (the decoding of a
+    million-event trace ~15% faster)."""
+
+    name: Any = None
+    ph: Any = None
+    cat: Any = None
+    ts: Any = None
+    dur: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: KinetoArgs = NO_KINETO_ARGS
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How a chunk's events are decoded: as a whole array, and (the lenient path) an event at a time."""
+
+    events: msgspec.json.Decoder[Any]
+    event: msgspec.json.Decoder[Any]
+
+
+GENERIC = Decoding(msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(Event))
+KINETO = Decoding(msgspec.json.Decoder(list[KinetoEvent]), msgspec.json.Decoder(KinetoEvent))
 DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
 
 
-def decode_events(data: bytes) -> list[Event]:
-    """The events of a JSON array of events.
+def decode_events(data: bytes, decoding: Decoding = GENERIC) -> list[Any]:
+    """The events of a JSON array of events: :class:`Event` (:class:`KinetoEvent` with :data:`KINETO`).
 
     Malformed JSON raises ``orjson.JSONDecodeError`` (orjson's position and message, which the file
     reader turns into line and column); a well-formed array whose items are not all usable events
@@ -92,31 +133,32 @@ def decode_events(data: bytes) -> list[Event]:
     left out by the readers), ``args`` that are not an object are dropped.
     """
     try:
-        return _EVENTS.decode(data)
+        return decoding.events.decode(data)
     except (msgspec.ValidationError, *DECODE_ERRORS):
         pass
     items = orjson.loads(data)  # malformed: raises with orjson's position
-    return events_of(items) if isinstance(items, list) else []
+    return events_of(items, decoding) if isinstance(items, list) else []
 
 
 NOT_OBJECT = "\x00not-an-object"  # the ``ph`` of what stands for an item that is no event object
 
 
-def event_of(item: Any) -> Event | None:
-    """An already parsed event as an Event; an item that is not an object stands as an Event whose ``ph``
-    is :data:`NOT_OBJECT` (so that readers count it), named by its JSON text."""
+def event_of(item: Any, decoding: Decoding = GENERIC) -> Any:
+    """An already parsed event as an Event (a KinetoEvent with :data:`KINETO`); an item that is not an object
+    stands as an Event whose ``ph`` is :data:`NOT_OBJECT` (so that readers count it), named by its JSON text;
+    None for an object that makes no event."""
     if not isinstance(item, dict):
         return Event(name=orjson.dumps(item)[:60].decode("utf-8", "replace"), ph=NOT_OBJECT)
     for doc in (item, {k: v for k, v in item.items() if k != "args"}):
         try:
-            return _EVENT.decode(orjson.dumps(doc))
+            return decoding.event.decode(orjson.dumps(doc))
         except (msgspec.ValidationError, *DECODE_ERRORS, orjson.JSONEncodeError):
             continue
     return None
 
 
-def events_of(items: list[Any]) -> list[Event]:
-    return [ev for ev in map(event_of, items) if ev is not None]
+def events_of(items: list[Any], decoding: Decoding = GENERIC) -> list[Any]:
+    return [ev for ev in (event_of(item, decoding) for item in items) if ev is not None]
 
 
 def raw_value(raw: msgspec.Raw) -> Any:
@@ -124,7 +166,7 @@ def raw_value(raw: msgspec.Raw) -> Any:
     return msgspec.json.decode(raw) if raw else None
 
 
-def fields(items: list[Any], names: tuple[str, ...]) -> list[list[Any]]:
+def fields(items: Sequence[Any], names: tuple[str, ...]) -> list[list[Any]]:
     """The columns ``names`` of ``items`` (events or Args): one C loop per column.
 
     (A multi-field ``attrgetter`` and ``zip(*...)`` to transpose is twice as slow: a tuple per item.)

@@ -226,4 +226,4 @@ def _stretch(passes: _Passes, block: int, sig: bytes, form: str, k: int) -> Even
     body: Any = _Body(passes, k)
     reader = _Reader(passes.path, block, body)
     tail: list[Any] = []
-    return EventStream(str(passes.path), form, {}, [], _chunks(reader, sig, form, tail), tail)
+    return EventStream(str(passes.path), form, {}, [], _chunks(reader, sig, form, tail), tail, reader)

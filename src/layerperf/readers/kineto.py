@@ -23,6 +23,7 @@ import numpy as np
 
 from layerperf.data.calls import Annotations, Calls, Interner, KernelTable, Labels, TableBuilder, with_outer
 from layerperf.data.nesting import enclosing, op_reach, outermost, past_frames, self_times
+from layerperf.readers.decode import KINETO
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import NONE as _NONE
@@ -149,6 +150,7 @@ def read(stream: EventStream, meta: dict[str, Any] | None = None) -> Calls:
     steps: list[tuple[float, float]] = []
     dropped = Dropped()
     notes: list[Note] = []
+    stream.decode_as(KINETO)
     for chunk in stream.chunks():
         n_events += len(chunk)
         collect(chunk, kinds, threads, builder, cpu, dev, steps, dropped, notes)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from layerperf.cost.aten import recorded
 from layerperf.data.calls import Interner, TableBuilder, int_id
-from layerperf.readers.decode import NOT_OBJECT, Event, detached_raw, fields, raw_value
+from layerperf.readers.decode import NOT_OBJECT, Event, KinetoEvent, detached_raw, fields, raw_value
 from layerperf.readers.dropped import NOT_A_NUMBER, NOT_EVENT, Dropped, reason
 from layerperf.readers.streaming import thread_key
 from layerperf.readers.tef import MAX_US, column, floats, shapes_text, text
@@ -170,7 +171,7 @@ class Kinds:
         self._bytes = np.zeros(64, dtype=np.float64)
         self._mark = np.zeros(64, dtype=bool)
 
-    def of(self, heads: list[Any], inputs: list[Any], raw: tuple[list[Any], ...]) -> np.ndarray:
+    def of(self, heads: list[Any], inputs: list[Any]) -> np.ndarray:
         """Per event (``heads``: (category, name, device); ``inputs``: recorded inputs as raw JSON),
         its kind's index."""
         try:
@@ -183,17 +184,18 @@ class Kinds:
                 if f is None:
                     f = self.first.get(h)
                     if f is None:
-                        f = self.first[h] = (tuple(map(detached_raw, inputs[i])), self._full(raw, i))
+                        f = self.first[h] = (tuple(map(detached_raw, inputs[i])), self._full(h, inputs[i]))
                     found[i] = f
         known: list[tuple[Any, int]] = found  # type: ignore[assignment]  # every head has one now
         same = list(map(operator.eq, inputs, [f[0] for f in known]))
         out = [f[1] for f in known]
         if not all(same):
-            out = [k if ok else self._full(raw, i) for i, (k, ok) in enumerate(zip(out, same, strict=True))]
+            out = [k if ok else self._full(heads[i], inputs[i])
+                   for i, (k, ok) in enumerate(zip(out, same, strict=True))]
         return np.fromiter(out, dtype=np.int64, count=len(out))
 
-    def _full(self, raw: tuple[list[Any], ...], i: int) -> int:
-        cat, name, device, dims, types, concrete = (c[i] for c in raw)
+    def _full(self, head: tuple[Any, Any, Any], inputs: tuple[Any, Any, Any]) -> int:
+        (cat, name, device), (dims, types, concrete) = head, inputs
         key = (_hashable(cat), _hashable(name), _hashable(device), bytes(dims), bytes(types), bytes(concrete))
         k = self.full.get(key)
         if k is None:
@@ -260,30 +262,32 @@ def _plain(value: Any) -> Any:
     return None if isinstance(value, list | dict) else value
 
 
-_FIELDS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
-_INPUTS = ("device", "input_dims", "input_type", "concrete_inputs")
+_FIELDS = ("pid", "tid", "ts", "dur", "args")
+# an event's head and recorded inputs, each a tuple made in one C call per event (columns zipped cost twice that)
+_HEAD = operator.attrgetter("cat", "name", "args.device")
+_INPUTS = operator.attrgetter("input_dims", "input_type", "concrete_inputs")
 
 
-def collect(events: list[Event], kinds: Kinds, threads: Interner, builder: TableBuilder, cpu: Cpu, dev: Device,
-            steps: list[tuple[float, float]], dropped: Dropped, notes: list[Note]) -> None:
+def collect(events: Sequence[Event | KinetoEvent], kinds: Kinds, threads: Interner, builder: TableBuilder,
+            cpu: Cpu, dev: Device, steps: list[tuple[float, float]], dropped: Dropped, notes: list[Note]) -> None:
     """Append the chunk's CPU events to ``cpu``, its device activities to ``dev``, the (start, duration)
     in µs of its ``ProfilerStep#N`` frames to ``steps`` and its annotations to ``notes``; count what is
     left out in ``dropped``."""
     phases = column(events, "ph")
-    xs, where = events, None
+    xs = events
+    where = None
     if phases.count("X") != len(events):
         where = [i for i, ph in enumerate(phases) if ph == "X"]
         xs = [events[i] for i in where]
-    name, cat, pid, tid, ts, dur, args = fields(xs, _FIELDS)
-    device, dims, types, concrete = fields(args, _INPUTS)
-    kind = kinds.of(list(zip(cat, name, device, strict=True)), list(zip(dims, types, concrete, strict=True)),
-                    (cat, name, device, dims, types, concrete))
+    pid, tid, ts, dur, args = fields(xs, _FIELDS)
+    heads = list(map(_HEAD, xs))
+    kind = kinds.of(heads, list(map(_INPUTS, args)))
     cls, codes, _, _, marked = kinds.arrays()
     ts_us, dur_us = floats(ts), floats(dur)
     ok = (dur_us >= 0) & (dur_us < MAX_US) & (np.abs(ts_us) < MAX_US)
     klass = cls[kind] if kind.size else np.zeros(0, dtype=np.int64)
     if where is not None or not ok.all():
-        _count_dropped(events, phases, where, ok, klass, ts, dur, name, dropped)
+        _count_dropped(events, phases, where, ok, klass, ts, dur, heads, dropped)
     keep = ok & (klass != _SKIP)
     numbered = keep & ((klass == _DEVICE) | (klass == _OP) | (klass == _RUNTIME))
     if numbered.any() and (codes[kind[numbered]] == _UNSET).any():
@@ -343,14 +347,14 @@ def _marks(kinds: Kinds, kind: np.ndarray, marked: np.ndarray, ts_us: np.ndarray
             steps.append((ts, dur))
 
 
-def _count_dropped(events: list[Event], phases: list[Any], where: list[int] | None, ok: np.ndarray,
-                   klass: np.ndarray, ts: list[Any], dur: list[Any], name: list[Any], dropped: Dropped) -> None:
+def _count_dropped(events: Sequence[Event | KinetoEvent], phases: list[Any], where: list[int] | None, ok: np.ndarray,
+                   klass: np.ndarray, ts: list[Any], dur: list[Any], heads: list[Any], dropped: Dropped) -> None:
     """Count, in file order, the items that are no event object and the events of a kind this reader reads
     whose start or duration is unusable."""
     found: list[tuple[int, str, Any]] = []
     if where is not None:
         found.extend((i, NOT_EVENT, events[i].name) for i, ph in enumerate(phases) if ph == NOT_OBJECT)
     for j in np.flatnonzero(~ok & (klass != _SKIP)).tolist():
-        found.append((where[j] if where is not None else j, reason(ts[j], dur[j]) or NOT_A_NUMBER, name[j]))
+        found.append((where[j] if where is not None else j, reason(ts[j], dur[j]) or NOT_A_NUMBER, heads[j][1]))
     for _, why, example in sorted(found, key=lambda f: f[0]):
         dropped.add(why, 1, example)

@@ -22,6 +22,7 @@ import numpy as np
 
 from layerperf.data.calls import Interner, TableBuilder
 from layerperf.readers import kineto_activities, parallel, streaming
+from layerperf.readers.decode import KINETO
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, Note, collect
 from layerperf.readers.kineto_links import ACTIVITY, KEYED, PART_SHIFT, keyed  # a part in a position's high bits
@@ -123,6 +124,7 @@ def read_part(stream: EventStream, reading: Reading, index: int, drain: Any, rec
                 rec.tofile(activities)
                 dev.clear()
 
+        stream.decode_as(KINETO)
         for chunk in stream.chunks():
             out.events += len(chunk)
             collect(chunk, kinds, threads, builder, cpu, dev, steps, out.dropped, notes)

@@ -26,6 +26,7 @@ from layerperf.data.calls import Calls, Interner, TableBuilder, with_outer
 from layerperf.data.fold import Folded
 from layerperf.data.nesting import outermost
 from layerperf.readers import kineto, kineto_activities, kineto_links, kineto_parts, streaming, twofold
+from layerperf.readers.decode import KINETO
 from layerperf.readers.devices import from_skeleton
 from layerperf.readers.dropped import Dropped
 from layerperf.readers.kineto_collect import Cpu, Device, Kinds, Note, collect
@@ -49,20 +50,19 @@ def _drain(cpu: Cpu, spill: Spill, threads: Interner, keys: list[int], seq: int,
     n = len(cpu)
     if not n:
         return seq
-    rec = np.zeros(n, dtype=RECORD)
+    rec = spill.space(n)  # every field set below
     thread = cpu.column("thread")
     dur = cpu.column("dur_us")
     rec["thread_key"] = streaming.thread_keys(threads, keys)[thread]
     rec["ts_us"], rec["nonzero"], rec["neg_dur"] = cpu.column("ts_us"), dur != 0, -dur
-    rec["seq"] = seq + np.arange(n)
-    rec["thread"], rec["ident"], rec["is_op"] = thread, cpu.column("ident"), cpu.column("is_op")
-    for name in ("flops", "bytes", "external", "correlation"):
-        rec[name] = cpu.column(name)
-    spill.add(rec)
-    ops = rec["is_op"] & (rec["external"] != _NONE)
-    op_ext.append(np.stack([rec["external"][ops], rec["seq"][ops]]))
-    calls = ~rec["is_op"] & (rec["correlation"] != _NONE)
-    runtime.append(np.stack([rec["correlation"][calls], rec["external"][calls], rec["seq"][calls]]))
+    is_op, ext, corr, pos = cpu.column("is_op"), cpu.column("external"), cpu.column("correlation"), seq + np.arange(n)
+    rec["seq"], rec["thread"], rec["ident"], rec["is_op"] = pos, thread, cpu.column("ident"), is_op
+    rec["flops"], rec["bytes"] = cpu.column("flops"), cpu.column("bytes")
+    rec["external"], rec["correlation"] = ext, corr
+    ops = is_op & (ext != _NONE)
+    op_ext.append(np.stack([ext[ops], pos[ops]]))
+    calls = ~is_op & (corr != _NONE)
+    runtime.append(np.stack([corr[calls], ext[calls], pos[calls]]))
     cpu.clear()
     return seq + n
 
@@ -227,6 +227,7 @@ def _read_one(stream: EventStream, spill: Spill, ops: Spill, calls: Spill,
                 dev.clear()
             return low
 
+        stream.decode_as(KINETO)
         for chunk in stream.chunks():
             n_events += len(chunk)
             collect(chunk, kinds, threads, builder, cpu, dev, steps, dropped, notes)

@@ -79,25 +79,38 @@ class Spill:
         self.dir = Path(tempfile.mkdtemp(prefix="layerperf-", dir=directory))
         self.run_records = RUN_RECORDS if run_records is None else run_records
         self.runs: list[tuple[Path, int]] = []
-        self._pending: list[np.ndarray] = []
-        self._pending_n = 0
+        self._buf = np.empty(0, dtype=self.dtype)  # the run being gathered: its first _used records
+        self._used = 0
         self.records = 0
 
     def add(self, records: np.ndarray) -> None:
-        if not records.size:
-            return
-        self._pending.append(records)
-        self._pending_n += records.size
-        self.records += records.size
-        if self._pending_n >= self.run_records:
-            self.flush()
+        if records.size:
+            self.space(records.size)[...] = records
+
+    def space(self, n: int) -> np.ndarray:
+        """Room for ``n`` more records at the end of the run being gathered, for the caller to fill — every
+        field: it is not cleared — and counted as added: filled there, records are copied once less than
+        through :meth:`add`. Valid until the next call that adds."""
+        if self._used and self._used + n > self.run_records:
+            self._write_run()
+        need = self._used + n
+        if self._buf.size < need:  # grown by doubling up to a run (a small spill keeps a small buffer)
+            buf = np.empty(max(need, min(self.run_records, 2 * self._buf.size)), dtype=self.dtype)
+            buf[:self._used] = self._buf[:self._used]
+            self._buf = buf
+        self._used = need
+        self.records += n
+        return self._buf[need - n:need]
 
     def flush(self) -> None:
-        """Sort what is pending and write it as a run."""
-        if not self._pending:
+        """Sort what is gathered and write it as a run; its buffer is let go (more records allocate another)."""
+        self._write_run()
+        self._buf = np.empty(0, dtype=self.dtype)
+
+    def _write_run(self) -> None:
+        if not self._used:
             return
-        batch = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
-        self._pending, self._pending_n = [], 0
+        batch, self._used = self._buf[:self._used], 0
         order = sort_order(batch, self.zero_first)
         if order is not None:
             batch = batch[order]

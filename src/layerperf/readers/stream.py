@@ -16,7 +16,7 @@ from typing import IO, Any
 import orjson
 
 from layerperf.errors import InputError
-from layerperf.readers.decode import Event, decode_events, events_of
+from layerperf.readers.decode import GENERIC, Decoding, Event, decode_events, events_of
 from layerperf.readers.gunzip import GunzipAhead, open_gzip
 
 
@@ -92,12 +92,20 @@ class EventStream:
     first: list[Event]
     _rest: Iterator[list[Event]]
     _tail: list[Any] = field(default_factory=list)
+    _reader: _Reader | None = None  # what the chunks are read from (None: the document was parsed whole)
 
     def chunks(self) -> Iterator[list[Event]]:
         """The events, chunk by chunk (once). ``skeleton`` is complete when this is exhausted."""
         yield self.first
         self.first = []
         yield from self._rest
+
+    def decode_as(self, decoding: Decoding) -> None:
+        """Decode the chunks not yet yielded with ``decoding`` (:data:`~layerperf.readers.decode.KINETO`: as
+        :class:`~layerperf.readers.decode.KinetoEvent`, once the format is known); a document parsed whole keeps
+        its events as they are."""
+        if self._reader is not None:
+            self._reader.decoding = decoding
 
     def close(self) -> None:
         """Stop reading (closes the file)."""
@@ -148,6 +156,7 @@ class _Reader:
         self.eof = False
         self.offset = 0  # file offset of buf[0]
         self.buf = b""
+        self.decoding = GENERIC
 
     def more(self) -> bool:
         """Read one more block onto buf; False at the end of the file."""
@@ -346,7 +355,7 @@ def _chunked(reader: _Reader) -> EventStream:
     tail: list[Any] = []
     chunks = _chunks(reader, sig, form, tail)
     first = next(chunks, [])
-    return EventStream(str(reader.path), form, head, first, chunks, tail)
+    return EventStream(str(reader.path), form, head, first, chunks, tail, reader)
 
 
 def _signature(buf: bytes, i: int) -> bytes | None:
@@ -366,7 +375,7 @@ def _parse(reader: _Reader, end: int) -> list[Event] | None:
     """Events in buf[:end] (which must end with an event), or None when the cut was wrong."""
     wrapped = b"".join((b"[", memoryview(reader.buf)[:end], b"]"))  # one copy, not two
     try:
-        return decode_events(wrapped)
+        return decode_events(wrapped, reader.decoding)
     except orjson.JSONDecodeError as exc:
         at = _byte_pos(wrapped, exc.pos) - 1  # the position in buf, past the "[" added
         if at < end:
@@ -422,7 +431,7 @@ def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Event]]:
     """
     wrapped = b"[" + reader.buf
     try:
-        events = decode_events(wrapped)
+        events = decode_events(wrapped, reader.decoding)
         after = len(reader.buf)
     except orjson.JSONDecodeError as exc:
         at = _byte_pos(wrapped, exc.pos) - 1
@@ -430,7 +439,7 @@ def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Event]]:
             closed = _closed(wrapped) if form == "array" else None
             if closed is not None:
                 with contextlib.suppress(orjson.JSONDecodeError):
-                    events = decode_events(closed)
+                    events = decode_events(closed, reader.decoding)
                     if events:
                         yield events
                     return
@@ -438,7 +447,7 @@ def _last(reader: _Reader, form: str, tail: list[Any]) -> Iterator[list[Event]]:
         after = at
         while after > 0 and reader.buf[after - 1] in _WS:
             after -= 1
-        events = decode_events(b"[" + reader.buf[:after])
+        events = decode_events(b"[" + reader.buf[:after], reader.decoding)
     _finish(reader, after, form, tail)
     if events:
         yield events
@@ -491,7 +500,7 @@ def split_events(path: Path, parts: int, *, block: int = BLOCK_BYTES) -> list[Ca
             body, stretch_form = _Stretch(data, begin, len(data), b""), form
         reader = _Reader(path, block, body)  # type: ignore[arg-type]
         tail: list[Any] = []
-        return EventStream(str(path), stretch_form, {}, [], _chunks(reader, sig, stretch_form, tail), tail)
+        return EventStream(str(path), stretch_form, {}, [], _chunks(reader, sig, stretch_form, tail), tail, reader)
 
     return [partial(stretch, k) for k in range(len(cuts))]
 

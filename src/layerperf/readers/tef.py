@@ -139,7 +139,7 @@ class Slices:
 # the same lookups in C, a column at a time, and a row's identity is resolved once per distinct key.
 
 
-def column(items: list[Any], attr: str) -> list[Any]:
+def column(items: Sequence[Any], attr: str) -> list[Any]:
     """The field ``attr`` of every event (or Args). An absent raw JSON field is the empty (falsy) Raw."""
     return list(map(attrgetter(attr), items))
 
