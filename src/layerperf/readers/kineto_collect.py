@@ -187,11 +187,11 @@ class Kinds:
                         f = self.first[h] = (tuple(map(detached_raw, inputs[i])), self._full(h, inputs[i]))
                     found[i] = f
         known: list[tuple[Any, int]] = found  # type: ignore[assignment]  # every head has one now
-        same = list(map(operator.eq, inputs, [f[0] for f in known]))
+        firsts = [f[0] for f in known]
         out = [f[1] for f in known]
-        if not all(same):
+        if inputs != firsts:  # one C loop when every event's inputs are its head's first (no list of answers)
             out = [k if ok else self._full(heads[i], inputs[i])
-                   for i, (k, ok) in enumerate(zip(out, same, strict=True))]
+                   for i, (k, ok) in enumerate(zip(out, map(operator.eq, inputs, firsts), strict=True))]
         return np.fromiter(out, dtype=np.int64, count=len(out))
 
     def _full(self, head: tuple[Any, Any, Any], inputs: tuple[Any, Any, Any]) -> int:
@@ -295,9 +295,12 @@ def collect(events: Sequence[Event | KinetoEvent], kinds: Kinds, threads: Intern
     _, codes, kflops, kbytes, marked = kinds.arrays()
     on_cpu = np.flatnonzero(keep & (klass != _DEVICE))
     on_dev = np.flatnonzero(keep & (klass == _DEVICE))
+    if not (on_cpu.size or on_dev.size):
+        return
+    # the arguments' columns over every event, then taken apart: CPU events and activities share three
+    external, correlation, moved = _external(args), ids(column(args, "correlation")), floats(column(args, "bytes"))
     if on_cpu.size:
         pick = on_cpu.tolist()
-        cargs = [args[i] for i in pick]
         pids, tids = [pid[i] for i in pick], [tid[i] for i in pick]
         try:
             thread = threads.codes(zip(pids, tids, strict=True))
@@ -307,20 +310,19 @@ def collect(events: Sequence[Event | KinetoEvent], kinds: Kinds, threads: Intern
             _marks(kinds, kind[on_cpu], marked[kind[on_cpu]], ts_us[on_cpu], dur_us[on_cpu], steps, notes,
                    threads, thread)
         k = kind[on_cpu]
-        flops, moved = floats(column(cargs, "flops")), floats(column(cargs, "bytes"))
+        flops, cpu_moved = floats(column([args[i] for i in pick], "flops")), moved[on_cpu]
         flops = np.where(np.isnan(flops), kflops[k], flops)
-        moved = np.where(np.isnan(moved), kbytes[k], moved)
+        cpu_moved = np.where(np.isnan(cpu_moved), kbytes[k], cpu_moved)
         cpu.add(thread=np.asarray(thread, dtype=np.int64), ts_us=ts_us[on_cpu], dur_us=dur_us[on_cpu],
-                ident=codes[k], is_op=klass[on_cpu] == _OP, flops=flops, bytes=moved,
-                external=_external(cargs), correlation=ids(column(cargs, "correlation")))
+                ident=codes[k], is_op=klass[on_cpu] == _OP, flops=flops, bytes=cpu_moved,
+                external=external[on_cpu], correlation=correlation[on_cpu])
     if on_dev.size:
         pick = on_dev.tolist()
-        dargs = [args[i] for i in pick]
-        dev.add(ts_us=ts_us[on_dev], dur_us=dur_us[on_dev], ident=codes[kind[on_dev]], external=_external(dargs),
-                correlation=ids(column(dargs, "correlation")),
+        dev.add(ts_us=ts_us[on_dev], dur_us=dur_us[on_dev], ident=codes[kind[on_dev]], external=external[on_dev],
+                correlation=correlation[on_dev],
                 pid=np.asarray(_mapped(int_id, [pid[i] for i in pick]), dtype=np.int64),
                 tid=np.asarray(_mapped(_stream_id, [tid[i] for i in pick]), dtype=np.int64),
-                bytes=floats(column(dargs, "bytes")))
+                bytes=moved[on_dev])
 
 
 def _external(args: list[Any]) -> np.ndarray:
