@@ -20,6 +20,7 @@ import pytest
 
 from layerperf.analysis import aggregate as analysis
 from layerperf.analysis import gpu_kernels as kernels
+from layerperf.data.fold import Folded
 from layerperf.data.sketch import ALPHA, EXACT_MAX, Sketch
 from layerperf.errors import InputError
 from layerperf.readers import detect, gunzip, gzsplit, kineto_links, parallel
@@ -441,3 +442,39 @@ def test_a_temporary_folder_that_is_none_is_one_line(where: str, tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"layerperf: error: LAYERPERF_TMPDIR={target} is not a folder this process can write in (set it "
                    "to one, or unset it for the system's temporary folder)"]
+
+
+def _kineto_ops(n: int, odd: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """A Kineto trace of ``n`` operators one after the other, event ``i`` updated with ``odd[i]``."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 5}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5.0,
+               "args": {"External id": i + 1, "Input Dims": [[1, 8]]}} for i in range(n)]
+    for i, change in odd.items():
+        events[i].update(change)
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+@pytest.mark.parametrize("at", [0, 1500], ids=["first-chunk", "later-chunk"])
+def test_kineto_unhashable_names_keep_their_text(at: int, tmp_path: Path) -> None:
+    """A name that is a JSON list is the row's name as its text wherever it lies: in the first chunk (decoded as
+    any trace's) or a later one (decoded as a Kineto trace's), read whole, streamed or in small blocks."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_kineto_ops(2000, {at: {"name": ["a"]}, at + 1: {"cat": ["cpu_op"]}})))
+    for table in (detect.read_table(path), detect.read_table(path, block=4096)):
+        names = table.name.tolist()
+        assert "['a']" in names and not any("\x00" in n for n in names), names
+    for block in (4096, 1 << 20):
+        folded = detect.read_folded(path, block=block)
+        assert isinstance(folded, Folded)
+        names = folded.table("name", "sum").name.tolist()
+        assert "['a']" in names and not any("\x00" in n for n in names), names
+
+
+@pytest.mark.parametrize("at", [0, 1500], ids=["first-chunk", "later-chunk"])
+def test_kineto_number_out_of_range_is_refused_in_any_chunk(at: int, tmp_path: Path) -> None:
+    """An argument the decoder cannot hold (1e400) fails the trace as not valid JSON wherever it lies: a later
+    chunk, decoded as a Kineto trace's, refuses it as the first chunk does."""
+    path = tmp_path / "t.json"
+    text = json.dumps(_kineto_ops(2000, {at: {"args": {"op_name": "NUMBER"}}}))
+    path.write_text(text.replace('"NUMBER"', "1e400"))
+    with pytest.raises(InputError, match="not valid JSON"):
+        detect.read_folded(path, block=4096)

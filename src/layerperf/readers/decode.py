@@ -81,8 +81,13 @@ class Event(msgspec.Struct, omit_defaults=True, gc=False):
 
 
 class KinetoArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """The arguments a PyTorch (Kineto) trace's reader looks at: :class:`Args`'s that such a trace holds."""
+    """The arguments a PyTorch (Kineto) trace's reader looks at: :class:`Args`'s that such a trace holds, and
+    the three values :class:`Args` decodes that such a trace lacks, so that a value the decoder refuses there
+    (a number out of range, bad UTF-8) fails a chunk as it does with :class:`Args`, wherever it lies."""
 
+    op_name: Any = None
+    op_type: Any = None
+    provider: Any = None
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")

@@ -174,17 +174,18 @@ class Kinds:
     def of(self, heads: list[Any], inputs: list[Any]) -> np.ndarray:
         """Per event (``heads``: (category, name, device); ``inputs``: recorded inputs as raw JSON),
         its kind's index."""
+        keys = heads  # what the heads are looked up by; the kinds are made from the heads as they are
         try:
-            found = list(map(self.first.get, heads))
+            found = list(map(self.first.get, keys))
         except TypeError:
-            heads = [tuple(map(_hashable, h)) for h in heads]
-            found = list(map(self.first.get, heads))
+            keys = [tuple(map(_hashable, h)) for h in heads]
+            found = list(map(self.first.get, keys))
         if None in found:
-            for i, (h, f) in enumerate(zip(heads, found, strict=True)):
+            for i, (h, f) in enumerate(zip(keys, found, strict=True)):
                 if f is None:
                     f = self.first.get(h)
                     if f is None:
-                        f = self.first[h] = (tuple(map(detached_raw, inputs[i])), self._full(h, inputs[i]))
+                        f = self.first[h] = (tuple(map(detached_raw, inputs[i])), self._full(heads[i], inputs[i]))
                     found[i] = f
         known: list[tuple[Any, int]] = found  # type: ignore[assignment]  # every head has one now
         firsts = [f[0] for f in known]

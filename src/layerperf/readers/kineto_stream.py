@@ -103,6 +103,8 @@ def _fold(stream: EventStream, meta: dict[str, Any], folded: Folded, path: Path 
         else:
             read = _read_one(open_events(path) if split else stream, spill, ops, calls, recorder)  # type: ignore[arg-type]
         origin = 0.0 if not np.isfinite(read.min_ts) else float(read.min_ts)
+        for sp in (spill, ops, calls) + ((recorder.ops, recorder.calls) if recorder is not None else ()):
+            sp.flush()  # its last run written and its buffer let go (read in parts, the parts did it)
         trim()  # the reading's freed blocks back to the system, before the folding (and its helper's fork)
         folded.declare(read.builder.idents())
         links = DiskLinks(spill.dir, _activities_path(spill, recorder), ops, calls, recorder)

@@ -91,7 +91,7 @@ class Spill:
         """Room for ``n`` more records at the end of the run being gathered, for the caller to fill — every
         field: it is not cleared — and counted as added: filled there, records are copied once less than
         through :meth:`add`. Valid until the next call that adds."""
-        if self._used and self._used + n > self.run_records:
+        if self._used >= self.run_records:  # a run once it holds run_records or more, as when added at once
             self._write_run()
         need = self._used + n
         if self._buf.size < need:  # grown by doubling up to a run (a small spill keeps a small buffer)

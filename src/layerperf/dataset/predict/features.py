@@ -36,7 +36,7 @@ FEATURES = (
     "log2_l2_bytes", "log2_l3_bytes",
 )
 
-_ELEM_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2,
+ELEM_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2,
                "bfloat16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
@@ -114,7 +114,7 @@ def _log2(value: float | None) -> float:
     return math.log2(1.0 + value) if value is not None and value >= 0 else math.nan
 
 
-def _dims(text: str) -> list[list[int] | None]:
+def shape_dims(text: str) -> list[list[int] | None]:
     """``1x64x56x56;64`` -> [[1, 64, 56, 56], [64]]; a shape with an unknown dim (``?``) is None."""
     out: list[list[int] | None] = []
     for item in text.split(";") if text else []:
@@ -132,7 +132,7 @@ def _elems(shape: list[int] | None) -> float:
     return float(math.prod(shape)) if shape is not None else math.nan
 
 
-def _at(shapes: list[list[int] | None], i: int) -> list[int] | None:
+def shape_at(shapes: list[list[int] | None], i: int) -> list[int] | None:
     return shapes[i] if i < len(shapes) else None
 
 
@@ -154,8 +154,8 @@ def _num(value: float | int | None) -> float:
 
 
 def _op_features(op: Op) -> list[float]:
-    ins, outs = _dims(op.in_shapes), _dims(op.out_shapes)
-    in0, in1, out0 = _at(ins, 0), _at(ins, 1), _at(outs, 0)
+    ins, outs = shape_dims(op.in_shapes), shape_dims(op.out_shapes)
+    in0, in1, out0 = shape_at(ins, 0), shape_at(ins, 1), shape_at(outs, 0)
     ops = (op.flops or 0) + (op.int_ops or 0) if op.flops is not None or op.int_ops is not None else None
     moved = (op.bytes_read or 0) + (op.bytes_written or 0) if op.bytes_read is not None else None
     intensity = math.log2((ops + 1) / (moved + 1)) if ops is not None and moved is not None else math.nan
@@ -165,12 +165,12 @@ def _op_features(op: Op) -> list[float]:
         _log2(op.flops), _log2(op.int_ops), _log2(op.bytes_read), _log2(op.bytes_written), _log2(op.param_bytes),
         padded, intensity, _log2(_elems(in0)), _num(len(in0)) if in0 is not None else math.nan, _dim(in0, 1),
         _log2(_dim(in0, -1)), _log2(_elems(in1)), _dim(in1, 1), _window(in1), _log2(_elems(out0)), _dim(out0, 1),
-        _log2(_dim(out0, -1)), float(len(ins)), float(len(outs)), _num(_ELEM_BYTES.get(dtype)),
+        _log2(_dim(out0, -1)), float(len(ins)), float(len(outs)), _num(ELEM_BYTES.get(dtype)),
         float(dtype.startswith(("int", "uint"))) if dtype else math.nan,
         _log2(_dim(in0, 0)),  # the batch mostly; a time-major recurrent layer's steps
         # a recurrent layer's weights read at every step over those read once for all steps (R over W: its
         # hidden size over its input size), which sets how much of its time the step-by-step part takes
-        _ratio(_elems(_at(ins, 2)), _elems(in1)) if op.op_type in RECURRENT and op.domain in ("", "ai.onnx")
+        _ratio(_elems(shape_at(ins, 2)), _elems(in1)) if op.op_type in RECURRENT and op.domain in ("", "ai.onnx")
         else math.nan,
     ]
 

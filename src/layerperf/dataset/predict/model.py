@@ -7,6 +7,9 @@ own cost between layers.
   regressor's estimate, else the median rate of its rows (at the same thread count where it has some).
   Each of the three is held under the longest time measured for a layer of its op type, run the same way,
   that did as much work or more (:class:`_Ceiling`).
+- **Recurrent layers** (LSTM, GRU, RNN) are fitted on their work's terms instead, where their op type has
+  :data:`MIN_ROWS` rows run the same way (:mod:`.recurrent`): a step-by-step recurrence and a one-off input
+  projection have rates of their own, which one rate per FLOP did not tell apart.
 - **Op types never seen** fall back to an estimate learned from the store itself (:mod:`.fallback`: by
   default one regressor over every layer of every op type, told the layer's category), else (a store
   of fewer than :data:`MIN_ROWS` layers) to a roofline on this machine's calibrated peaks
@@ -37,6 +40,7 @@ import numpy as np
 from layerperf.calibration.peaks import Peaks
 from layerperf.dataset.predict.fallback import fallback_matrix, floor_us, store_peaks
 from layerperf.dataset.predict.features import Op, RunFactors, feature_matrix, work
+from layerperf.dataset.predict.recurrent import RecurrentFit
 from layerperf.dataset.predict.training import MeasuredConfig
 from layerperf.errors import InputError
 
@@ -44,6 +48,7 @@ MIN_ROWS = 24  # rows an op type needs for a regressor of its own
 SEED = 0
 
 LEARNED = "learned"  # the op type's regressor
+RECURRENT_FIT = "recurrent terms"  # a recurrent layer: its work's terms, fitted on its op type's rows (.recurrent)
 FEW_ROWS = "median rate"  # an op type with too few rows for a regressor: the median rate of its rows
 FEW_ROWS_WIDE = "store-wide, few rows"  # such an op type where the store-wide regressor exists (preferred)
 ROOFLINE = "roofline"  # an op type the store never saw, no store-learned estimate, with a calibration
@@ -216,10 +221,12 @@ class Predictor:
 
     def __init__(self, regressors: dict[str, _Regressor], rates: dict[str, _Rates], roofline: _Roofline | None,
                  fallback: tuple[str, _Regressor | _Roofline] | None, floor: dict[int, float],
-                 between: _Between | None, ceilings: dict[CeilingKey, _Ceiling] | None = None) -> None:
+                 between: _Between | None, ceilings: dict[CeilingKey, _Ceiling] | None = None,
+                 recurrent: RecurrentFit | None = None) -> None:
         self.regressors, self.rates, self.roofline = regressors, rates, roofline
         self.fallback, self.floor, self.between = fallback, floor, between
         self.ceilings = ceilings or {}
+        self.recurrent = recurrent or RecurrentFit({})
 
     @classmethod
     def fit(cls, configs: Sequence[MeasuredConfig], peaks: Peaks | None = None,
@@ -249,7 +256,8 @@ class Predictor:
             sklearn_regressor()  # without scikit-learn, say so here as anywhere
         roofline = _Roofline.of(configs, peaks) if peaks is not None else None
         return cls(regressors, rates, roofline, _fit_fallback(fallback, configs, rows), floor_us(configs),
-                   _fit_between(configs), _ceilings(measured))
+                   _fit_between(configs), _ceilings(measured),
+                   RecurrentFit.of(((op, run, us) for op, run, _, us in measured), _run_kind, MIN_ROWS))
 
     def layer_times(self, ops: Sequence[Op], run: RunFactors) -> list[LayerPrediction]:
         """Each layer's predicted self time and how it was found."""
@@ -259,7 +267,11 @@ class Predictor:
         unseen: list[int] = []
         for i, op in enumerate(ops):
             key = op.key(run.backend)
-            if key in self.regressors:
+            fitted = self.recurrent.us(op, run, _run_kind)
+            if fitted is not None:
+                rec_us, held = self._held(op, run, fitted)
+                out[i] = LayerPrediction(op.name, op.op_type, op.domain, rec_us, RECURRENT_FIT, held)
+            elif key in self.regressors:
                 batches[key].append(i)
             elif key in self.rates:
                 few.append(i)

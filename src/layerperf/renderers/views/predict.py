@@ -15,7 +15,8 @@ from layerperf.renderers.view import KEEP, LOW, Column, Note, Section, View
 from layerperf.renderers.views.columns import TYPE_MIN, name_column, text
 from layerperf.util import units
 
-HOW = {pm.LEARNED: "learned", pm.FEW_ROWS: "median rate (few rows)",
+HOW = {pm.LEARNED: "learned", pm.RECURRENT_FIT: "recurrent terms (fitted on its op type's rows)",
+       pm.FEW_ROWS: "median rate (few rows)",
        pm.FEW_ROWS_WIDE: "store-wide (few rows of its op type)", ROOFLINE: "roofline (op type not in the store)",
        pm.STORE_WIDE: "store-wide (op type not in the store)",
        pm.STORE_ROOFLINE: "store roofline (op type not in the store)",
