@@ -475,7 +475,10 @@ def test_a_recurrent_layer_is_fitted_on_the_terms_of_its_work() -> None:
     # batch-first (layout=1), told by Y: the same terms; W disagreeing with X, or another op type: none
     first = dataclasses.replace(op, in_shapes="1x128x256;1x2048x256;1x2048x512;1x4096", out_shapes="1x128x1x512")
     assert terms(first) == pytest.approx(got)
+    assert terms(dataclasses.replace(op, out_shapes="1x1x512")) == pytest.approx(got)  # Y left out: Y_h tells it
+    assert terms(dataclasses.replace(first, out_shapes="1x1x512")) == pytest.approx(got)
     assert terms(dataclasses.replace(op, in_shapes="128x1x256;1x2048x300;1x2048x512;1x4096")) is None
+    assert terms(dataclasses.replace(op, op_type="GRU")) is None  # 4 x hidden rows: not a GRU's 3 gates
     assert terms(_mul(64)) is None
 
     def law(o: Op) -> float:  # µs: 9 per MB of recurrent weights read, 4 per recurrent MFLOP, 2 per input MFLOP
@@ -499,3 +502,8 @@ def test_a_recurrent_layer_is_fitted_on_the_terms_of_its_work() -> None:
     # at a thread count it has no recurrent rows for: the op type's regressor, as before
     (other,) = predictor.layer_times([unseen], RunFactors("onnxruntime", 1, 2))
     assert other.how == LEARNED
+    # 40 rows of two shapes tell no five terms apart: nothing is fitted, the regressor predicts
+    two = [MeasuredConfig(i, f"m{i}", one, (o,), (law(o),), law(o), 10, 0, 0, False)
+           for i, o in enumerate(train[:2] * 20)]
+    (few,) = Predictor.fit(two, fallback=None).layer_times([unseen], one)
+    assert few.how == LEARNED

@@ -86,6 +86,8 @@ class Spill:
     def add(self, records: np.ndarray) -> None:
         if records.size:
             self.space(records.size)[...] = records
+            if self._used >= self.run_records:  # written now, as space()'s are once filled (at the next add)
+                self._write_run()
 
     def space(self, n: int) -> np.ndarray:
         """Room for ``n`` more records at the end of the run being gathered, for the caller to fill — every

@@ -73,9 +73,9 @@ def sklearn_regressor() -> Any:
 @dataclass(frozen=True, slots=True)
 class LayerPrediction:
     """One layer's predicted self time (µs; None: unknown) and how it was predicted (:data:`LEARNED`,
-    :data:`FEW_ROWS`, :data:`FEW_ROWS_WIDE`, :data:`ROOFLINE`, :data:`STORE_WIDE`, :data:`STORE_ROOFLINE`,
-    :data:`UNKNOWN`); ``held``: its estimate was longer than its op type's ceiling (:class:`_Ceiling`) and
-    is that ceiling."""
+    :data:`RECURRENT_FIT`, :data:`FEW_ROWS`, :data:`FEW_ROWS_WIDE`, :data:`ROOFLINE`, :data:`STORE_WIDE`,
+    :data:`STORE_ROOFLINE`, :data:`UNKNOWN`); ``held``: its estimate was longer than its op type's ceiling
+    (:class:`_Ceiling`) and is that ceiling."""
 
     name: str
     op_type: str

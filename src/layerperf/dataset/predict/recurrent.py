@@ -12,14 +12,16 @@ the trees of :mod:`.model`, learning a rate from a sweep's few dozen recurrent l
          + d · steps + e
 
 non-negative least squares over the store's layers of the op type, per kind of run (threads, co-runner),
-unweighted: the long layers, which decide a model's time, weigh the most. On the stores of the README's
-evaluation it brings ``lstm``'s layers to x0.93-1.07 of their measured time.
+unweighted: the long layers, which decide a model's time, weigh the most; fitted only where the layers' terms
+are of enough different shapes to tell every term from the others. Trained on both seeds' kernel sweeps
+together it predicts the zoo's ``lstm`` layers x0.93-1.07 of their measured time (x0.83-1.13 on one seed's).
 
 Shapes are read as ONNX lays them out by default: ``X`` ``[steps, batch, input]``, ``W`` ``[directions,
 gates x hidden, input]``, ``R`` ``[directions, gates x hidden, hidden]`` (gates: 4 for LSTM, 3 for GRU, 1 for
-RNN); ``layout=1``'s batch-first ``X`` is told by its output ``Y``, ``[batch, steps, directions, hidden]``
-(where ``Y`` is not among the outputs, the default layout is taken). A layer whose shapes do not read so
-(unknown dims, ``W`` or ``R`` disagreeing with ``X``) has no terms and is predicted by the op type's regressor.
+RNN); ``layout=1``'s batch-first ``X`` is told by its first output, ``Y`` ``[batch, steps, directions,
+hidden]`` or, ``Y`` left out, ``Y_h`` ``[batch, directions, hidden]`` (where the two layouts' shapes are the
+same, the default is taken). A layer whose shapes do not read so (unknown dims, ``W`` or ``R`` disagreeing with
+``X`` or with the op type's gates) has no terms and is predicted by the op type's regressor.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import numpy as np
 from layerperf.dataset.predict.features import ELEM_BYTES, RECURRENT, Op, RunFactors, shape_at, shape_dims
 
 TERMS = ("recurrent_weight_mb", "recurrent_mflop", "input_mflop", "steps", "call")
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+DISTINCT_ROWS = 2 * len(TERMS)  # layers of different terms a fit needs (repeats of a few shapes pin down nothing)
 
 
 def terms(op: Op) -> list[float] | None:
@@ -47,9 +51,13 @@ def terms(op: Op) -> list[float] | None:
     steps, batch, width = x
     dirs, gated, hidden = r
     y = shape_at(shape_dims(op.out_shapes), 0)
-    if y is not None and len(y) == 4 and y[:3] == [steps, batch, dirs] != [steps, dirs, batch]:
-        steps, batch = batch, steps  # layout=1: X [batch, steps, input], Y [batch, steps, dirs, hidden]
-    if min(steps, batch, width, dirs, hidden) <= 0 or gated % hidden or w[:2] != [dirs, gated] or w[2] != width:
+    if y is not None and (len(y) == 4 and y[:3] == [steps, batch, dirs] != [steps, dirs, batch]
+                          or len(y) == 3 and y[:2] == [steps, dirs] != [dirs, batch]):
+        # layout=1: X [batch, steps, input], Y [batch, steps, dirs, hidden] (or, Y left out, Y_h [batch, dirs,
+        # hidden] where layout 0 has [dirs, batch, hidden])
+        steps, batch = batch, steps
+    if (min(steps, batch, width, dirs, hidden) <= 0 or gated != GATES[op.op_type] * hidden
+            or w[:2] != [dirs, gated] or w[2] != width):
         return None
     elem = ELEM_BYTES.get(op.in_dtypes.split(";")[0] if op.in_dtypes else "", 4)
     per_step = dirs * gated * hidden  # recurrent weights, read at every step
@@ -74,12 +82,14 @@ class RecurrentFit:
             if t is not None:
                 groups[(op.key(run.backend), kind(run))].append((t, us))
         coef = {}
-        if any(len(g) >= min_rows for g in groups.values()):
-            from scipy.optimize import nnls  # installed with scikit-learn (the predict extra)
+        for key, group in groups.items():
+            x = np.array([t for t, _ in group])
+            # enough layers, and of shapes enough apart that every term is told from the others
+            if (len(group) >= min_rows and len(np.unique(x, axis=0)) >= DISTINCT_ROWS
+                    and np.linalg.matrix_rank(x) == len(TERMS)):
+                from scipy.optimize import nnls  # installed with scikit-learn (the predict extra)
 
-            for key, group in groups.items():
-                if len(group) >= min_rows:
-                    coef[key] = nnls(np.array([t for t, _ in group]), np.array([us for _, us in group]))[0]
+                coef[key] = nnls(x, np.array([us for _, us in group]))[0]
         return cls(coef)
 
     def us(self, op: Op, run: RunFactors, kind: Callable[[RunFactors], Hashable]) -> float | None:
