@@ -103,8 +103,8 @@ NO_KINETO_ARGS = KinetoArgs()
 
 
 class KinetoEvent(msgspec.Struct, omit_defaults=True, gc=False):
-    """:class:`Event` as a Kineto trace's reader decodes it: with fewer arguments to make (the decoding of a
-    million-event trace ~15% faster)."""
+    """:class:`Event` as a Kineto trace's reader decodes it: with fewer arguments to make (8 MB chunks of a
+    generated Kineto trace decode ~22% faster)."""
 
     name: Any = None
     ph: Any = None
