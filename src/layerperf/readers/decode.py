@@ -25,18 +25,15 @@ import orjson
 NO_RAW = msgspec.Raw()  # an absent raw field; falsy
 
 
-class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """The arguments of an event that any reader looks at; others are skipped while decoding."""
+class KinetoArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """The arguments a PyTorch (Kineto) trace's reader decodes: those such a trace holds, and the three every
+    reader decodes that such a trace lacks, so that a value the decoder refuses there (a number out of range,
+    bad UTF-8) fails a chunk as it does with :class:`Args`, wherever it lies."""
 
     op_name: Any = None  # ONNX Runtime
     op_type: Any = None  # layerperf, generic
     provider: Any = None
-    in_shapes: msgspec.Raw = NO_RAW
-    out_shapes: msgspec.Raw = NO_RAW
-    input_type_shape: msgspec.Raw = NO_RAW  # ONNX Runtime: [{"float": [1, 3, 8, 8]}, ...]
-    output_type_shape: msgspec.Raw = NO_RAW
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")  # PyTorch: [[1, 3, 8, 8], []]
-    output_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Output Dims")
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")  # PyTorch: ["float", "Scalar"]
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")  # ["", "[1, 1]", "1"]
     flops: Any = None
@@ -45,6 +42,17 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     external_id: Any = msgspec.field(default=None, name="External id")
     external_id_v1: Any = msgspec.field(default=None, name="external id")  # Kineto of PyTorch 1.8/1.9
     correlation: Any = None
+
+
+class Args(KinetoArgs, frozen=True):
+    """The arguments of an event that any reader looks at (:class:`KinetoArgs`'s and the other readers'); others
+    are skipped while decoding."""
+
+    in_shapes: msgspec.Raw = NO_RAW
+    out_shapes: msgspec.Raw = NO_RAW
+    input_type_shape: msgspec.Raw = NO_RAW  # ONNX Runtime: [{"float": [1, 3, 8, 8]}, ...]
+    output_type_shape: msgspec.Raw = NO_RAW
+    output_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Output Dims")
     layerperf_counters: msgspec.Raw = NO_RAW  # {label: count}: layerperf.onnxruntime's per-node counters
     layer: msgspec.Raw = NO_RAW  # layerperf's own layer/run events
     run: msgspec.Raw = NO_RAW
@@ -67,8 +75,8 @@ def detached_raw(value: Any) -> Any:
     return msgspec.Raw(bytes(value)) if isinstance(value, msgspec.Raw) and value else value
 
 
-class Event(msgspec.Struct, omit_defaults=True, gc=False):
-    """One Trace Event Format event."""
+class _Fields(msgspec.Struct, omit_defaults=True, gc=False):
+    """A Trace Event Format event's fields but its arguments."""
 
     name: Any = None
     ph: Any = None
@@ -77,42 +85,21 @@ class Event(msgspec.Struct, omit_defaults=True, gc=False):
     dur: Any = None
     pid: Any = None
     tid: Any = None
+
+
+class Event(_Fields):
+    """One Trace Event Format event."""
+
     args: Args = NO_ARGS  # "args": null (or not an object) decodes through the lenient path, without them
-
-
-class KinetoArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """The arguments a PyTorch (Kineto) trace's reader looks at: :class:`Args`'s that such a trace holds, and
-    the three values :class:`Args` decodes that such a trace lacks, so that a value the decoder refuses there
-    (a number out of range, bad UTF-8) fails a chunk as it does with :class:`Args`, wherever it lies."""
-
-    op_name: Any = None
-    op_type: Any = None
-    provider: Any = None
-    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
-    concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
-    flops: Any = None
-    bytes: Any = None
-    device: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_v1: Any = msgspec.field(default=None, name="external id")
-    correlation: Any = None
 
 
 NO_KINETO_ARGS = KinetoArgs()
 
 
-class KinetoEvent(msgspec.Struct, omit_defaults=True, gc=False):
+class KinetoEvent(_Fields):
     """:class:`Event` as a Kineto trace's reader decodes it: with fewer arguments to make (8 MB chunks of a
     generated Kineto trace decode ~22% faster)."""
 
-    name: Any = None
-    ph: Any = None
-    cat: Any = None
-    ts: Any = None
-    dur: Any = None
-    pid: Any = None
-    tid: Any = None
     args: KinetoArgs = NO_KINETO_ARGS
 
 
