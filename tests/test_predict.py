@@ -495,7 +495,8 @@ def test_a_recurrent_layer_is_fitted_on_the_terms_of_its_work() -> None:
     unseen = _lstm(128, 1, 256, 512)  # longer and wider than any it learned from
     (pred,) = predictor.layer_times([unseen], one)
     assert pred.how == RECURRENT_FIT and pred.us == pytest.approx(law(unseen), rel=1e-6)
-    fitted, predictor.recurrent = predictor.recurrent, RecurrentFit({})
+    fitted = predictor.recurrent
+    predictor.recurrent = RecurrentFit({}, fitted.kind)
     (rated,) = predictor.layer_times([unseen], one)  # the op type's regressor: a rate per FLOP
     predictor.recurrent = fitted
     assert rated.how == LEARNED and rated.us is not None and abs(rated.us / law(unseen) - 1) > 0.05, rated.us

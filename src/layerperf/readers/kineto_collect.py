@@ -275,8 +275,7 @@ def collect(events: Sequence[Event | KinetoEvent], kinds: Kinds, threads: Intern
     in µs of its ``ProfilerStep#N`` frames to ``steps`` and its annotations to ``notes``; count what is
     left out in ``dropped``."""
     phases = column(events, "ph")
-    xs = events
-    where = None
+    xs, where = events, None
     if phases.count("X") != len(events):
         where = [i for i, ph in enumerate(phases) if ph == "X"]
         xs = [events[i] for i in where]

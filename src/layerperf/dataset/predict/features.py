@@ -24,7 +24,8 @@ import numpy as np
 
 from layerperf.data.layer import Layer
 
-RECURRENT = ("LSTM", "GRU", "RNN")  # ONNX's: X, W [dirs, gates x hidden, input], R [.., hidden]
+# ONNX's recurrent op types and their gates: X, W [dirs, gates x hidden, input], R [dirs, gates x hidden, hidden]
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 
 FEATURES = (
@@ -37,7 +38,7 @@ FEATURES = (
 )
 
 ELEM_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2,
-               "bfloat16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
+              "bfloat16": 2, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,11 @@ class RunFactors:
     corun_shared: bool = False
     l2_bytes: int | None = None
     l3_bytes: int | None = None
+
+
+def is_recurrent(op: Op) -> bool:
+    """Whether the layer is one of ONNX's recurrent ops (:data:`RECURRENT_GATES`)."""
+    return op.op_type in RECURRENT_GATES and op.domain in ("", "ai.onnx")
 
 
 def work(op: Op) -> tuple[float, str]:
@@ -170,8 +176,7 @@ def _op_features(op: Op) -> list[float]:
         _log2(_dim(in0, 0)),  # the batch mostly; a time-major recurrent layer's steps
         # a recurrent layer's weights read at every step over those read once for all steps (R over W: its
         # hidden size over its input size), which sets how much of its time the step-by-step part takes
-        _ratio(_elems(shape_at(ins, 2)), _elems(in1)) if op.op_type in RECURRENT and op.domain in ("", "ai.onnx")
-        else math.nan,
+        _ratio(_elems(shape_at(ins, 2)), _elems(in1)) if is_recurrent(op) else math.nan,
     ]
 
 

@@ -226,7 +226,7 @@ class Predictor:
         self.regressors, self.rates, self.roofline = regressors, rates, roofline
         self.fallback, self.floor, self.between = fallback, floor, between
         self.ceilings = ceilings or {}
-        self.recurrent = recurrent or RecurrentFit({})
+        self.recurrent = recurrent or RecurrentFit({}, _run_kind)
 
     @classmethod
     def fit(cls, configs: Sequence[MeasuredConfig], peaks: Peaks | None = None,
@@ -267,7 +267,7 @@ class Predictor:
         unseen: list[int] = []
         for i, op in enumerate(ops):
             key = op.key(run.backend)
-            fitted = self.recurrent.us(op, run, _run_kind)
+            fitted = self.recurrent.us(op, run)
             if fitted is not None:
                 rec_us, held = self._held(op, run, fitted)
                 out[i] = LayerPrediction(op.name, op.op_type, op.domain, rec_us, RECURRENT_FIT, held)

@@ -32,17 +32,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layerperf.dataset.predict.features import ELEM_BYTES, RECURRENT, Op, RunFactors, shape_at, shape_dims
+from layerperf.dataset.predict.features import (
+    ELEM_BYTES,
+    RECURRENT_GATES,
+    Op,
+    RunFactors,
+    is_recurrent,
+    shape_at,
+    shape_dims,
+)
 
 TERMS = ("recurrent_weight_mb", "recurrent_mflop", "input_mflop", "steps", "call")
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 DISTINCT_ROWS = 2 * len(TERMS)  # layers of different terms a fit needs (repeats of a few shapes pin down nothing)
 
 
 def terms(op: Op) -> list[float] | None:
     """The layer's :data:`TERMS`; None for a layer that is not a recurrent ONNX op or whose shapes do not read
     as ONNX's default layout."""
-    if op.op_type not in RECURRENT or op.domain not in ("", "ai.onnx"):
+    if not is_recurrent(op):
         return None
     ins = shape_dims(op.in_shapes)
     x, w, r = shape_at(ins, 0), shape_at(ins, 1), shape_at(ins, 2)
@@ -56,7 +63,7 @@ def terms(op: Op) -> list[float] | None:
         # layout=1: X [batch, steps, input], Y [batch, steps, dirs, hidden] (or, Y left out, Y_h [batch, dirs,
         # hidden] where layout 0 has [dirs, batch, hidden])
         steps, batch = batch, steps
-    if (min(steps, batch, width, dirs, hidden) <= 0 or gated != GATES[op.op_type] * hidden
+    if (min(steps, batch, width, dirs, hidden) <= 0 or gated != RECURRENT_GATES[op.op_type] * hidden
             or w[:2] != [dirs, gated] or w[2] != width):
         return None
     elem = ELEM_BYTES.get(op.in_dtypes.split(";")[0] if op.in_dtypes else "", 4)
@@ -67,9 +74,10 @@ def terms(op: Op) -> list[float] | None:
 
 @dataclass(frozen=True, slots=True)
 class RecurrentFit:
-    """Per (op type, kind of run): the fitted coefficients of :data:`TERMS`."""
+    """Per (op type, kind of run): the fitted coefficients of :data:`TERMS`; ``kind`` tells a run's kind."""
 
     coef: dict[tuple[str, Hashable], np.ndarray]
+    kind: Callable[[RunFactors], Hashable]
 
     @classmethod
     def of(cls, rows: Iterable[tuple[Op, RunFactors, float]], kind: Callable[[RunFactors], Hashable],
@@ -90,12 +98,12 @@ class RecurrentFit:
                 from scipy.optimize import nnls  # installed with scikit-learn (the predict extra)
 
                 coef[key] = nnls(x, np.array([us for _, us in group]))[0]
-        return cls(coef)
+        return cls(coef, kind)
 
-    def us(self, op: Op, run: RunFactors, kind: Callable[[RunFactors], Hashable]) -> float | None:
+    def us(self, op: Op, run: RunFactors) -> float | None:
         """The layer's fitted time; None where nothing was fitted for its op type and kind of run, it has no
         terms, or the fit gives it no time."""
-        coef = self.coef.get((op.key(run.backend), kind(run)))
+        coef = self.coef.get((op.key(run.backend), self.kind(run)))
         t = terms(op) if coef is not None else None
         if coef is None or t is None:
             return None
