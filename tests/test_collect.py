@@ -182,13 +182,16 @@ def test_a_killed_collect_loses_nothing_finished_and_resumes(models: dict[str, P
             except sqlite3.Error:  # not made yet
                 pass
             time.sleep(0.05)
+        exited_first = proc.poll() is not None  # it finished before two configurations were seen in the store
         workers = _children(proc.pid)
         proc.send_signal(sig)
-        proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130)
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 130), (
+        f"exit {proc.returncode}, exited before the signal: {exited_first}; stdout: {out[-1500:]!r}; "
+        f"stderr: {err[-1500:]!r}")
     assert rows(store, "PRAGMA integrity_check") == [("ok",)]
     done = rows(store, "SELECT config_id, layers FROM configs")
     assert 2 <= len(done) < 8, "killed before the end, after two configurations"
