@@ -12,7 +12,9 @@ Each model's line gives the host's 1-minute load (``uptime``) when it ended; the
 the in-situ runs that alternated with the timed stepwise passes (``layerperf profile``'s own), the
 profile's separately measured in-situ medians beside it ("vs profile runs"); "off" counts the layers
 more than 20% off; "ceiling" the in-situ runs' rank correlation with themselves (even against odd
-runs: the noise ceiling of the rank correlation); "busy" the timed pass pairs that waited for a CPU or
+runs: the noise ceiling of the rank correlation); "no views" the rank correlation over the layers that
+are not view ops (Reshape, Squeeze...: on either side their time is per-node cost, not work) and the in-situ
+runs' own over those layers; "busy" the timed pass pairs that waited for a CPU or
 ran slowed; the last column the stepwise task-clock summed over the layers over the same count sampled
 in situ, and their rank correlation.
 """
@@ -105,7 +107,8 @@ def _read_costs(events: list[str]) -> None:
 def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
     print(f"\nstepwise vs in-situ ({args.runs} in-situ runs, {args.passes} stepwise passes per group)")
     print(f"{'model':12s} {'thr':>3s} {'in-situ sum ms':>15s} {'stepwise sum ms':>16s} {'time ratio':>11s} "
-          f"{'rank corr':>10s} {'ceiling':>8s} {'off':>7s} {'busy':>6s} {'vs profile runs':>16s} {'call µs':>8s} "
+          f"{'rank corr':>10s} {'ceiling':>8s} {'no views (ceil)':>16s} {'off':>7s} {'busy':>6s} "
+          f"{'vs profile runs':>16s} {'call µs':>8s} "
           f"{'load':>5s}"
           f"  task-clock stepwise/sampled in situ (rank)")
     for threads in (int(t) for t in args.threads.split(",")):
@@ -118,6 +121,8 @@ def _fidelity(args: argparse.Namespace, events: list[str]) -> None:
             print(f"{model:12s} {threads:3d} {fid['insitu_sum_us'] / 1e3:15.2f} {fid['stepwise_sum_us'] / 1e3:16.2f} "
                   f"{_num(fid['time_ratio'])} {_num(fid['rank_correlation'], 10)} "
                   f"{_num(fid.get('insitu_rank_ceiling'), 8)} "
+                  f"{_num(fid.get('rank_correlation_without_views'), 8)} "
+                  f"({_num(fid.get('insitu_rank_ceiling_without_views'), 5).strip():>5s}) "
                   f"{len(fid['flagged_layers']):3d}/{len(prof.layers):<3d} {busy:>6s} "
                   f"{_num(fid['profile_time_ratio'], 7)}/{_num(fid['profile_rank_correlation'], 5).strip():5s} "
                   f"{call_us:11.1f} {os.getloadavg()[0]:5.2f}  {_sampled(fid)}", flush=True)

@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -329,3 +330,81 @@ def test_profile_reports_fidelity_per_layer_and_in_summary(tmp_path: Path) -> No
     assert loaded.counters.insitu_counts == info.insitu_counts
     # the in-situ runs' agreement with themselves rides along, and survives the round trip
     assert "insitu_rank_ceiling" in fid and loaded.counters.insitu_rank_ceiling == info.insitu_rank_ceiling
+
+
+def _chain_with_views(n: int = 256) -> Any:
+    """MatMul -> Reshape -> Relu -> Flatten -> MatMul -> Unsqueeze -> Squeeze: work around view layers."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4 * n, n)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w2"),
+             numpy_helper.from_array(np.array([n, 1, n], np.int64), "s3"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("Reshape", ["a", "s3"], ["a3"], name="view1"),
+             helper.make_node("Relu", ["a3"], ["r3"], name="relu"),
+             helper.make_node("Flatten", ["r3"], ["r"], name="view2", axis=1),
+             helper.make_node("MatMul", ["r", "w2"], ["b"], name="mm2"),
+             helper.make_node("Unsqueeze", ["b", "ax"], ["b1"], name="view3"),
+             helper.make_node("Squeeze", ["b1", "ax"], ["y"], name="view4")]
+    graph = helper.make_graph(nodes, "views", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 4 * n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_fidelity_ranks_the_layers_that_work_apart_from_the_views(tmp_path: Path) -> None:
+    """A view layer (Reshape, Flatten, Squeeze, Unsqueeze) hands its input over: on either side its time is the
+    runtime's per-node cost. The summary gives the rank correlation over the other layers beside the one over
+    all, with the in-situ runs' own agreement over the same layers, and says how many flagged layers are views."""
+    import onnx
+
+    import layerperf
+    from layerperf.analysis.summary import summary
+    from layerperf.data import fidelity
+    from layerperf.renderers.views.profile import _fidelity
+
+    path = tmp_path / "views.onnx"
+    onnx.save(_chain_with_views(), path)
+    prof = layerperf.profile(path, warmup=1, runs=2, threads=1, opt_level="disable", events=["task-clock"],
+                             passes=2, latency=False)
+    info = prof.counters
+    assert info is not None
+    fid = summary(prof)["fidelity"]
+    names = [layer.name for layer in prof.layers]
+    views = {"view1", "view2", "view3", "view4"}
+    assert sorted(names) == sorted(views | {"mm1", "relu", "mm2"}) and fid["view_layers"] == 4
+    rest = [i for i, name in enumerate(names) if name not in views]
+    assert fid["rank_correlation_without_views"] == fidelity.spearman(
+        [info.stepwise_median_ns[i] for i in rest], [info.insitu_median_ns[i] for i in rest])
+    assert fid["flagged_views"] == len(views & set(fid["flagged_layers"]))
+    # the in-situ runs' agreement over the same three layers: known from 10 or more kept runs
+    assert info.insitu_rank_ceiling_without_views is not None
+    assert fid["insitu_rank_ceiling_without_views"] == info.insitu_rank_ceiling_without_views
+    line = _fidelity(prof, summary(prof))[0]
+    assert f"without the 4 view layers (Reshape, Squeeze...: no work, only per-node cost): " \
+           f"{fid['rank_correlation_without_views']:.3f}" in line
+    layerperf.save(prof, tmp_path / "out")
+    loaded = layerperf.load(tmp_path / "out")
+    assert loaded.counters is not None
+    assert loaded.counters.insitu_rank_ceiling_without_views == info.insitu_rank_ceiling_without_views
+    assert summary(loaded)["fidelity"]["rank_correlation_without_views"] == fid["rank_correlation_without_views"]
+
+
+def test_fidelity_without_views_is_absent_where_the_model_has_none(tmp_path: Path) -> None:
+    import onnx
+
+    import layerperf
+    from layerperf.analysis.summary import summary
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_counters_profile import matmul_chain
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(matmul_chain(), path)
+    prof = layerperf.profile(path, warmup=1, runs=2, threads=1, opt_level="disable", events=["task-clock"],
+                             passes=2, latency=False)
+    fid = summary(prof)["fidelity"]
+    assert fid["view_layers"] == 0 and fid["rank_correlation_without_views"] is None
+    assert prof.counters is not None and prof.counters.insitu_rank_ceiling_without_views is None

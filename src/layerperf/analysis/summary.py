@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf.analysis import overhead
+from layerperf.analysis.memory.live import is_view
 from layerperf.data import fidelity as data_fidelity
 from layerperf.data.fidelity import spearman
 from layerperf.data.figures import distribution, known, total, total_text
@@ -31,8 +32,10 @@ def _agreement(stepwise: Sequence[float], insitu: Sequence[float]) -> tuple[floa
 def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dict[str, Any] | None:
     """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran):
     summed time ratio and rank correlation against the in-situ runs that alternated with the timed
-    passes where they ran (``reference`` says which), the layers off by more than 20%, how many timed
-    passes were set aside for a busy host; ``stats``: the profile's, when already computed."""
+    passes where they ran (``reference`` says which), and the rank correlation over the layers that are
+    not view ops (whose time on either side is the runtime's per-node cost, not work), the layers off by
+    more than 20%, how many timed passes were set aside for a busy host; ``stats``: the profile's, when
+    already computed."""
     info = profile.counters
     if info is None or not info.stepwise_median_ns:
         return None
@@ -43,15 +46,23 @@ def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dic
     ratio, corr = _agreement(stepwise, reference)
     profiled = [u * 1e3 for u in medians]
     ratios = data_fidelity.layer_ratios(stepwise, reference)
-    flagged = [layer.name for layer, r in zip(profile.layers, ratios, strict=False) if data_fidelity.off(r)]
+    views = [is_view(layer.op_type, layer.domain) for layer in profile.layers]
+    off = [data_fidelity.off(r) for r in ratios]
+    flagged = [layer.name for layer, o in zip(profile.layers, off, strict=False) if o]
+    rest = [i for i, v in enumerate(views) if not v]
+    without_views = (_agreement([stepwise[i] for i in rest], [reference[i] for i in rest])[1]
+                     if any(views) and len(views) == len(stepwise) == len(reference) else None)
     return {"time_ratio": ratio, "rank_correlation": corr,
+            "view_layers": sum(views), "rank_correlation_without_views": without_views,
+            "insitu_rank_ceiling_without_views": info.insitu_rank_ceiling_without_views,
             "stepwise_sum_us": float(np.nansum(stepwise)) / 1e3,
             "insitu_sum_us": float(np.nansum(reference)) / 1e3,
             "reference": source,
             "profile_time_ratio": _agreement(stepwise, profiled)[0],
             "profile_rank_correlation": _agreement(stepwise, profiled)[1],
             "insitu_rank_ceiling": info.insitu_rank_ceiling,
-            "flagged_layers": flagged, "off_share": data_fidelity.OFF_SHARE,
+            "flagged_layers": flagged, "flagged_views": sum(bool(o) and v for o, v in zip(off, views, strict=False)),
+            "off_share": data_fidelity.OFF_SHARE,
             "timing_passes": info.timing_passes, "passes_disturbed": info.passes_disturbed,
             "disturbed_used": info.disturbed_used, "insitu_counts": _counts_agreement(profile)}
 

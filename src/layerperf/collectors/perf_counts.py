@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.analysis.memory.live import is_view
 from layerperf.collectors.disturbance import kept
 from layerperf.collectors.perf import CounterRequest
 from layerperf.data.fidelity import chosen, halves_rank_correlation
@@ -79,7 +80,16 @@ class CounterResult:
             insitu_counts=_medians(self.insitu_counts) if self.insitu_counts else None,
             sample_period_ns=self.sample_period_ns,
             sampled_runs=len(next(iter(self.insitu_counts.values()))[0]) if self.insitu_counts else None,
-            insitu_rank_ceiling=halves_rank_correlation(self.insitu_ns, use) if self.insitu_ns else None)
+            insitu_rank_ceiling=halves_rank_correlation(self.insitu_ns, use) if self.insitu_ns else None,
+            insitu_rank_ceiling_without_views=self._ceiling_without_views(layers, use))
+
+    def _ceiling_without_views(self, layers: Sequence[Layer], use: list[bool] | None) -> float | None:
+        """The in-situ runs' rank correlation with themselves over the layers that are not view ops; None
+        where none is a view (the figure is then ``insitu_rank_ceiling``) or the runs are too few."""
+        views = [is_view(layer.op_type, layer.domain) for layer in layers]
+        if not self.insitu_ns or not any(views) or len(views) != len(self.insitu_ns):
+            return None
+        return halves_rank_correlation([t for t, v in zip(self.insitu_ns, views, strict=True) if not v], use)
 
 
 def _same(a: dict[str, list[list[float]]], b: dict[str, list[list[float]]]) -> bool:

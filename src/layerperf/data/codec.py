@@ -95,7 +95,7 @@ def sections_to_json(profile: RawProfile) -> dict[str, Any]:
     if profile.counters is not None:
         counters = asdict(profile.counters)
         for key in ("fraction_counted", "inclusive", "insitu_counts", "sample_period_ns", "sampled_runs",
-                    "insitu_rank_ceiling"):
+                    "insitu_rank_ceiling", "insitu_rank_ceiling_without_views"):
             if counters[key] is None:
                 del counters[key]
         out["counters"] = counters

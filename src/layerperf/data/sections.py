@@ -38,7 +38,8 @@ class CounterInfo:
     over the profiler's node intervals (software events only; None where not taken).
     ``insitu_rank_ceiling``: the rank correlation of those in-situ runs with themselves (even against
     odd runs, :func:`layerperf.data.fidelity.halves_rank_correlation`): the noise ceiling of the
-    stepwise executor's rank correlation (None where too few runs).
+    stepwise executor's rank correlation (None where too few runs); ``insitu_rank_ceiling_without_views``
+    the same over the layers that are not view ops (None where the model has none, or too few runs).
     """
 
     events: dict[str, str]
@@ -58,6 +59,7 @@ class CounterInfo:
     sample_period_ns: int | None = None
     sampled_runs: int | None = None
     insitu_rank_ceiling: float | None = None
+    insitu_rank_ceiling_without_views: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

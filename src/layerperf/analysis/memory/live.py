@@ -31,6 +31,13 @@ if TYPE_CHECKING:
 
 # Output 0 is a view of input 0: no allocation, whatever the input's lifetime.
 ALIAS_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+def is_view(op_type: str, domain: str | None) -> bool:
+    """Whether an op of ONNX's own domain hands its input over as its output (:data:`ALIAS_OPS`): it
+    moves and computes nothing; what it takes is the runtime's own per-node cost."""
+    return op_type in ALIAS_OPS and domain in (None, "", "ai.onnx")
+
 # Output 0 may overwrite input 0 when that input's buffer dies at this node.
 INPLACE_OPS = frozenset({
     "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
@@ -113,7 +120,7 @@ def _tensors(layers: Sequence[Layer], graph: dict[str, Any]) -> tuple[dict[str, 
 def _candidates(layer: Layer, inits: set[str]) -> tuple[list[str], bool]:
     """Inputs output 0 may be stored in, and whether that is a view (alias) rather than in place."""
     names = [t.name for t in layer.inputs]
-    if layer.op_type in ALIAS_OPS and not layer.domain and names:
+    if is_view(layer.op_type, layer.domain) and names:
         return names[:1], True
     if layer.op_type in INPLACE_OPS and not layer.domain and names:
         return [n for n in names[:1] if n not in inits], False

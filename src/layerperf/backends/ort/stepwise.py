@@ -20,7 +20,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
-from layerperf.analysis.memory.live import ALIAS_OPS
+from layerperf.analysis.memory.live import is_view
 from layerperf.backends.ort import bound
 from layerperf.backends.ort.names import nodes_by_name
 from layerperf.backends.ort.session import ORT_ERRORS, Session, elem_type, to_ortvalue
@@ -75,7 +75,7 @@ def _planned(step: _Step) -> bound.Step:
     a kernel that adds into one of its inputs may write its output there."""
     node = step.node
     one = len(step.outputs) == 1
-    view = node.op_type in ALIAS_OPS and node.domain in ("", "ai.onnx") and one
+    view = is_view(node.op_type, node.domain) and one
     source = node.input[0] if view and node.input and node.input[0] in step.inputs else None
     at = bound.IN_PLACE_INPUTS.get((node.domain, node.op_type))
     # a Sum that is also another input of the node (y = x + conv(x)) is still read while the output is written

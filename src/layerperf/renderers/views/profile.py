@@ -232,13 +232,15 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     lines = [f"counters: {counted_how(prof.metadata.backend)}, {_passes(prof.counters.passes)} per event group; "
              f"fidelity vs in-situ{against}: time ratio " + (f"{ratio:.3f}" if ratio is not None else "?")
              + ", rank correlation " + (f"{corr:.3f}" if corr is not None else "n/a")
-             + _ceiling(fid.get("insitu_rank_ceiling"))]
+             + _ceiling(fid.get("insitu_rank_ceiling")) + _without_views(fid)]
     flagged = fid.get("flagged_layers") or []
     if flagged:
         apart = "node by node" if prof.metadata.backend == "onnxruntime" else "in the counting passes"
-        lines.append(f"{len(flagged)} of {summ['layers']} layers ran more than {fidelity.OFF_SHARE:.0%} slower or "
-                     f"faster {apart} than in situ ('vs in situ' marked !: {_named(flagged)}): their counts "
-                     "describe the layer run apart, not necessarily as it runs in the real run")
+        of_them = fid.get("flagged_views")
+        lines.append(f"{len(flagged)} of {summ['layers']} layers" + (f" ({of_them} of them views)" if of_them else "")
+                     + f" ran more than {fidelity.OFF_SHARE:.0%} slower or faster {apart} than in situ ('vs in situ' "
+                     f"marked !: {_named(flagged)}): their counts describe the layer run apart, not necessarily as "
+                     "it runs in the real run")
     lines += _disturbed(fid) + _sampled(fid)
     return lines
 
@@ -252,6 +254,16 @@ def _named(layers: Sequence[str], most: int = 5) -> str:
 def _ceiling(ceiling: float | None) -> str:
     """The in-situ runs' rank correlation with themselves: what the stepwise one is to be read against."""
     return "" if ceiling is None else f" (the in-situ runs against themselves: {ceiling:.3f})"
+
+
+def _without_views(fid: Mapping[str, Any]) -> str:
+    """The rank correlation over the layers that are not view ops, where the model has any: a view hands its
+    input over, so its time on either side is the runtime's per-node cost, which ranks no work."""
+    corr = fid.get("rank_correlation_without_views")
+    if corr is None:
+        return ""
+    return (f"; without the {fid['view_layers']} view layers (Reshape, Squeeze...: no work, only per-node "
+            f"cost): {corr:.3f}" + _ceiling(fid.get("insitu_rank_ceiling_without_views")))
 
 
 def _sampled(fid: Mapping[str, Any]) -> list[str]:
