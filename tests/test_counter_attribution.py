@@ -379,6 +379,7 @@ def test_fidelity_ranks_the_layers_that_work_apart_from_the_views(tmp_path: Path
     assert fid["rank_correlation_without_views"] == fidelity.spearman(
         [info.stepwise_median_ns[i] for i in rest], [info.insitu_median_ns[i] for i in rest])
     assert fid["flagged_views"] == len(views & set(fid["flagged_layers"]))
+    assert fid["holds"] == (fidelity.misses(fid["time_ratio"], fid["rank_correlation"]) == [])
     # the in-situ runs' agreement over the same three layers: known from 10 or more kept runs
     assert info.insitu_rank_ceiling_without_views is not None
     assert fid["insitu_rank_ceiling_without_views"] == info.insitu_rank_ceiling_without_views
@@ -408,3 +409,42 @@ def test_fidelity_without_views_is_absent_where_the_model_has_none(tmp_path: Pat
     fid = summary(prof)["fidelity"]
     assert fid["view_layers"] == 0 and fid["rank_correlation_without_views"] is None
     assert prof.counters is not None and prof.counters.insitu_rank_ceiling_without_views is None
+
+
+@pytest.mark.parametrize(("ratio", "rank", "missed"), [
+    (1.0, 0.99, []), (1.05, 0.95, []), (0.949, 0.99, ["time ratio 0.949"]), (1.051, 0.99, ["time ratio 1.051"]),
+    (1.0, 0.949, ["rank correlation 0.949"]), (1.2, 0.5, ["time ratio 1.200", "rank correlation 0.500"]),
+    (None, 0.99, None), (1.0, None, None)])
+def test_fidelity_bounds_say_what_they_miss(ratio: float | None, rank: float | None,
+                                            missed: list[str] | None) -> None:
+    from layerperf.data import fidelity
+
+    assert fidelity.misses(ratio, rank) == missed
+
+
+def _fid(**over: Any) -> dict[str, Any]:
+    from layerperf.data import fidelity
+
+    fid: dict[str, Any] = {"time_ratio": 1.0, "rank_correlation": 0.93, "insitu_rank_ceiling": 0.98,
+                           "rank_correlation_without_views": 0.984, "disturbed_used": False,
+                           "bounds": {"time_ratio": fidelity.TIME_TOLERANCE, "rank_correlation": fidelity.RANK_BOUND}}
+    fid.update(over)
+    fid["misses"] = fidelity.misses(fid["time_ratio"], fid["rank_correlation"])
+    return fid
+
+
+def test_a_profile_says_when_its_counts_do_not_hold_and_what_it_knows_of_why() -> None:
+    from layerperf.renderers.views.profile import _missed
+
+    assert _missed(_fid(rank_correlation=0.97)) == []
+    [line] = _missed(_fid())
+    assert line.startswith("the counts do not hold as in situ within the bounds (time ratio 1.00 ± 0.05, rank "
+                           "correlation >= 0.95): rank correlation 0.930; the layers that are not views rank at 0.984")
+    assert "against themselves" not in line and "busy" not in line
+    [line] = _missed(_fid(insitu_rank_ceiling=0.91, rank_correlation_without_views=0.92, time_ratio=1.3,
+                          disturbed_used=True))
+    assert ": time ratio 1.300, rank correlation 0.930; the in-situ runs rank the layers against themselves at " \
+           "0.910: no measurement ranks them better; the host was busy" in line
+    assert "not views" not in line
+    [line] = _missed(_fid(time_ratio=0.9, rank_correlation=0.99, rank_correlation_without_views=None))
+    assert line.endswith(": time ratio 0.900")

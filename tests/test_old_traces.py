@@ -23,7 +23,8 @@ TRACES = ("resnet18_counters_memory", "loop")
 # values): the stepwise executor's fidelity per layer and in the summary, the counts' spread over passes.
 ADDED = {"reference", "profile_time_ratio", "profile_rank_correlation", "flagged_layers", "off_share",
          "timing_passes", "passes_disturbed", "disturbed_used", "stepwise_ratio", "stepwise_off",
-         "task-clock_cv", "page-faults_cv", "insitu_counts", "insitu_rank_ceiling"}
+         "task-clock_cv", "page-faults_cv", "insitu_counts", "insitu_rank_ceiling", "holds", "misses", "bounds",
+         "view_layers", "flagged_views", "rank_correlation_without_views", "insitu_rank_ceiling_without_views"}
 
 
 def _same(a: Any, b: Any, where: str = "") -> None:

@@ -32,7 +32,8 @@ def _agreement(stepwise: Sequence[float], insitu: Sequence[float]) -> tuple[floa
 def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dict[str, Any] | None:
     """How the stepwise executor's per-node times compare with the in-situ ones (when counters ran):
     summed time ratio and rank correlation against the in-situ runs that alternated with the timed
-    passes where they ran (``reference`` says which), and the rank correlation over the layers that are
+    passes where they ran (``reference`` says which), whether they hold within their bounds (``holds``, what
+    they miss in ``misses``: :func:`layerperf.data.fidelity.misses`), the rank correlation over the layers that are
     not view ops (whose time on either side is the runtime's per-node cost, not work), the layers off by
     more than 20%, how many timed passes were set aside for a busy host; ``stats``: the profile's, when
     already computed."""
@@ -52,7 +53,10 @@ def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dic
     rest = [i for i, v in enumerate(views) if not v]
     without_views = (_agreement([stepwise[i] for i in rest], [reference[i] for i in rest])[1]
                      if any(views) and len(views) == len(stepwise) == len(reference) else None)
-    return {"time_ratio": ratio, "rank_correlation": corr,
+    missed = data_fidelity.misses(ratio, corr)
+    return {"time_ratio": ratio, "rank_correlation": corr, "holds": None if missed is None else not missed,
+            "misses": missed, "bounds": {"time_ratio": data_fidelity.TIME_TOLERANCE,
+                                         "rank_correlation": data_fidelity.RANK_BOUND},
             "view_layers": sum(views), "rank_correlation_without_views": without_views,
             "insitu_rank_ceiling_without_views": info.insitu_rank_ceiling_without_views,
             "stepwise_sum_us": float(np.nansum(stepwise)) / 1e3,

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 # A layer whose stepwise time is off its in-situ time by more than this share is flagged: its counts
 # were taken under conditions measurably unlike the real run's.
 OFF_SHARE = 0.2
+# The bounds within which the layers' counts are taken to hold as in situ: the stepwise times summed over
+# the layers within this share of the in-situ sum, and ranking the layers with at least this correlation.
+TIME_TOLERANCE = 0.05
+RANK_BOUND = 0.95
 INTERLEAVED = "in-situ runs alternated with the timed stepwise passes"
 PROFILED = "the profile's own in-situ runs"
 
@@ -39,6 +43,19 @@ def layer_ratios(stepwise_ns: Sequence[float], reference: Sequence[float]) -> li
     """stepwise / in-situ per layer; None where either is unknown or the in-situ time is 0."""
     return [s / r if _finite(s) and _finite(r) and r > 0 else None
             for s, r in zip(stepwise_ns, reference, strict=False)]
+
+
+def misses(time_ratio: float | None, rank_correlation: float | None) -> list[str] | None:
+    """Which of the bounds (:data:`TIME_TOLERANCE`, :data:`RANK_BOUND`) the figures miss, as text; [] when
+    they hold, None when either figure is unknown."""
+    if time_ratio is None or rank_correlation is None:
+        return None
+    out = []
+    if not 1.0 - TIME_TOLERANCE <= time_ratio <= 1.0 + TIME_TOLERANCE:
+        out.append(f"time ratio {time_ratio:.3f}")
+    if rank_correlation < RANK_BOUND:
+        out.append(f"rank correlation {rank_correlation:.3f}")
+    return out
 
 
 def off(ratio: float | None) -> bool | None:

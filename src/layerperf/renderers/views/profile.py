@@ -241,8 +241,31 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
                      + f" ran more than {fidelity.OFF_SHARE:.0%} slower or faster {apart} than in situ ('vs in situ' "
                      f"marked !: {_named(flagged)}): their counts describe the layer run apart, not necessarily as "
                      "it runs in the real run")
-    lines += _disturbed(fid) + _sampled(fid)
+    lines += _missed(fid) + _disturbed(fid) + _sampled(fid)
     return lines
+
+
+def _missed(fid: Mapping[str, Any]) -> list[str]:
+    """That the figures miss their bounds, where they do, and what the profile knows of why."""
+    missed = fid.get("misses")
+    if not missed:
+        return []
+    bounds = fid["bounds"]
+    why = []
+    rank = fid.get("rank_correlation")
+    if rank is not None and rank < bounds["rank_correlation"]:
+        ceiling, without = fid.get("insitu_rank_ceiling"), fid.get("rank_correlation_without_views")
+        if ceiling is not None and ceiling < bounds["rank_correlation"]:
+            why.append(f"the in-situ runs rank the layers against themselves at {ceiling:.3f}: no measurement "
+                       "ranks them better")
+        if without is not None and without >= bounds["rank_correlation"]:
+            why.append(f"the layers that are not views rank at {without:.3f}: the view layers, whose time on either "
+                       "side is per-node cost rather than work, reorder")
+    if fid.get("disturbed_used"):
+        why.append("the host was busy")
+    return [f"the counts do not hold as in situ within the bounds (time ratio 1.00 ± {bounds['time_ratio']:.2f}, "
+            f"rank correlation >= {bounds['rank_correlation']:.2f}): " + ", ".join(missed)
+            + ("; " + "; ".join(why) if why else "")]
 
 
 def _named(layers: Sequence[str], most: int = 5) -> str:
