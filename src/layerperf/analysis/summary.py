@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from layerperf.analysis import overhead
-from layerperf.analysis.memory.live import is_view
+from layerperf.analysis.memory.live import views
 from layerperf.data import fidelity as data_fidelity
 from layerperf.data.fidelity import spearman
 from layerperf.data.figures import distribution, known, total, total_text
@@ -47,17 +47,17 @@ def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dic
     ratio, corr = _agreement(stepwise, reference)
     profiled = [u * 1e3 for u in medians]
     ratios = data_fidelity.layer_ratios(stepwise, reference)
-    views = [is_view(layer.op_type, layer.domain) for layer in profile.layers]
+    view = views(profile.layers)
     off = [data_fidelity.off(r) for r in ratios]
     flagged = [layer.name for layer, o in zip(profile.layers, off, strict=False) if o]
-    rest = [i for i, v in enumerate(views) if not v]
+    rest = [i for i, v in enumerate(view) if not v]
     without_views = (_agreement([stepwise[i] for i in rest], [reference[i] for i in rest])[1]
-                     if any(views) and len(views) == len(stepwise) == len(reference) else None)
+                     if any(view) and len(rest) >= data_fidelity.MIN_RANKED
+                     and len(view) == len(stepwise) == len(reference) else None)
     missed = data_fidelity.misses(ratio, corr)
     return {"time_ratio": ratio, "rank_correlation": corr, "holds": None if missed is None else not missed,
-            "misses": missed, "bounds": {"time_ratio": data_fidelity.TIME_TOLERANCE,
-                                         "rank_correlation": data_fidelity.RANK_BOUND},
-            "view_layers": sum(views), "rank_correlation_without_views": without_views,
+            "misses": missed, "bounds": {k: dict(v) for k, v in data_fidelity.BOUNDS.items()},
+            "view_layers": sum(view), "rank_correlation_without_views": without_views,
             "insitu_rank_ceiling_without_views": info.insitu_rank_ceiling_without_views,
             "stepwise_sum_us": float(np.nansum(stepwise)) / 1e3,
             "insitu_sum_us": float(np.nansum(reference)) / 1e3,
@@ -65,7 +65,7 @@ def fidelity(profile: Profile, stats: Sequence[LayerStats] | None = None) -> dic
             "profile_time_ratio": _agreement(stepwise, profiled)[0],
             "profile_rank_correlation": _agreement(stepwise, profiled)[1],
             "insitu_rank_ceiling": info.insitu_rank_ceiling,
-            "flagged_layers": flagged, "flagged_views": sum(bool(o) and v for o, v in zip(off, views, strict=False)),
+            "flagged_layers": flagged, "flagged_views": sum(bool(o) and v for o, v in zip(off, view, strict=False)),
             "off_share": data_fidelity.OFF_SHARE,
             "timing_passes": info.timing_passes, "passes_disturbed": info.passes_disturbed,
             "disturbed_used": info.disturbed_used, "insitu_counts": _counts_agreement(profile)}

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerperf.analysis.memory.live import is_view
+from layerperf.analysis.memory.live import views
 from layerperf.collectors.disturbance import kept
 from layerperf.collectors.perf import CounterRequest
-from layerperf.data.fidelity import chosen, halves_rank_correlation
+from layerperf.data.fidelity import MIN_RANKED, chosen, halves_rank_correlation
 from layerperf.data.profile import CounterInfo, Layer
 from layerperf.errors import LayerperfError
 
@@ -85,11 +85,13 @@ class CounterResult:
 
     def _ceiling_without_views(self, layers: Sequence[Layer], use: list[bool] | None) -> float | None:
         """The in-situ runs' rank correlation with themselves over the layers that are not view ops; None
-        where none is a view (the figure is then ``insitu_rank_ceiling``) or the runs are too few."""
-        views = [is_view(layer.op_type, layer.domain) for layer in layers]
-        if not self.insitu_ns or not any(views) or len(views) != len(self.insitu_ns):
+        where none is a view (the figure is then ``insitu_rank_ceiling``), the others are fewer than
+        :data:`~layerperf.data.fidelity.MIN_RANKED` or the runs too few."""
+        mask = views(layers)
+        if not self.insitu_ns or not any(mask) or len(mask) != len(self.insitu_ns) or \
+                mask.count(False) < MIN_RANKED:
             return None
-        return halves_rank_correlation([t for t, v in zip(self.insitu_ns, views, strict=True) if not v], use)
+        return halves_rank_correlation([t for t, v in zip(self.insitu_ns, mask, strict=True) if not v], use)
 
 
 def _same(a: dict[str, list[list[float]]], b: dict[str, list[list[float]]]) -> bool:

@@ -24,6 +24,12 @@ OFF_SHARE = 0.2
 # the layers within this share of the in-situ sum, and ranking the layers with at least this correlation.
 TIME_TOLERANCE = 0.05
 RANK_BOUND = 0.95
+# The figures as shown (3 decimals) are what is held to the bounds.
+SHOWN_DECIMALS = 3
+BOUNDS = {"time_ratio": {"low": 1.0 - TIME_TOLERANCE, "high": 1.0 + TIME_TOLERANCE},
+          "rank_correlation": {"low": RANK_BOUND}}
+# Fewer layers than this rank at or near +-1 by chance: no rank correlation is given over a subset this small.
+MIN_RANKED = 10
 INTERLEAVED = "in-situ runs alternated with the timed stepwise passes"
 PROFILED = "the profile's own in-situ runs"
 
@@ -46,15 +52,15 @@ def layer_ratios(stepwise_ns: Sequence[float], reference: Sequence[float]) -> li
 
 
 def misses(time_ratio: float | None, rank_correlation: float | None) -> list[str] | None:
-    """Which of the bounds (:data:`TIME_TOLERANCE`, :data:`RANK_BOUND`) the figures miss, as text; [] when
-    they hold, None when either figure is unknown."""
+    """The names of the :data:`BOUNDS` the figures miss, each figure as shown (rounded to
+    :data:`SHOWN_DECIMALS`); [] when they hold, None when either figure is unknown."""
     if time_ratio is None or rank_correlation is None:
         return None
     out = []
-    if not 1.0 - TIME_TOLERANCE <= time_ratio <= 1.0 + TIME_TOLERANCE:
-        out.append(f"time ratio {time_ratio:.3f}")
-    if rank_correlation < RANK_BOUND:
-        out.append(f"rank correlation {rank_correlation:.3f}")
+    for name, value in (("time_ratio", time_ratio), ("rank_correlation", rank_correlation)):
+        shown, bound = round(value, SHOWN_DECIMALS), BOUNDS[name]
+        if shown < bound["low"] or shown > bound.get("high", math.inf):
+            out.append(name)
     return out
 
 

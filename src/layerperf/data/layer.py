@@ -9,6 +9,14 @@ from layerperf.data.cost import Cost
 from layerperf.data.extension import LayerExtension
 from layerperf.data.tensor import TensorInfo
 
+# The names ONNX's default operator domain goes by ("" where a backend names none).
+ONNX_DOMAINS = frozenset(("", "ai.onnx", "onnx"))
+
+
+def onnx_domain(domain: str | None) -> bool:
+    """Whether ``domain`` is ONNX's default operator domain (None taken as "")."""
+    return (domain or "") in ONNX_DOMAINS
+
 
 @dataclass(slots=True)
 class Layer:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from layerperf.data.layer import onnx_domain
 from layerperf.data.memory_report import ACTIVATION, CODE, INPUT, OUTPUT, Block
 from layerperf.errors import InputError
 
@@ -36,7 +37,12 @@ ALIAS_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 def is_view(op_type: str, domain: str | None) -> bool:
     """Whether an op of ONNX's own domain hands its input over as its output (:data:`ALIAS_OPS`): it
     moves and computes nothing; what it takes is the runtime's own per-node cost."""
-    return op_type in ALIAS_OPS and domain in (None, "", "ai.onnx")
+    return op_type in ALIAS_OPS and onnx_domain(domain)
+
+
+def views(layers: Sequence[Layer]) -> list[bool]:
+    """Whether each layer is a view op (:func:`is_view`)."""
+    return [is_view(layer.op_type, layer.domain) for layer in layers]
 
 # Output 0 may overwrite input 0 when that input's buffer dies at this node.
 INPLACE_OPS = frozenset({
@@ -122,7 +128,7 @@ def _candidates(layer: Layer, inits: set[str]) -> tuple[list[str], bool]:
     names = [t.name for t in layer.inputs]
     if is_view(layer.op_type, layer.domain) and names:
         return names[:1], True
-    if layer.op_type in INPLACE_OPS and not layer.domain and names:
+    if layer.op_type in INPLACE_OPS and onnx_domain(layer.domain) and names:
         return [n for n in names[:1] if n not in inits], False
     if (layer.domain, layer.op_type) in SUM_INPLACE_OPS:
         return [n for n in names[1:] if n not in inits], False

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 
 import onnx
 
-_ONNX_DOMAINS = ("", "ai.onnx")
+from layerperf.data.layer import onnx_domain
+
 _TOKEN = re.compile(r"(_token_\d+)?")
 
 
@@ -28,7 +29,7 @@ def is_generated(name: str, op_type: str) -> bool:
 
 
 def _identity(node: onnx.NodeProto) -> tuple[str, str, tuple[str, ...]]:
-    return "" if node.domain in _ONNX_DOMAINS else node.domain, node.op_type, tuple(node.output)
+    return "" if onnx_domain(node.domain) else node.domain, node.op_type, tuple(node.output)
 
 
 def load_indices(nodes: Iterable[onnx.NodeProto]) -> dict[tuple[str, str, tuple[str, ...]], int]:
@@ -36,7 +37,7 @@ def load_indices(nodes: Iterable[onnx.NodeProto]) -> dict[tuple[str, str, tuple[
     out: dict[tuple[str, str, tuple[str, ...]], int] = {}
     index = 0
     for node in nodes:
-        if node.op_type == "Constant" and node.domain in _ONNX_DOMAINS:
+        if node.op_type == "Constant" and onnx_domain(node.domain):
             continue
         if not node.name:
             out.setdefault(_identity(node), index)

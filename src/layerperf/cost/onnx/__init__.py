@@ -82,9 +82,10 @@ from layerperf.cost.onnx import elementwise, fused, movement, nn, quant
 from layerperf.cost.onnx.node import BytesFn, FlopsFn, Node, OpKey, total_bytes
 from layerperf.cost.shapes import guarded
 from layerperf.data.cost import Cost
+from layerperf.data.layer import ONNX_DOMAINS, onnx_domain
 from layerperf.data.tensor import TensorInfo, is_float_dtype, is_integer_dtype
 
-DEFAULT_DOMAINS = frozenset(("", "ai.onnx", "onnx"))  # the names of ONNX's default domain
+DEFAULT_DOMAINS = ONNX_DOMAINS  # the names of ONNX's default domain
 
 # (domain, op_type) -> FLOPs function. Domain "" is ai.onnx.
 _TABLE: dict[OpKey, FlopsFn] = {
@@ -99,7 +100,7 @@ _SPLIT: dict[OpKey, quant.SplitFn] = quant.SPLIT
 
 
 def _domain(domain: str) -> str:
-    return "" if domain in DEFAULT_DOMAINS else domain
+    return "" if onnx_domain(domain) else domain
 
 
 def known_op_types() -> set[tuple[str, str]]:

@@ -237,7 +237,7 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     if flagged:
         apart = "node by node" if prof.metadata.backend == "onnxruntime" else "in the counting passes"
         of_them = fid.get("flagged_views")
-        lines.append(f"{len(flagged)} of {summ['layers']} layers" + (f" ({of_them} of them views)" if of_them else "")
+        lines.append(f"{len(flagged)} of {summ['layers']} layers" + (f" ({of_them} of them {'views' if of_them > 1 else 'a view'})" if of_them else "")
                      + f" ran more than {fidelity.OFF_SHARE:.0%} slower or faster {apart} than in situ ('vs in situ' "
                      f"marked !: {_named(flagged)}): their counts describe the layer run apart, not necessarily as "
                      "it runs in the real run")
@@ -246,26 +246,29 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
 
 
 def _missed(fid: Mapping[str, Any]) -> list[str]:
-    """That the figures miss their bounds, where they do, and what the profile knows of why."""
+    """That the figures miss their bounds, where they do, each with what the profile knows of why."""
     missed = fid.get("misses")
     if not missed:
         return []
     bounds = fid["bounds"]
-    why = []
-    rank = fid.get("rank_correlation")
-    if rank is not None and rank < bounds["rank_correlation"]:
-        ceiling, without = fid.get("insitu_rank_ceiling"), fid.get("rank_correlation_without_views")
-        if ceiling is not None and ceiling < bounds["rank_correlation"]:
-            why.append(f"the in-situ runs rank the layers against themselves at {ceiling:.3f}: no measurement "
-                       "ranks them better")
-        if without is not None and without >= bounds["rank_correlation"]:
-            why.append(f"the layers that are not views rank at {without:.3f}: the view layers, whose time on either "
-                       "side is per-node cost rather than work, reorder")
-    if fid.get("disturbed_used"):
-        why.append("the host was busy")
-    return [f"the counts do not hold as in situ within the bounds (time ratio 1.00 ± {bounds['time_ratio']:.2f}, "
-            f"rank correlation >= {bounds['rank_correlation']:.2f}): " + ", ".join(missed)
-            + ("; " + "; ".join(why) if why else "")]
+    ratio, rank = bounds["time_ratio"], bounds["rank_correlation"]["low"]
+    parts = []
+    for name in missed:
+        text = f"{name.replace('_', ' ')} {fid[name]:.3f}"
+        if name == "rank_correlation":
+            ceiling, without = fid.get("insitu_rank_ceiling"), fid.get("rank_correlation_without_views")
+            why = []
+            if ceiling is not None and ceiling < rank:
+                why.append(f"the in-situ runs rank the layers against themselves at {ceiling:.3f}, about the best "
+                           "any measurement can")
+            if without is not None and without >= rank:
+                why.append(f"the layers that are not views rank at {without:.3f}: the view layers, whose time on "
+                           "either side is per-node cost rather than work, reorder")
+            text += f" ({'; '.join(why)})" if why else ""
+        parts.append(text)
+    busy = "; the host was busy" if fid.get("disturbed_used") else ""
+    return [f"the counts do not hold as in situ within the bounds (time ratio {ratio['low']:.2f}-{ratio['high']:.2f}, "
+            f"rank correlation >= {rank:.2f}): " + ", ".join(parts) + busy]
 
 
 def _named(layers: Sequence[str], most: int = 5) -> str:
@@ -285,7 +288,8 @@ def _without_views(fid: Mapping[str, Any]) -> str:
     corr = fid.get("rank_correlation_without_views")
     if corr is None:
         return ""
-    return (f"; without the {fid['view_layers']} view layers (Reshape, Squeeze...: no work, only per-node "
+    n = fid["view_layers"]
+    return (f"; without the {n} view layer{'s' if n != 1 else ''} (Reshape, Squeeze...: no work, only per-node "
             f"cost): {corr:.3f}" + _ceiling(fid.get("insitu_rank_ceiling_without_views")))
 
 
