@@ -237,8 +237,9 @@ def _fidelity(prof: Profile, summ: Mapping[str, Any]) -> list[str]:
     if flagged:
         apart = "node by node" if prof.metadata.backend == "onnxruntime" else "in the counting passes"
         of_them = fid.get("flagged_views")
-        lines.append(f"{len(flagged)} of {summ['layers']} layers" + (f" ({of_them} of them {'views' if of_them > 1 else 'a view'})" if of_them else "")
-                     + f" ran more than {fidelity.OFF_SHARE:.0%} slower or faster {apart} than in situ ('vs in situ' "
+        views = f" ({of_them} of them {'views' if of_them > 1 else 'a view'})" if of_them else ""
+        lines.append(f"{len(flagged)} of {summ['layers']} layers{views}"
+                     f" ran more than {fidelity.OFF_SHARE:.0%} slower or faster {apart} than in situ ('vs in situ' "
                      f"marked !: {_named(flagged)}): their counts describe the layer run apart, not necessarily as "
                      "it runs in the real run")
     lines += _missed(fid) + _disturbed(fid) + _sampled(fid)
