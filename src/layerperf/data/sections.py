@@ -39,7 +39,8 @@ class CounterInfo:
     ``insitu_rank_ceiling``: the rank correlation of those in-situ runs with themselves (even against
     odd runs, :func:`layerperf.data.fidelity.halves_rank_correlation`): the noise ceiling of the
     stepwise executor's rank correlation (None where too few runs); ``insitu_rank_ceiling_without_views``
-    the same over the layers that are not view ops (None where the model has none, or too few runs).
+    the same over the layers that are not view ops (None where the model has none, fewer than
+    :data:`~layerperf.data.fidelity.MIN_RANKED` others, or too few runs).
     """
 
     events: dict[str, str]
