@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 
 # Output 0 is a view of input 0: no allocation, whatever the input's lifetime.
 ALIAS_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+# Output 0 may overwrite input 0 when that input's buffer dies at this node.
+INPLACE_OPS = frozenset({
+    "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
+    "ThresholdedRelu", "Shrink", "Clip", "Softmax", "LogSoftmax", "Cast",
+})
+# Fused convolutions that add a residual ("Sum"/"Z" input) write their output over it.
+SUM_INPLACE_OPS = frozenset({("com.microsoft.nchwc", "Conv"), ("com.microsoft", "FusedConv")})
 
 
 def is_view(op_type: str, domain: str | None) -> bool:
@@ -44,13 +51,6 @@ def views(layers: Sequence[Layer]) -> list[bool]:
     """Whether each layer is a view op (:func:`is_view`)."""
     return [is_view(layer.op_type, layer.domain) for layer in layers]
 
-# Output 0 may overwrite input 0 when that input's buffer dies at this node.
-INPLACE_OPS = frozenset({
-    "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
-    "ThresholdedRelu", "Shrink", "Clip", "Softmax", "LogSoftmax", "Cast",
-})
-# Fused convolutions that add a residual ("Sum"/"Z" input) write their output over it.
-SUM_INPLACE_OPS = frozenset({("com.microsoft.nchwc", "Conv"), ("com.microsoft", "FusedConv")})
 
 @dataclass(frozen=True, slots=True)
 class Timeline:

@@ -289,9 +289,8 @@ def _without_views(fid: Mapping[str, Any]) -> str:
     corr = fid.get("rank_correlation_without_views")
     if corr is None:
         return ""
-    n = fid["view_layers"]
-    return (f"; without the {n} view layer{'s' if n != 1 else ''} (Reshape, Squeeze...: no work, only per-node "
-            f"cost): {corr:.3f}" + _ceiling(fid.get("insitu_rank_ceiling_without_views")))
+    return (f"; without the {units.count(fid['view_layers'], 'view layer')} (Reshape, Squeeze...: no work, only "
+            f"per-node cost): {corr:.3f}" + _ceiling(fid.get("insitu_rank_ceiling_without_views")))
 
 
 def _sampled(fid: Mapping[str, Any]) -> list[str]:
